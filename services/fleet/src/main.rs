@@ -1,0 +1,31 @@
+//! `berth-fleet`: fleets, capacity and scaling.
+
+use berth_runtime::{CommonArgs, DefaultPorts, ListenArgs};
+use clap::Parser;
+
+/// Berth's fleet service.
+#[derive(Parser, Debug)]
+#[command(name = "berth-fleet", version)]
+struct Cli {
+    #[command(flatten)]
+    listen: ListenArgs,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let ports = DefaultPorts {
+        grpc: berth_fleet::GRPC_PORT,
+        metrics: berth_fleet::METRICS_PORT,
+    };
+    berth_runtime::run_binary(
+        "berth-fleet",
+        &cli.common,
+        &cli.listen,
+        ports,
+        berth_fleet::service,
+    )
+    .await
+}

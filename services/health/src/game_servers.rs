@@ -1,0 +1,197 @@
+//! GameServerService: the FleetIQ-style calls with which game servers join a fleet's pool, report utilization
+//! and health, and leave. Each call is checked, scoped to the caller, and done in one script.
+
+use berth_domain::game_server::{self as domain, InstanceStatus, UtilizationChange};
+use berth_domain::validate::Violations;
+use berth_proto::health::v1 as pb;
+use berth_proto::health::v1::game_server_service_server::GameServerService;
+use berth_runtime::auth::Caller;
+use berth_store::Store;
+use berth_store::game_servers::{self as store, Registered, Registration, Update, Updated};
+use tonic::{Request, Response, Status};
+
+/// The handlers, over the shared store.
+pub struct GameServers {
+    store: Store,
+}
+
+impl GameServers {
+    /// Handlers over `store`.
+    pub fn new(store: Store) -> GameServers {
+        GameServers { store }
+    }
+}
+
+fn not_found(fleet_id: &str, game_server_id: &str) -> Status {
+    Status::not_found(format!(
+        "game server {game_server_id:?} is not registered in fleet {fleet_id:?}"
+    ))
+}
+
+#[tonic::async_trait]
+impl GameServerService for GameServers {
+    async fn register_game_server(
+        &self,
+        request: Request<pb::RegisterGameServerRequest>,
+    ) -> Result<Response<pb::RegisterGameServerResponse>, Status> {
+        let caller = Caller::of(&request)?.clone();
+        let req = request.into_inner();
+        domain::check_register(&req)?;
+        caller.check_game_server(&req.fleet_id, &req.game_server_id)?;
+        let registration = Registration {
+            fleet_id: &req.fleet_id,
+            game_server_id: &req.game_server_id,
+            instance_id: &req.instance_id,
+            connection_info: &req.connection_info,
+            game_server_data: &req.game_server_data,
+        };
+        match store::register(&self.store, &registration).await? {
+            Registered::New(server) => {
+                metrics::counter!("berth_game_server_registrations_total").increment(1);
+                Ok(Response::new(pb::RegisterGameServerResponse {
+                    game_server: Some(server.into()),
+                }))
+            }
+            Registered::AlreadyExists(_) => Err(Status::already_exists(format!(
+                "game server {:?} is already registered in fleet {:?}; deregister it first or pick another id",
+                req.game_server_id, req.fleet_id
+            ))),
+        }
+    }
+
+    async fn update_game_server(
+        &self,
+        request: Request<pb::UpdateGameServerRequest>,
+    ) -> Result<Response<pb::UpdateGameServerResponse>, Status> {
+        let caller = Caller::of(&request)?.clone();
+        let req = request.into_inner();
+        let utilization = domain::check_update(&req)?;
+        caller.check_game_server(&req.fleet_id, &req.game_server_id)?;
+        let update = Update {
+            fleet_id: &req.fleet_id,
+            game_server_id: &req.game_server_id,
+            game_server_data: req.game_server_data.as_deref(),
+            utilization,
+            healthy: req.health_check() == pb::HealthCheck::Healthy,
+        };
+        match store::update(&self.store, &update).await? {
+            Updated::Done(server) => {
+                if utilization == UtilizationChange::Utilized {
+                    metrics::counter!("berth_game_servers_utilized_total").increment(1);
+                }
+                Ok(Response::new(pb::UpdateGameServerResponse {
+                    game_server: Some(server.into()),
+                }))
+            }
+            Updated::NotFound => Err(not_found(&req.fleet_id, &req.game_server_id)),
+            Updated::ClaimLapsed(_) => Err(Status::failed_precondition(format!(
+                "the claim on game server {:?} lapsed and it went back to the pool; claim it again before \
+                 marking it UTILIZED",
+                req.game_server_id
+            ))),
+            Updated::AlreadyUtilized(_) => Err(Status::failed_precondition(format!(
+                "game server {:?} is UTILIZED and never goes back to AVAILABLE; deregister it when its game ends",
+                req.game_server_id
+            ))),
+        }
+    }
+
+    async fn deregister_game_server(
+        &self,
+        request: Request<pb::DeregisterGameServerRequest>,
+    ) -> Result<Response<pb::DeregisterGameServerResponse>, Status> {
+        let caller = Caller::of(&request)?.clone();
+        let req = request.into_inner();
+        let mut v = Violations::new();
+        domain::check_server_ref(&mut v, &req.fleet_id, &req.game_server_id);
+        v.into_result()?;
+        caller.check_game_server(&req.fleet_id, &req.game_server_id)?;
+        if store::deregister(&self.store, &req.fleet_id, &req.game_server_id).await? {
+            Ok(Response::new(pb::DeregisterGameServerResponse {}))
+        } else {
+            Err(not_found(&req.fleet_id, &req.game_server_id))
+        }
+    }
+
+    async fn describe_game_server(
+        &self,
+        request: Request<pb::DescribeGameServerRequest>,
+    ) -> Result<Response<pb::DescribeGameServerResponse>, Status> {
+        let caller = Caller::of(&request)?.clone();
+        let req = request.into_inner();
+        let mut v = Violations::new();
+        domain::check_server_ref(&mut v, &req.fleet_id, &req.game_server_id);
+        v.into_result()?;
+        caller.check_game_server(&req.fleet_id, &req.game_server_id)?;
+        match store::describe(&self.store, &req.fleet_id, &req.game_server_id).await? {
+            Some(server) => Ok(Response::new(pb::DescribeGameServerResponse {
+                game_server: Some(server.into()),
+            })),
+            None => Err(not_found(&req.fleet_id, &req.game_server_id)),
+        }
+    }
+
+    async fn list_game_servers(
+        &self,
+        request: Request<pb::ListGameServersRequest>,
+    ) -> Result<Response<pb::ListGameServersResponse>, Status> {
+        let req = request.into_inner();
+        let mut v = Violations::new();
+        v.id(
+            "fleet_id",
+            &req.fleet_id,
+            domain::FLEET_ID_LEN.0,
+            domain::FLEET_ID_LEN.1,
+        );
+        let size = domain::check_page_size(&mut v, req.page_size);
+        if !req.page_token.is_empty() {
+            v.id(
+                "page_token",
+                &req.page_token,
+                domain::GAME_SERVER_ID_LEN.0,
+                domain::GAME_SERVER_ID_LEN.1,
+            );
+        }
+        v.into_result()?;
+        let page = store::list(&self.store, &req.fleet_id, &req.page_token, size).await?;
+        Ok(Response::new(pb::ListGameServersResponse {
+            game_servers: page.game_servers.into_iter().map(Into::into).collect(),
+            next_page_token: page.next_after.unwrap_or_default(),
+        }))
+    }
+
+    async fn set_instance_status(
+        &self,
+        request: Request<pb::SetInstanceStatusRequest>,
+    ) -> Result<Response<pb::SetInstanceStatusResponse>, Status> {
+        let req = request.into_inner();
+        let mut v = Violations::new();
+        v.id(
+            "fleet_id",
+            &req.fleet_id,
+            domain::FLEET_ID_LEN.0,
+            domain::FLEET_ID_LEN.1,
+        );
+        v.id(
+            "instance_id",
+            &req.instance_id,
+            domain::INSTANCE_ID_LEN.0,
+            domain::INSTANCE_ID_LEN.1,
+        );
+        let status = InstanceStatus::from_proto(req.instance_status);
+        if status.is_none() {
+            v.add(
+                "instance_status",
+                "must be ACTIVE, DRAINING or SPOT_TERMINATING",
+            );
+        }
+        v.into_result()?;
+        let status = status.expect("checked above");
+        let count =
+            store::set_instance_status(&self.store, &req.fleet_id, &req.instance_id, status)
+                .await?;
+        Ok(Response::new(pb::SetInstanceStatusResponse {
+            game_server_count: count,
+        }))
+    }
+}

@@ -1,0 +1,31 @@
+//! `berth-health`: registers game servers and watches their health.
+
+use berth_runtime::{CommonArgs, DefaultPorts, ListenArgs};
+use clap::Parser;
+
+/// Berth's health service.
+#[derive(Parser, Debug)]
+#[command(name = "berth-health", version)]
+struct Cli {
+    #[command(flatten)]
+    listen: ListenArgs,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let ports = DefaultPorts {
+        grpc: berth_health::GRPC_PORT,
+        metrics: berth_health::METRICS_PORT,
+    };
+    berth_runtime::run_binary(
+        "berth-health",
+        &cli.common,
+        &cli.listen,
+        ports,
+        berth_health::service,
+    )
+    .await
+}

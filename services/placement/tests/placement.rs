@@ -1,0 +1,563 @@
+//! The placement service through real gRPC against a real Redis (single node and a 3-master cluster): direct
+//! claims end to end, their races, lapses, draining order, bad input, auth and Redis outages.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use berth_proto::health::v1::game_server_service_client::GameServerServiceClient;
+use berth_proto::health::v1::{
+    self as hpb, DeregisterGameServerRequest, DescribeGameServerRequest, RegisterGameServerRequest,
+    SetInstanceStatusRequest, UpdateGameServerRequest,
+};
+use berth_proto::placement::v1::claim_service_client::ClaimServiceClient;
+use berth_proto::placement::v1::{ClaimFilter, ClaimGameServerRequest};
+use berth_runtime::auth::Role;
+use berth_sdk::AuthedChannel;
+use berth_store::Store;
+use berth_testkit::{RedisServer, RunningService, TestRedis, spawn_service, token};
+use tonic::Code;
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::health_client::HealthClient;
+use tonic_types::StatusExt;
+
+/// Health (the registry) and placement (claims) over one Redis, with clients for an operator and a matchmaker.
+struct Stack {
+    _health: RunningService,
+    placement: RunningService,
+    health_endpoint: String,
+    registry: GameServerServiceClient<AuthedChannel>,
+    claims: ClaimServiceClient<AuthedChannel>,
+}
+
+async fn stack(config: &berth_store::RedisConfig, claim_timeout_ms: u64) -> Stack {
+    let store = Store::connect(config).await.expect("redis reachable");
+    let health = spawn_service(berth_health::service(store.clone()), store.clone()).await;
+    let args = berth_placement::PlacementArgs {
+        claim_timeout_ms,
+        claim_sweep_ms: 100,
+    };
+    let placement = spawn_service(berth_placement::service(store.clone(), &args), store).await;
+    let registry = GameServerServiceClient::new(
+        berth_sdk::connect(&health.endpoint(), &token(Role::Operator, None))
+            .await
+            .unwrap(),
+    );
+    let claims = ClaimServiceClient::new(
+        berth_sdk::connect(&placement.endpoint(), &token(Role::Client, None))
+            .await
+            .unwrap(),
+    );
+    Stack {
+        health_endpoint: health.endpoint(),
+        _health: health,
+        placement,
+        registry,
+        claims,
+    }
+}
+
+fn registration(fleet: &str, id: &str, instance: &str) -> RegisterGameServerRequest {
+    RegisterGameServerRequest {
+        fleet_id: fleet.into(),
+        game_server_id: id.into(),
+        instance_id: instance.into(),
+        connection_info: format!("10.0.0.1:{}", 7000 + id.len()),
+        game_server_data: String::new(),
+    }
+}
+
+fn claim_any(fleet: &str) -> ClaimGameServerRequest {
+    ClaimGameServerRequest {
+        fleet_id: fleet.into(),
+        ..Default::default()
+    }
+}
+
+fn utilized(fleet: &str, id: &str) -> UpdateGameServerRequest {
+    UpdateGameServerRequest {
+        fleet_id: fleet.into(),
+        game_server_id: id.into(),
+        utilization_status: hpb::UtilizationStatus::Utilized as i32,
+        ..Default::default()
+    }
+}
+
+fn describe(fleet: &str, id: &str) -> DescribeGameServerRequest {
+    DescribeGameServerRequest {
+        fleet_id: fleet.into(),
+        game_server_id: id.into(),
+    }
+}
+
+async fn full_flow(redis: TestRedis) {
+    let mut s = stack(&redis.config(), 60_000).await;
+    // The game server registers itself with its own scoped token.
+    let mut own = GameServerServiceClient::new(
+        berth_sdk::connect(
+            &s.health_endpoint,
+            &token(Role::GameServer, Some(("arena", "gs-1"))),
+        )
+        .await
+        .unwrap(),
+    );
+    let registered = own
+        .register_game_server(RegisterGameServerRequest {
+            connection_info: "203.0.113.7:7777".into(),
+            ..registration("arena", "gs-1", "i-1")
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .game_server
+        .unwrap();
+    assert_eq!(
+        registered.utilization_status(),
+        hpb::UtilizationStatus::Available
+    );
+    assert_eq!(registered.claim_status(), hpb::ClaimStatus::Unspecified);
+
+    let claimed = s
+        .claims
+        .claim_game_server(ClaimGameServerRequest {
+            game_server_data: Some("match-42".into()),
+            ..claim_any("arena")
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .game_server
+        .unwrap();
+    assert_eq!(claimed.game_server_id, "gs-1");
+    assert_eq!(claimed.connection_info, "203.0.113.7:7777");
+    assert_eq!(claimed.game_server_data, "match-42");
+    assert_eq!(claimed.claim_status(), hpb::ClaimStatus::Claimed);
+    let claim_seconds =
+        claimed.claim_expire_time.unwrap().seconds - claimed.last_claim_time.unwrap().seconds;
+    assert!(
+        (59..=61).contains(&claim_seconds),
+        "claim lasts 60 s, got {claim_seconds}"
+    );
+
+    // Claimed: nobody else gets it.
+    let err = s
+        .claims
+        .claim_game_server(claim_any("arena"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::ResourceExhausted);
+
+    let now_utilized = own
+        .update_game_server(utilized("arena", "gs-1"))
+        .await
+        .unwrap()
+        .into_inner();
+    let server = now_utilized.game_server.unwrap();
+    assert_eq!(
+        server.utilization_status(),
+        hpb::UtilizationStatus::Utilized
+    );
+    assert_eq!(server.claim_status(), hpb::ClaimStatus::Unspecified);
+
+    own.deregister_game_server(DeregisterGameServerRequest {
+        fleet_id: "arena".into(),
+        game_server_id: "gs-1".into(),
+    })
+    .await
+    .unwrap();
+    let err = s
+        .registry
+        .describe_game_server(describe("arena", "gs-1"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::NotFound);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn register_claim_utilize_deregister_on_a_single_node() {
+    full_flow(TestRedis::single()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn register_claim_utilize_deregister_on_a_cluster() {
+    full_flow(TestRedis::cluster()).await;
+}
+
+async fn claim_race(redis: TestRedis) {
+    let mut s = stack(&redis.config(), 60_000).await;
+    for i in 0..50 {
+        s.registry
+            .register_game_server(registration(
+                "race",
+                &format!("gs-{i:03}"),
+                &format!("i-{}", i % 5),
+            ))
+            .await
+            .unwrap();
+    }
+    let claims: Vec<_> = (0..200)
+        .map(|_| {
+            let mut client = s.claims.clone();
+            tokio::spawn(async move { client.claim_game_server(claim_any("race")).await })
+        })
+        .collect();
+    let mut won = HashSet::new();
+    let mut exhausted = 0;
+    for claim in claims {
+        match claim.await.unwrap() {
+            Ok(response) => {
+                let id = response.into_inner().game_server.unwrap().game_server_id;
+                assert!(won.insert(id.clone()), "{id} was handed to two claimers");
+            }
+            Err(status) if status.code() == Code::ResourceExhausted => exhausted += 1,
+            Err(status) => panic!("unexpected {status:?}"),
+        }
+    }
+    assert_eq!(won.len(), 50);
+    assert_eq!(exhausted, 150);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hundred_racing_claims_for_fifty_servers_on_a_single_node() {
+    claim_race(TestRedis::single()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hundred_racing_claims_for_fifty_servers_on_a_cluster() {
+    claim_race(TestRedis::cluster()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lapsed_claim_returns_the_server_to_the_pool() {
+    let redis = TestRedis::single();
+    let mut s = stack(&redis.config(), 300).await;
+    s.registry
+        .register_game_server(registration("lapse", "gs-1", "i-1"))
+        .await
+        .unwrap();
+    let first = s
+        .claims
+        .claim_game_server(claim_any("lapse"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(first.game_server.unwrap().game_server_id, "gs-1");
+    tokio::time::sleep(Duration::from_millis(400)).await;
+
+    // The first claimer is too late: the server went back to the pool.
+    let err = s
+        .registry
+        .update_game_server(utilized("lapse", "gs-1"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+    let described = s
+        .registry
+        .describe_game_server(describe("lapse", "gs-1"))
+        .await
+        .unwrap()
+        .into_inner();
+    let server = described.game_server.unwrap();
+    assert_eq!(server.claim_status(), hpb::ClaimStatus::Unspecified);
+    assert_eq!(
+        server.utilization_status(),
+        hpb::UtilizationStatus::Available
+    );
+
+    // And a new claimer gets it.
+    let second = s
+        .claims
+        .claim_game_server(claim_any("lapse"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(second.game_server.unwrap().game_server_id, "gs-1");
+    s.registry
+        .update_game_server(utilized("lapse", "gs-1"))
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn utilized_never_goes_back_to_available_nor_is_claimed_again() {
+    let redis = TestRedis::single();
+    let mut s = stack(&redis.config(), 60_000).await;
+    s.registry
+        .register_game_server(registration("util", "gs-1", "i-1"))
+        .await
+        .unwrap();
+    s.claims.claim_game_server(claim_any("util")).await.unwrap();
+    s.registry
+        .update_game_server(utilized("util", "gs-1"))
+        .await
+        .unwrap();
+
+    let back = UpdateGameServerRequest {
+        utilization_status: hpb::UtilizationStatus::Available as i32,
+        ..utilized("util", "gs-1")
+    };
+    let err = s.registry.update_game_server(back).await.unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition);
+    assert!(
+        err.message().contains("never goes back"),
+        "{}",
+        err.message()
+    );
+
+    let named = ClaimGameServerRequest {
+        game_server_id: "gs-1".into(),
+        ..claim_any("util")
+    };
+    let err = s.claims.claim_game_server(named).await.unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition);
+    let err = s
+        .claims
+        .claim_game_server(claim_any("util"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::ResourceExhausted);
+    let server = s
+        .registry
+        .describe_game_server(describe("util", "gs-1"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        server.game_server.unwrap().utilization_status(),
+        hpb::UtilizationStatus::Utilized
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_named_claim_takes_that_server_or_says_why_not() {
+    let redis = TestRedis::single();
+    let mut s = stack(&redis.config(), 60_000).await;
+    for id in ["gs-a", "gs-b"] {
+        s.registry
+            .register_game_server(registration("named", id, "i-1"))
+            .await
+            .unwrap();
+    }
+    let named = |id: &str| ClaimGameServerRequest {
+        game_server_id: id.into(),
+        ..claim_any("named")
+    };
+    let got = s
+        .claims
+        .claim_game_server(named("gs-b"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(got.game_server.unwrap().game_server_id, "gs-b");
+    assert_eq!(
+        s.claims
+            .claim_game_server(named("gs-b"))
+            .await
+            .unwrap_err()
+            .code(),
+        Code::Aborted
+    );
+    assert_eq!(
+        s.claims
+            .claim_game_server(named("gs-zzz"))
+            .await
+            .unwrap_err()
+            .code(),
+        Code::NotFound
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn servers_on_draining_instances_are_claimed_last() {
+    let redis = TestRedis::single();
+    let mut s = stack(&redis.config(), 60_000).await;
+    // The draining server registered first, so it has been idle longest: only its instance puts it last.
+    s.registry
+        .register_game_server(registration("drain", "gs-old", "i-spot"))
+        .await
+        .unwrap();
+    s.registry
+        .register_game_server(registration("drain", "gs-new", "i-ok"))
+        .await
+        .unwrap();
+    let drained = s
+        .registry
+        .set_instance_status(SetInstanceStatusRequest {
+            fleet_id: "drain".into(),
+            instance_id: "i-spot".into(),
+            instance_status: hpb::InstanceStatus::Draining as i32,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(drained.game_server_count, 1);
+
+    let active_only = ClaimGameServerRequest {
+        filter: Some(ClaimFilter {
+            instance_statuses: vec![hpb::InstanceStatus::Active as i32],
+        }),
+        ..claim_any("drain")
+    };
+    let first = s
+        .claims
+        .claim_game_server(active_only.clone())
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(first.game_server.unwrap().game_server_id, "gs-new");
+    let err = s.claims.claim_game_server(active_only).await.unwrap_err();
+    assert_eq!(
+        err.code(),
+        Code::ResourceExhausted,
+        "the filter keeps draining servers out"
+    );
+    let last = s
+        .claims
+        .claim_game_server(claim_any("drain"))
+        .await
+        .unwrap()
+        .into_inner();
+    let last = last.game_server.unwrap();
+    assert_eq!(last.game_server_id, "gs-old");
+    assert_eq!(last.instance_status(), hpb::InstanceStatus::Draining);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_claims_name_the_field_and_change_nothing() {
+    let redis = TestRedis::single();
+    let mut s = stack(&redis.config(), 60_000).await;
+    s.registry
+        .register_game_server(registration("bad", "gs-1", "i-1"))
+        .await
+        .unwrap();
+    let bad = ClaimGameServerRequest {
+        fleet_id: "bad".into(),
+        game_server_id: "x".into(),
+        game_server_data: Some("d".repeat(1025)),
+        filter: Some(ClaimFilter {
+            instance_statuses: vec![hpb::InstanceStatus::SpotTerminating as i32],
+        }),
+    };
+    let err = s.claims.claim_game_server(bad).await.unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    let fields: Vec<String> = err
+        .get_details_bad_request()
+        .unwrap()
+        .field_violations
+        .into_iter()
+        .map(|violation| violation.field)
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            "game_server_id",
+            "game_server_data",
+            "filter.instance_statuses"
+        ]
+    );
+    let server = s
+        .registry
+        .describe_game_server(describe("bad", "gs-1"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        server.game_server.unwrap().claim_status(),
+        hpb::ClaimStatus::Unspecified
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_need_a_client_or_operator_token() {
+    let redis = TestRedis::single();
+    let s = stack(&redis.config(), 60_000).await;
+    let endpoint = s.placement.endpoint();
+    let channel = tonic::transport::Endpoint::from_shared(endpoint.clone())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let err = ClaimServiceClient::new(channel)
+        .claim_game_server(claim_any("f"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Unauthenticated);
+    let as_server = berth_sdk::connect(&endpoint, &token(Role::GameServer, Some(("f", "gs-1"))))
+        .await
+        .unwrap();
+    let err = ClaimServiceClient::new(as_server)
+        .claim_game_server(claim_any("f"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::PermissionDenied);
+    let forged = berth_sdk::connect(&endpoint, "eyJhbGciOiJIUzI1NiJ9.e30.AAAA")
+        .await
+        .unwrap();
+    let err = ClaimServiceClient::new(forged)
+        .claim_game_server(claim_any("f"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Unauthenticated);
+}
+
+async fn serving_status(endpoint: &str) -> ServingStatus {
+    let channel = tonic::transport::Endpoint::from_shared(endpoint.to_owned())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let request = tonic_health::pb::HealthCheckRequest {
+        service: "berth.placement.v1.ClaimService".into(),
+    };
+    HealthClient::new(channel)
+        .check(request)
+        .await
+        .unwrap()
+        .into_inner()
+        .status()
+}
+
+async fn wait_for_status(endpoint: &str, wanted: ServingStatus) {
+    for _ in 0..100 {
+        if serving_status(endpoint).await == wanted {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("health never became {wanted:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_outage_is_unavailable_and_not_serving_until_redis_returns() {
+    let mut redis = RedisServer::start();
+    let mut s = stack(&redis.config(), 60_000).await;
+    let endpoint = s.placement.endpoint();
+    wait_for_status(&endpoint, ServingStatus::Serving).await;
+
+    redis.stop();
+    let started = std::time::Instant::now();
+    let err = s
+        .claims
+        .claim_game_server(claim_any("outage"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable, "{err:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "the error came within the client's patience"
+    );
+    wait_for_status(&endpoint, ServingStatus::NotServing).await;
+
+    redis.restart();
+    wait_for_status(&endpoint, ServingStatus::Serving).await;
+    s.registry
+        .register_game_server(registration("outage", "gs-1", "i-1"))
+        .await
+        .unwrap();
+    let claimed = s
+        .claims
+        .claim_game_server(claim_any("outage"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(claimed.game_server.unwrap().game_server_id, "gs-1");
+}

@@ -1,0 +1,31 @@
+//! `berth-session`: game and player sessions, and search.
+
+use berth_runtime::{CommonArgs, DefaultPorts, ListenArgs};
+use clap::Parser;
+
+/// Berth's session service.
+#[derive(Parser, Debug)]
+#[command(name = "berth-session", version)]
+struct Cli {
+    #[command(flatten)]
+    listen: ListenArgs,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let ports = DefaultPorts {
+        grpc: berth_session::GRPC_PORT,
+        metrics: berth_session::METRICS_PORT,
+    };
+    berth_runtime::run_binary(
+        "berth-session",
+        &cli.common,
+        &cli.listen,
+        ports,
+        berth_session::service,
+    )
+    .await
+}

@@ -1,0 +1,388 @@
+//! A game server in a fleet's pool, as FleetIQ keeps it: registered AVAILABLE, claimed by one caller for a
+//! while, UTILIZED for good once a game runs on it, and deregistered when it ends.
+
+use berth_proto::health::v1 as pb;
+use prost_types::Timestamp;
+use tonic::Status;
+
+use crate::validate::Violations;
+
+/// Fleet ids: 1 to 128 characters.
+pub const FLEET_ID_LEN: (usize, usize) = (1, 128);
+/// Game-server ids: 3 to 128 characters, as FleetIQ.
+pub const GAME_SERVER_ID_LEN: (usize, usize) = (3, 128);
+/// Instance ids: 1 to 128 characters.
+pub const INSTANCE_ID_LEN: (usize, usize) = (1, 128);
+/// Connection info: at most 512 characters.
+pub const CONNECTION_INFO_MAX: usize = 512;
+/// Game-server data: at most 1024 characters.
+pub const GAME_SERVER_DATA_MAX: usize = 1024;
+/// Largest page of a listing.
+pub const PAGE_SIZE_MAX: u32 = 1000;
+/// Page size when the request leaves it at 0.
+pub const PAGE_SIZE_DEFAULT: u32 = 100;
+
+/// The state of an instance as stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InstanceStatus {
+    /// Normal: claimed first.
+    Active,
+    /// Being drained: claimed last.
+    Draining,
+    /// About to be interrupted: never claimed.
+    SpotTerminating,
+}
+
+impl InstanceStatus {
+    /// The stored name, as the Lua scripts compare it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InstanceStatus::Active => "ACTIVE",
+            InstanceStatus::Draining => "DRAINING",
+            InstanceStatus::SpotTerminating => "SPOT_TERMINATING",
+        }
+    }
+
+    /// Parses the stored name.
+    pub fn parse(stored: &str) -> Option<InstanceStatus> {
+        match stored {
+            "ACTIVE" => Some(InstanceStatus::Active),
+            "DRAINING" => Some(InstanceStatus::Draining),
+            "SPOT_TERMINATING" => Some(InstanceStatus::SpotTerminating),
+            _ => None,
+        }
+    }
+
+    /// From the contract's enum; `None` for UNSPECIFIED or unknown values.
+    pub fn from_proto(value: i32) -> Option<InstanceStatus> {
+        match pb::InstanceStatus::try_from(value).ok()? {
+            pb::InstanceStatus::Active => Some(InstanceStatus::Active),
+            pb::InstanceStatus::Draining => Some(InstanceStatus::Draining),
+            pb::InstanceStatus::SpotTerminating => Some(InstanceStatus::SpotTerminating),
+            pb::InstanceStatus::Unspecified => None,
+        }
+    }
+
+    fn to_proto(self) -> pb::InstanceStatus {
+        match self {
+            InstanceStatus::Active => pb::InstanceStatus::Active,
+            InstanceStatus::Draining => pb::InstanceStatus::Draining,
+            InstanceStatus::SpotTerminating => pb::InstanceStatus::SpotTerminating,
+        }
+    }
+}
+
+/// A game server as stored, with the claim judged against Redis' clock at the time it was read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GameServerRecord {
+    /// Fleet of the server.
+    pub fleet_id: String,
+    /// Id of the server within its fleet.
+    pub game_server_id: String,
+    /// Instance the server runs on.
+    pub instance_id: String,
+    /// How clients reach it.
+    pub connection_info: String,
+    /// Free-form game data.
+    pub game_server_data: String,
+    /// UTILIZED (true) or AVAILABLE (false).
+    pub utilized: bool,
+    /// State of its instance.
+    pub instance_status: InstanceStatus,
+    /// Registration time, ms since the epoch.
+    pub registered_ms: i64,
+    /// Last claim time, ms since the epoch.
+    pub last_claim_ms: Option<i64>,
+    /// When the live claim lapses, ms since the epoch; `None` when not claimed or lapsed.
+    pub claim_expires_ms: Option<i64>,
+    /// Last HEALTHY report, ms since the epoch.
+    pub health_checked_ms: Option<i64>,
+    /// When it became UTILIZED, ms since the epoch.
+    pub utilized_ms: Option<i64>,
+}
+
+/// Why a stored game server could not be read back.
+#[derive(Debug, thiserror::Error)]
+#[error("stored game server {game_server_id} is malformed: {reason}")]
+pub struct MalformedRecord {
+    game_server_id: String,
+    reason: String,
+}
+
+impl GameServerRecord {
+    /// Builds a record from the field/value pairs of its Redis hash, judging the claim at `now_ms`.
+    pub fn from_fields<'a>(
+        fleet_id: &str,
+        now_ms: i64,
+        fields: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<GameServerRecord, MalformedRecord> {
+        let mut record = GameServerRecord {
+            fleet_id: fleet_id.to_owned(),
+            game_server_id: String::new(),
+            instance_id: String::new(),
+            connection_info: String::new(),
+            game_server_data: String::new(),
+            utilized: false,
+            instance_status: InstanceStatus::Active,
+            registered_ms: 0,
+            last_claim_ms: None,
+            claim_expires_ms: None,
+            health_checked_ms: None,
+            utilized_ms: None,
+        };
+        for (field, value) in fields {
+            if let Err(reason) = record.set_field(field, value, now_ms) {
+                return Err(MalformedRecord {
+                    game_server_id: record.game_server_id,
+                    reason,
+                });
+            }
+        }
+        Ok(record)
+    }
+
+    fn set_field(&mut self, field: &str, value: &str, now_ms: i64) -> Result<(), String> {
+        let millis = || {
+            value
+                .parse::<i64>()
+                .map_err(|_| format!("{field} is not a time in ms: {value:?}"))
+        };
+        match field {
+            "id" => self.game_server_id = value.to_owned(),
+            "instance" => self.instance_id = value.to_owned(),
+            "conn" => self.connection_info = value.to_owned(),
+            "data" => self.game_server_data = value.to_owned(),
+            "util" => self.utilized = value == "UTILIZED",
+            "istatus" => {
+                self.instance_status = InstanceStatus::parse(value)
+                    .ok_or_else(|| format!("unknown instance status {value:?}"))?
+            }
+            "reg_ms" => self.registered_ms = millis()?,
+            "claim_ms" => self.last_claim_ms = Some(millis()?),
+            "claim_exp_ms" => self.claim_expires_ms = Some(millis()?).filter(|exp| *exp > now_ms),
+            "hc_ms" => self.health_checked_ms = Some(millis()?),
+            "util_ms" => self.utilized_ms = Some(millis()?),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Whether a claim on it is live.
+    pub fn is_claimed(&self) -> bool {
+        self.claim_expires_ms.is_some()
+    }
+}
+
+fn timestamp(ms: i64) -> Timestamp {
+    Timestamp {
+        seconds: ms.div_euclid(1000),
+        nanos: (ms.rem_euclid(1000) * 1_000_000) as i32,
+    }
+}
+
+impl From<GameServerRecord> for pb::GameServer {
+    fn from(record: GameServerRecord) -> pb::GameServer {
+        let claim_status = if record.is_claimed() {
+            pb::ClaimStatus::Claimed
+        } else {
+            pb::ClaimStatus::Unspecified
+        };
+        let utilization_status = if record.utilized {
+            pb::UtilizationStatus::Utilized
+        } else {
+            pb::UtilizationStatus::Available
+        };
+        let health_check = if record.health_checked_ms.is_some() {
+            pb::HealthCheck::Healthy
+        } else {
+            pb::HealthCheck::Unspecified
+        };
+        pb::GameServer {
+            fleet_id: record.fleet_id,
+            game_server_id: record.game_server_id,
+            instance_id: record.instance_id,
+            connection_info: record.connection_info,
+            game_server_data: record.game_server_data,
+            utilization_status: utilization_status as i32,
+            claim_status: claim_status as i32,
+            health_check: health_check as i32,
+            instance_status: record.instance_status.to_proto() as i32,
+            registration_time: Some(timestamp(record.registered_ms)),
+            last_claim_time: record.last_claim_ms.map(timestamp),
+            claim_expire_time: record.claim_expires_ms.map(timestamp),
+            last_health_check_time: record.health_checked_ms.map(timestamp),
+            utilized_time: record.utilized_ms.map(timestamp),
+        }
+    }
+}
+
+/// Checks the fleet and game-server ids that name one server.
+pub fn check_server_ref(v: &mut Violations, fleet_id: &str, game_server_id: &str) {
+    v.id("fleet_id", fleet_id, FLEET_ID_LEN.0, FLEET_ID_LEN.1);
+    v.id(
+        "game_server_id",
+        game_server_id,
+        GAME_SERVER_ID_LEN.0,
+        GAME_SERVER_ID_LEN.1,
+    );
+}
+
+/// Checks a RegisterGameServer request.
+pub fn check_register(req: &pb::RegisterGameServerRequest) -> Result<(), Status> {
+    let mut v = Violations::new();
+    check_server_ref(&mut v, &req.fleet_id, &req.game_server_id);
+    v.id(
+        "instance_id",
+        &req.instance_id,
+        INSTANCE_ID_LEN.0,
+        INSTANCE_ID_LEN.1,
+    );
+    v.text("connection_info", &req.connection_info, CONNECTION_INFO_MAX);
+    v.text(
+        "game_server_data",
+        &req.game_server_data,
+        GAME_SERVER_DATA_MAX,
+    );
+    v.into_result()
+}
+
+/// What an UpdateGameServer request asks for utilization.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UtilizationChange {
+    /// Leave it.
+    Keep,
+    /// Assert it is still AVAILABLE.
+    Available,
+    /// Mark it UTILIZED.
+    Utilized,
+}
+
+/// Checks an UpdateGameServer request and says what it asks of utilization.
+pub fn check_update(req: &pb::UpdateGameServerRequest) -> Result<UtilizationChange, Status> {
+    let mut v = Violations::new();
+    check_server_ref(&mut v, &req.fleet_id, &req.game_server_id);
+    if let Some(data) = &req.game_server_data {
+        v.text("game_server_data", data, GAME_SERVER_DATA_MAX);
+    }
+    let change = match pb::UtilizationStatus::try_from(req.utilization_status) {
+        Ok(pb::UtilizationStatus::Unspecified) => UtilizationChange::Keep,
+        Ok(pb::UtilizationStatus::Available) => UtilizationChange::Available,
+        Ok(pb::UtilizationStatus::Utilized) => UtilizationChange::Utilized,
+        Err(_) => {
+            v.add("utilization_status", "must be AVAILABLE, UTILIZED or unset");
+            UtilizationChange::Keep
+        }
+    };
+    if pb::HealthCheck::try_from(req.health_check).is_err() {
+        v.add("health_check", "must be HEALTHY or unset");
+    }
+    v.into_result().map(|()| change)
+}
+
+/// Reads a page size: 0 means the default; more than the maximum is refused.
+pub fn check_page_size(v: &mut Violations, page_size: u32) -> u32 {
+    if page_size > PAGE_SIZE_MAX {
+        v.add(
+            "page_size",
+            format!("must be at most {PAGE_SIZE_MAX}, got {page_size}"),
+        );
+    }
+    if page_size == 0 {
+        PAGE_SIZE_DEFAULT
+    } else {
+        page_size
+    }
+}
+
+/// The instance tiers a claim may take, lowest first: 0 is ACTIVE, 1 is DRAINING.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClaimTiers {
+    /// Lowest tier allowed.
+    pub lowest: u8,
+    /// Highest tier allowed.
+    pub highest: u8,
+}
+
+/// Checks a claim's instance-status filter and turns it into the tiers it allows.
+pub fn check_claim_filter(v: &mut Violations, statuses: &[i32]) -> ClaimTiers {
+    let field = "filter.instance_statuses";
+    if statuses.len() > 2 {
+        v.add(
+            field,
+            format!("must have at most 2 entries, got {}", statuses.len()),
+        );
+    }
+    let (mut active, mut draining) = (statuses.is_empty(), statuses.is_empty());
+    for status in statuses {
+        match InstanceStatus::from_proto(*status) {
+            Some(InstanceStatus::Active) => active = true,
+            Some(InstanceStatus::Draining) => draining = true,
+            _ => v.add(field, "may name only ACTIVE and DRAINING"),
+        }
+    }
+    ClaimTiers {
+        lowest: if active { 0 } else { 1 },
+        highest: if draining { 1 } else { 0 },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fields(pairs: &[(&'static str, &'static str)]) -> Vec<(&'static str, &'static str)> {
+        pairs.to_vec()
+    }
+
+    #[test]
+    fn a_lapsed_claim_reads_as_not_claimed() {
+        let stored = fields(&[
+            ("id", "gs-1"),
+            ("util", "AVAILABLE"),
+            ("istatus", "ACTIVE"),
+            ("reg_ms", "1000"),
+            ("claim_ms", "2000"),
+            ("claim_exp_ms", "62000"),
+        ]);
+        let live = GameServerRecord::from_fields("f", 61_999, stored.clone()).unwrap();
+        assert!(live.is_claimed());
+        let lapsed = GameServerRecord::from_fields("f", 62_000, stored).unwrap();
+        assert!(!lapsed.is_claimed());
+        assert_eq!(lapsed.last_claim_ms, Some(2000));
+        let proto = pb::GameServer::from(lapsed);
+        assert_eq!(proto.claim_status(), pb::ClaimStatus::Unspecified);
+        assert_eq!(proto.last_claim_time.unwrap().seconds, 2);
+    }
+
+    #[test]
+    fn claim_filter_maps_to_tiers() {
+        let mut v = Violations::new();
+        assert_eq!(
+            check_claim_filter(&mut v, &[]),
+            ClaimTiers {
+                lowest: 0,
+                highest: 1
+            }
+        );
+        let active = [pb::InstanceStatus::Active as i32];
+        assert_eq!(
+            check_claim_filter(&mut v, &active),
+            ClaimTiers {
+                lowest: 0,
+                highest: 0
+            }
+        );
+        let draining = [pb::InstanceStatus::Draining as i32];
+        assert_eq!(
+            check_claim_filter(&mut v, &draining),
+            ClaimTiers {
+                lowest: 1,
+                highest: 1
+            }
+        );
+        assert!(v.into_result().is_ok());
+        let mut v = Violations::new();
+        check_claim_filter(&mut v, &[pb::InstanceStatus::SpotTerminating as i32]);
+        assert!(v.into_result().is_err());
+    }
+}

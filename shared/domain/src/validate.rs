@@ -1,0 +1,115 @@
+//! Input checks against the documented limits of the contracts.
+//!
+//! A request is checked whole before anything changes, and every broken rule is reported at once as a
+//! `google.rpc.BadRequest` field violation, so a client learns from one answer what to fix.
+
+use tonic::{Code, Status};
+use tonic_types::{ErrorDetails, StatusExt};
+
+/// Collects the field violations of one request.
+#[derive(Debug, Default)]
+pub struct Violations {
+    details: Vec<(String, String)>,
+}
+
+impl Violations {
+    /// An empty collection.
+    pub fn new() -> Violations {
+        Violations::default()
+    }
+
+    /// Records that `field` breaks a rule, described for the client.
+    pub fn add(&mut self, field: &str, description: impl Into<String>) {
+        self.details.push((field.to_owned(), description.into()));
+    }
+
+    /// Checks an identifier: `min..=max` characters of `[A-Za-z0-9_.-]`.
+    pub fn id(&mut self, field: &str, value: &str, min: usize, max: usize) {
+        let len = value.chars().count();
+        if len < min || len > max {
+            self.add(
+                field,
+                format!("must be {min} to {max} characters long, got {len}"),
+            );
+        } else if let Some(bad) = value.chars().find(|c| !is_id_char(*c)) {
+            self.add(
+                field,
+                format!("may hold only A-Z a-z 0-9 _ . - characters, got {bad:?}"),
+            );
+        }
+    }
+
+    /// Checks free text: at most `max` characters.
+    pub fn text(&mut self, field: &str, value: &str, max: usize) {
+        let len = value.chars().count();
+        if len > max {
+            self.add(
+                field,
+                format!("must be at most {max} characters long, got {len}"),
+            );
+        }
+    }
+
+    /// `Ok` when nothing was recorded, else `INVALID_ARGUMENT` with every violation attached.
+    pub fn into_result(self) -> Result<(), Status> {
+        if self.details.is_empty() {
+            return Ok(());
+        }
+        let message = self
+            .details
+            .iter()
+            .map(|(field, description)| format!("{field} {description}"))
+            .collect::<Vec<_>>()
+            .join("; ");
+        let mut details = ErrorDetails::new();
+        for (field, description) in self.details {
+            details.add_bad_request_violation(field, description);
+        }
+        Err(Status::with_error_details(
+            Code::InvalidArgument,
+            message,
+            details,
+        ))
+    }
+}
+
+fn is_id_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn reports_every_broken_field_at_once() {
+        let mut v = Violations::new();
+        v.id("fleet_id", "", 1, 128);
+        v.id("game_server_id", "a{b}", 3, 128);
+        v.text("connection_info", &"x".repeat(513), 512);
+        let status = v.into_result().unwrap_err();
+        assert_eq!(status.code(), Code::InvalidArgument);
+        let bad = status
+            .get_details_bad_request()
+            .expect("field violations attached");
+        let fields: Vec<_> = bad
+            .field_violations
+            .iter()
+            .map(|f| f.field.as_str())
+            .collect();
+        assert_eq!(fields, ["fleet_id", "game_server_id", "connection_info"]);
+        assert!(status.message().contains("at most 512"));
+    }
+
+    proptest! {
+        #[test]
+        fn ids_accepted_exactly_when_in_the_alphabet_and_length(value in "\\PC{0,140}") {
+            let mut v = Violations::new();
+            v.id("id", &value, 3, 128);
+            let len = value.chars().count();
+            let valid = (3..=128).contains(&len) && value.chars().all(is_id_char);
+            prop_assert_eq!(v.into_result().is_ok(), valid);
+        }
+    }
+}

@@ -1,0 +1,30 @@
+//! Berth's v1 contracts as Rust: the messages, clients and servers generated from `proto/`, and the encoded
+//! file descriptor set that the services hand to gRPC reflection so that any client can discover them.
+
+/// Encoded `FileDescriptorSet` of every Berth contract, for `tonic-reflection`.
+pub const FILE_DESCRIPTOR_SET: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/berth_descriptor.bin"));
+
+/// Types that more than one service speaks in.
+pub mod common {
+    /// Version 1.
+    pub mod v1 {
+        tonic::include_proto!("berth.common.v1");
+    }
+}
+
+/// Queues, placements and direct claims.
+pub mod placement {
+    /// Version 1.
+    pub mod v1 {
+        tonic::include_proto!("berth.placement.v1");
+    }
+}
+
+/// Game-server registration, the SDK stream and health.
+pub mod health {
+    /// Version 1.
+    pub mod v1 {
+        tonic::include_proto!("berth.health.v1");
+    }
+}

@@ -1,0 +1,328 @@
+//! The gRPC server around a service's routes: `grpc.health.v1` (NOT_SERVING while Redis is unreachable),
+//! reflection v1 and v1alpha, the auth and metrics edge, optional TLS, and a graceful shutdown that stops
+//! accepting, lets in-flight calls finish within a grace period, then returns.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use berth_store::Store;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio_stream::wrappers::TcpListenerStream;
+use tonic::service::Routes;
+use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
+use tonic_health::ServingStatus;
+use tonic_health::server::HealthReporter;
+
+use crate::auth::{AccessRules, AuthMode, TokenKey};
+use crate::config::{CommonArgs, ListenArgs};
+use crate::edge::EdgeLayer;
+
+/// One service, as the server needs to know it.
+pub struct ServiceDef {
+    /// The process's name, e.g. `berth-placement`.
+    pub name: &'static str,
+    /// Full names of the gRPC services it serves, e.g. `berth.placement.v1.ClaimService`, each reported in
+    /// `grpc.health.v1`.
+    pub grpc_services: &'static [&'static str],
+    /// Which roles may call which of its RPCs.
+    pub rules: AccessRules,
+    /// Its routes.
+    pub routes: Routes,
+}
+
+/// How to serve, from the common flags.
+#[derive(Clone)]
+pub struct ServeOptions {
+    /// How callers are authenticated.
+    pub auth: AuthMode,
+    /// TLS, when configured.
+    pub tls: Option<ServerTlsConfig>,
+    /// How often Redis is probed for the health status.
+    pub health_probe: Duration,
+    /// How long in-flight calls may run on after shutdown begins.
+    pub shutdown_grace: Duration,
+}
+
+/// Why a service could not start or stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The configuration is not usable.
+    #[error("configuration: {0}")]
+    Config(String),
+    /// A file named by the configuration cannot be read.
+    #[error("cannot read {path}: {source}")]
+    File {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Reflection could not be built from the descriptors.
+    #[error("reflection: {0}")]
+    Reflection(#[from] tonic_reflection::server::Error),
+    /// The transport failed.
+    #[error("transport: {0}")]
+    Transport(#[from] tonic::transport::Error),
+    /// Binding a listener failed.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+fn read(path: &std::path::Path) -> Result<Vec<u8>, ServeError> {
+    std::fs::read(path).map_err(|source| ServeError::File {
+        path: path.display().to_string(),
+        source,
+    })
+}
+
+impl ServeOptions {
+    /// Options from the common flags: the token key (or the insecure mode, which must be asked for by name)
+    /// and the TLS files.
+    pub fn from_args(args: &CommonArgs) -> Result<ServeOptions, ServeError> {
+        let secret = match (&args.auth_key_file, &args.auth_key) {
+            (Some(path), _) => Some(read(path)?.trim_ascii().to_vec()),
+            (None, Some(key)) => Some(key.as_bytes().to_vec()),
+            (None, None) => None,
+        };
+        let auth = match (secret, args.insecure_no_auth) {
+            (Some(_), true) => {
+                return Err(ServeError::Config(
+                    "BERTH_INSECURE_NO_AUTH is set together with a token key; choose one".into(),
+                ));
+            }
+            (Some(secret), false) => AuthMode::Tokens(
+                TokenKey::new(secret).map_err(|err| ServeError::Config(err.to_string()))?,
+            ),
+            (None, true) => {
+                tracing::warn!(
+                    "BERTH_INSECURE_NO_AUTH: every caller is an operator; for local development only"
+                );
+                AuthMode::Insecure
+            }
+            (None, false) => {
+                return Err(ServeError::Config(
+                    "no token key: set BERTH_AUTH_KEY_FILE (or BERTH_AUTH_KEY), or for local development only \
+                     BERTH_INSECURE_NO_AUTH=true"
+                        .into(),
+                ));
+            }
+        };
+        let tls = match (&args.tls_cert, &args.tls_key) {
+            (Some(cert), Some(key)) => {
+                let mut tls =
+                    ServerTlsConfig::new().identity(Identity::from_pem(read(cert)?, read(key)?));
+                if let Some(ca) = &args.tls_client_ca {
+                    tls = tls.client_ca_root(Certificate::from_pem(read(ca)?));
+                }
+                Some(tls)
+            }
+            _ => None,
+        };
+        Ok(ServeOptions {
+            auth,
+            tls,
+            health_probe: Duration::from_millis(args.health_probe_ms),
+            shutdown_grace: Duration::from_secs(args.shutdown_grace_seconds),
+        })
+    }
+}
+
+async fn set_all(reporter: &HealthReporter, names: &[&str], status: ServingStatus) {
+    for name in names {
+        reporter.set_service_status(*name, status).await;
+    }
+}
+
+/// Reports SERVING while Redis answers and NOT_SERVING while it does not, so that load balancers and
+/// orchestrators route around a replica that cannot do its work.
+async fn probe_redis(
+    store: Store,
+    reporter: HealthReporter,
+    names: Vec<&'static str>,
+    every: Duration,
+) {
+    let mut last = None;
+    let mut tick = tokio::time::interval(every);
+    loop {
+        tick.tick().await;
+        let status = match store.ping().await {
+            Ok(()) => ServingStatus::Serving,
+            Err(err) => {
+                if last != Some(ServingStatus::NotServing) {
+                    tracing::warn!(error = %err, "redis unreachable; reporting NOT_SERVING");
+                }
+                ServingStatus::NotServing
+            }
+        };
+        if last != Some(status) {
+            if status == ServingStatus::Serving && last.is_some() {
+                tracing::info!("redis reachable again; reporting SERVING");
+            }
+            set_all(&reporter, &names, status).await;
+            last = Some(status);
+        }
+    }
+}
+
+/// Reflection over every Berth contract and the health service, listing only the services this process serves.
+fn reflection(grpc_services: &[&str]) -> tonic_reflection::server::Builder<'static> {
+    let builder = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(berth_proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .with_service_name("grpc.health.v1.Health");
+    grpc_services
+        .iter()
+        .fold(builder, |builder, name| builder.with_service_name(*name))
+}
+
+/// Serves a service on `listener` until `shutdown` completes, then drains in-flight calls for at most the
+/// grace period.
+pub async fn serve(
+    def: ServiceDef,
+    store: Store,
+    options: ServeOptions,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
+    let (reporter, health) = tonic_health::server::health_reporter();
+    let mut names = vec![""];
+    names.extend_from_slice(def.grpc_services);
+    let probe = tokio::spawn(probe_redis(
+        store,
+        reporter.clone(),
+        names.clone(),
+        options.health_probe,
+    ));
+
+    let reflection_v1 = reflection(def.grpc_services).build_v1()?;
+    let reflection_v1alpha = reflection(def.grpc_services).build_v1alpha()?;
+    let routes = def
+        .routes
+        .add_service(health)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha);
+
+    let mut builder = Server::builder();
+    if let Some(tls) = options.tls {
+        builder = builder.tls_config(tls)?;
+    }
+    let edge = EdgeLayer {
+        service: def.name,
+        auth: Arc::new(options.auth),
+        rules: def.rules,
+    };
+    let (stopping_tx, mut stopping_rx) = watch::channel(false);
+    let signal = {
+        let reporter = reporter.clone();
+        async move {
+            shutdown.await;
+            probe.abort();
+            set_all(&reporter, &names, ServingStatus::NotServing).await;
+            tracing::info!("shutting down: no new connections, finishing calls in flight");
+            let _ = stopping_tx.send(true);
+        }
+    };
+    let server = builder
+        .layer(edge)
+        .add_routes(routes)
+        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), signal);
+    let grace = options.shutdown_grace;
+    let deadline = async move {
+        let _ = stopping_rx.wait_for(|stopping| *stopping).await;
+        tokio::time::sleep(grace).await;
+    };
+    tokio::select! {
+        result = server => result?,
+        () = deadline => tracing::warn!(grace_seconds = grace.as_secs(), "calls still in flight after the grace period; exiting"),
+    }
+    Ok(())
+}
+
+/// Completes on SIGTERM or SIGINT.
+pub async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut terminate =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                .expect("installing a SIGTERM handler");
+        tokio::select! {
+            _ = interrupt => {}
+            _ = terminate.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = interrupt.await;
+}
+
+/// Binds `addr`.
+pub async fn bind(addr: SocketAddr) -> Result<TcpListener, ServeError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServeError::Bind { addr, source })
+}
+
+/// The default ports of a service.
+#[derive(Clone, Copy, Debug)]
+pub struct DefaultPorts {
+    /// gRPC.
+    pub grpc: u16,
+    /// Prometheus `/metrics`.
+    pub metrics: u16,
+}
+
+/// The whole life of a service binary: telemetry, metrics, Redis, then serving until SIGTERM/SIGINT.
+/// `start` builds the service over the connected store and spawns its background tasks.
+pub async fn run_binary(
+    name: &'static str,
+    common: &CommonArgs,
+    listen: &ListenArgs,
+    ports: DefaultPorts,
+    start: impl FnOnce(Store) -> ServiceDef,
+) -> std::process::ExitCode {
+    let telemetry = match crate::telemetry::init(name, common) {
+        Ok(telemetry) => telemetry,
+        Err(err) => {
+            eprintln!("{name}: {err}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let result = run_service(name, common, listen, ports, start).await;
+    if let Err(err) = &result {
+        tracing::error!(error = %err, "{name} stopped");
+    }
+    telemetry.shutdown();
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(_) => std::process::ExitCode::FAILURE,
+    }
+}
+
+async fn run_service(
+    name: &'static str,
+    common: &CommonArgs,
+    listen: &ListenArgs,
+    ports: DefaultPorts,
+    start: impl FnOnce(Store) -> ServiceDef,
+) -> Result<(), ServeError> {
+    let options = ServeOptions::from_args(common)?;
+    let metrics_addr = listen.metrics(ports.metrics).map_err(ServeError::Config)?;
+    crate::metrics::install(metrics_addr)
+        .map_err(|err| ServeError::Config(format!("metrics: {err}")))?;
+    let addr = listen.grpc(ports.grpc);
+    let listener = bind(addr).await?;
+    let store = Store::connect_with_retry(&common.redis(), Duration::from_secs(1)).await;
+    if let Err(err) = berth_store::scripts::preload(&store).await {
+        tracing::warn!(error = %err, "preloading scripts failed; they will load on first use");
+    }
+    let def = start(store.clone());
+    tracing::info!(%addr, metrics = ?metrics_addr, "{name} serving");
+    serve(def, store, options, listener, shutdown_signal()).await
+}

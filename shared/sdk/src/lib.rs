@@ -1,0 +1,86 @@
+//! Clients for Berth. [`connect`] opens a channel to any Berth service that carries a bearer token on every
+//! call; wrap it in the generated client of the service you need:
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use berth_proto::placement::v1::{ClaimGameServerRequest, claim_service_client::ClaimServiceClient};
+//!
+//! let channel = berth_sdk::connect("http://127.0.0.1:7101", "<token from berth-token>").await?;
+//! let mut claims = ClaimServiceClient::new(channel);
+//! let claimed = claims
+//!     .claim_game_server(ClaimGameServerRequest { fleet_id: "arena-eu".into(), ..Default::default() })
+//!     .await?
+//!     .into_inner();
+//! println!("play at {}", claimed.game_server.unwrap().connection_info);
+//! # Ok(()) }
+//! ```
+//!
+//! The game-server SDK (the heartbeat stream) joins this crate with the health service's stream.
+
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::service::Interceptor;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::{Channel, Endpoint};
+
+/// Why a client could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The token has characters that cannot travel in gRPC metadata.
+    #[error("the bearer token is not valid ASCII metadata")]
+    BadToken,
+    /// The endpoint is not a valid URI or could not be reached.
+    #[error("cannot reach {endpoint}: {source}")]
+    Connect {
+        /// The endpoint.
+        endpoint: String,
+        /// Why.
+        source: tonic::transport::Error,
+    },
+}
+
+/// Adds `authorization: Bearer <token>` to every call.
+#[derive(Clone)]
+pub struct BearerToken {
+    value: MetadataValue<Ascii>,
+}
+
+impl BearerToken {
+    /// An interceptor for `token`.
+    pub fn new(token: &str) -> Result<BearerToken, ClientError> {
+        let value = format!("Bearer {token}")
+            .parse()
+            .map_err(|_| ClientError::BadToken)?;
+        Ok(BearerToken { value })
+    }
+}
+
+impl Interceptor for BearerToken {
+    fn call(
+        &mut self,
+        mut request: tonic::Request<()>,
+    ) -> Result<tonic::Request<()>, tonic::Status> {
+        request
+            .metadata_mut()
+            .insert("authorization", self.value.clone());
+        Ok(request)
+    }
+}
+
+/// A channel that authenticates every call.
+pub type AuthedChannel = InterceptedService<Channel, BearerToken>;
+
+/// Connects to a Berth service at `endpoint` (e.g. `http://127.0.0.1:7101`), presenting `token`.
+pub async fn connect(endpoint: &str, token: &str) -> Result<AuthedChannel, ClientError> {
+    let interceptor = BearerToken::new(token)?;
+    let failed = |source| ClientError::Connect {
+        endpoint: endpoint.to_owned(),
+        source,
+    };
+    let channel = Endpoint::from_shared(endpoint.to_owned())
+        .map_err(failed)?
+        .tcp_nodelay(true)
+        .connect()
+        .await
+        .map_err(failed)?;
+    Ok(InterceptedService::new(channel, interceptor))
+}

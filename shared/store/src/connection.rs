@@ -1,0 +1,216 @@
+//! Connections to Redis, a single node or a cluster as configured.
+//!
+//! Both kinds are multiplexed: one connection carries many requests in flight, so no request opens its own. A
+//! handful of them are used round-robin so that a busy service is not held back by one socket's driver task.
+//! Every command is bounded by the response timeout, so a Redis that stops answering turns into `UNAVAILABLE`
+//! well within a client's deadline instead of a hang.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClientBuilder;
+use redis::cluster_async::ClusterConnection;
+use redis::{Cmd, FromRedisValue, Pipeline, RedisFuture, Value};
+
+use crate::StoreError;
+
+/// Whether Redis is one node or a Redis Cluster.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum RedisMode {
+    /// One redis-server (it may have replicas behind a proxy or Sentinel-managed address).
+    Single,
+    /// A Redis Cluster; the URLs are seed nodes and the topology is discovered.
+    Cluster,
+}
+
+/// How to reach Redis.
+#[derive(Clone, Debug)]
+pub struct RedisConfig {
+    /// `redis://` or `rediss://` URLs (with ACL user and password when needed). One for a single node; for a
+    /// cluster, one or more seed nodes.
+    pub urls: Vec<String>,
+    /// Single node or cluster.
+    pub mode: RedisMode,
+    /// Multiplexed connections to keep (per node, for a cluster).
+    pub connections: usize,
+    /// How long to wait for a connection to be set up.
+    pub connect_timeout: Duration,
+    /// How long to wait for an answer to one command before calling Redis unavailable.
+    pub response_timeout: Duration,
+}
+
+#[derive(Clone)]
+enum Connection {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for Connection {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Connection::Single(conn) => conn.req_packed_command(cmd),
+            Connection::Cluster(conn) => conn.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Connection::Single(conn) => conn.req_packed_commands(cmd, offset, count),
+            Connection::Cluster(conn) => conn.req_packed_commands(cmd, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Connection::Single(conn) => conn.get_db(),
+            Connection::Cluster(conn) => conn.get_db(),
+        }
+    }
+}
+
+/// A shared handle on Redis. Cheap to clone; every clone uses the same connections.
+#[derive(Clone)]
+pub struct Store {
+    connections: Arc<[Connection]>,
+    next: Arc<AtomicUsize>,
+    response_timeout: Duration,
+    mode: RedisMode,
+}
+
+impl Store {
+    /// Connects to Redis. Fails with `Unavailable` when Redis cannot be reached within the connect timeout; a
+    /// service that starts before Redis should retry (see [`Store::connect_with_retry`]).
+    pub async fn connect(config: &RedisConfig) -> Result<Store, StoreError> {
+        let count = config.connections.max(1);
+        let mut connections = Vec::with_capacity(count);
+        for _ in 0..count {
+            connections.push(open(config).await?);
+        }
+        Ok(Store {
+            connections: connections.into(),
+            next: Arc::new(AtomicUsize::new(0)),
+            response_timeout: config.response_timeout,
+            mode: config.mode,
+        })
+    }
+
+    /// Connects to Redis, retrying every `interval` until it answers: services may start before their Redis.
+    pub async fn connect_with_retry(config: &RedisConfig, interval: Duration) -> Store {
+        loop {
+            match Store::connect(config).await {
+                Ok(store) => return store,
+                Err(err) => {
+                    tracing::warn!(error = %err, "redis not reachable yet; retrying");
+                    tokio::time::sleep(interval).await;
+                }
+            }
+        }
+    }
+
+    /// Whether this store talks to a cluster.
+    pub fn mode(&self) -> RedisMode {
+        self.mode
+    }
+
+    fn connection(&self) -> Connection {
+        let index = self.next.fetch_add(1, Ordering::Relaxed) % self.connections.len();
+        self.connections[index].clone()
+    }
+
+    /// Runs one command, bounded by the response timeout.
+    pub async fn query<T: FromRedisValue>(&self, cmd: &Cmd) -> Result<T, StoreError> {
+        let mut conn = self.connection();
+        self.bounded(cmd.query_async(&mut conn)).await
+    }
+
+    /// Runs a pipeline, bounded by the response timeout. On a cluster every command of the pipeline must hash
+    /// to one slot.
+    pub async fn query_pipeline<T: FromRedisValue>(
+        &self,
+        pipe: &Pipeline,
+    ) -> Result<T, StoreError> {
+        let mut conn = self.connection();
+        self.bounded(pipe.query_async(&mut conn)).await
+    }
+
+    /// Runs a registered script (EVALSHA, loading it again when Redis answers NOSCRIPT), bounded by the
+    /// response timeout.
+    pub async fn invoke<T: FromRedisValue>(
+        &self,
+        invocation: &redis::ScriptInvocation<'_>,
+    ) -> Result<T, StoreError> {
+        let mut conn = self.connection();
+        self.bounded(invocation.invoke_async(&mut conn)).await
+    }
+
+    /// Checks that Redis answers on every connection, so that "reachable" means every request can get through,
+    /// not just the one that happened to be probed.
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        for connection in self.connections.iter() {
+            let mut connection = connection.clone();
+            let _: String = self
+                .bounded(redis::cmd("PING").query_async(&mut connection))
+                .await?;
+        }
+        Ok(())
+    }
+
+    async fn bounded<T>(
+        &self,
+        call: impl Future<Output = redis::RedisResult<T>>,
+    ) -> Result<T, StoreError> {
+        match tokio::time::timeout(self.response_timeout, call).await {
+            Ok(result) => result.map_err(StoreError::from),
+            Err(_) => Err(StoreError::Unavailable(format!(
+                "no answer within {} ms",
+                self.response_timeout.as_millis()
+            ))),
+        }
+    }
+}
+
+async fn open(config: &RedisConfig) -> Result<Connection, StoreError> {
+    let connect = async {
+        match config.mode {
+            RedisMode::Single => {
+                let url = config
+                    .urls
+                    .first()
+                    .ok_or_else(|| StoreError::Unexpected("no redis url configured".into()))?;
+                let client = redis::Client::open(url.as_str())?;
+                let manager_config = ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(config.connect_timeout))
+                    .set_response_timeout(Some(config.response_timeout))
+                    .set_number_of_retries(1)
+                    .set_max_delay(Duration::from_millis(500));
+                Ok(Connection::Single(
+                    client
+                        .get_connection_manager_with_config(manager_config)
+                        .await?,
+                ))
+            }
+            RedisMode::Cluster => {
+                let client = ClusterClientBuilder::new(config.urls.iter().map(String::as_str))
+                    .connection_timeout(config.connect_timeout)
+                    .response_timeout(config.response_timeout)
+                    .retries(2)
+                    .max_retry_wait(200)
+                    .build()?;
+                Ok(Connection::Cluster(client.get_async_connection().await?))
+            }
+        }
+    };
+    match tokio::time::timeout(config.connect_timeout * 2, connect).await {
+        Ok(result) => result,
+        Err(_) => Err(StoreError::Unavailable(
+            "connecting to redis timed out".into(),
+        )),
+    }
+}

@@ -1,0 +1,335 @@
+//! Typed calls over a fleet's game servers: register, update, deregister, read, and claim. Each is one script,
+//! so one round trip, and each script's reply is decoded here in one place.
+
+use berth_domain::game_server::{ClaimTiers, GameServerRecord, InstanceStatus, UtilizationChange};
+
+use crate::keys::{FLEETS, FleetKeys};
+use crate::scripts::scripts;
+use crate::{Store, StoreError};
+
+/// What a single-server script answered: its outcome word and the server as it stands after the script.
+struct Reply {
+    outcome: String,
+    server: Option<GameServerRecord>,
+}
+
+fn decode_fields(
+    fleet_id: &str,
+    now_ms: i64,
+    fields: &[String],
+) -> Result<GameServerRecord, StoreError> {
+    let pairs = fields
+        .chunks_exact(2)
+        .map(|pair| (pair[0].as_str(), pair[1].as_str()));
+    GameServerRecord::from_fields(fleet_id, now_ms, pairs)
+        .map_err(|err| StoreError::Unexpected(err.to_string()))
+}
+
+fn decode_reply(fleet_id: &str, raw: Vec<String>) -> Result<Reply, StoreError> {
+    let [outcome, now, fields @ ..] = raw.as_slice() else {
+        return Err(StoreError::Unexpected("script reply too short".into()));
+    };
+    let now_ms: i64 = now
+        .parse()
+        .map_err(|_| StoreError::Unexpected(format!("script clock {now:?} is not a number")))?;
+    let server = if fields.is_empty() {
+        None
+    } else {
+        Some(decode_fields(fleet_id, now_ms, fields)?)
+    };
+    Ok(Reply {
+        outcome: outcome.clone(),
+        server,
+    })
+}
+
+fn unexpected(script: &str, outcome: &str) -> StoreError {
+    StoreError::Unexpected(format!("{script} answered {outcome:?}"))
+}
+
+fn present(reply: Reply, script: &str) -> Result<GameServerRecord, StoreError> {
+    reply
+        .server
+        .ok_or_else(|| unexpected(script, &format!("{} without the server", reply.outcome)))
+}
+
+/// A server to register.
+#[derive(Clone, Debug)]
+pub struct Registration<'a> {
+    /// Fleet to join.
+    pub fleet_id: &'a str,
+    /// Id within the fleet.
+    pub game_server_id: &'a str,
+    /// Instance it runs on.
+    pub instance_id: &'a str,
+    /// How clients reach it.
+    pub connection_info: &'a str,
+    /// Free-form game data.
+    pub game_server_data: &'a str,
+}
+
+/// The outcome of a registration.
+#[derive(Debug)]
+pub enum Registered {
+    /// Registered now.
+    New(GameServerRecord),
+    /// The id was taken; this is the server that holds it.
+    AlreadyExists(GameServerRecord),
+}
+
+/// Registers a server as AVAILABLE.
+pub async fn register(store: &Store, reg: &Registration<'_>) -> Result<Registered, StoreError> {
+    let keys = FleetKeys::new(reg.fleet_id);
+    let mut call = scripts().register_game_server.prepare();
+    call.key(keys.game_server(reg.game_server_id))
+        .key(keys.pool())
+        .key(keys.game_servers())
+        .key(keys.instance(reg.instance_id))
+        .key(keys.instance_statuses())
+        .arg(reg.game_server_id)
+        .arg(reg.instance_id)
+        .arg(reg.connection_info)
+        .arg(reg.game_server_data);
+    let reply = decode_reply(reg.fleet_id, store.invoke(&call).await?)?;
+    let outcome = reply.outcome.clone();
+    let server = present(reply, "register")?;
+    // The fleet index lives in a slot of its own, so it is written beside the script; adding is idempotent, and
+    // a fleet missing from it only delays the sweep that hands its lapsed claims back.
+    let _: i64 = store
+        .query(redis::cmd("SADD").arg(FLEETS).arg(reg.fleet_id))
+        .await?;
+    match outcome.as_str() {
+        "REGISTERED" => Ok(Registered::New(server)),
+        "EXISTS" => Ok(Registered::AlreadyExists(server)),
+        other => Err(unexpected("register", other)),
+    }
+}
+
+/// What an update asks for.
+#[derive(Clone, Debug)]
+pub struct Update<'a> {
+    /// Fleet of the server.
+    pub fleet_id: &'a str,
+    /// Id of the server.
+    pub game_server_id: &'a str,
+    /// New data, when set.
+    pub game_server_data: Option<&'a str>,
+    /// Utilization asked for.
+    pub utilization: UtilizationChange,
+    /// Whether to record a HEALTHY check.
+    pub healthy: bool,
+}
+
+/// The outcome of an update.
+#[derive(Debug)]
+pub enum Updated {
+    /// Done; the server after it.
+    Done(GameServerRecord),
+    /// No such server.
+    NotFound,
+    /// UTILIZED was asked after its claim lapsed; nothing changed.
+    ClaimLapsed(GameServerRecord),
+    /// AVAILABLE was asked of a UTILIZED server; nothing changed.
+    AlreadyUtilized(GameServerRecord),
+}
+
+/// Reports utilization, health or data.
+pub async fn update(store: &Store, update: &Update<'_>) -> Result<Updated, StoreError> {
+    let keys = FleetKeys::new(update.fleet_id);
+    let utilization = match update.utilization {
+        UtilizationChange::Keep => "",
+        UtilizationChange::Available => "AVAILABLE",
+        UtilizationChange::Utilized => "UTILIZED",
+    };
+    let mut call = scripts().update_game_server.prepare();
+    call.key(keys.game_server(update.game_server_id))
+        .key(keys.pool())
+        .key(keys.claims())
+        .arg(update.game_server_id)
+        .arg(if update.game_server_data.is_some() {
+            "1"
+        } else {
+            "0"
+        })
+        .arg(update.game_server_data.unwrap_or(""))
+        .arg(utilization)
+        .arg(if update.healthy { "1" } else { "0" });
+    let reply = decode_reply(update.fleet_id, store.invoke(&call).await?)?;
+    match reply.outcome.as_str() {
+        "NOT_FOUND" => Ok(Updated::NotFound),
+        "UPDATED" => Ok(Updated::Done(present(reply, "update")?)),
+        "LAPSED" => Ok(Updated::ClaimLapsed(present(reply, "update")?)),
+        "UTILIZED" => Ok(Updated::AlreadyUtilized(present(reply, "update")?)),
+        other => Err(unexpected("update", other)),
+    }
+}
+
+/// Removes a server. `false` when it was not registered.
+pub async fn deregister(
+    store: &Store,
+    fleet_id: &str,
+    game_server_id: &str,
+) -> Result<bool, StoreError> {
+    let keys = FleetKeys::new(fleet_id);
+    let mut call = scripts().deregister_game_server.prepare();
+    call.key(keys.game_server(game_server_id))
+        .key(keys.pool())
+        .key(keys.claims())
+        .key(keys.game_servers())
+        .arg(game_server_id)
+        .arg(keys.instance_prefix());
+    let reply = decode_reply(fleet_id, store.invoke(&call).await?)?;
+    match reply.outcome.as_str() {
+        "DEREGISTERED" => Ok(true),
+        "NOT_FOUND" => Ok(false),
+        other => Err(unexpected("deregister", other)),
+    }
+}
+
+/// Reads one server; `None` when it is not registered.
+pub async fn describe(
+    store: &Store,
+    fleet_id: &str,
+    game_server_id: &str,
+) -> Result<Option<GameServerRecord>, StoreError> {
+    let keys = FleetKeys::new(fleet_id);
+    let mut call = scripts().describe_game_server.prepare();
+    call.key(keys.game_server(game_server_id));
+    let reply = decode_reply(fleet_id, store.invoke(&call).await?)?;
+    match reply.outcome.as_str() {
+        "FOUND" => Ok(Some(present(reply, "describe")?)),
+        "NOT_FOUND" => Ok(None),
+        other => Err(unexpected("describe", other)),
+    }
+}
+
+/// A page of a fleet's servers.
+#[derive(Debug)]
+pub struct Page {
+    /// The servers, in id order.
+    pub game_servers: Vec<GameServerRecord>,
+    /// The id to start the next page after; `None` on the last page.
+    pub next_after: Option<String>,
+}
+
+/// Reads up to `size` servers of a fleet whose ids come after `after`.
+pub async fn list(
+    store: &Store,
+    fleet_id: &str,
+    after: &str,
+    size: u32,
+) -> Result<Page, StoreError> {
+    let keys = FleetKeys::new(fleet_id);
+    let mut call = scripts().list_game_servers.prepare();
+    call.key(keys.game_servers())
+        .arg(keys.game_server_prefix())
+        .arg(after)
+        .arg(size);
+    let (now, next_after, servers): (i64, String, Vec<Vec<String>>) = store.invoke(&call).await?;
+    let game_servers = servers
+        .iter()
+        .filter(|fields| !fields.is_empty())
+        .map(|fields| decode_fields(fleet_id, now, fields))
+        .collect::<Result<_, _>>()?;
+    Ok(Page {
+        game_servers,
+        next_after: Some(next_after).filter(|after| !after.is_empty()),
+    })
+}
+
+/// Sets the status of an instance and its servers; returns how many servers it has.
+pub async fn set_instance_status(
+    store: &Store,
+    fleet_id: &str,
+    instance_id: &str,
+    status: InstanceStatus,
+) -> Result<u32, StoreError> {
+    let keys = FleetKeys::new(fleet_id);
+    let mut call = scripts().set_instance_status.prepare();
+    call.key(keys.instance(instance_id))
+        .key(keys.instance_statuses())
+        .key(keys.pool())
+        .arg(instance_id)
+        .arg(status.as_str())
+        .arg(keys.game_server_prefix());
+    store.invoke(&call).await
+}
+
+/// What a claim asks for.
+#[derive(Clone, Debug)]
+pub struct Claim<'a> {
+    /// Fleet to claim from.
+    pub fleet_id: &'a str,
+    /// The server to claim, or `None` for any.
+    pub game_server_id: Option<&'a str>,
+    /// Data to store on the claimed server.
+    pub game_server_data: Option<&'a str>,
+    /// Instance tiers allowed.
+    pub tiers: ClaimTiers,
+    /// How long the claim lasts, in ms.
+    pub timeout_ms: u64,
+}
+
+/// The outcome of a claim.
+#[derive(Debug)]
+pub enum Claimed {
+    /// The server is the caller's until its claim lapses.
+    Claimed(GameServerRecord),
+    /// No server is free.
+    Exhausted,
+    /// The named server is not registered.
+    NotFound,
+    /// The named server cannot be claimed; this is why (claimed, UTILIZED, or filtered out by its instance).
+    Conflict(GameServerRecord),
+}
+
+/// Claims a server.
+pub async fn claim(store: &Store, claim: &Claim<'_>) -> Result<Claimed, StoreError> {
+    let keys = FleetKeys::new(claim.fleet_id);
+    let mut call = scripts().claim_game_server.prepare();
+    call.key(keys.pool())
+        .key(keys.claims())
+        .arg(keys.game_server_prefix())
+        .arg(claim.timeout_ms)
+        .arg(claim.game_server_id.unwrap_or(""))
+        .arg(claim.tiers.lowest)
+        .arg(claim.tiers.highest)
+        .arg(if claim.game_server_data.is_some() {
+            "1"
+        } else {
+            "0"
+        })
+        .arg(claim.game_server_data.unwrap_or(""));
+    let reply = decode_reply(claim.fleet_id, store.invoke(&call).await?)?;
+    match reply.outcome.as_str() {
+        "CLAIMED" => Ok(Claimed::Claimed(present(reply, "claim")?)),
+        "EXHAUSTED" => Ok(Claimed::Exhausted),
+        "NOT_FOUND" => Ok(Claimed::NotFound),
+        "CONFLICT" => Ok(Claimed::Conflict(present(reply, "claim")?)),
+        other => Err(unexpected("claim", other)),
+    }
+}
+
+/// Hands up to `limit` lapsed claims of a fleet back to the pool; returns how many.
+pub async fn expire_claims(store: &Store, fleet_id: &str, limit: u32) -> Result<u32, StoreError> {
+    let keys = FleetKeys::new(fleet_id);
+    let mut call = scripts().expire_claims.prepare();
+    call.key(keys.pool())
+        .key(keys.claims())
+        .arg(keys.game_server_prefix())
+        .arg(limit);
+    store.invoke(&call).await
+}
+
+/// The fleets that have registered servers, for sweeps.
+pub async fn fleets(store: &Store) -> Result<Vec<String>, StoreError> {
+    store.query(redis::cmd("SMEMBERS").arg(FLEETS)).await
+}
+
+/// Counts of one fleet's pool, for metrics: (claimable now, claimed now).
+pub async fn pool_sizes(store: &Store, fleet_id: &str) -> Result<(u64, u64), StoreError> {
+    let keys = FleetKeys::new(fleet_id);
+    let mut pipe = redis::pipe();
+    pipe.zcard(keys.pool()).zcard(keys.claims());
+    store.query_pipeline(&pipe).await
+}

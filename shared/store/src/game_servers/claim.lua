@@ -1,0 +1,32 @@
+-- Claims one game server: the one named, or the first of the pool within the allowed tiers. First hands lapsed
+-- claims back to the pool, so a lapse never waits for a sweep.
+-- KEYS[1] pool, KEYS[2] claims
+-- ARGV[1] server hash key prefix, ARGV[2] claim timeout ms, ARGV[3] game-server id ('' for any),
+-- ARGV[4] lowest tier allowed, ARGV[5] highest tier allowed (0 ACTIVE, 1 DRAINING),
+-- ARGV[6] '1' to set the game-server data to ARGV[7]
+-- Reply: {CLAIMED | EXHAUSTED | NOT_FOUND | CONFLICT, now_ms, fields...}. CONFLICT: the named server is
+-- claimed, UTILIZED, or on an instance the filter excludes; its fields say which.
+local now = now_ms()
+lapse_claims(KEYS[1], KEYS[2], ARGV[1], now, 100)
+local lowest, highest = tonumber(ARGV[4]), tonumber(ARGV[5])
+local id = ARGV[3]
+if id ~= '' then
+  local key = ARGV[1] .. id
+  if redis.call('EXISTS', key) == 0 then return reply('NOT_FOUND', now) end
+  local score = redis.call('ZSCORE', KEYS[1], id)
+  if not score then return reply('CONFLICT', now, key) end
+  local tier = math.floor(tonumber(score) / TIER_SPAN)
+  if tier < lowest or tier > highest then return reply('CONFLICT', now, key) end
+else
+  local found = redis.call('ZRANGEBYSCORE', KEYS[1], score_str(lowest * TIER_SPAN),
+    '(' .. score_str((highest + 1) * TIER_SPAN), 'LIMIT', 0, 1)
+  if #found == 0 then return reply('EXHAUSTED', now) end
+  id = found[1]
+end
+local key = ARGV[1] .. id
+local expires = now + tonumber(ARGV[2])
+redis.call('ZREM', KEYS[1], id)
+redis.call('ZADD', KEYS[2], expires, id)
+redis.call('HSET', key, 'claim_ms', now, 'claim_exp_ms', expires)
+if ARGV[6] == '1' then redis.call('HSET', key, 'data', ARGV[7]) end
+return reply('CLAIMED', now, key)

@@ -1,0 +1,13 @@
+-- Removes a game server from its fleet, wherever it is (pool, claims, UTILIZED).
+-- KEYS[1] server hash, KEYS[2] pool, KEYS[3] claims, KEYS[4] fleet's server ids
+-- ARGV[1] game-server id, ARGV[2] key prefix of instance server sets
+-- Reply: {DEREGISTERED | NOT_FOUND, now_ms}
+local now = now_ms()
+local instance = redis.call('HGET', KEYS[1], 'instance')
+if not instance then return reply('NOT_FOUND', now) end
+redis.call('DEL', KEYS[1])
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('ZREM', KEYS[3], ARGV[1])
+redis.call('ZREM', KEYS[4], ARGV[1])
+redis.call('SREM', ARGV[2] .. instance, ARGV[1])
+return reply('DEREGISTERED', now)

@@ -1,0 +1,5 @@
+-- Hands the claims of a fleet that have lapsed back to the pool.
+-- KEYS[1] pool, KEYS[2] claims
+-- ARGV[1] server hash key prefix, ARGV[2] most claims to hand back in one call
+-- Reply: how many were handed back
+return lapse_claims(KEYS[1], KEYS[2], ARGV[1], now_ms(), tonumber(ARGV[2]))

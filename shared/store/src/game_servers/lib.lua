@@ -1,0 +1,59 @@
+-- Helpers shared by the game-server scripts (prepended to each of them).
+--
+-- A game server's hash holds: id, instance, conn (connection info), data (game-server data),
+-- util (AVAILABLE | UTILIZED), istatus (ACTIVE | DRAINING | SPOT_TERMINATING), reg_ms (registered),
+-- claim_ms (last claimed), claim_exp_ms (while claimed: when the claim lapses), hc_ms (last HEALTHY),
+-- util_ms (became UTILIZED). Times are ms since the epoch, from Redis' own clock.
+--
+-- The pool holds the AVAILABLE, unclaimed servers that may be claimed, scored tier * TIER_SPAN + idle-since ms:
+-- servers on ACTIVE instances (tier 0) come before DRAINING ones (tier 1), the longest idle first.
+-- Servers on SPOT_TERMINATING instances are kept out of it.
+
+local TIER_SPAN = 1e13
+
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function tier_of(istatus)
+  if istatus == 'ACTIVE' then return 0 elseif istatus == 'DRAINING' then return 1 end
+  return nil
+end
+
+local function score_str(n)
+  return string.format('%.0f', n)
+end
+
+-- Puts a server in the pool at its tier, or takes it out when its instance allows no claims.
+local function to_pool(pool, id, istatus, since)
+  local tier = tier_of(istatus)
+  if tier then
+    redis.call('ZADD', pool, score_str(tier * TIER_SPAN + since), id)
+  else
+    redis.call('ZREM', pool, id)
+  end
+end
+
+-- Hands up to `limit` claims that lapsed by `now` back to the pool.
+local function lapse_claims(pool, claims, prefix, now, limit)
+  local ids = redis.call('ZRANGEBYSCORE', claims, '-inf', now, 'LIMIT', 0, limit)
+  for _, id in ipairs(ids) do
+    redis.call('ZREM', claims, id)
+    local key = prefix .. id
+    local state = redis.call('HMGET', key, 'util', 'istatus')
+    redis.call('HDEL', key, 'claim_exp_ms')
+    if state[1] == 'AVAILABLE' then to_pool(pool, id, state[2], now) end
+  end
+  return #ids
+end
+
+-- The typed reply every single-server script returns: {outcome, now_ms, hash field, value, ...}.
+local function reply(outcome, now, key)
+  local out = {outcome, tostring(now)}
+  if key then
+    local fields = redis.call('HGETALL', key)
+    for i = 1, #fields do out[#out + 1] = fields[i] end
+  end
+  return out
+end

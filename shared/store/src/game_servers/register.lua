@@ -1,0 +1,14 @@
+-- Registers a game server as AVAILABLE and puts it in the pool (unless its instance allows no claims).
+-- KEYS[1] server hash, KEYS[2] pool, KEYS[3] fleet's server ids, KEYS[4] instance's server set,
+-- KEYS[5] instance statuses
+-- ARGV[1] game-server id, ARGV[2] instance id, ARGV[3] connection info, ARGV[4] game-server data
+-- Reply: {REGISTERED | EXISTS, now_ms, fields...}
+local now = now_ms()
+if redis.call('EXISTS', KEYS[1]) == 1 then return reply('EXISTS', now, KEYS[1]) end
+local istatus = redis.call('HGET', KEYS[5], ARGV[2]) or 'ACTIVE'
+redis.call('HSET', KEYS[1], 'id', ARGV[1], 'instance', ARGV[2], 'conn', ARGV[3], 'data', ARGV[4], 'util', 'AVAILABLE',
+  'istatus', istatus, 'reg_ms', now)
+redis.call('ZADD', KEYS[3], 0, ARGV[1])
+redis.call('SADD', KEYS[4], ARGV[1])
+to_pool(KEYS[2], ARGV[1], istatus, now)
+return reply('REGISTERED', now, KEYS[1])

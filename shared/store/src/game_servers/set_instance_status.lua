@@ -1,0 +1,24 @@
+-- Sets an instance's status and moves its unclaimed AVAILABLE servers to the matching place in the pool
+-- (claimed ones find it when their claim lapses).
+-- KEYS[1] instance's server set, KEYS[2] instance statuses, KEYS[3] pool
+-- ARGV[1] instance id, ARGV[2] ACTIVE | DRAINING | SPOT_TERMINATING, ARGV[3] server hash key prefix
+-- Reply: the number of servers on the instance
+local now = now_ms()
+if ARGV[2] == 'ACTIVE' then
+  redis.call('HDEL', KEYS[2], ARGV[1])
+else
+  redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+end
+local ids = redis.call('SMEMBERS', KEYS[1])
+for _, id in ipairs(ids) do
+  local key = ARGV[3] .. id
+  redis.call('HSET', key, 'istatus', ARGV[2])
+  local state = redis.call('HMGET', key, 'util', 'claim_exp_ms')
+  if state[1] == 'AVAILABLE' and not state[2] then
+    local score = redis.call('ZSCORE', KEYS[3], id)
+    local since = now
+    if score then since = tonumber(score) % TIER_SPAN end
+    to_pool(KEYS[3], id, ARGV[2], since)
+  end
+end
+return #ids

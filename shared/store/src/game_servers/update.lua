@@ -1,0 +1,26 @@
+-- Reports a game server's utilization, health or data. Checks everything before writing anything.
+-- KEYS[1] server hash, KEYS[2] pool, KEYS[3] claims
+-- ARGV[1] game-server id, ARGV[2] '1' to set the data to ARGV[3],
+-- ARGV[4] 'UTILIZED' to mark it utilized, 'AVAILABLE' to assert it is not, '' to leave it,
+-- ARGV[5] '1' to record a HEALTHY check now
+-- Reply: {UPDATED | NOT_FOUND | LAPSED | UTILIZED, now_ms, fields...}. LAPSED: the claim made on it lapsed and it
+-- went back to the pool, so it may not be marked UTILIZED without a new claim. UTILIZED: AVAILABLE was asked of
+-- a server that is UTILIZED, which never goes back.
+local now = now_ms()
+if redis.call('EXISTS', KEYS[1]) == 0 then return reply('NOT_FOUND', now) end
+local state = redis.call('HMGET', KEYS[1], 'util', 'claim_ms', 'claim_exp_ms')
+local util, claimed_once, claim_exp = state[1], state[2], state[3]
+if ARGV[4] == 'AVAILABLE' and util == 'UTILIZED' then return reply('UTILIZED', now, KEYS[1]) end
+local utilize = ARGV[4] == 'UTILIZED' and util == 'AVAILABLE'
+if utilize and claimed_once and not (claim_exp and tonumber(claim_exp) > now) then
+  return reply('LAPSED', now, KEYS[1])
+end
+if utilize then
+  redis.call('HSET', KEYS[1], 'util', 'UTILIZED', 'util_ms', now)
+  redis.call('HDEL', KEYS[1], 'claim_exp_ms')
+  redis.call('ZREM', KEYS[2], ARGV[1])
+  redis.call('ZREM', KEYS[3], ARGV[1])
+end
+if ARGV[2] == '1' then redis.call('HSET', KEYS[1], 'data', ARGV[3]) end
+if ARGV[5] == '1' then redis.call('HSET', KEYS[1], 'hc_ms', now) end
+return reply('UPDATED', now, KEYS[1])

@@ -1,0 +1,62 @@
+//! The key schema. Every key of a fleet carries the hash tag `{f:<fleet id>}`, so all of a fleet's keys sit in
+//! one cluster slot and any script over them runs unchanged on a Redis Cluster. Fleet ids may not contain
+//! braces (validation allows only `[A-Za-z0-9_.-]`), so the tag is always the whole id.
+
+/// Set of the fleets that have registered game servers, for sweeps that visit every fleet. It has a slot of its
+/// own and is only ever added to beside a fleet's script, never inside one.
+pub const FLEETS: &str = "berth:fleets";
+
+/// The keys of one fleet.
+#[derive(Clone, Debug)]
+pub struct FleetKeys {
+    tag: String,
+}
+
+impl FleetKeys {
+    /// Keys of `fleet_id`.
+    pub fn new(fleet_id: &str) -> FleetKeys {
+        FleetKeys {
+            tag: format!("berth:{{f:{fleet_id}}}"),
+        }
+    }
+
+    /// Hash of one game server (fields are listed in `game_servers/lib.lua`).
+    pub fn game_server(&self, game_server_id: &str) -> String {
+        format!("{}{game_server_id}", self.game_server_prefix())
+    }
+
+    /// What precedes a game-server id in its hash's key, for scripts that find servers as they go.
+    pub fn game_server_prefix(&self) -> String {
+        format!("{}:gs:", self.tag)
+    }
+
+    /// Sorted set of claimable servers: the pool.
+    pub fn pool(&self) -> String {
+        format!("{}:pool", self.tag)
+    }
+
+    /// Sorted set of claimed servers, scored by when the claim lapses (ms).
+    pub fn claims(&self) -> String {
+        format!("{}:claims", self.tag)
+    }
+
+    /// Sorted set of every registered server id (all scored 0, so it pages in id order).
+    pub fn game_servers(&self) -> String {
+        format!("{}:servers", self.tag)
+    }
+
+    /// Set of the server ids on one instance.
+    pub fn instance(&self, instance_id: &str) -> String {
+        format!("{}{instance_id}", self.instance_prefix())
+    }
+
+    /// What precedes an instance id in its set's key.
+    pub fn instance_prefix(&self) -> String {
+        format!("{}:inst:", self.tag)
+    }
+
+    /// Hash of instance id → instance status, for instances not ACTIVE.
+    pub fn instance_statuses(&self) -> String {
+        format!("{}:inst-status", self.tag)
+    }
+}

@@ -1,0 +1,217 @@
+//! Real redis-server processes for tests. Each lives in its own temporary directory and dies with its handle
+//! (and, through PR_SET_PDEATHSIG, with the thread that started it if the test process is killed).
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use berth_store::{RedisConfig, RedisMode};
+
+/// A redis-server process.
+pub struct RedisServer {
+    port: u16,
+    dir: PathBuf,
+    child: Option<Child>,
+    cluster: bool,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|addr| addr.port())
+        .expect("binding an ephemeral port")
+}
+
+fn scratch_dir(port: u16) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("berth-test-redis-{}-{port}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("creating a scratch directory");
+    dir
+}
+
+fn answers(port: u16) -> bool {
+    redis_cli(port, &["PING"]).is_some_and(|out| out.trim() == "PONG")
+}
+
+fn redis_cli(port: u16, args: &[&str]) -> Option<String> {
+    let output = Command::new("redis-cli")
+        .args(["-p", &port.to_string()])
+        .args(args)
+        .output()
+        .ok()?;
+    output
+        .status
+        .success()
+        .then(|| String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+fn wait_until(what: &str, timeout: Duration, mut ready: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !ready() {
+        assert!(
+            Instant::now() < deadline,
+            "{what} not ready within {timeout:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+impl RedisServer {
+    /// Starts a single-node redis-server on a free port.
+    pub fn start() -> RedisServer {
+        RedisServer::start_with(false)
+    }
+
+    fn start_with(cluster: bool) -> RedisServer {
+        let port = free_port();
+        let mut server = RedisServer {
+            port,
+            dir: scratch_dir(port),
+            child: None,
+            cluster,
+        };
+        server.spawn();
+        server
+    }
+
+    fn spawn(&mut self) {
+        let mut command = Command::new("redis-server");
+        command
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
+            .arg("--dir")
+            .arg(&self.dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        if self.cluster {
+            command.args(["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"]);
+            command
+                .arg("--cluster-config-file")
+                .arg(self.dir.join("nodes.conf"));
+        }
+        // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            command.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        self.child = Some(
+            command
+                .spawn()
+                .expect("redis-server must be installed (apt-get install redis-server)"),
+        );
+        let port = self.port;
+        wait_until("redis-server", Duration::from_secs(10), || answers(port));
+    }
+
+    /// Its port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Its URL.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Kills it, as an outage would.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts it again on the same port, empty.
+    pub fn restart(&mut self) {
+        self.stop();
+        self.spawn();
+    }
+
+    /// Store settings that reach this server, with a short timeout so outages show quickly.
+    pub fn config(&self) -> RedisConfig {
+        RedisConfig {
+            urls: vec![self.url()],
+            mode: RedisMode::Single,
+            connections: 2,
+            connect_timeout: Duration::from_millis(500),
+            response_timeout: Duration::from_millis(500),
+        }
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.stop();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A 3-master Redis Cluster with no replicas.
+pub struct RedisCluster {
+    nodes: Vec<RedisServer>,
+}
+
+impl RedisCluster {
+    /// Starts three cluster-enabled nodes and joins them into one cluster covering all 16384 slots.
+    pub fn start() -> RedisCluster {
+        let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start_with(true)).collect();
+        let addresses: Vec<String> = nodes
+            .iter()
+            .map(|node| format!("127.0.0.1:{}", node.port))
+            .collect();
+        let mut args = vec!["--cluster", "create"];
+        args.extend(addresses.iter().map(String::as_str));
+        args.extend(["--cluster-replicas", "0", "--cluster-yes"]);
+        redis_cli(nodes[0].port, &args).expect("redis-cli --cluster create");
+        let ports: Vec<u16> = nodes.iter().map(|node| node.port).collect();
+        wait_until("redis cluster", Duration::from_secs(20), || {
+            ports.iter().all(|port| {
+                redis_cli(*port, &["CLUSTER", "INFO"])
+                    .is_some_and(|info| info.contains("cluster_state:ok"))
+            })
+        });
+        RedisCluster { nodes }
+    }
+
+    /// Store settings that reach the cluster through its seed nodes.
+    pub fn config(&self) -> RedisConfig {
+        RedisConfig {
+            urls: self.nodes.iter().map(RedisServer::url).collect(),
+            mode: RedisMode::Cluster,
+            connections: 2,
+            connect_timeout: Duration::from_millis(500),
+            response_timeout: Duration::from_millis(500),
+        }
+    }
+}
+
+/// Either kind, so that one test body runs on both.
+pub enum TestRedis {
+    /// One node.
+    Single(RedisServer),
+    /// A cluster.
+    Cluster(RedisCluster),
+}
+
+impl TestRedis {
+    /// A single node.
+    pub fn single() -> TestRedis {
+        TestRedis::Single(RedisServer::start())
+    }
+
+    /// A 3-master cluster.
+    pub fn cluster() -> TestRedis {
+        TestRedis::Cluster(RedisCluster::start())
+    }
+
+    /// Store settings that reach it.
+    pub fn config(&self) -> RedisConfig {
+        match self {
+            TestRedis::Single(server) => server.config(),
+            TestRedis::Cluster(cluster) => cluster.config(),
+        }
+    }
+}

@@ -1,0 +1,86 @@
+//! Berth services in-process, each on an ephemeral port of 127.0.0.1, with real gRPC between test and service.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use berth_runtime::auth::{AuthMode, Claims, Role, TokenKey, unix_now};
+use berth_runtime::server::{ServeOptions, ServiceDef, serve};
+use berth_store::Store;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// The signing secret test services use.
+pub const TEST_KEY: &[u8; 32] = b"berth-test-signing-key-32-bytes!";
+
+/// A bearer token for `role` signed with [`TEST_KEY`]; for a game server, scoped to `fleet` and `server`.
+pub fn token(role: Role, scope: Option<(&str, &str)>) -> String {
+    let key = TokenKey::new(TEST_KEY.to_vec()).expect("test key is long enough");
+    key.sign(&Claims {
+        sub: "test".into(),
+        role,
+        fleet: scope.map(|(fleet, _)| fleet.to_owned()),
+        game_server: scope.map(|(_, server)| server.to_owned()),
+        exp: unix_now() + 3600,
+    })
+}
+
+/// A service serving in the background. Dropping it shuts it down.
+pub struct RunningService {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl RunningService {
+    /// Its `http://` endpoint.
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Shuts it down gracefully and waits until it has stopped.
+    pub async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for RunningService {
+    fn drop(&mut self) {
+        if let Some(task) = &self.task {
+            task.abort();
+        }
+    }
+}
+
+/// Serves `def` on an ephemeral port with token auth ([`TEST_KEY`]), probing Redis every 100 ms.
+pub async fn spawn_service(def: ServiceDef, store: Store) -> RunningService {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("binding an ephemeral port");
+    let addr = listener.local_addr().expect("local address");
+    let options = ServeOptions {
+        auth: AuthMode::Tokens(TokenKey::new(TEST_KEY.to_vec()).expect("test key is long enough")),
+        tls: None,
+        health_probe: Duration::from_millis(100),
+        shutdown_grace: Duration::from_secs(5),
+    };
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        let shutdown = async move {
+            let _ = stopped.await;
+        };
+        if let Err(err) = serve(def, store, options, listener, shutdown).await {
+            panic!("test service failed: {err}");
+        }
+    });
+    RunningService {
+        addr,
+        stop: Some(stop),
+        task: Some(task),
+    }
+}
