@@ -2,8 +2,7 @@
 //! file descriptor set that the services hand to gRPC reflection so that any client can discover them.
 
 /// Encoded `FileDescriptorSet` of every Berth contract, for `tonic-reflection`.
-pub const FILE_DESCRIPTOR_SET: &[u8] =
-    include_bytes!(concat!(env!("OUT_DIR"), "/berth_descriptor.bin"));
+pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/berth_descriptor.bin"));
 
 /// Types that more than one service speaks in.
 pub mod common {
@@ -18,6 +17,22 @@ pub mod placement {
     /// Version 1.
     pub mod v1 {
         tonic::include_proto!("berth.placement.v1");
+    }
+}
+
+/// Game sessions, player sessions and search.
+pub mod session {
+    /// Version 1.
+    pub mod v1 {
+        tonic::include_proto!("berth.session.v1");
+    }
+}
+
+/// Fleets, capacity and scaling.
+pub mod fleet {
+    /// Version 1.
+    pub mod v1 {
+        tonic::include_proto!("berth.fleet.v1");
     }
 }
 

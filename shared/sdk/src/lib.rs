@@ -15,7 +15,10 @@
 //! # Ok(()) }
 //! ```
 //!
-//! The game-server SDK (the heartbeat stream) joins this crate with the health service's stream.
+//! [`probe`] asks any service whether it is serving and what it serves. The game-server SDK (the heartbeat
+//! stream) joins this crate with the health service's stream.
+
+pub mod probe;
 
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::service::Interceptor;
