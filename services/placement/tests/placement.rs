@@ -14,11 +14,14 @@ use berth_proto::placement::v1::{ClaimFilter, ClaimGameServerRequest};
 use berth_runtime::auth::Role;
 use berth_sdk::AuthedChannel;
 use berth_store::Store;
-use berth_testkit::{RedisServer, RunningService, TestRedis, spawn_service, token};
+use berth_testkit::{
+    RedisServer, RunningService, TestRedis, assert_serves, spawn_service, token, wait_for_health,
+};
 use tonic::Code;
 use tonic_health::pb::health_check_response::ServingStatus;
-use tonic_health::pb::health_client::HealthClient;
 use tonic_types::StatusExt;
+
+const CLAIMS: &str = "berth.placement.v1.ClaimService";
 
 /// Health (the registry) and placement (claims) over one Redis, with clients for an operator and a matchmaker.
 struct Stack {
@@ -499,39 +502,12 @@ async fn claims_need_a_client_or_operator_token() {
     assert_eq!(err.code(), Code::Unauthenticated);
 }
 
-async fn serving_status(endpoint: &str) -> ServingStatus {
-    let channel = tonic::transport::Endpoint::from_shared(endpoint.to_owned())
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let request = tonic_health::pb::HealthCheckRequest {
-        service: "berth.placement.v1.ClaimService".into(),
-    };
-    HealthClient::new(channel)
-        .check(request)
-        .await
-        .unwrap()
-        .into_inner()
-        .status()
-}
-
-async fn wait_for_status(endpoint: &str, wanted: ServingStatus) {
-    for _ in 0..100 {
-        if serving_status(endpoint).await == wanted {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("health never became {wanted:?}");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redis_outage_is_unavailable_and_not_serving_until_redis_returns() {
     let mut redis = RedisServer::start();
     let mut s = stack(&redis.config(), 60_000).await;
     let endpoint = s.placement.endpoint();
-    wait_for_status(&endpoint, ServingStatus::Serving).await;
+    wait_for_health(&endpoint, CLAIMS, ServingStatus::Serving).await;
 
     redis.stop();
     let started = std::time::Instant::now();
@@ -545,10 +521,10 @@ async fn a_redis_outage_is_unavailable_and_not_serving_until_redis_returns() {
         started.elapsed() < Duration::from_secs(5),
         "the error came within the client's patience"
     );
-    wait_for_status(&endpoint, ServingStatus::NotServing).await;
+    wait_for_health(&endpoint, CLAIMS, ServingStatus::NotServing).await;
 
     redis.restart();
-    wait_for_status(&endpoint, ServingStatus::Serving).await;
+    wait_for_health(&endpoint, CLAIMS, ServingStatus::Serving).await;
     s.registry
         .register_game_server(registration("outage", "gs-1", "i-1"))
         .await
@@ -560,4 +536,28 @@ async fn a_redis_outage_is_unavailable_and_not_serving_until_redis_returns() {
         .unwrap()
         .into_inner();
     assert_eq!(claimed.game_server.unwrap().game_server_id, "gs-1");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serves_health_reflection_and_shuts_down_gracefully() {
+    let redis = TestRedis::single();
+    let s = stack(&redis.config(), 60_000).await;
+    let endpoint = s.placement.endpoint();
+    assert_serves(
+        &endpoint,
+        &[
+            CLAIMS,
+            "berth.placement.v1.PlacementService",
+            "berth.placement.v1.QueueService",
+        ],
+    )
+    .await;
+    tokio::time::timeout(Duration::from_secs(5), s.placement.shutdown())
+        .await
+        .expect("an idle service shuts down at once");
+    let refused = tonic::transport::Endpoint::from_shared(endpoint)
+        .unwrap()
+        .connect()
+        .await;
+    assert!(refused.is_err(), "no new connections after shutdown");
 }

@@ -1,8 +1,13 @@
 //! Berth's v1 contracts as Rust: the messages, clients and servers generated from `proto/`, and the encoded
 //! file descriptor set that the services hand to gRPC reflection so that any client can discover them.
 
+// Generated oneofs hold whole messages inline; boxing them would make every caller's code worse to spare a few
+// hundred bytes on messages that live briefly.
+#![allow(clippy::large_enum_variant)]
+
 /// Encoded `FileDescriptorSet` of every Berth contract, for `tonic-reflection`.
-pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/berth_descriptor.bin"));
+pub const FILE_DESCRIPTOR_SET: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/berth_descriptor.bin"));
 
 /// Types that more than one service speaks in.
 pub mod common {

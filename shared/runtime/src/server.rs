@@ -19,6 +19,11 @@ use crate::auth::{AccessRules, AuthMode, TokenKey};
 use crate::config::{CommonArgs, ListenArgs};
 use crate::edge::EdgeLayer;
 
+/// The health-check name that reports only whether the process is up, whatever Redis does: for liveness probes,
+/// so that an orchestrator does not restart every replica during a Redis outage. The empty name and the services'
+/// own names track Redis, for readiness.
+pub const LIVENESS: &str = "liveness";
+
 /// One service, as the server needs to know it.
 pub struct ServiceDef {
     /// The process's name, e.g. `berth-placement`.
@@ -194,6 +199,11 @@ pub async fn serve(
     let (reporter, health) = tonic_health::server::health_reporter();
     let mut names = vec![""];
     names.extend_from_slice(def.grpc_services);
+    // Until the first probe answers, the process is not known to reach Redis.
+    set_all(&reporter, &names, ServingStatus::NotServing).await;
+    reporter
+        .set_service_status(LIVENESS, ServingStatus::Serving)
+        .await;
     let probe = tokio::spawn(probe_redis(
         store,
         reporter.clone(),
@@ -225,6 +235,9 @@ pub async fn serve(
             shutdown.await;
             probe.abort();
             set_all(&reporter, &names, ServingStatus::NotServing).await;
+            reporter
+                .set_service_status(LIVENESS, ServingStatus::NotServing)
+                .await;
             tracing::info!("shutting down: no new connections, finishing calls in flight");
             let _ = stopping_tx.send(true);
         }

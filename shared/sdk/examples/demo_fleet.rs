@@ -24,7 +24,11 @@ use rand::Rng;
 #[derive(Parser, Debug)]
 struct Cli {
     /// The services to check, as name=endpoint.
-    #[arg(long, value_delimiter = ',', default_value = "placement=http://127.0.0.1:7101,session=http://127.0.0.1:7102,fleet=http://127.0.0.1:7103,health=http://127.0.0.1:7104")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "placement=http://127.0.0.1:7101,session=http://127.0.0.1:7102,fleet=http://127.0.0.1:7103,health=http://127.0.0.1:7104"
+    )]
     services: Vec<String>,
     /// Signing secret of the deployment, to mint the demo's tokens.
     #[arg(long, env = "BERTH_AUTH_KEY_FILE")]
@@ -63,10 +67,15 @@ fn endpoint_of<'a>(services: &'a [(String, String)], name: &str) -> &'a str {
 
 async fn check_services(services: &[(String, String)]) -> Result<(), Box<dyn std::error::Error>> {
     for (name, endpoint) in services {
-        let channel = tonic::transport::Endpoint::from_shared(endpoint.clone())?.connect().await?;
+        let channel = tonic::transport::Endpoint::from_shared(endpoint.clone())?
+            .connect()
+            .await?;
         let status = probe::serving_status(channel.clone(), "").await?;
         let listed = probe::list_services(channel).await?;
-        let berth: Vec<_> = listed.iter().filter(|name| name.starts_with("berth.")).collect();
+        let berth: Vec<_> = listed
+            .iter()
+            .filter(|name| name.starts_with("berth."))
+            .collect();
         println!("  berth-{name:<10} {endpoint:<24} {status:?}  {berth:?}");
     }
     Ok(())
@@ -85,7 +94,10 @@ impl Server {
             fleet_id: fleet.into(),
             game_server_id: self.id.clone(),
             instance_id: self.instance.clone(),
-            connection_info: format!("127.0.0.1:{}", 7000 + self.id.len() * 10 + self.id.as_bytes()[self.id.len() - 1] as usize),
+            connection_info: format!(
+                "127.0.0.1:{}",
+                7000 + self.id.len() * 10 + self.id.as_bytes()[self.id.len() - 1] as usize
+            ),
             game_server_data: String::new(),
         };
         self.client.register_game_server(request).await.map(drop)
@@ -100,7 +112,11 @@ async fn play_match(mut server: Server, fleet: String, seconds: u64) {
         ..Default::default()
     };
     if let Err(status) = server.client.update_game_server(request).await {
-        println!("  {} could not start its match: {}", server.id, status.message());
+        println!(
+            "  {} could not start its match: {}",
+            server.id,
+            status.message()
+        );
         return;
     }
     tokio::time::sleep(Duration::from_secs(seconds)).await;
@@ -112,7 +128,11 @@ async fn play_match(mut server: Server, fleet: String, seconds: u64) {
         println!("  {} could not deregister: {}", server.id, status.message());
     }
     if let Err(status) = server.register(&fleet).await {
-        println!("  {} could not register again: {}", server.id, status.message());
+        println!(
+            "  {} could not register again: {}",
+            server.id,
+            status.message()
+        );
     }
 }
 
@@ -130,7 +150,11 @@ async fn pool_line(operator: &mut GameServerServiceClient<AuthedChannel>, fleet:
             Err(status) => return format!("pool unreadable: {}", status.message()),
         };
         for server in &page.game_servers {
-            let state = match (server.utilization_status(), server.claim_status(), server.instance_status()) {
+            let state = match (
+                server.utilization_status(),
+                server.claim_status(),
+                server.instance_status(),
+            ) {
                 (hpb::UtilizationStatus::Utilized, _, _) => "utilized",
                 (_, hpb::ClaimStatus::Claimed, _) => "claimed",
                 (_, _, hpb::InstanceStatus::Draining) => "available (draining)",
@@ -143,7 +167,11 @@ async fn pool_line(operator: &mut GameServerServiceClient<AuthedChannel>, fleet:
         }
         page_token = page.next_page_token;
     }
-    counts.iter().map(|(state, n)| format!("{state} {n}")).collect::<Vec<_>>().join(" · ")
+    counts
+        .iter()
+        .map(|(state, n)| format!("{state} {n}"))
+        .collect::<Vec<_>>()
+        .join(" · ")
 }
 
 #[tokio::main]
@@ -160,9 +188,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let key = TokenKey::new(std::fs::read(&cli.auth_key_file)?.trim_ascii().to_vec())?;
     let health = endpoint_of(&services, "health");
-    let mut operator = GameServerServiceClient::new(berth_sdk::connect(health, &mint(&key, Role::Operator, None)).await?);
+    let mut operator = GameServerServiceClient::new(
+        berth_sdk::connect(health, &mint(&key, Role::Operator, None)).await?,
+    );
     let placement = endpoint_of(&services, "placement");
-    let mut matchmaker = ClaimServiceClient::new(berth_sdk::connect(placement, &mint(&key, Role::Client, None)).await?);
+    let mut matchmaker = ClaimServiceClient::new(
+        berth_sdk::connect(placement, &mint(&key, Role::Client, None)).await?,
+    );
 
     let fleet = cli.fleet.clone();
     let mut servers: BTreeMap<String, Server> = BTreeMap::new();

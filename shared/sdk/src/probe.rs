@@ -2,16 +2,19 @@
 //! offers (gRPC reflection v1): what an operator, a load balancer or `make run` checks first.
 
 use tonic::transport::Channel;
+use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
-use tonic_health::pb::HealthCheckRequest;
+use tonic_reflection::pb::v1::ServerReflectionRequest;
 use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
 use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
 use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
-use tonic_reflection::pb::v1::ServerReflectionRequest;
 
 /// The health of `service` ("" for the whole process).
-pub async fn serving_status(channel: Channel, service: &str) -> Result<ServingStatus, tonic::Status> {
+pub async fn serving_status(
+    channel: Channel,
+    service: &str,
+) -> Result<ServingStatus, tonic::Status> {
     let request = HealthCheckRequest {
         service: service.to_owned(),
     };
@@ -29,11 +32,21 @@ pub async fn list_services(channel: Channel) -> Result<Vec<String>, tonic::Statu
         .server_reflection_info(tokio_stream::once(request))
         .await?
         .into_inner();
-    match responses.message().await?.and_then(|response| response.message_response) {
-        Some(MessageResponse::ListServicesResponse(list)) => {
-            Ok(list.service.into_iter().map(|service| service.name).collect())
+    match responses
+        .message()
+        .await?
+        .and_then(|response| response.message_response)
+    {
+        Some(MessageResponse::ListServicesResponse(list)) => Ok(list
+            .service
+            .into_iter()
+            .map(|service| service.name)
+            .collect()),
+        Some(MessageResponse::ErrorResponse(err)) => {
+            Err(tonic::Status::new(err.error_code.into(), err.error_message))
         }
-        Some(MessageResponse::ErrorResponse(err)) => Err(tonic::Status::new(err.error_code.into(), err.error_message)),
-        _ => Err(tonic::Status::internal("reflection answered without a service list")),
+        _ => Err(tonic::Status::internal(
+            "reflection answered without a service list",
+        )),
     }
 }

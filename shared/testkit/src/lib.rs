@@ -1,8 +1,10 @@
 //! The test harness: throwaway `redis-server` processes (one node, or a 3-master Redis Cluster) on free ports,
 //! killed when the test ends even on panic, and Berth services served in-process on ephemeral ports.
 
+mod process;
 mod redis_server;
 mod service;
 
+pub use process::{assert_serves, wait_for_health};
 pub use redis_server::{RedisCluster, RedisServer, TestRedis};
 pub use service::{RunningService, TEST_KEY, spawn_service, token};

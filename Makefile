@@ -1,0 +1,34 @@
+# Berth: run, test, lint and benchmark. See README.md.
+
+CARGO ?= cargo
+
+.PHONY: run test lint bench build deps fmt
+
+## Start Redis (when none answers), the four services and a demo fleet; Ctrl-C stops them.
+run:
+	bash scripts/run.sh
+
+## Every test: unit, property and integration tests against real redis-server processes (single and cluster).
+test: deps
+	$(CARGO) test --workspace --all-targets --locked
+	$(CARGO) test --workspace --doc --locked
+
+## fmt, clippy with warnings as errors, and buf lint of the contracts.
+lint: deps
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
+	npx --no-install buf lint
+
+## The load tests with short defaults; figures in load-tests/reports/latest.json.
+bench: deps
+	$(CARGO) run --release --locked -p berth-load-tests -- --servers 20000
+
+build:
+	$(CARGO) build --workspace --release --locked --bins
+
+fmt:
+	$(CARGO) fmt --all
+
+## What the targets need on a fresh machine: redis-server, and buf from npm.
+deps:
+	bash scripts/deps.sh

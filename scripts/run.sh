@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# `make run`: Berth on this machine. Starts a redis-server when none answers on BERTH_REDIS_URL, builds and starts
+# the four services (logs in .run/), checks that each is SERVING and lists its services by reflection, then runs
+# a demo fleet and matchmaker whose pool you can watch. Ctrl-C stops everything it started.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/deps.sh
+
+run_dir=.run
+mkdir -p "$run_dir"
+export BERTH_REDIS_URL="${BERTH_REDIS_URL:-redis://127.0.0.1:6379}"
+export BERTH_AUTH_KEY_FILE="${BERTH_AUTH_KEY_FILE:-$run_dir/auth-key}"
+export BERTH_CLAIM_TIMEOUT_MS="${BERTH_CLAIM_TIMEOUT_MS:-10000}"
+[ -s "$BERTH_AUTH_KEY_FILE" ] || head -c 48 /dev/urandom | base64 > "$BERTH_AUTH_KEY_FILE"
+
+pids=()
+cleanup() {
+  trap - EXIT INT TERM
+  if [ ${#pids[@]} -gt 0 ]; then
+    kill "${pids[@]}" 2>/dev/null || true
+    wait "${pids[@]}" 2>/dev/null || true
+  fi
+}
+trap cleanup EXIT INT TERM
+
+if ! redis-cli -u "$BERTH_REDIS_URL" ping >/dev/null 2>&1; then
+  hostport="${BERTH_REDIS_URL#*://}"; hostport="${hostport##*@}"; hostport="${hostport%%/*}"
+  port="${hostport##*:}"
+  echo "No Redis answers on $BERTH_REDIS_URL: starting redis-server on port $port (log: $run_dir/redis.log)"
+  redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --logfile "$run_dir/redis.log" &
+  pids+=($!)
+  for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+fi
+
+echo "Building (release)…"
+cargo build --release --locked --bins --quiet
+cargo build --release --locked -p berth-sdk --example demo_fleet --quiet
+
+declare -A grpc=([placement]=7101 [session]=7102 [fleet]=7103 [health]=7104)
+declare -A metrics=([placement]=9101 [session]=9102 [fleet]=9103 [health]=9104)
+services=""
+for name in placement session fleet health; do
+  BERTH_LISTEN="127.0.0.1:${grpc[$name]}" BERTH_METRICS_LISTEN="127.0.0.1:${metrics[$name]}" \
+    "target/release/berth-$name" >"$run_dir/$name.log" 2>&1 &
+  pids+=($!)
+  services+="${services:+,}$name=http://127.0.0.1:${grpc[$name]}"
+done
+for name in placement session fleet health; do
+  for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/${grpc[$name]}") 2>/dev/null && break; sleep 0.1; done
+done
+
+cat <<TABLE
+
+Berth is running (Redis: $BERTH_REDIS_URL)
+  service          gRPC               metrics                               log
+TABLE
+for name in placement session fleet health; do
+  printf "  berth-%-10s 127.0.0.1:%-8s http://127.0.0.1:%s/metrics   %s\n" \
+    "$name" "${grpc[$name]}" "${metrics[$name]}" "$run_dir/$name.log"
+done
+cat <<HINT
+
+Tokens: target/release/berth-token --key-file $BERTH_AUTH_KEY_FILE --role operator   (or client, game-server)
+
+HINT
+target/release/examples/demo_fleet --services "$services" --auth-key-file "$BERTH_AUTH_KEY_FILE" &
+pids+=($!)
+wait "${pids[-1]}"

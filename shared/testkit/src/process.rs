@@ -1,0 +1,43 @@
+//! What every Berth process must serve, checked the way an operator would: `grpc.health.v1` SERVING for the
+//! process and for each of its services, and reflection listing exactly its own services.
+
+use berth_sdk::probe;
+use tonic_health::pb::health_check_response::ServingStatus;
+
+/// Waits up to 10 s for the health of `service` at `endpoint` to become `wanted`, as a load balancer would.
+pub async fn wait_for_health(endpoint: &str, service: &str, wanted: ServingStatus) {
+    let channel = channel(endpoint).await;
+    let mut last = None;
+    for _ in 0..200 {
+        last = Some(probe::serving_status(channel.clone(), service).await);
+        if matches!(&last, Some(Ok(status)) if *status == wanted) {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("health of {service:?} never became {wanted:?}; last answer {last:?}");
+}
+
+async fn channel(endpoint: &str) -> tonic::transport::Channel {
+    tonic::transport::Endpoint::from_shared(endpoint.to_owned())
+        .expect("valid endpoint")
+        .connect()
+        .await
+        .expect("service reachable")
+}
+
+/// Asserts that the process at `endpoint` is (or within 10 s becomes) SERVING and lists by reflection exactly `own` (plus health and
+/// reflection themselves).
+pub async fn assert_serves(endpoint: &str, own: &[&str]) {
+    for service in std::iter::once("").chain(own.iter().copied()) {
+        wait_for_health(endpoint, service, ServingStatus::Serving).await;
+    }
+    let mut listed = probe::list_services(channel(endpoint).await)
+        .await
+        .expect("reflection answers");
+    listed.retain(|name| !name.starts_with("grpc."));
+    listed.sort();
+    let mut expected: Vec<String> = own.iter().map(|name| (*name).to_owned()).collect();
+    expected.sort();
+    assert_eq!(listed, expected, "services listed by reflection");
+}
