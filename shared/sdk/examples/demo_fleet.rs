@@ -206,10 +206,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             instance: format!("{fleet}-instance-{}", i % 4),
             client: GameServerServiceClient::new(berth_sdk::connect(health, &token).await?),
         };
-        match server.register(&fleet).await {
-            Ok(()) => {}
-            Err(status) if status.code() == tonic::Code::AlreadyExists => {}
-            Err(status) => return Err(status.into()),
+        if let Err(status) = server.register(&fleet).await {
+            if status.code() != tonic::Code::AlreadyExists {
+                return Err(status.into());
+            }
+            // Left over from an earlier run, perhaps mid-match: start it afresh.
+            let leave = DeregisterGameServerRequest {
+                fleet_id: fleet.clone(),
+                game_server_id: id.clone(),
+            };
+            server.client.deregister_game_server(leave).await?;
+            server.register(&fleet).await?;
         }
         servers.insert(id, server);
     }
