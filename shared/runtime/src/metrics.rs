@@ -57,3 +57,35 @@ pub fn install(listen: Option<SocketAddr>) -> Result<PrometheusHandle, BuildErro
 pub fn name(name: &str) -> String {
     format!("{PREFIX}_{name}")
 }
+
+#[cfg(test)]
+mod tests {
+    use std::net::SocketAddr;
+    use std::time::Duration;
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    async fn scrape(addr: SocketAddr) -> Option<String> {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.ok()?;
+        stream.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").await.ok()?;
+        let mut body = String::new();
+        stream.read_to_string(&mut body).await.ok()?;
+        Some(body)
+    }
+
+    #[tokio::test]
+    async fn serves_metrics_on_its_own_port() {
+        let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        super::install(Some(addr)).unwrap();
+        metrics::counter!("berth_test_scrapes_total").increment(3);
+        for _ in 0..100 {
+            if let Some(body) = scrape(addr).await
+                && body.contains("berth_test_scrapes_total 3")
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("/metrics never showed the counter");
+    }
+}
