@@ -21,10 +21,7 @@ const RULES: AccessRules = &[
 pub fn service(_store: Store) -> ServiceDef {
     ServiceDef {
         name: "berth-fleet",
-        grpc_services: &[
-            "berth.fleet.v1.FleetService",
-            "berth.fleet.v1.ScalingService",
-        ],
+        grpc_services: &["berth.fleet.v1.FleetService", "berth.fleet.v1.ScalingService"],
         rules: RULES,
         routes: Routes::default(),
     }

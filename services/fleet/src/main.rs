@@ -20,12 +20,5 @@ async fn main() -> std::process::ExitCode {
         grpc: berth_fleet::GRPC_PORT,
         metrics: berth_fleet::METRICS_PORT,
     };
-    berth_runtime::run_binary(
-        "berth-fleet",
-        &cli.common,
-        &cli.listen,
-        ports,
-        berth_fleet::service,
-    )
-    .await
+    berth_runtime::run_binary("berth-fleet", &cli.common, &cli.listen, ports, berth_fleet::service).await
 }

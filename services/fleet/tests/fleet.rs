@@ -15,10 +15,7 @@ async fn serves_health_reflection_and_guards_its_rpcs() {
     let service = spawn_service(berth_fleet::service(store.clone()), store).await;
     assert_serves(
         &service.endpoint(),
-        &[
-            "berth.fleet.v1.FleetService",
-            "berth.fleet.v1.ScalingService",
-        ],
+        &["berth.fleet.v1.FleetService", "berth.fleet.v1.ScalingService"],
     )
     .await;
 

@@ -5,7 +5,7 @@ use berth_domain::game_server::{self as domain, InstanceStatus, UtilizationChang
 use berth_domain::validate::Violations;
 use berth_proto::health::v1 as pb;
 use berth_proto::health::v1::game_server_service_server::GameServerService;
-use berth_runtime::auth::Caller;
+use berth_runtime::auth::{Caller, Role};
 use berth_store::Store;
 use berth_store::game_servers::{self as store, Registered, Registration, Update, Updated};
 use tonic::{Request, Response, Status};
@@ -49,11 +49,12 @@ impl GameServerService for GameServers {
             Registered::New(server) => {
                 metrics::counter!("berth_game_server_registrations_total").increment(1);
                 Ok(Response::new(pb::RegisterGameServerResponse {
-                    game_server: Some(server.into()),
+                    game_server: Some((*server).into()),
                 }))
             }
-            Registered::AlreadyExists(_) => Err(Status::already_exists(format!(
-                "game server {:?} is already registered in fleet {:?}; deregister it first or pick another id",
+            Registered::AlreadyExists => Err(Status::already_exists(format!(
+                "game server {:?} is already registered in fleet {:?}, otherwise or in use; deregister it first or pick \
+                 another id",
                 req.game_server_id, req.fleet_id
             ))),
         }
@@ -73,6 +74,8 @@ impl GameServerService for GameServers {
             game_server_data: req.game_server_data.as_deref(),
             utilization,
             healthy: req.health_check() == pb::HealthCheck::Healthy,
+            claim_id: Some(req.claim_id.as_str()).filter(|id| !id.is_empty()),
+            claimant_only: caller.claims.role == Role::Client,
         };
         match store::update(&self.store, &update).await? {
             Updated::Done(server) => {
@@ -80,16 +83,21 @@ impl GameServerService for GameServers {
                     metrics::counter!("berth_game_servers_utilized_total").increment(1);
                 }
                 Ok(Response::new(pb::UpdateGameServerResponse {
-                    game_server: Some(server.into()),
+                    game_server: Some((*server).into()),
                 }))
             }
             Updated::NotFound => Err(not_found(&req.fleet_id, &req.game_server_id)),
-            Updated::ClaimLapsed(_) => Err(Status::failed_precondition(format!(
+            Updated::NotClaimant => Err(Status::failed_precondition(format!(
+                "claim_id {:?} is not the live claim on game server {:?} (it lapsed, or was never this one); a \
+                 client may update only a server it holds the claim on",
+                req.claim_id, req.game_server_id
+            ))),
+            Updated::ClaimLapsed => Err(Status::failed_precondition(format!(
                 "the claim on game server {:?} lapsed and it went back to the pool; claim it again before \
                  marking it UTILIZED",
                 req.game_server_id
             ))),
-            Updated::AlreadyUtilized(_) => Err(Status::failed_precondition(format!(
+            Updated::AlreadyUtilized => Err(Status::failed_precondition(format!(
                 "game server {:?} is UTILIZED and never goes back to AVAILABLE; deregister it when its game ends",
                 req.game_server_id
             ))),
@@ -180,16 +188,11 @@ impl GameServerService for GameServers {
         );
         let status = InstanceStatus::from_proto(req.instance_status);
         if status.is_none() {
-            v.add(
-                "instance_status",
-                "must be ACTIVE, DRAINING or SPOT_TERMINATING",
-            );
+            v.add("instance_status", "must be ACTIVE, DRAINING or SPOT_TERMINATING");
         }
         v.into_result()?;
         let status = status.expect("checked above");
-        let count =
-            store::set_instance_status(&self.store, &req.fleet_id, &req.instance_id, status)
-                .await?;
+        let count = store::set_instance_status(&self.store, &req.fleet_id, &req.instance_id, status).await?;
         Ok(Response::new(pb::SetInstanceStatusResponse {
             game_server_count: count,
         }))

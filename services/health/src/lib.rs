@@ -44,10 +44,7 @@ const RULES: AccessRules = &[
 pub fn service(store: Store) -> ServiceDef {
     ServiceDef {
         name: "berth-health",
-        grpc_services: &[
-            "berth.health.v1.GameServerService",
-            "berth.health.v1.SdkService",
-        ],
+        grpc_services: &["berth.health.v1.GameServerService", "berth.health.v1.SdkService"],
         rules: RULES,
         routes: Routes::new(GameServerServiceServer::new(GameServers::new(store))),
     }

@@ -20,12 +20,5 @@ async fn main() -> std::process::ExitCode {
         grpc: berth_health::GRPC_PORT,
         metrics: berth_health::METRICS_PORT,
     };
-    berth_runtime::run_binary(
-        "berth-health",
-        &cli.common,
-        &cli.listen,
-        ports,
-        berth_health::service,
-    )
-    .await
+    berth_runtime::run_binary("berth-health", &cli.common, &cli.listen, ports, berth_health::service).await
 }

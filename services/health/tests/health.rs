@@ -14,9 +14,7 @@ use tonic::Code;
 use tonic_types::StatusExt;
 
 async fn health(redis: &TestRedis) -> RunningService {
-    let store = Store::connect(&redis.config())
-        .await
-        .expect("redis reachable");
+    let store = Store::connect(&redis.config()).await.expect("redis reachable");
     spawn_service(berth_health::service(store.clone()), store).await
 }
 
@@ -73,10 +71,7 @@ async fn serves_health_and_lists_its_services_by_reflection() {
     let service = health(&redis).await;
     assert_serves(
         &service.endpoint(),
-        &[
-            "berth.health.v1.GameServerService",
-            "berth.health.v1.SdkService",
-        ],
+        &["berth.health.v1.GameServerService", "berth.health.v1.SdkService"],
     )
     .await;
 }
@@ -87,7 +82,7 @@ async fn registration_is_checked_whole_and_changes_nothing_when_bad() {
     let service = health(&redis).await;
     let mut operator = client(&service, Role::Operator, None).await;
     let bad = RegisterGameServerRequest {
-        fleet_id: "arena eu".into(),
+        fleet_id: "arena".into(),
         game_server_id: "gs".into(),
         instance_id: String::new(),
         connection_info: "c".repeat(513),
@@ -95,26 +90,31 @@ async fn registration_is_checked_whole_and_changes_nothing_when_bad() {
     };
     let err = operator.register_game_server(bad).await.unwrap_err();
     assert_eq!(err.code(), Code::InvalidArgument);
-    assert_eq!(
-        violated_fields(&err),
-        [
-            "fleet_id",
-            "game_server_id",
-            "instance_id",
-            "connection_info",
-            "game_server_data"
-        ]
-    );
+    let fields = ["game_server_id", "instance_id", "connection_info", "game_server_data"];
+    assert_eq!(violated_fields(&err), fields);
     assert!(err.message().contains("at most 512"), "{}", err.message());
+    assert_eq!(count(&mut operator, "arena").await, 0);
+    let bad_fleet = RegisterGameServerRequest {
+        fleet_id: "arena eu".into(),
+        ..registration("arena", "gs-1")
+    };
+    let err = operator.register_game_server(bad_fleet).await.unwrap_err();
+    assert_eq!(violated_fields(&err), ["fleet_id"]);
 
     operator
         .register_game_server(registration("arena", "gs-1"))
         .await
         .unwrap();
-    let again = operator
+    // A retry of the same registration (its reply was lost, say) succeeds; a different one does not.
+    operator
         .register_game_server(registration("arena", "gs-1"))
         .await
-        .unwrap_err();
+        .unwrap();
+    let elsewhere = RegisterGameServerRequest {
+        connection_info: "10.0.0.10:7777".into(),
+        ..registration("arena", "gs-1")
+    };
+    let again = operator.register_game_server(elsewhere).await.unwrap_err();
     assert_eq!(again.code(), Code::AlreadyExists);
     assert_eq!(count(&mut operator, "arena").await, 1);
 }
@@ -139,9 +139,7 @@ async fn a_game_server_token_acts_only_for_its_own_server() {
     assert_eq!(count(&mut operator, "arena").await, 0);
     assert_eq!(count(&mut operator, "other").await, 0);
 
-    gs1.register_game_server(registration("arena", "gs-1"))
-        .await
-        .unwrap();
+    gs1.register_game_server(registration("arena", "gs-1")).await.unwrap();
     operator
         .register_game_server(registration("arena", "gs-2"))
         .await
@@ -154,6 +152,32 @@ async fn a_game_server_token_acts_only_for_its_own_server() {
         gs1.deregister_game_server(steal).await.unwrap_err().code(),
         Code::PermissionDenied
     );
+    let meddle = UpdateGameServerRequest {
+        fleet_id: "arena".into(),
+        game_server_id: "gs-2".into(),
+        game_server_data: Some("not yours".into()),
+        ..Default::default()
+    };
+    assert_eq!(
+        gs1.update_game_server(meddle).await.unwrap_err().code(),
+        Code::PermissionDenied
+    );
+    let peek = DescribeGameServerRequest {
+        fleet_id: "arena".into(),
+        game_server_id: "gs-2".into(),
+    };
+    assert_eq!(
+        gs1.describe_game_server(peek.clone()).await.unwrap_err().code(),
+        Code::PermissionDenied
+    );
+    let gs2 = operator
+        .describe_game_server(peek)
+        .await
+        .unwrap()
+        .into_inner()
+        .game_server
+        .unwrap();
+    assert_eq!(gs2.game_server_data, "{\"map\":\"dust\"}");
     let drain = SetInstanceStatusRequest {
         fleet_id: "arena".into(),
         instance_id: "i-1".into(),
@@ -178,9 +202,7 @@ async fn health_checks_and_data_are_recorded() {
     let redis = TestRedis::single();
     let service = health(&redis).await;
     let mut gs = client(&service, Role::GameServer, Some(("arena", "gs-1"))).await;
-    gs.register_game_server(registration("arena", "gs-1"))
-        .await
-        .unwrap();
+    gs.register_game_server(registration("arena", "gs-1")).await.unwrap();
     let update = UpdateGameServerRequest {
         fleet_id: "arena".into(),
         game_server_id: "gs-1".into(),
@@ -203,10 +225,7 @@ async fn health_checks_and_data_are_recorded() {
     assert_eq!(server.game_server_data, "{\"map\":\"inferno\"}");
     assert_eq!(server.health_check(), pb::HealthCheck::Healthy);
     assert!(server.last_health_check_time.is_some());
-    assert_eq!(
-        server.utilization_status(),
-        pb::UtilizationStatus::Available
-    );
+    assert_eq!(server.utilization_status(), pb::UtilizationStatus::Available);
 }
 
 async fn pages_cover_every_server_once(redis: TestRedis) {
@@ -226,17 +245,9 @@ async fn pages_cover_every_server_once(redis: TestRedis) {
             page_size: 10,
             page_token: page_token.clone(),
         };
-        let page = operator
-            .list_game_servers(request)
-            .await
-            .unwrap()
-            .into_inner();
+        let page = operator.list_game_servers(request).await.unwrap().into_inner();
         assert!(page.game_servers.len() <= 10);
-        seen.extend(
-            page.game_servers
-                .into_iter()
-                .map(|server| server.game_server_id),
-        );
+        seen.extend(page.game_servers.into_iter().map(|server| server.game_server_id));
         if page.next_page_token.is_empty() {
             break;
         }

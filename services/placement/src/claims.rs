@@ -53,18 +53,21 @@ impl ClaimService for Claims {
             .unwrap_or_default();
         let tiers = domain::check_claim_filter(&mut v, statuses);
         v.into_result()?;
+        let claim_id = uuid::Uuid::now_v7().to_string();
         let claim = Claim {
             fleet_id: &req.fleet_id,
             game_server_id: Some(req.game_server_id.as_str()).filter(|id| !id.is_empty()),
             game_server_data: req.game_server_data.as_deref(),
             tiers,
             timeout_ms: self.timeout_ms,
+            claim_id: &claim_id,
         };
         match store::claim(&self.store, &claim).await? {
             Claimed::Claimed(server) => {
                 count("claimed");
                 Ok(Response::new(pb::ClaimGameServerResponse {
                     game_server: Some(server.into()),
+                    claim_id,
                 }))
             }
             Claimed::Exhausted => {

@@ -29,8 +29,7 @@ async fn sweep(store: &Store) -> Result<(), berth_store::StoreError> {
             metrics::counter!("berth_claims_lapsed_total").increment(u64::from(lapsed));
         }
         let (available, claimed) = store::pool_sizes(store, &fleet).await?;
-        metrics::gauge!("berth_available_game_servers", "fleet" => fleet.clone())
-            .set(available as f64);
+        metrics::gauge!("berth_available_game_servers", "fleet" => fleet.clone()).set(available as f64);
         metrics::gauge!("berth_claimed_game_servers", "fleet" => fleet).set(claimed as f64);
     }
     Ok(())

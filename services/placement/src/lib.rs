@@ -21,14 +21,8 @@ pub const GRPC_PORT: u16 = 7101;
 pub const METRICS_PORT: u16 = 9101;
 
 const RULES: AccessRules = &[
-    (
-        "/berth.placement.v1.ClaimService/",
-        &[Role::Operator, Role::Client],
-    ),
-    (
-        "/berth.placement.v1.PlacementService/",
-        &[Role::Operator, Role::Client],
-    ),
+    ("/berth.placement.v1.ClaimService/", &[Role::Operator, Role::Client]),
+    ("/berth.placement.v1.PlacementService/", &[Role::Operator, Role::Client]),
     ("/berth.placement.v1.QueueService/", &[Role::Operator]),
 ];
 
@@ -36,20 +30,17 @@ const RULES: AccessRules = &[
 #[derive(clap::Args, Clone, Debug)]
 pub struct PlacementArgs {
     /// How long a claim holds a game server before it lapses back to the pool unless reported UTILIZED, in ms.
-    #[arg(long, env = "BERTH_CLAIM_TIMEOUT_MS", default_value_t = 60_000)]
+    #[arg(long, env = "BERTH_CLAIM_TIMEOUT_MS", default_value_t = 60_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub claim_timeout_ms: u64,
     /// How often lapsed claims are swept back to the pool, in ms. Claims also lapse on their own at the next
     /// claim in the same fleet, so this bounds only how stale the pool looks to readers and metrics.
-    #[arg(long, env = "BERTH_CLAIM_SWEEP_MS", default_value_t = 1_000)]
+    #[arg(long, env = "BERTH_CLAIM_SWEEP_MS", default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub claim_sweep_ms: u64,
 }
 
 /// The placement service over `store`, with its claim sweeper running in the background.
 pub fn service(store: Store, args: &PlacementArgs) -> ServiceDef {
-    tokio::spawn(expire_claims(
-        store.clone(),
-        Duration::from_millis(args.claim_sweep_ms),
-    ));
+    tokio::spawn(expire_claims(store.clone(), Duration::from_millis(args.claim_sweep_ms)));
     ServiceDef {
         name: "berth-placement",
         grpc_services: &[
@@ -58,9 +49,6 @@ pub fn service(store: Store, args: &PlacementArgs) -> ServiceDef {
             "berth.placement.v1.QueueService",
         ],
         rules: RULES,
-        routes: Routes::new(ClaimServiceServer::new(Claims::new(
-            store,
-            args.claim_timeout_ms,
-        ))),
+        routes: Routes::new(ClaimServiceServer::new(Claims::new(store, args.claim_timeout_ms))),
     }
 }

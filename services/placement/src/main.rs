@@ -23,12 +23,8 @@ async fn main() -> std::process::ExitCode {
         grpc: berth_placement::GRPC_PORT,
         metrics: berth_placement::METRICS_PORT,
     };
-    berth_runtime::run_binary(
-        "berth-placement",
-        &cli.common,
-        &cli.listen,
-        ports,
-        |store| berth_placement::service(store, &cli.placement),
-    )
+    berth_runtime::run_binary("berth-placement", &cli.common, &cli.listen, ports, |store| {
+        berth_placement::service(store, &cli.placement)
+    })
     .await
 }

@@ -14,9 +14,7 @@ use berth_proto::placement::v1::{ClaimFilter, ClaimGameServerRequest};
 use berth_runtime::auth::Role;
 use berth_sdk::AuthedChannel;
 use berth_store::Store;
-use berth_testkit::{
-    RedisServer, RunningService, TestRedis, assert_serves, spawn_service, token, wait_for_health,
-};
+use berth_testkit::{RedisServer, RunningService, TestRedis, assert_serves, spawn_service, token, wait_for_health};
 use tonic::Code;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_types::StatusExt;
@@ -29,7 +27,9 @@ struct Stack {
     placement: RunningService,
     health_endpoint: String,
     registry: GameServerServiceClient<AuthedChannel>,
+    matchmaker_registry: GameServerServiceClient<AuthedChannel>,
     claims: ClaimServiceClient<AuthedChannel>,
+    store: Store,
 }
 
 async fn stack(config: &berth_store::RedisConfig, claim_timeout_ms: u64) -> Stack {
@@ -39,23 +39,20 @@ async fn stack(config: &berth_store::RedisConfig, claim_timeout_ms: u64) -> Stac
         claim_timeout_ms,
         claim_sweep_ms: 100,
     };
-    let placement = spawn_service(berth_placement::service(store.clone(), &args), store).await;
-    let registry = GameServerServiceClient::new(
-        berth_sdk::connect(&health.endpoint(), &token(Role::Operator, None))
-            .await
-            .unwrap(),
-    );
-    let claims = ClaimServiceClient::new(
-        berth_sdk::connect(&placement.endpoint(), &token(Role::Client, None))
-            .await
-            .unwrap(),
-    );
+    let placement = spawn_service(berth_placement::service(store.clone(), &args), store.clone()).await;
+    let client =
+        |endpoint: String, role: Role| async move { berth_sdk::connect(&endpoint, &token(role, None)).await.unwrap() };
+    let registry = GameServerServiceClient::new(client(health.endpoint(), Role::Operator).await);
+    let matchmaker_registry = GameServerServiceClient::new(client(health.endpoint(), Role::Client).await);
+    let claims = ClaimServiceClient::new(client(placement.endpoint(), Role::Client).await);
     Stack {
         health_endpoint: health.endpoint(),
         _health: health,
         placement,
         registry,
+        matchmaker_registry,
         claims,
+        store,
     }
 }
 
@@ -85,6 +82,19 @@ fn utilized(fleet: &str, id: &str) -> UpdateGameServerRequest {
     }
 }
 
+fn instance_status(fleet: &str, instance: &str, status: hpb::InstanceStatus) -> SetInstanceStatusRequest {
+    SetInstanceStatusRequest {
+        fleet_id: fleet.into(),
+        instance_id: instance.into(),
+        instance_status: status as i32,
+    }
+}
+
+/// (claimable, claimed) servers of a fleet, read straight from Redis.
+async fn pool_sizes(store: &Store, fleet: &str) -> (u64, u64) {
+    berth_store::game_servers::pool_sizes(store, fleet).await.unwrap()
+}
+
 fn describe(fleet: &str, id: &str) -> DescribeGameServerRequest {
     DescribeGameServerRequest {
         fleet_id: fleet.into(),
@@ -96,12 +106,9 @@ async fn full_flow(redis: TestRedis) {
     let mut s = stack(&redis.config(), 60_000).await;
     // The game server registers itself with its own scoped token.
     let mut own = GameServerServiceClient::new(
-        berth_sdk::connect(
-            &s.health_endpoint,
-            &token(Role::GameServer, Some(("arena", "gs-1"))),
-        )
-        .await
-        .unwrap(),
+        berth_sdk::connect(&s.health_endpoint, &token(Role::GameServer, Some(("arena", "gs-1"))))
+            .await
+            .unwrap(),
     );
     let registered = own
         .register_game_server(RegisterGameServerRequest {
@@ -113,13 +120,10 @@ async fn full_flow(redis: TestRedis) {
         .into_inner()
         .game_server
         .unwrap();
-    assert_eq!(
-        registered.utilization_status(),
-        hpb::UtilizationStatus::Available
-    );
+    assert_eq!(registered.utilization_status(), hpb::UtilizationStatus::Available);
     assert_eq!(registered.claim_status(), hpb::ClaimStatus::Unspecified);
 
-    let claimed = s
+    let response = s
         .claims
         .claim_game_server(ClaimGameServerRequest {
             game_server_data: Some("match-42".into()),
@@ -127,38 +131,36 @@ async fn full_flow(redis: TestRedis) {
         })
         .await
         .unwrap()
-        .into_inner()
-        .game_server
-        .unwrap();
+        .into_inner();
+    let claimed = response.game_server.unwrap();
     assert_eq!(claimed.game_server_id, "gs-1");
     assert_eq!(claimed.connection_info, "203.0.113.7:7777");
     assert_eq!(claimed.game_server_data, "match-42");
     assert_eq!(claimed.claim_status(), hpb::ClaimStatus::Claimed);
-    let claim_seconds =
-        claimed.claim_expire_time.unwrap().seconds - claimed.last_claim_time.unwrap().seconds;
+    let claim_seconds = claimed.claim_expire_time.unwrap().seconds - claimed.last_claim_time.unwrap().seconds;
     assert!(
         (59..=61).contains(&claim_seconds),
         "claim lasts 60 s, got {claim_seconds}"
     );
 
     // Claimed: nobody else gets it.
-    let err = s
-        .claims
-        .claim_game_server(claim_any("arena"))
-        .await
-        .unwrap_err();
+    let err = s.claims.claim_game_server(claim_any("arena")).await.unwrap_err();
     assert_eq!(err.code(), Code::ResourceExhausted);
 
-    let now_utilized = own
-        .update_game_server(utilized("arena", "gs-1"))
+    // The matchmaker starts the match on it with its claim.
+    let start = UpdateGameServerRequest {
+        claim_id: response.claim_id,
+        ..utilized("arena", "gs-1")
+    };
+    let server = s
+        .matchmaker_registry
+        .update_game_server(start)
         .await
         .unwrap()
-        .into_inner();
-    let server = now_utilized.game_server.unwrap();
-    assert_eq!(
-        server.utilization_status(),
-        hpb::UtilizationStatus::Utilized
-    );
+        .into_inner()
+        .game_server
+        .unwrap();
+    assert_eq!(server.utilization_status(), hpb::UtilizationStatus::Utilized);
     assert_eq!(server.claim_status(), hpb::ClaimStatus::Unspecified);
 
     own.deregister_game_server(DeregisterGameServerRequest {
@@ -189,11 +191,7 @@ async fn claim_race(redis: TestRedis) {
     let mut s = stack(&redis.config(), 60_000).await;
     for i in 0..50 {
         s.registry
-            .register_game_server(registration(
-                "race",
-                &format!("gs-{i:03}"),
-                &format!("i-{}", i % 5),
-            ))
+            .register_game_server(registration("race", &format!("gs-{i:03}"), &format!("i-{}", i % 5)))
             .await
             .unwrap();
     }
@@ -244,15 +242,11 @@ async fn a_lapsed_claim_returns_the_server_to_the_pool() {
         .unwrap()
         .into_inner();
     assert_eq!(first.game_server.unwrap().game_server_id, "gs-1");
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(pool_sizes(&s.store, "lapse").await, (0, 1));
+    tokio::time::sleep(Duration::from_millis(600)).await;
 
-    // The first claimer is too late: the server went back to the pool.
-    let err = s
-        .registry
-        .update_game_server(utilized("lapse", "gs-1"))
-        .await
-        .unwrap_err();
-    assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+    // The sweeper handed it back with no claim in between.
+    assert_eq!(pool_sizes(&s.store, "lapse").await, (1, 0));
     let described = s
         .registry
         .describe_game_server(describe("lapse", "gs-1"))
@@ -261,12 +255,9 @@ async fn a_lapsed_claim_returns_the_server_to_the_pool() {
         .into_inner();
     let server = described.game_server.unwrap();
     assert_eq!(server.claim_status(), hpb::ClaimStatus::Unspecified);
-    assert_eq!(
-        server.utilization_status(),
-        hpb::UtilizationStatus::Available
-    );
+    assert_eq!(server.utilization_status(), hpb::UtilizationStatus::Available);
 
-    // And a new claimer gets it.
+    // A new claimer gets it, and the first claimer, too late, cannot start a match on it.
     let second = s
         .claims
         .claim_game_server(claim_any("lapse"))
@@ -274,10 +265,85 @@ async fn a_lapsed_claim_returns_the_server_to_the_pool() {
         .unwrap()
         .into_inner();
     assert_eq!(second.game_server.unwrap().game_server_id, "gs-1");
+    let late = UpdateGameServerRequest {
+        claim_id: first.claim_id,
+        ..utilized("lapse", "gs-1")
+    };
+    let err = s.matchmaker_registry.update_game_server(late).await.unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+    let on_time = UpdateGameServerRequest {
+        claim_id: second.claim_id,
+        ..utilized("lapse", "gs-1")
+    };
+    s.matchmaker_registry.update_game_server(on_time).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_game_server_cannot_be_utilized_on_a_lapsed_claim() {
+    let redis = TestRedis::single();
+    let mut s = stack(&redis.config(), 200).await;
     s.registry
-        .update_game_server(utilized("lapse", "gs-1"))
+        .register_game_server(registration("late", "gs-1", "i-1"))
         .await
         .unwrap();
+    s.claims.claim_game_server(claim_any("late")).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let err = s
+        .registry
+        .update_game_server(utilized("late", "gs-1"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+    assert!(err.message().contains("lapsed"), "{}", err.message());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_matchmaker_acts_only_on_servers_it_holds_the_claim_on() {
+    let redis = TestRedis::single();
+    let mut s = stack(&redis.config(), 60_000).await;
+    for id in ["gs-1", "gs-2"] {
+        s.registry
+            .register_game_server(registration("mine", id, "i-1"))
+            .await
+            .unwrap();
+    }
+    let held = s
+        .claims
+        .claim_game_server(claim_any("mine"))
+        .await
+        .unwrap()
+        .into_inner();
+    let held_id = held.game_server.unwrap().game_server_id;
+    let other = if held_id == "gs-1" { "gs-2" } else { "gs-1" };
+
+    let without_claim = utilized("mine", other);
+    let err = s
+        .matchmaker_registry
+        .update_game_server(without_claim)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition);
+    let with_wrong_claim = UpdateGameServerRequest {
+        claim_id: held.claim_id.clone(),
+        game_server_data: Some("hijack".into()),
+        ..utilized("mine", other)
+    };
+    let err = s
+        .matchmaker_registry
+        .update_game_server(with_wrong_claim)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition);
+    let untouched = s
+        .registry
+        .describe_game_server(describe("mine", other))
+        .await
+        .unwrap()
+        .into_inner();
+    let untouched = untouched.game_server.unwrap();
+    assert_eq!(untouched.utilization_status(), hpb::UtilizationStatus::Available);
+    assert_eq!(untouched.game_server_data, "");
+    assert_eq!(pool_sizes(&s.store, "mine").await, (1, 1));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -289,10 +355,7 @@ async fn utilized_never_goes_back_to_available_nor_is_claimed_again() {
         .await
         .unwrap();
     s.claims.claim_game_server(claim_any("util")).await.unwrap();
-    s.registry
-        .update_game_server(utilized("util", "gs-1"))
-        .await
-        .unwrap();
+    s.registry.update_game_server(utilized("util", "gs-1")).await.unwrap();
 
     let back = UpdateGameServerRequest {
         utilization_status: hpb::UtilizationStatus::Available as i32,
@@ -300,11 +363,7 @@ async fn utilized_never_goes_back_to_available_nor_is_claimed_again() {
     };
     let err = s.registry.update_game_server(back).await.unwrap_err();
     assert_eq!(err.code(), Code::FailedPrecondition);
-    assert!(
-        err.message().contains("never goes back"),
-        "{}",
-        err.message()
-    );
+    assert!(err.message().contains("never goes back"), "{}", err.message());
 
     let named = ClaimGameServerRequest {
         game_server_id: "gs-1".into(),
@@ -312,11 +371,7 @@ async fn utilized_never_goes_back_to_available_nor_is_claimed_again() {
     };
     let err = s.claims.claim_game_server(named).await.unwrap_err();
     assert_eq!(err.code(), Code::FailedPrecondition);
-    let err = s
-        .claims
-        .claim_game_server(claim_any("util"))
-        .await
-        .unwrap_err();
+    let err = s.claims.claim_game_server(claim_any("util")).await.unwrap_err();
     assert_eq!(err.code(), Code::ResourceExhausted);
     let server = s
         .registry
@@ -344,27 +399,14 @@ async fn a_named_claim_takes_that_server_or_says_why_not() {
         game_server_id: id.into(),
         ..claim_any("named")
     };
-    let got = s
-        .claims
-        .claim_game_server(named("gs-b"))
-        .await
-        .unwrap()
-        .into_inner();
+    let got = s.claims.claim_game_server(named("gs-b")).await.unwrap().into_inner();
     assert_eq!(got.game_server.unwrap().game_server_id, "gs-b");
     assert_eq!(
-        s.claims
-            .claim_game_server(named("gs-b"))
-            .await
-            .unwrap_err()
-            .code(),
+        s.claims.claim_game_server(named("gs-b")).await.unwrap_err().code(),
         Code::Aborted
     );
     assert_eq!(
-        s.claims
-            .claim_game_server(named("gs-zzz"))
-            .await
-            .unwrap_err()
-            .code(),
+        s.claims.claim_game_server(named("gs-zzz")).await.unwrap_err().code(),
         Code::NotFound
     );
 }
@@ -378,35 +420,45 @@ async fn servers_on_draining_instances_are_claimed_last() {
         .register_game_server(registration("drain", "gs-old", "i-spot"))
         .await
         .unwrap();
+    tokio::time::sleep(Duration::from_millis(5)).await;
     s.registry
         .register_game_server(registration("drain", "gs-new", "i-ok"))
         .await
         .unwrap();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    s.registry
+        .register_game_server(registration("drain", "gs-newest", "i-ok"))
+        .await
+        .unwrap();
     let drained = s
         .registry
-        .set_instance_status(SetInstanceStatusRequest {
-            fleet_id: "drain".into(),
-            instance_id: "i-spot".into(),
-            instance_status: hpb::InstanceStatus::Draining as i32,
-        })
+        .set_instance_status(instance_status("drain", "i-spot", hpb::InstanceStatus::Draining));
+    assert_eq!(drained.await.unwrap().into_inner().game_server_count, 1);
+
+    let first = s
+        .claims
+        .claim_game_server(claim_any("drain"))
         .await
         .unwrap()
         .into_inner();
-    assert_eq!(drained.game_server_count, 1);
-
+    assert_eq!(
+        first.game_server.unwrap().game_server_id,
+        "gs-new",
+        "active instances first, longest idle first"
+    );
     let active_only = ClaimGameServerRequest {
         filter: Some(ClaimFilter {
             instance_statuses: vec![hpb::InstanceStatus::Active as i32],
         }),
         ..claim_any("drain")
     };
-    let first = s
+    let second = s
         .claims
         .claim_game_server(active_only.clone())
         .await
         .unwrap()
         .into_inner();
-    assert_eq!(first.game_server.unwrap().game_server_id, "gs-new");
+    assert_eq!(second.game_server.unwrap().game_server_id, "gs-newest");
     let err = s.claims.claim_game_server(active_only).await.unwrap_err();
     assert_eq!(
         err.code(),
@@ -425,6 +477,64 @@ async fn servers_on_draining_instances_are_claimed_last() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn servers_about_to_be_interrupted_are_never_claimed_until_their_instance_recovers() {
+    let redis = TestRedis::single();
+    let mut s = stack(&redis.config(), 60_000).await;
+    s.registry
+        .register_game_server(registration("spot", "gs-1", "i-spot"))
+        .await
+        .unwrap();
+    let notice = instance_status("spot", "i-spot", hpb::InstanceStatus::SpotTerminating);
+    s.registry.set_instance_status(notice).await.unwrap();
+    let err = s.claims.claim_game_server(claim_any("spot")).await.unwrap_err();
+    assert_eq!(err.code(), Code::ResourceExhausted);
+    // A server registering on the instance now joins it in its state.
+    s.registry
+        .register_game_server(registration("spot", "gs-2", "i-spot"))
+        .await
+        .unwrap();
+    assert_eq!(pool_sizes(&s.store, "spot").await, (0, 0));
+
+    let recovered = instance_status("spot", "i-spot", hpb::InstanceStatus::Active);
+    s.registry.set_instance_status(recovered).await.unwrap();
+    assert_eq!(pool_sizes(&s.store, "spot").await, (2, 0));
+    s.claims.claim_game_server(claim_any("spot")).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_deregistered_while_claimed_can_register_afresh() {
+    let redis = TestRedis::single();
+    let mut s = stack(&redis.config(), 60_000).await;
+    s.registry
+        .register_game_server(registration("again", "gs-1", "i-1"))
+        .await
+        .unwrap();
+    s.claims.claim_game_server(claim_any("again")).await.unwrap();
+    let leave = DeregisterGameServerRequest {
+        fleet_id: "again".into(),
+        game_server_id: "gs-1".into(),
+    };
+    s.registry.deregister_game_server(leave).await.unwrap();
+    assert_eq!(pool_sizes(&s.store, "again").await, (0, 0));
+    let back = s
+        .registry
+        .register_game_server(registration("again", "gs-1", "i-1"))
+        .await
+        .unwrap();
+    assert_eq!(
+        back.into_inner().game_server.unwrap().claim_status(),
+        hpb::ClaimStatus::Unspecified
+    );
+    let claimed = s
+        .claims
+        .claim_game_server(claim_any("again"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(claimed.game_server.unwrap().game_server_id, "gs-1");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_claims_name_the_field_and_change_nothing() {
     let redis = TestRedis::single();
     let mut s = stack(&redis.config(), 60_000).await;
@@ -434,7 +544,7 @@ async fn bad_claims_name_the_field_and_change_nothing() {
         .unwrap();
     let bad = ClaimGameServerRequest {
         fleet_id: "bad".into(),
-        game_server_id: "x".into(),
+        game_server_id: "gs-1".into(),
         game_server_data: Some("d".repeat(1025)),
         filter: Some(ClaimFilter {
             instance_statuses: vec![hpb::InstanceStatus::SpotTerminating as i32],
@@ -449,24 +559,17 @@ async fn bad_claims_name_the_field_and_change_nothing() {
         .into_iter()
         .map(|violation| violation.field)
         .collect();
-    assert_eq!(
-        fields,
-        [
-            "game_server_id",
-            "game_server_data",
-            "filter.instance_statuses"
-        ]
-    );
+    assert_eq!(fields, ["game_server_data", "filter.instance_statuses"]);
     let server = s
         .registry
         .describe_game_server(describe("bad", "gs-1"))
         .await
         .unwrap()
         .into_inner();
-    assert_eq!(
-        server.game_server.unwrap().claim_status(),
-        hpb::ClaimStatus::Unspecified
-    );
+    let server = server.game_server.unwrap();
+    assert_eq!(server.claim_status(), hpb::ClaimStatus::Unspecified);
+    assert_eq!(server.game_server_data, "");
+    assert_eq!(pool_sizes(&s.store, "bad").await, (1, 0));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -511,11 +614,7 @@ async fn a_redis_outage_is_unavailable_and_not_serving_until_redis_returns() {
 
     redis.stop();
     let started = std::time::Instant::now();
-    let err = s
-        .claims
-        .claim_game_server(claim_any("outage"))
-        .await
-        .unwrap_err();
+    let err = s.claims.claim_game_server(claim_any("outage")).await.unwrap_err();
     assert_eq!(err.code(), Code::Unavailable, "{err:?}");
     assert!(
         started.elapsed() < Duration::from_secs(5),

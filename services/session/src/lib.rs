@@ -13,10 +13,7 @@ pub const GRPC_PORT: u16 = 7102;
 pub const METRICS_PORT: u16 = 9102;
 
 const RULES: AccessRules = &[
-    (
-        "/berth.session.v1.GameSessionService/",
-        &[Role::Operator, Role::Client],
-    ),
+    ("/berth.session.v1.GameSessionService/", &[Role::Operator, Role::Client]),
     (
         "/berth.session.v1.PlayerSessionService/",
         &[Role::Operator, Role::Client],

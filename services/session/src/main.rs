@@ -20,12 +20,5 @@ async fn main() -> std::process::ExitCode {
         grpc: berth_session::GRPC_PORT,
         metrics: berth_session::METRICS_PORT,
     };
-    berth_runtime::run_binary(
-        "berth-session",
-        &cli.common,
-        &cli.listen,
-        ports,
-        berth_session::service,
-    )
-    .await
+    berth_runtime::run_binary("berth-session", &cli.common, &cli.listen, ports, berth_session::service).await
 }

@@ -22,11 +22,7 @@ async fn serves_health_reflection_and_guards_its_rpcs() {
     )
     .await;
 
-    let as_server = berth_sdk::connect(
-        &service.endpoint(),
-        &token(Role::GameServer, Some(("f", "gs-1"))),
-    )
-    .await;
+    let as_server = berth_sdk::connect(&service.endpoint(), &token(Role::GameServer, Some(("f", "gs-1")))).await;
     let err = GameSessionServiceClient::new(as_server.unwrap())
         .describe_game_sessions(DescribeGameSessionsRequest::default())
         .await

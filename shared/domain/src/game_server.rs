@@ -95,6 +95,8 @@ pub struct GameServerRecord {
     pub last_claim_ms: Option<i64>,
     /// When the live claim lapses, ms since the epoch; `None` when not claimed or lapsed.
     pub claim_expires_ms: Option<i64>,
+    /// Id of the live claim, or of the claim that made it UTILIZED; only the claimer is told it.
+    pub claim_id: Option<String>,
     /// Last HEALTHY report, ms since the epoch.
     pub health_checked_ms: Option<i64>,
     /// When it became UTILIZED, ms since the epoch.
@@ -127,6 +129,7 @@ impl GameServerRecord {
             registered_ms: 0,
             last_claim_ms: None,
             claim_expires_ms: None,
+            claim_id: None,
             health_checked_ms: None,
             utilized_ms: None,
         };
@@ -154,12 +157,13 @@ impl GameServerRecord {
             "data" => self.game_server_data = value.to_owned(),
             "util" => self.utilized = value == "UTILIZED",
             "istatus" => {
-                self.instance_status = InstanceStatus::parse(value)
-                    .ok_or_else(|| format!("unknown instance status {value:?}"))?
+                self.instance_status =
+                    InstanceStatus::parse(value).ok_or_else(|| format!("unknown instance status {value:?}"))?
             }
             "reg_ms" => self.registered_ms = millis()?,
             "claim_ms" => self.last_claim_ms = Some(millis()?),
             "claim_exp_ms" => self.claim_expires_ms = Some(millis()?).filter(|exp| *exp > now_ms),
+            "claim_id" => self.claim_id = Some(value.to_owned()),
             "hc_ms" => self.health_checked_ms = Some(millis()?),
             "util_ms" => self.utilized_ms = Some(millis()?),
             _ => {}
@@ -216,33 +220,32 @@ impl From<GameServerRecord> for pb::GameServer {
     }
 }
 
+/// Checks a fleet id.
+pub fn check_fleet_id(v: &mut Violations, fleet_id: &str) {
+    v.id("fleet_id", fleet_id, FLEET_ID_LEN.0, FLEET_ID_LEN.1);
+}
+
+/// Checks a game-server id, in `field`.
+pub fn check_game_server_id(v: &mut Violations, field: &str, game_server_id: &str) {
+    v.id(field, game_server_id, GAME_SERVER_ID_LEN.0, GAME_SERVER_ID_LEN.1);
+}
+
 /// Checks the fleet and game-server ids that name one server.
 pub fn check_server_ref(v: &mut Violations, fleet_id: &str, game_server_id: &str) {
-    v.id("fleet_id", fleet_id, FLEET_ID_LEN.0, FLEET_ID_LEN.1);
-    v.id(
-        "game_server_id",
-        game_server_id,
-        GAME_SERVER_ID_LEN.0,
-        GAME_SERVER_ID_LEN.1,
-    );
+    check_fleet_id(v, fleet_id);
+    check_game_server_id(v, "game_server_id", game_server_id);
 }
+
+/// Longest claim id accepted back from a caller (ids Berth hands out are 36-character UUIDs).
+pub const CLAIM_ID_MAX: usize = 64;
 
 /// Checks a RegisterGameServer request.
 pub fn check_register(req: &pb::RegisterGameServerRequest) -> Result<(), Status> {
     let mut v = Violations::new();
     check_server_ref(&mut v, &req.fleet_id, &req.game_server_id);
-    v.id(
-        "instance_id",
-        &req.instance_id,
-        INSTANCE_ID_LEN.0,
-        INSTANCE_ID_LEN.1,
-    );
+    v.id("instance_id", &req.instance_id, INSTANCE_ID_LEN.0, INSTANCE_ID_LEN.1);
     v.text("connection_info", &req.connection_info, CONNECTION_INFO_MAX);
-    v.text(
-        "game_server_data",
-        &req.game_server_data,
-        GAME_SERVER_DATA_MAX,
-    );
+    v.text("game_server_data", &req.game_server_data, GAME_SERVER_DATA_MAX);
     v.into_result()
 }
 
@@ -264,6 +267,7 @@ pub fn check_update(req: &pb::UpdateGameServerRequest) -> Result<UtilizationChan
     if let Some(data) = &req.game_server_data {
         v.text("game_server_data", data, GAME_SERVER_DATA_MAX);
     }
+    v.text("claim_id", &req.claim_id, CLAIM_ID_MAX);
     let change = match pb::UtilizationStatus::try_from(req.utilization_status) {
         Ok(pb::UtilizationStatus::Unspecified) => UtilizationChange::Keep,
         Ok(pb::UtilizationStatus::Available) => UtilizationChange::Available,
@@ -282,16 +286,9 @@ pub fn check_update(req: &pb::UpdateGameServerRequest) -> Result<UtilizationChan
 /// Reads a page size: 0 means the default; more than the maximum is refused.
 pub fn check_page_size(v: &mut Violations, page_size: u32) -> u32 {
     if page_size > PAGE_SIZE_MAX {
-        v.add(
-            "page_size",
-            format!("must be at most {PAGE_SIZE_MAX}, got {page_size}"),
-        );
+        v.add("page_size", format!("must be at most {PAGE_SIZE_MAX}, got {page_size}"));
     }
-    if page_size == 0 {
-        PAGE_SIZE_DEFAULT
-    } else {
-        page_size
-    }
+    if page_size == 0 { PAGE_SIZE_DEFAULT } else { page_size }
 }
 
 /// The instance tiers a claim may take, lowest first: 0 is ACTIVE, 1 is DRAINING.
@@ -307,10 +304,7 @@ pub struct ClaimTiers {
 pub fn check_claim_filter(v: &mut Violations, statuses: &[i32]) -> ClaimTiers {
     let field = "filter.instance_statuses";
     if statuses.len() > 2 {
-        v.add(
-            field,
-            format!("must have at most 2 entries, got {}", statuses.len()),
-        );
+        v.add(field, format!("must have at most 2 entries, got {}", statuses.len()));
     }
     let (mut active, mut draining) = (statuses.is_empty(), statuses.is_empty());
     for status in statuses {
@@ -330,20 +324,16 @@ pub fn check_claim_filter(v: &mut Violations, statuses: &[i32]) -> ClaimTiers {
 mod tests {
     use super::*;
 
-    fn fields(pairs: &[(&'static str, &'static str)]) -> Vec<(&'static str, &'static str)> {
-        pairs.to_vec()
-    }
-
     #[test]
     fn a_lapsed_claim_reads_as_not_claimed() {
-        let stored = fields(&[
+        let stored = vec![
             ("id", "gs-1"),
             ("util", "AVAILABLE"),
             ("istatus", "ACTIVE"),
             ("reg_ms", "1000"),
             ("claim_ms", "2000"),
             ("claim_exp_ms", "62000"),
-        ]);
+        ];
         let live = GameServerRecord::from_fields("f", 61_999, stored.clone()).unwrap();
         assert!(live.is_claimed());
         let lapsed = GameServerRecord::from_fields("f", 62_000, stored).unwrap();
@@ -357,28 +347,16 @@ mod tests {
     #[test]
     fn claim_filter_maps_to_tiers() {
         let mut v = Violations::new();
-        assert_eq!(
-            check_claim_filter(&mut v, &[]),
-            ClaimTiers {
-                lowest: 0,
-                highest: 1
-            }
-        );
+        assert_eq!(check_claim_filter(&mut v, &[]), ClaimTiers { lowest: 0, highest: 1 });
         let active = [pb::InstanceStatus::Active as i32];
         assert_eq!(
             check_claim_filter(&mut v, &active),
-            ClaimTiers {
-                lowest: 0,
-                highest: 0
-            }
+            ClaimTiers { lowest: 0, highest: 0 }
         );
         let draining = [pb::InstanceStatus::Draining as i32];
         assert_eq!(
             check_claim_filter(&mut v, &draining),
-            ClaimTiers {
-                lowest: 1,
-                highest: 1
-            }
+            ClaimTiers { lowest: 1, highest: 1 }
         );
         assert!(v.into_result().is_ok());
         let mut v = Violations::new();

@@ -27,10 +27,7 @@ impl Violations {
     pub fn id(&mut self, field: &str, value: &str, min: usize, max: usize) {
         let len = value.chars().count();
         if len < min || len > max {
-            self.add(
-                field,
-                format!("must be {min} to {max} characters long, got {len}"),
-            );
+            self.add(field, format!("must be {min} to {max} characters long, got {len}"));
         } else if let Some(bad) = value.chars().find(|c| !is_id_char(*c)) {
             self.add(
                 field,
@@ -43,10 +40,7 @@ impl Violations {
     pub fn text(&mut self, field: &str, value: &str, max: usize) {
         let len = value.chars().count();
         if len > max {
-            self.add(
-                field,
-                format!("must be at most {max} characters long, got {len}"),
-            );
+            self.add(field, format!("must be at most {max} characters long, got {len}"));
         }
     }
 
@@ -65,11 +59,7 @@ impl Violations {
         for (field, description) in self.details {
             details.add_bad_request_violation(field, description);
         }
-        Err(Status::with_error_details(
-            Code::InvalidArgument,
-            message,
-            details,
-        ))
+        Err(Status::with_error_details(Code::InvalidArgument, message, details))
     }
 }
 
@@ -90,14 +80,8 @@ mod tests {
         v.text("connection_info", &"x".repeat(513), 512);
         let status = v.into_result().unwrap_err();
         assert_eq!(status.code(), Code::InvalidArgument);
-        let bad = status
-            .get_details_bad_request()
-            .expect("field violations attached");
-        let fields: Vec<_> = bad
-            .field_violations
-            .iter()
-            .map(|f| f.field.as_str())
-            .collect();
+        let bad = status.get_details_bad_request().expect("field violations attached");
+        let fields: Vec<_> = bad.field_violations.iter().map(|f| f.field.as_str()).collect();
         assert_eq!(fields, ["fleet_id", "game_server_id", "connection_info"]);
         assert!(status.message().contains("at most 512"));
     }

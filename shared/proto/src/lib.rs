@@ -6,8 +6,7 @@
 #![allow(clippy::large_enum_variant)]
 
 /// Encoded `FileDescriptorSet` of every Berth contract, for `tonic-reflection`.
-pub const FILE_DESCRIPTOR_SET: &[u8] =
-    include_bytes!(concat!(env!("OUT_DIR"), "/berth_descriptor.bin"));
+pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/berth_descriptor.bin"));
 
 /// Types that more than one service speaks in.
 pub mod common {

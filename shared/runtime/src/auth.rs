@@ -29,7 +29,7 @@ pub enum Role {
 
 /// What a token says.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Claims {
+pub struct TokenClaims {
     /// Who the token was issued to, for logs.
     pub sub: String,
     /// The caller's role.
@@ -84,13 +84,9 @@ impl TokenKey {
     }
 
     /// Signs claims into a token.
-    pub fn sign(&self, claims: &Claims) -> String {
+    pub fn sign(&self, claims: &TokenClaims) -> String {
         let payload = serde_json::to_vec(claims).expect("claims serialize");
-        let signing_input = format!(
-            "{}.{}",
-            URL_SAFE_NO_PAD.encode(HEADER),
-            URL_SAFE_NO_PAD.encode(payload)
-        );
+        let signing_input = format!("{}.{}", URL_SAFE_NO_PAD.encode(HEADER), URL_SAFE_NO_PAD.encode(payload));
         let mut mac = self.mac();
         mac.update(signing_input.as_bytes());
         let signature = URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes());
@@ -98,10 +94,8 @@ impl TokenKey {
     }
 
     /// Checks a token's signature and expiry and returns its claims.
-    pub fn verify(&self, token: &str) -> Result<Claims, AuthError> {
-        let (signing_input, signature) = token
-            .rsplit_once('.')
-            .ok_or(AuthError::Malformed("no signature"))?;
+    pub fn verify(&self, token: &str) -> Result<TokenClaims, AuthError> {
+        let (signing_input, signature) = token.rsplit_once('.').ok_or(AuthError::Malformed("no signature"))?;
         let (header, payload) = signing_input
             .split_once('.')
             .ok_or(AuthError::Malformed("no payload"))?;
@@ -110,21 +104,20 @@ impl TokenKey {
             .map_err(|_| AuthError::Malformed("signature is not base64url"))?;
         let mut mac = self.mac();
         mac.update(signing_input.as_bytes());
-        mac.verify_slice(&signature)
-            .map_err(|_| AuthError::BadSignature)?;
+        mac.verify_slice(&signature).map_err(|_| AuthError::BadSignature)?;
         let header = URL_SAFE_NO_PAD
             .decode(header)
             .map_err(|_| AuthError::Malformed("header is not base64url"))?;
-        let header: serde_json::Value = serde_json::from_slice(&header)
-            .map_err(|_| AuthError::Malformed("header is not JSON"))?;
+        let header: serde_json::Value =
+            serde_json::from_slice(&header).map_err(|_| AuthError::Malformed("header is not JSON"))?;
         if header.get("alg").and_then(|alg| alg.as_str()) != Some("HS256") {
             return Err(AuthError::Malformed("only HS256 tokens are accepted"));
         }
         let payload = URL_SAFE_NO_PAD
             .decode(payload)
             .map_err(|_| AuthError::Malformed("payload is not base64url"))?;
-        let claims: Claims = serde_json::from_slice(&payload)
-            .map_err(|_| AuthError::Malformed("payload is not Berth claims"))?;
+        let claims: TokenClaims =
+            serde_json::from_slice(&payload).map_err(|_| AuthError::Malformed("payload is not Berth claims"))?;
         if claims.exp <= unix_now() {
             return Err(AuthError::Expired);
         }
@@ -164,15 +157,16 @@ pub enum AuthMode {
 #[derive(Clone, Debug)]
 pub struct Caller {
     /// The token's claims (an operator's when auth is off).
-    pub claims: Claims,
+    pub claims: TokenClaims,
 }
 
 impl Caller {
     /// The caller of a request. The edge always sets it, so its absence is a server bug.
     pub fn of<T>(request: &tonic::Request<T>) -> Result<&Caller, Status> {
-        request.extensions().get::<Caller>().ok_or_else(|| {
-            Status::internal("request reached a handler without an authenticated caller")
-        })
+        request
+            .extensions()
+            .get::<Caller>()
+            .ok_or_else(|| Status::internal("request reached a handler without an authenticated caller"))
     }
 
     /// Refuses a game server acting for another fleet or server; other roles pass.
@@ -180,8 +174,7 @@ impl Caller {
         if self.claims.role != Role::GameServer {
             return Ok(());
         }
-        if self.claims.fleet.as_deref() != Some(fleet_id)
-            || self.claims.game_server.as_deref() != Some(game_server_id)
+        if self.claims.fleet.as_deref() != Some(fleet_id) || self.claims.game_server.as_deref() != Some(game_server_id)
         {
             return Err(Status::permission_denied(format!(
                 "this token is for game server {:?} of fleet {:?}, not {game_server_id:?} of {fleet_id:?}",
@@ -201,7 +194,7 @@ pub(crate) fn authenticate(
     authorization: Option<&str>,
 ) -> Result<Caller, Status> {
     let claims = match mode {
-        AuthMode::Insecure => Claims {
+        AuthMode::Insecure => TokenClaims {
             sub: "insecure-no-auth".into(),
             role: Role::Operator,
             fleet: None,
@@ -209,11 +202,12 @@ pub(crate) fn authenticate(
             exp: u64::MAX,
         },
         AuthMode::Tokens(key) => {
+            // The scheme is case-insensitive (RFC 9110), so "bearer" from some clients is accepted too.
             let token = authorization
-                .and_then(|value| value.strip_prefix("Bearer "))
-                .ok_or_else(|| {
-                    Status::unauthenticated("missing 'authorization: Bearer <token>' metadata")
-                })?;
+                .and_then(|value| value.split_once(' '))
+                .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+                .map(|(_, token)| token)
+                .ok_or_else(|| Status::unauthenticated("missing 'authorization: Bearer <token>' metadata"))?;
             key.verify(token.trim())
                 .map_err(|err| Status::unauthenticated(err.to_string()))?
         }
@@ -240,8 +234,8 @@ mod tests {
         TokenKey::new(vec![7u8; 32]).unwrap()
     }
 
-    fn claims(role: Role) -> Claims {
-        Claims {
+    fn claims(role: Role) -> TokenClaims {
+        TokenClaims {
             sub: "test".into(),
             role,
             fleet: Some("fleet-a".into()),
@@ -275,14 +269,8 @@ mod tests {
     fn expired_tokens_and_short_keys_are_refused() {
         let mut old = claims(Role::Operator);
         old.exp = unix_now() - 1;
-        assert!(matches!(
-            key().verify(&key().sign(&old)),
-            Err(AuthError::Expired)
-        ));
-        assert!(matches!(
-            TokenKey::new(vec![1u8; 31]),
-            Err(AuthError::ShortKey(31))
-        ));
+        assert!(matches!(key().verify(&key().sign(&old)), Err(AuthError::Expired)));
+        assert!(matches!(TokenKey::new(vec![1u8; 31]), Err(AuthError::ShortKey(31))));
     }
 
     #[test]
@@ -307,17 +295,11 @@ mod tests {
         };
         assert!(caller.check_game_server("fleet-a", "gs-1").is_ok());
         assert_eq!(
-            caller
-                .check_game_server("fleet-a", "gs-2")
-                .unwrap_err()
-                .code(),
+            caller.check_game_server("fleet-a", "gs-2").unwrap_err().code(),
             tonic::Code::PermissionDenied
         );
         assert_eq!(
-            caller
-                .check_game_server("fleet-b", "gs-1")
-                .unwrap_err()
-                .code(),
+            caller.check_game_server("fleet-b", "gs-1").unwrap_err().code(),
             tonic::Code::PermissionDenied
         );
         let operator = Caller {

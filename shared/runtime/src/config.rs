@@ -22,15 +22,15 @@ pub struct CommonArgs {
     pub redis_url: Vec<String>,
     /// Whether Redis is a single node or a cluster.
     #[arg(long, env = "BERTH_REDIS_MODE", value_enum, default_value = "single")]
-    pub redis_mode: RedisModeArg,
+    pub redis_mode: RedisMode,
     /// Multiplexed Redis connections to keep open.
-    #[arg(long, env = "BERTH_REDIS_CONNECTIONS", default_value_t = 4)]
-    pub redis_connections: usize,
+    #[arg(long, env = "BERTH_REDIS_CONNECTIONS", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub redis_connections: u16,
     /// How long one Redis command may take before the request fails with UNAVAILABLE, in ms.
-    #[arg(long, env = "BERTH_REDIS_TIMEOUT_MS", default_value_t = 1000)]
+    #[arg(long, env = "BERTH_REDIS_TIMEOUT_MS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
     pub redis_timeout_ms: u64,
     /// How often Redis is checked for the gRPC health status, in ms.
-    #[arg(long, env = "BERTH_HEALTH_PROBE_MS", default_value_t = 1000)]
+    #[arg(long, env = "BERTH_HEALTH_PROBE_MS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
     pub health_probe_ms: u64,
     /// Log format.
     #[arg(long, env = "BERTH_LOG_FORMAT", value_enum, default_value = "text")]
@@ -64,15 +64,6 @@ pub struct CommonArgs {
     pub shutdown_grace_seconds: u64,
 }
 
-/// Redis topology, as a flag value.
-#[derive(Clone, Copy, Debug, ValueEnum)]
-pub enum RedisModeArg {
-    /// One redis-server.
-    Single,
-    /// A Redis Cluster.
-    Cluster,
-}
-
 /// Log output format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
@@ -87,11 +78,8 @@ impl CommonArgs {
     pub fn redis(&self) -> RedisConfig {
         RedisConfig {
             urls: self.redis_url.clone(),
-            mode: match self.redis_mode {
-                RedisModeArg::Single => RedisMode::Single,
-                RedisModeArg::Cluster => RedisMode::Cluster,
-            },
-            connections: self.redis_connections,
+            mode: self.redis_mode,
+            connections: usize::from(self.redis_connections),
             connect_timeout: Duration::from_millis(self.redis_timeout_ms),
             response_timeout: Duration::from_millis(self.redis_timeout_ms),
         }
@@ -122,9 +110,10 @@ impl ListenArgs {
         match self.metrics_listen.as_deref() {
             None => Ok(Some(SocketAddr::from(([0, 0, 0, 0], default_port)))),
             Some("off") => Ok(None),
-            Some(addr) => addr.parse().map(Some).map_err(|err| {
-                format!("BERTH_METRICS_LISTEN {addr:?} is not an address or 'off': {err}")
-            }),
+            Some(addr) => addr
+                .parse()
+                .map(Some)
+                .map_err(|err| format!("BERTH_METRICS_LISTEN {addr:?} is not an address or 'off': {err}")),
         }
     }
 }

@@ -44,10 +44,7 @@ pub(crate) struct Edge<S> {
 
 impl<S> Service<Request<Body>> for Edge<S>
 where
-    S: Service<Request<Body>, Response = Response<Body>, Error = Infallible>
-        + Clone
-        + Send
-        + 'static,
+    S: Service<Request<Body>, Response = Response<Body>, Error = Infallible> + Clone + Send + 'static,
     S::Future: Send + 'static,
 {
     type Response = Response<Body>;
@@ -65,6 +62,10 @@ where
         let config = self.config.clone();
         Box::pin(async move {
             let path = request.uri().path().to_owned();
+            // Label metrics only with paths Berth serves, so that callers cannot mint endless series.
+            let known = PUBLIC_PATHS.iter().any(|public| path.starts_with(public))
+                || config.rules.iter().any(|(prefix, _)| path.starts_with(prefix));
+            let method = if known { path.clone() } else { "unknown".to_owned() };
             let span = tracing::info_span!("rpc", service = config.service, path = %path);
             adopt_remote_parent(&span, request.headers());
             let started = Instant::now();
@@ -80,7 +81,7 @@ where
                         }
                         Err(status) => {
                             tracing::debug!(code = ?status.code(), message = status.message(), "refused");
-                            record(&path, status.code() as i32, started);
+                            record(method, status.code() as i32, started);
                             return Ok(status.into_http());
                         }
                     }
@@ -94,7 +95,7 @@ where
                     .and_then(|value| value.to_str().ok())
                     .and_then(|value| value.parse().ok())
                     .unwrap_or(0);
-                record(&path, code, started);
+                record(method, code, started);
                 Ok(response)
             }
             .instrument(span)
@@ -103,9 +104,8 @@ where
     }
 }
 
-fn record(path: &str, code: i32, started: Instant) {
+fn record(method: String, code: i32, started: Instant) {
     let code = tonic::Code::from_i32(code);
-    let method = path.to_owned();
     metrics::counter!("berth_grpc_requests_total", "method" => method.clone(), "code" => format!("{code:?}"))
         .increment(1);
     metrics::histogram!("berth_grpc_request_duration_seconds", "method" => method)

@@ -6,9 +6,6 @@ use std::sync::OnceLock;
 
 use metrics_exporter_prometheus::{BuildError, PrometheusBuilder, PrometheusHandle};
 
-/// Prefix of every Berth metric.
-pub const PREFIX: &str = "berth";
-
 /// Seconds buckets for RPC latencies: Berth answers in well under a millisecond on the hot paths, so the
 /// buckets start at 50 µs.
 const LATENCY_BUCKETS: [f64; 14] = [
@@ -29,8 +26,7 @@ pub fn install(listen: Option<SocketAddr>) -> Result<PrometheusHandle, BuildErro
             let builder = builder.with_http_listener(addr);
             let (recorder, exporter) = builder.build()?;
             let handle = recorder.handle();
-            metrics::set_global_recorder(recorder)
-                .map_err(BuildError::FailedToSetGlobalRecorder)?;
+            metrics::set_global_recorder(recorder).map_err(BuildError::FailedToSetGlobalRecorder)?;
             tokio::spawn(async move {
                 if let Err(err) = exporter.await {
                     tracing::error!(error = ?err, "metrics listener stopped");
@@ -53,11 +49,6 @@ pub fn install(listen: Option<SocketAddr>) -> Result<PrometheusHandle, BuildErro
     Ok(handle)
 }
 
-/// The name of a Berth metric: `berth_<name>`.
-pub fn name(name: &str) -> String {
-    format!("{PREFIX}_{name}")
-}
-
 #[cfg(test)]
 mod tests {
     use std::net::SocketAddr;
@@ -75,7 +66,10 @@ mod tests {
 
     #[tokio::test]
     async fn serves_metrics_on_its_own_port() {
-        let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let addr = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
         super::install(Some(addr)).unwrap();
         metrics::counter!("berth_test_scrapes_total").increment(3);
         for _ in 0..100 {

@@ -102,13 +102,11 @@ impl ServeOptions {
                     "BERTH_INSECURE_NO_AUTH is set together with a token key; choose one".into(),
                 ));
             }
-            (Some(secret), false) => AuthMode::Tokens(
-                TokenKey::new(secret).map_err(|err| ServeError::Config(err.to_string()))?,
-            ),
+            (Some(secret), false) => {
+                AuthMode::Tokens(TokenKey::new(secret).map_err(|err| ServeError::Config(err.to_string()))?)
+            }
             (None, true) => {
-                tracing::warn!(
-                    "BERTH_INSECURE_NO_AUTH: every caller is an operator; for local development only"
-                );
+                tracing::warn!("BERTH_INSECURE_NO_AUTH: every caller is an operator; for local development only");
                 AuthMode::Insecure
             }
             (None, false) => {
@@ -121,8 +119,7 @@ impl ServeOptions {
         };
         let tls = match (&args.tls_cert, &args.tls_key) {
             (Some(cert), Some(key)) => {
-                let mut tls =
-                    ServerTlsConfig::new().identity(Identity::from_pem(read(cert)?, read(key)?));
+                let mut tls = ServerTlsConfig::new().identity(Identity::from_pem(read(cert)?, read(key)?));
                 if let Some(ca) = &args.tls_client_ca {
                     tls = tls.client_ca_root(Certificate::from_pem(read(ca)?));
                 }
@@ -147,14 +144,10 @@ async fn set_all(reporter: &HealthReporter, names: &[&str], status: ServingStatu
 
 /// Reports SERVING while Redis answers and NOT_SERVING while it does not, so that load balancers and
 /// orchestrators route around a replica that cannot do its work.
-async fn probe_redis(
-    store: Store,
-    reporter: HealthReporter,
-    names: Vec<&'static str>,
-    every: Duration,
-) {
+async fn probe_redis(store: Store, reporter: HealthReporter, names: Vec<&'static str>, every: Duration) {
     let mut last = None;
     let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
         let status = match store.ping().await {
@@ -201,9 +194,7 @@ pub async fn serve(
     names.extend_from_slice(def.grpc_services);
     // Until the first probe answers, the process is not known to reach Redis.
     set_all(&reporter, &names, ServingStatus::NotServing).await;
-    reporter
-        .set_service_status(LIVENESS, ServingStatus::Serving)
-        .await;
+    reporter.set_service_status(LIVENESS, ServingStatus::Serving).await;
     let probe = tokio::spawn(probe_redis(
         store,
         reporter.clone(),
@@ -235,9 +226,7 @@ pub async fn serve(
             shutdown.await;
             probe.abort();
             set_all(&reporter, &names, ServingStatus::NotServing).await;
-            reporter
-                .set_service_status(LIVENESS, ServingStatus::NotServing)
-                .await;
+            reporter.set_service_status(LIVENESS, ServingStatus::NotServing).await;
             tracing::info!("shutting down: no new connections, finishing calls in flight");
             let _ = stopping_tx.send(true);
         }
@@ -263,9 +252,8 @@ pub async fn shutdown_signal() {
     let interrupt = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut terminate =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                .expect("installing a SIGTERM handler");
+        let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("installing a SIGTERM handler");
         tokio::select! {
             _ = interrupt => {}
             _ = terminate.recv() => {}
@@ -280,6 +268,18 @@ pub async fn bind(addr: SocketAddr) -> Result<TcpListener, ServeError> {
     TcpListener::bind(addr)
         .await
         .map_err(|source| ServeError::Bind { addr, source })
+}
+
+/// Loads the scripts once Redis answers, so that the first requests do not pay for it. Until then, and after a
+/// Redis restart, scripts load on first use anyway.
+async fn preload_scripts(store: Store) {
+    loop {
+        match berth_store::scripts::preload(&store).await {
+            Ok(()) => return,
+            Err(err) => tracing::debug!(error = %err, "scripts not preloaded yet; retrying"),
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
 }
 
 /// The default ports of a service.
@@ -327,14 +327,11 @@ async fn run_service(
 ) -> Result<(), ServeError> {
     let options = ServeOptions::from_args(common)?;
     let metrics_addr = listen.metrics(ports.metrics).map_err(ServeError::Config)?;
-    crate::metrics::install(metrics_addr)
-        .map_err(|err| ServeError::Config(format!("metrics: {err}")))?;
+    crate::metrics::install(metrics_addr).map_err(|err| ServeError::Config(format!("metrics: {err}")))?;
     let addr = listen.grpc(ports.grpc);
     let listener = bind(addr).await?;
-    let store = Store::connect_with_retry(&common.redis(), Duration::from_secs(1)).await;
-    if let Err(err) = berth_store::scripts::preload(&store).await {
-        tracing::warn!(error = %err, "preloading scripts failed; they will load on first use");
-    }
+    let store = Store::new(common.redis());
+    tokio::spawn(preload_scripts(store.clone()));
     let def = start(store.clone());
     tracing::info!(%addr, metrics = ?metrics_addr, "{name} serving");
     serve(def, store, options, listener, shutdown_signal()).await

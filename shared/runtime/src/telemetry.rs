@@ -1,8 +1,8 @@
 //! Logs and traces. Logs go to stderr as text or JSON; traces go over OTLP when an endpoint is configured.
-//! Trace context crosses services in gRPC metadata (W3C `traceparent`), so one placement can be followed from
-//! the matchmaker through every service it touches.
+//! Trace context crosses services in gRPC metadata (W3C `traceparent`): the edge adopts the caller's, and
+//! `berth-sdk` clients send the current span's, so one placement can be followed through every service it touches.
 
-use opentelemetry::propagation::{Extractor, Injector};
+use opentelemetry::propagation::Extractor;
 use opentelemetry::trace::TracerProvider;
 use opentelemetry_otlp::WithExportConfig;
 use opentelemetry_sdk::Resource;
@@ -55,9 +55,7 @@ pub fn init(service: &'static str, args: &CommonArgs) -> Result<Telemetry, Telem
     opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
     let filter = EnvFilter::try_new(&args.log)?;
     let fmt = match args.log_format {
-        LogFormat::Text => tracing_subscriber::fmt::layer()
-            .with_writer(std::io::stderr)
-            .boxed(),
+        LogFormat::Text => tracing_subscriber::fmt::layer().with_writer(std::io::stderr).boxed(),
         LogFormat::Json => tracing_subscriber::fmt::layer()
             .json()
             .with_current_span(true)
@@ -108,30 +106,32 @@ impl Extractor for HeaderExtractor<'_> {
 
 /// Makes `span` a child of the trace context a caller sent, if any.
 pub(crate) fn adopt_remote_parent(span: &tracing::Span, headers: &http::HeaderMap) {
-    let parent = opentelemetry::global::get_text_map_propagator(|propagator| {
-        propagator.extract(&HeaderExtractor(headers))
-    });
+    let parent =
+        opentelemetry::global::get_text_map_propagator(|propagator| propagator.extract(&HeaderExtractor(headers)));
     // Only fails when no OpenTelemetry layer is installed, in which case there is nothing to link.
     let _ = span.set_parent(parent);
 }
 
-struct MetadataInjector<'a>(&'a mut tonic::metadata::MetadataMap);
+#[cfg(test)]
+mod tests {
+    use opentelemetry::trace::TraceContextExt;
 
-impl Injector for MetadataInjector<'_> {
-    fn set(&mut self, key: &str, value: String) {
-        if let (Ok(key), Ok(value)) = (
-            tonic::metadata::MetadataKey::from_bytes(key.as_bytes()),
-            tonic::metadata::MetadataValue::try_from(value),
-        ) {
-            self.0.insert(key, value);
-        }
+    use super::*;
+
+    #[test]
+    fn a_callers_traceparent_becomes_the_parent_of_the_rpc_span() {
+        opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
+        let provider = SdkTracerProvider::builder().build();
+        let subscriber =
+            tracing_subscriber::registry().with(tracing_opentelemetry::layer().with_tracer(provider.tracer("test")));
+        tracing::subscriber::with_default(subscriber, || {
+            let mut headers = http::HeaderMap::new();
+            let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+            headers.insert("traceparent", traceparent.parse().unwrap());
+            let span = tracing::info_span!("rpc");
+            adopt_remote_parent(&span, &headers);
+            let trace_id = span.context().span().span_context().trace_id();
+            assert_eq!(trace_id.to_string(), "4bf92f3577b34da6a3ce929d0e0e4736");
+        });
     }
-}
-
-/// Writes the current span's trace context into an outgoing call's metadata, for calls to other services.
-pub fn inject_context(metadata: &mut tonic::metadata::MetadataMap) {
-    let context = tracing::Span::current().context();
-    opentelemetry::global::get_text_map_propagator(|propagator| {
-        propagator.inject_context(&context, &mut MetadataInjector(metadata))
-    });
 }

@@ -15,7 +15,7 @@ use berth_proto::health::v1::{
 };
 use berth_proto::placement::v1::ClaimGameServerRequest;
 use berth_proto::placement::v1::claim_service_client::ClaimServiceClient;
-use berth_runtime::auth::{Claims, Role, TokenKey, unix_now};
+use berth_runtime::auth::{Role, TokenClaims, TokenKey, unix_now};
 use berth_sdk::{AuthedChannel, probe};
 use clap::Parser;
 use rand::Rng;
@@ -48,7 +48,7 @@ struct Cli {
 }
 
 fn mint(key: &TokenKey, role: Role, scope: Option<(&str, &str)>) -> String {
-    key.sign(&Claims {
+    key.sign(&TokenClaims {
         sub: "berth-demo".into(),
         role,
         fleet: scope.map(|(fleet, _)| fleet.to_owned()),
@@ -72,10 +72,7 @@ async fn check_services(services: &[(String, String)]) -> Result<(), Box<dyn std
             .await?;
         let status = probe::serving_status(channel.clone(), "").await?;
         let listed = probe::list_services(channel).await?;
-        let berth: Vec<_> = listed
-            .iter()
-            .filter(|name| name.starts_with("berth."))
-            .collect();
+        let berth: Vec<_> = listed.iter().filter(|name| name.starts_with("berth.")).collect();
         println!("  berth-{name:<10} {endpoint:<24} {status:?}  {berth:?}");
     }
     Ok(())
@@ -112,11 +109,7 @@ async fn play_match(mut server: Server, fleet: String, seconds: u64) {
         ..Default::default()
     };
     if let Err(status) = server.client.update_game_server(request).await {
-        println!(
-            "  {} could not start its match: {}",
-            server.id,
-            status.message()
-        );
+        println!("  {} could not start its match: {}", server.id, status.message());
         return;
     }
     tokio::time::sleep(Duration::from_secs(seconds)).await;
@@ -128,11 +121,7 @@ async fn play_match(mut server: Server, fleet: String, seconds: u64) {
         println!("  {} could not deregister: {}", server.id, status.message());
     }
     if let Err(status) = server.register(&fleet).await {
-        println!(
-            "  {} could not register again: {}",
-            server.id,
-            status.message()
-        );
+        println!("  {} could not register again: {}", server.id, status.message());
     }
 }
 
@@ -188,13 +177,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let key = TokenKey::new(std::fs::read(&cli.auth_key_file)?.trim_ascii().to_vec())?;
     let health = endpoint_of(&services, "health");
-    let mut operator = GameServerServiceClient::new(
-        berth_sdk::connect(health, &mint(&key, Role::Operator, None)).await?,
-    );
+    let mut operator =
+        GameServerServiceClient::new(berth_sdk::connect(health, &mint(&key, Role::Operator, None)).await?);
     let placement = endpoint_of(&services, "placement");
-    let mut matchmaker = ClaimServiceClient::new(
-        berth_sdk::connect(placement, &mint(&key, Role::Client, None)).await?,
-    );
+    let mut matchmaker = ClaimServiceClient::new(berth_sdk::connect(placement, &mint(&key, Role::Client, None)).await?);
 
     let fleet = cli.fleet.clone();
     let mut servers: BTreeMap<String, Server> = BTreeMap::new();

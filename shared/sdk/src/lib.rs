@@ -20,10 +20,12 @@
 
 pub mod probe;
 
+use opentelemetry::propagation::Injector;
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::service::Interceptor;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
+use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 /// Why a client could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -41,7 +43,9 @@ pub enum ClientError {
     },
 }
 
-/// Adds `authorization: Bearer <token>` to every call.
+/// Adds `authorization: Bearer <token>` to every call, and the current span's trace context (W3C
+/// `traceparent`, through the process's OpenTelemetry propagator) so that the callee's spans join the caller's
+/// trace.
 #[derive(Clone)]
 pub struct BearerToken {
     value: MetadataValue<Ascii>,
@@ -50,22 +54,32 @@ pub struct BearerToken {
 impl BearerToken {
     /// An interceptor for `token`.
     pub fn new(token: &str) -> Result<BearerToken, ClientError> {
-        let value = format!("Bearer {token}")
-            .parse()
-            .map_err(|_| ClientError::BadToken)?;
+        let value = format!("Bearer {token}").parse().map_err(|_| ClientError::BadToken)?;
         Ok(BearerToken { value })
     }
 }
 
 impl Interceptor for BearerToken {
-    fn call(
-        &mut self,
-        mut request: tonic::Request<()>,
-    ) -> Result<tonic::Request<()>, tonic::Status> {
-        request
-            .metadata_mut()
-            .insert("authorization", self.value.clone());
+    fn call(&mut self, mut request: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        request.metadata_mut().insert("authorization", self.value.clone());
+        let context = tracing::Span::current().context();
+        opentelemetry::global::get_text_map_propagator(|propagator| {
+            propagator.inject_context(&context, &mut MetadataInjector(request.metadata_mut()))
+        });
         Ok(request)
+    }
+}
+
+struct MetadataInjector<'a>(&'a mut tonic::metadata::MetadataMap);
+
+impl Injector for MetadataInjector<'_> {
+    fn set(&mut self, key: &str, value: String) {
+        if let (Ok(key), Ok(value)) = (
+            tonic::metadata::MetadataKey::from_bytes(key.as_bytes()),
+            tonic::metadata::MetadataValue::try_from(value),
+        ) {
+            self.0.insert(key, value);
+        }
     }
 }
 

@@ -11,10 +11,7 @@ use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
 use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
 
 /// The health of `service` ("" for the whole process).
-pub async fn serving_status(
-    channel: Channel,
-    service: &str,
-) -> Result<ServingStatus, tonic::Status> {
+pub async fn serving_status(channel: Channel, service: &str) -> Result<ServingStatus, tonic::Status> {
     let request = HealthCheckRequest {
         service: service.to_owned(),
     };
@@ -37,16 +34,10 @@ pub async fn list_services(channel: Channel) -> Result<Vec<String>, tonic::Statu
         .await?
         .and_then(|response| response.message_response)
     {
-        Some(MessageResponse::ListServicesResponse(list)) => Ok(list
-            .service
-            .into_iter()
-            .map(|service| service.name)
-            .collect()),
-        Some(MessageResponse::ErrorResponse(err)) => {
-            Err(tonic::Status::new(err.error_code.into(), err.error_message))
+        Some(MessageResponse::ListServicesResponse(list)) => {
+            Ok(list.service.into_iter().map(|service| service.name).collect())
         }
-        _ => Err(tonic::Status::internal(
-            "reflection answered without a service list",
-        )),
+        Some(MessageResponse::ErrorResponse(err)) => Err(tonic::Status::new(err.error_code.into(), err.error_message)),
+        _ => Err(tonic::Status::internal("reflection answered without a service list")),
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! Both kinds are multiplexed: one connection carries many requests in flight, so no request opens its own. A
 //! handful of them are used round-robin so that a busy service is not held back by one socket's driver task.
-//! Every command is bounded by the response timeout, so a Redis that stops answering turns into `UNAVAILABLE`
+//! They are opened on first use, so a service starts (and reports NOT_SERVING) while Redis is still down, and
+//! every command is bounded by the response timeout, so a Redis that stops answering turns into `UNAVAILABLE`
 //! well within a client's deadline instead of a hang.
 
 use std::sync::Arc;
@@ -13,6 +14,7 @@ use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, FromRedisValue, Pipeline, RedisFuture, Value};
+use tokio::sync::OnceCell;
 
 use crate::StoreError;
 
@@ -78,99 +80,98 @@ impl ConnectionLike for Connection {
 /// A shared handle on Redis. Cheap to clone; every clone uses the same connections.
 #[derive(Clone)]
 pub struct Store {
-    connections: Arc<[Connection]>,
-    next: Arc<AtomicUsize>,
-    response_timeout: Duration,
-    mode: RedisMode,
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: RedisConfig,
+    connections: OnceCell<Box<[Connection]>>,
+    next: AtomicUsize,
 }
 
 impl Store {
-    /// Connects to Redis. Fails with `Unavailable` when Redis cannot be reached within the connect timeout; a
-    /// service that starts before Redis should retry (see [`Store::connect_with_retry`]).
+    /// A store that connects on first use; until Redis answers, every call fails with `Unavailable`.
+    pub fn new(config: RedisConfig) -> Store {
+        Store {
+            inner: Arc::new(Inner {
+                config,
+                connections: OnceCell::new(),
+                next: AtomicUsize::new(0),
+            }),
+        }
+    }
+
+    /// A store whose connections are open already; `Unavailable` when Redis cannot be reached within the
+    /// connect timeout.
     pub async fn connect(config: &RedisConfig) -> Result<Store, StoreError> {
-        let count = config.connections.max(1);
-        let mut connections = Vec::with_capacity(count);
-        for _ in 0..count {
-            connections.push(open(config).await?);
-        }
-        Ok(Store {
-            connections: connections.into(),
-            next: Arc::new(AtomicUsize::new(0)),
-            response_timeout: config.response_timeout,
-            mode: config.mode,
-        })
+        let store = Store::new(config.clone());
+        store.connections().await?;
+        Ok(store)
     }
 
-    /// Connects to Redis, retrying every `interval` until it answers: services may start before their Redis.
-    pub async fn connect_with_retry(config: &RedisConfig, interval: Duration) -> Store {
-        loop {
-            match Store::connect(config).await {
-                Ok(store) => return store,
-                Err(err) => {
-                    tracing::warn!(error = %err, "redis not reachable yet; retrying");
-                    tokio::time::sleep(interval).await;
+    async fn connections(&self) -> Result<&[Connection], StoreError> {
+        let config = &self.inner.config;
+        let connections = self
+            .inner
+            .connections
+            .get_or_try_init(|| async {
+                let mut connections = Vec::with_capacity(config.connections.max(1));
+                for _ in 0..config.connections.max(1) {
+                    connections.push(open(config).await?);
                 }
-            }
-        }
+                Ok::<_, StoreError>(connections.into_boxed_slice())
+            })
+            .await?;
+        Ok(connections)
     }
 
-    /// Whether this store talks to a cluster.
-    pub fn mode(&self) -> RedisMode {
-        self.mode
-    }
-
-    fn connection(&self) -> Connection {
-        let index = self.next.fetch_add(1, Ordering::Relaxed) % self.connections.len();
-        self.connections[index].clone()
+    async fn connection(&self) -> Result<Connection, StoreError> {
+        let connections = self.connections().await?;
+        let index = self.inner.next.fetch_add(1, Ordering::Relaxed) % connections.len();
+        Ok(connections[index].clone())
     }
 
     /// Runs one command, bounded by the response timeout.
     pub async fn query<T: FromRedisValue>(&self, cmd: &Cmd) -> Result<T, StoreError> {
-        let mut conn = self.connection();
+        let mut conn = self.connection().await?;
         self.bounded(cmd.query_async(&mut conn)).await
     }
 
     /// Runs a pipeline, bounded by the response timeout. On a cluster every command of the pipeline must hash
     /// to one slot.
-    pub async fn query_pipeline<T: FromRedisValue>(
-        &self,
-        pipe: &Pipeline,
-    ) -> Result<T, StoreError> {
-        let mut conn = self.connection();
+    pub async fn query_pipeline<T: FromRedisValue>(&self, pipe: &Pipeline) -> Result<T, StoreError> {
+        let mut conn = self.connection().await?;
         self.bounded(pipe.query_async(&mut conn)).await
     }
 
     /// Runs a registered script (EVALSHA, loading it again when Redis answers NOSCRIPT), bounded by the
     /// response timeout.
-    pub async fn invoke<T: FromRedisValue>(
-        &self,
-        invocation: &redis::ScriptInvocation<'_>,
-    ) -> Result<T, StoreError> {
-        let mut conn = self.connection();
+    pub async fn invoke<T: FromRedisValue>(&self, invocation: &redis::ScriptInvocation<'_>) -> Result<T, StoreError> {
+        let mut conn = self.connection().await?;
         self.bounded(invocation.invoke_async(&mut conn)).await
     }
 
     /// Checks that Redis answers on every connection, so that "reachable" means every request can get through,
     /// not just the one that happened to be probed.
     pub async fn ping(&self) -> Result<(), StoreError> {
-        for connection in self.connections.iter() {
+        let pings = self.connections().await?.iter().map(|connection| {
             let mut connection = connection.clone();
-            let _: String = self
-                .bounded(redis::cmd("PING").query_async(&mut connection))
-                .await?;
-        }
+            async move {
+                let _: String = self.bounded(redis::cmd("PING").query_async(&mut connection)).await?;
+                Ok::<_, StoreError>(())
+            }
+        });
+        futures::future::try_join_all(pings).await?;
         Ok(())
     }
 
-    async fn bounded<T>(
-        &self,
-        call: impl Future<Output = redis::RedisResult<T>>,
-    ) -> Result<T, StoreError> {
-        match tokio::time::timeout(self.response_timeout, call).await {
+    async fn bounded<T>(&self, call: impl Future<Output = redis::RedisResult<T>>) -> Result<T, StoreError> {
+        let timeout = self.inner.config.response_timeout;
+        match tokio::time::timeout(timeout, call).await {
             Ok(result) => result.map_err(StoreError::from),
             Err(_) => Err(StoreError::Unavailable(format!(
                 "no answer within {} ms",
-                self.response_timeout.as_millis()
+                timeout.as_millis()
             ))),
         }
     }
@@ -191,9 +192,7 @@ async fn open(config: &RedisConfig) -> Result<Connection, StoreError> {
                     .set_number_of_retries(1)
                     .set_max_delay(Duration::from_millis(500));
                 Ok(Connection::Single(
-                    client
-                        .get_connection_manager_with_config(manager_config)
-                        .await?,
+                    client.get_connection_manager_with_config(manager_config).await?,
                 ))
             }
             RedisMode::Cluster => {
@@ -209,8 +208,6 @@ async fn open(config: &RedisConfig) -> Result<Connection, StoreError> {
     };
     match tokio::time::timeout(config.connect_timeout * 2, connect).await {
         Ok(result) => result,
-        Err(_) => Err(StoreError::Unavailable(
-            "connecting to redis timed out".into(),
-        )),
+        Err(_) => Err(StoreError::Unavailable("connecting to redis timed out".into())),
     }
 }

@@ -1,24 +1,47 @@
-//! Redis failures as the services report them: an unreachable or timed-out Redis is `UNAVAILABLE` (the client
-//! may retry, perhaps elsewhere), anything else is a bug on our side and `INTERNAL`.
+//! Redis failures as the services report them. An unreachable, overloaded or failing-over Redis is
+//! `UNAVAILABLE` (the client may retry, perhaps elsewhere); a Redis out of memory is `RESOURCE_EXHAUSTED`;
+//! anything else is a bug on our side and `INTERNAL`.
 
-use redis::{RedisError, RetryMethod};
+use redis::{ErrorKind, RedisError, RetryMethod};
 
 /// Why a call to Redis failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    /// Redis could not be reached, or did not answer within the configured timeout.
+    /// Redis could not be reached, did not answer within the configured timeout, or cannot serve right now.
     #[error("redis is unavailable: {0}")]
     Unavailable(String),
+    /// Redis is out of memory and refuses writes.
+    #[error("redis is out of memory: {0}")]
+    OutOfMemory(String),
     /// Redis answered with something Berth did not expect.
     #[error("redis answered unexpectedly: {0}")]
     Unexpected(String),
 }
 
+/// Server error codes that mean "not now" rather than "never": a script running long (BUSY), a replica still
+/// loading, a master that cannot persist or has too few replicas, a cluster re-sharding or failing over.
+const TRANSIENT_CODES: [&str; 8] = [
+    "BUSY",
+    "LOADING",
+    "MISCONF",
+    "MASTERDOWN",
+    "READONLY",
+    "NOREPLICAS",
+    "TRYAGAIN",
+    "CLUSTERDOWN",
+];
+
 impl From<RedisError> for StoreError {
     fn from(err: RedisError) -> Self {
-        match err.retry_method() {
-            RetryMethod::NoRetry => StoreError::Unexpected(err.to_string()),
-            _ => StoreError::Unavailable(err.to_string()),
+        let code = err.code();
+        if code == Some("OOM") {
+            return StoreError::OutOfMemory(err.to_string());
+        }
+        let transient = code.is_some_and(|code| TRANSIENT_CODES.contains(&code));
+        if transient || !matches!(err.retry_method(), RetryMethod::NoRetry) || err.kind() == ErrorKind::Io {
+            StoreError::Unavailable(err.to_string())
+        } else {
+            StoreError::Unexpected(err.to_string())
         }
     }
 }
@@ -27,6 +50,7 @@ impl From<StoreError> for tonic::Status {
     fn from(err: StoreError) -> Self {
         match &err {
             StoreError::Unavailable(_) => tonic::Status::unavailable(err.to_string()),
+            StoreError::OutOfMemory(_) => tonic::Status::resource_exhausted(err.to_string()),
             StoreError::Unexpected(_) => tonic::Status::internal(err.to_string()),
         }
     }

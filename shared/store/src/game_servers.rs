@@ -13,16 +13,9 @@ struct Reply {
     server: Option<GameServerRecord>,
 }
 
-fn decode_fields(
-    fleet_id: &str,
-    now_ms: i64,
-    fields: &[String],
-) -> Result<GameServerRecord, StoreError> {
-    let pairs = fields
-        .chunks_exact(2)
-        .map(|pair| (pair[0].as_str(), pair[1].as_str()));
-    GameServerRecord::from_fields(fleet_id, now_ms, pairs)
-        .map_err(|err| StoreError::Unexpected(err.to_string()))
+fn decode_fields(fleet_id: &str, now_ms: i64, fields: &[String]) -> Result<GameServerRecord, StoreError> {
+    let pairs = fields.chunks_exact(2).map(|pair| (pair[0].as_str(), pair[1].as_str()));
+    GameServerRecord::from_fields(fleet_id, now_ms, pairs).map_err(|err| StoreError::Unexpected(err.to_string()))
 }
 
 fn decode_reply(fleet_id: &str, raw: Vec<String>) -> Result<Reply, StoreError> {
@@ -41,6 +34,11 @@ fn decode_reply(fleet_id: &str, raw: Vec<String>) -> Result<Reply, StoreError> {
         outcome: outcome.clone(),
         server,
     })
+}
+
+/// How a yes/no argument travels to a script.
+fn flag(on: bool) -> &'static str {
+    if on { "1" } else { "0" }
 }
 
 fn unexpected(script: &str, outcome: &str) -> StoreError {
@@ -71,10 +69,10 @@ pub struct Registration<'a> {
 /// The outcome of a registration.
 #[derive(Debug)]
 pub enum Registered {
-    /// Registered now.
-    New(GameServerRecord),
-    /// The id was taken; this is the server that holds it.
-    AlreadyExists(GameServerRecord),
+    /// Registered now (or registered exactly so before, and still untouched).
+    New(Box<GameServerRecord>),
+    /// The id is taken by a server registered otherwise, or already in use.
+    AlreadyExists,
 }
 
 /// Registers a server as AVAILABLE.
@@ -90,17 +88,13 @@ pub async fn register(store: &Store, reg: &Registration<'_>) -> Result<Registere
         .arg(reg.instance_id)
         .arg(reg.connection_info)
         .arg(reg.game_server_data);
+    // The fleet index lives in a slot of its own, so it is written beside the script, and first: adding is
+    // idempotent, and a fleet listed without servers costs the sweep one empty look.
+    let _: i64 = store.query(redis::cmd("SADD").arg(FLEETS).arg(reg.fleet_id)).await?;
     let reply = decode_reply(reg.fleet_id, store.invoke(&call).await?)?;
-    let outcome = reply.outcome.clone();
-    let server = present(reply, "register")?;
-    // The fleet index lives in a slot of its own, so it is written beside the script; adding is idempotent, and
-    // a fleet missing from it only delays the sweep that hands its lapsed claims back.
-    let _: i64 = store
-        .query(redis::cmd("SADD").arg(FLEETS).arg(reg.fleet_id))
-        .await?;
-    match outcome.as_str() {
-        "REGISTERED" => Ok(Registered::New(server)),
-        "EXISTS" => Ok(Registered::AlreadyExists(server)),
+    match reply.outcome.as_str() {
+        "REGISTERED" => Ok(Registered::New(Box::new(present(reply, "register")?))),
+        "EXISTS" => Ok(Registered::AlreadyExists),
         other => Err(unexpected("register", other)),
     }
 }
@@ -118,19 +112,25 @@ pub struct Update<'a> {
     pub utilization: UtilizationChange,
     /// Whether to record a HEALTHY check.
     pub healthy: bool,
+    /// The caller's claim id, if it gave one.
+    pub claim_id: Option<&'a str>,
+    /// Whether the caller may act only as the holder of the server's claim.
+    pub claimant_only: bool,
 }
 
 /// The outcome of an update.
 #[derive(Debug)]
 pub enum Updated {
     /// Done; the server after it.
-    Done(GameServerRecord),
+    Done(Box<GameServerRecord>),
     /// No such server.
     NotFound,
+    /// The caller does not hold the server's claim; nothing changed.
+    NotClaimant,
     /// UTILIZED was asked after its claim lapsed; nothing changed.
-    ClaimLapsed(GameServerRecord),
+    ClaimLapsed,
     /// AVAILABLE was asked of a UTILIZED server; nothing changed.
-    AlreadyUtilized(GameServerRecord),
+    AlreadyUtilized,
 }
 
 /// Reports utilization, health or data.
@@ -146,30 +146,25 @@ pub async fn update(store: &Store, update: &Update<'_>) -> Result<Updated, Store
         .key(keys.pool())
         .key(keys.claims())
         .arg(update.game_server_id)
-        .arg(if update.game_server_data.is_some() {
-            "1"
-        } else {
-            "0"
-        })
+        .arg(flag(update.game_server_data.is_some()))
         .arg(update.game_server_data.unwrap_or(""))
         .arg(utilization)
-        .arg(if update.healthy { "1" } else { "0" });
+        .arg(flag(update.healthy))
+        .arg(update.claim_id.unwrap_or(""))
+        .arg(flag(update.claimant_only));
     let reply = decode_reply(update.fleet_id, store.invoke(&call).await?)?;
     match reply.outcome.as_str() {
         "NOT_FOUND" => Ok(Updated::NotFound),
-        "UPDATED" => Ok(Updated::Done(present(reply, "update")?)),
-        "LAPSED" => Ok(Updated::ClaimLapsed(present(reply, "update")?)),
-        "UTILIZED" => Ok(Updated::AlreadyUtilized(present(reply, "update")?)),
+        "UPDATED" => Ok(Updated::Done(Box::new(present(reply, "update")?))),
+        "NOT_CLAIMANT" => Ok(Updated::NotClaimant),
+        "LAPSED" => Ok(Updated::ClaimLapsed),
+        "UTILIZED" => Ok(Updated::AlreadyUtilized),
         other => Err(unexpected("update", other)),
     }
 }
 
 /// Removes a server. `false` when it was not registered.
-pub async fn deregister(
-    store: &Store,
-    fleet_id: &str,
-    game_server_id: &str,
-) -> Result<bool, StoreError> {
+pub async fn deregister(store: &Store, fleet_id: &str, game_server_id: &str) -> Result<bool, StoreError> {
     let keys = FleetKeys::new(fleet_id);
     let mut call = scripts().deregister_game_server.prepare();
     call.key(keys.game_server(game_server_id))
@@ -213,12 +208,7 @@ pub struct Page {
 }
 
 /// Reads up to `size` servers of a fleet whose ids come after `after`.
-pub async fn list(
-    store: &Store,
-    fleet_id: &str,
-    after: &str,
-    size: u32,
-) -> Result<Page, StoreError> {
+pub async fn list(store: &Store, fleet_id: &str, after: &str, size: u32) -> Result<Page, StoreError> {
     let keys = FleetKeys::new(fleet_id);
     let mut call = scripts().list_game_servers.prepare();
     call.key(keys.game_servers())
@@ -268,6 +258,8 @@ pub struct Claim<'a> {
     pub tiers: ClaimTiers,
     /// How long the claim lasts, in ms.
     pub timeout_ms: u64,
+    /// Id of the new claim, which the claimer presents to act on the server.
+    pub claim_id: &'a str,
 }
 
 /// The outcome of a claim.
@@ -294,12 +286,9 @@ pub async fn claim(store: &Store, claim: &Claim<'_>) -> Result<Claimed, StoreErr
         .arg(claim.game_server_id.unwrap_or(""))
         .arg(claim.tiers.lowest)
         .arg(claim.tiers.highest)
-        .arg(if claim.game_server_data.is_some() {
-            "1"
-        } else {
-            "0"
-        })
-        .arg(claim.game_server_data.unwrap_or(""));
+        .arg(flag(claim.game_server_data.is_some()))
+        .arg(claim.game_server_data.unwrap_or(""))
+        .arg(claim.claim_id);
     let reply = decode_reply(claim.fleet_id, store.invoke(&call).await?)?;
     match reply.outcome.as_str() {
         "CLAIMED" => Ok(Claimed::Claimed(present(reply, "claim")?)),

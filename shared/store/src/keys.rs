@@ -1,6 +1,10 @@
 //! The key schema. Every key of a fleet carries the hash tag `{f:<fleet id>}`, so all of a fleet's keys sit in
 //! one cluster slot and any script over them runs unchanged on a Redis Cluster. Fleet ids may not contain
 //! braces (validation allows only `[A-Za-z0-9_.-]`), so the tag is always the whole id.
+//!
+//! Scripts that pick a server as they go (a claim takes whichever is first in the pool) build that server's key
+//! from a prefix instead of receiving it in KEYS. Redis Cluster allows this because the key shares the declared
+//! keys' slot; proxies that route by declared keys alone (some managed offerings) do not, and are not supported.
 
 /// Set of the fleets that have registered game servers, for sweeps that visit every fleet. It has a slot of its
 /// own and is only ever added to beside a fleet's script, never inside one.

@@ -16,11 +16,30 @@ pub struct RedisServer {
     cluster: bool,
 }
 
-fn free_port() -> u16 {
+/// Offset of a cluster node's bus port from its client port, as Redis fixes it.
+const CLUSTER_BUS_OFFSET: u16 = 10_000;
+
+fn ephemeral_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|listener| listener.local_addr())
         .map(|addr| addr.port())
         .expect("binding an ephemeral port")
+}
+
+/// A free port; for a cluster node, one whose bus port (port + 10000) fits in 16 bits and is free too, since
+/// Redis refuses to start otherwise.
+fn free_port(cluster: bool) -> u16 {
+    loop {
+        let port = ephemeral_port();
+        if !cluster {
+            return port;
+        }
+        if let Some(bus) = port.checked_add(CLUSTER_BUS_OFFSET)
+            && TcpListener::bind(("127.0.0.1", bus)).is_ok()
+        {
+            return port;
+        }
+    }
 }
 
 fn scratch_dir(port: u16) -> PathBuf {
@@ -48,10 +67,7 @@ fn redis_cli(port: u16, args: &[&str]) -> Option<String> {
 fn wait_until(what: &str, timeout: Duration, mut ready: impl FnMut() -> bool) {
     let deadline = Instant::now() + timeout;
     while !ready() {
-        assert!(
-            Instant::now() < deadline,
-            "{what} not ready within {timeout:?}"
-        );
+        assert!(Instant::now() < deadline, "{what} not ready within {timeout:?}");
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -63,7 +79,7 @@ impl RedisServer {
     }
 
     fn start_with(cluster: bool) -> RedisServer {
-        let port = free_port();
+        let port = free_port(cluster);
         let mut server = RedisServer {
             port,
             dir: scratch_dir(port),
@@ -85,9 +101,7 @@ impl RedisServer {
             .stderr(Stdio::null());
         if self.cluster {
             command.args(["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"]);
-            command
-                .arg("--cluster-config-file")
-                .arg(self.dir.join("nodes.conf"));
+            command.arg("--cluster-config-file").arg(self.dir.join("nodes.conf"));
         }
         // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
         unsafe {
@@ -104,11 +118,6 @@ impl RedisServer {
         );
         let port = self.port;
         wait_until("redis-server", Duration::from_secs(10), || answers(port));
-    }
-
-    /// Its port.
-    pub fn port(&self) -> u16 {
-        self.port
     }
 
     /// Its URL.
@@ -158,10 +167,7 @@ impl RedisCluster {
     /// Starts three cluster-enabled nodes and joins them into one cluster covering all 16384 slots.
     pub fn start() -> RedisCluster {
         let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start_with(true)).collect();
-        let addresses: Vec<String> = nodes
-            .iter()
-            .map(|node| format!("127.0.0.1:{}", node.port))
-            .collect();
+        let addresses: Vec<String> = nodes.iter().map(|node| format!("127.0.0.1:{}", node.port)).collect();
         let mut args = vec!["--cluster", "create"];
         args.extend(addresses.iter().map(String::as_str));
         args.extend(["--cluster-replicas", "0", "--cluster-yes"]);
@@ -169,8 +175,7 @@ impl RedisCluster {
         let ports: Vec<u16> = nodes.iter().map(|node| node.port).collect();
         wait_until("redis cluster", Duration::from_secs(20), || {
             ports.iter().all(|port| {
-                redis_cli(*port, &["CLUSTER", "INFO"])
-                    .is_some_and(|info| info.contains("cluster_state:ok"))
+                redis_cli(*port, &["CLUSTER", "INFO"]).is_some_and(|info| info.contains("cluster_state:ok"))
             })
         });
         RedisCluster { nodes }

@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use berth_runtime::auth::{Claims, Role, TokenKey, unix_now};
+use berth_runtime::auth::{Role, TokenClaims, TokenKey, unix_now};
 use clap::Parser;
 
 /// Mints a Berth bearer token and prints it on stdout.
@@ -58,7 +58,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let claims = Claims {
+    let claims = TokenClaims {
         sub: cli.subject,
         role: cli.role,
         fleet: cli.fleet,

@@ -3,7 +3,7 @@
 -- KEYS[1] pool, KEYS[2] claims
 -- ARGV[1] server hash key prefix, ARGV[2] claim timeout ms, ARGV[3] game-server id ('' for any),
 -- ARGV[4] lowest tier allowed, ARGV[5] highest tier allowed (0 ACTIVE, 1 DRAINING),
--- ARGV[6] '1' to set the game-server data to ARGV[7]
+-- ARGV[6] '1' to set the game-server data to ARGV[7], ARGV[8] id of the new claim
 -- Reply: {CLAIMED | EXHAUSTED | NOT_FOUND | CONFLICT, now_ms, fields...}. CONFLICT: the named server is
 -- claimed, UTILIZED, or on an instance the filter excludes; its fields say which.
 local now = now_ms()
@@ -13,6 +13,8 @@ local id = ARGV[3]
 if id ~= '' then
   local key = ARGV[1] .. id
   if redis.call('EXISTS', key) == 0 then return reply('NOT_FOUND', now) end
+  local expires = redis.call('HGET', key, 'claim_exp_ms')
+  if expires and tonumber(expires) <= now then lapse_one(KEYS[1], KEYS[2], key, id, now) end
   local score = redis.call('ZSCORE', KEYS[1], id)
   if not score then return reply('CONFLICT', now, key) end
   local tier = math.floor(tonumber(score) / TIER_SPAN)
@@ -27,6 +29,6 @@ local key = ARGV[1] .. id
 local expires = now + tonumber(ARGV[2])
 redis.call('ZREM', KEYS[1], id)
 redis.call('ZADD', KEYS[2], expires, id)
-redis.call('HSET', key, 'claim_ms', now, 'claim_exp_ms', expires)
+redis.call('HSET', key, 'claim_ms', now, 'claim_exp_ms', expires, 'claim_id', ARGV[8])
 if ARGV[6] == '1' then redis.call('HSET', key, 'data', ARGV[7]) end
 return reply('CLAIMED', now, key)

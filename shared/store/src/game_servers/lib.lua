@@ -2,7 +2,8 @@
 --
 -- A game server's hash holds: id, instance, conn (connection info), data (game-server data),
 -- util (AVAILABLE | UTILIZED), istatus (ACTIVE | DRAINING | SPOT_TERMINATING), reg_ms (registered),
--- claim_ms (last claimed), claim_exp_ms (while claimed: when the claim lapses), hc_ms (last HEALTHY),
+-- claim_ms (last claimed), claim_exp_ms (while claimed: when the claim lapses), claim_id (the live claim's id,
+-- kept once the claimer makes it UTILIZED), hc_ms (last HEALTHY),
 -- util_ms (became UTILIZED). Times are ms since the epoch, from Redis' own clock.
 --
 -- The pool holds the AVAILABLE, unclaimed servers that may be claimed, scored tier * TIER_SPAN + idle-since ms:
@@ -35,16 +36,18 @@ local function to_pool(pool, id, istatus, since)
   end
 end
 
+-- Hands one lapsed claim back: the server returns to the pool unless it became UTILIZED or went away.
+local function lapse_one(pool, claims, key, id, now)
+  redis.call('ZREM', claims, id)
+  local state = redis.call('HMGET', key, 'util', 'istatus')
+  redis.call('HDEL', key, 'claim_exp_ms', 'claim_id')
+  if state[1] == 'AVAILABLE' then to_pool(pool, id, state[2], now) end
+end
+
 -- Hands up to `limit` claims that lapsed by `now` back to the pool.
 local function lapse_claims(pool, claims, prefix, now, limit)
   local ids = redis.call('ZRANGEBYSCORE', claims, '-inf', now, 'LIMIT', 0, limit)
-  for _, id in ipairs(ids) do
-    redis.call('ZREM', claims, id)
-    local key = prefix .. id
-    local state = redis.call('HMGET', key, 'util', 'istatus')
-    redis.call('HDEL', key, 'claim_exp_ms')
-    if state[1] == 'AVAILABLE' then to_pool(pool, id, state[2], now) end
-  end
+  for _, id in ipairs(ids) do lapse_one(pool, claims, prefix .. id, id, now) end
   return #ids
 end
 

@@ -2,19 +2,23 @@
 -- KEYS[1] server hash, KEYS[2] pool, KEYS[3] claims
 -- ARGV[1] game-server id, ARGV[2] '1' to set the data to ARGV[3],
 -- ARGV[4] 'UTILIZED' to mark it utilized, 'AVAILABLE' to assert it is not, '' to leave it,
--- ARGV[5] '1' to record a HEALTHY check now
--- Reply: {UPDATED | NOT_FOUND | LAPSED | UTILIZED, now_ms, fields...}. LAPSED: the claim made on it lapsed and it
--- went back to the pool, so it may not be marked UTILIZED without a new claim. UTILIZED: AVAILABLE was asked of
--- a server that is UTILIZED, which never goes back.
+-- ARGV[5] '1' to record a HEALTHY check now,
+-- ARGV[6] the caller's claim id ('' for none), ARGV[7] '1' when the caller may act only as the claimant
+-- Reply: {UPDATED | NOT_FOUND | NOT_CLAIMANT | LAPSED | UTILIZED, now_ms, fields...}.
+-- NOT_CLAIMANT: a claim id was given, or had to be, and it is not the server's live claim (or the claim that made
+-- it UTILIZED). LAPSED: the claim made on it lapsed and it went back to the pool, so it may not be marked UTILIZED
+-- without a new claim. UTILIZED: AVAILABLE was asked of a server that is UTILIZED, which never goes back.
 local now = now_ms()
 if redis.call('EXISTS', KEYS[1]) == 0 then return reply('NOT_FOUND', now) end
-local state = redis.call('HMGET', KEYS[1], 'util', 'claim_ms', 'claim_exp_ms')
-local util, claimed_once, claim_exp = state[1], state[2], state[3]
+local state = redis.call('HMGET', KEYS[1], 'util', 'claim_ms', 'claim_exp_ms', 'claim_id')
+local util, claimed_once, claim_exp, claim_id = state[1], state[2], state[3], state[4]
+local live = claim_exp and tonumber(claim_exp) > now
+if ARGV[6] ~= '' or ARGV[7] == '1' then
+  if claim_id ~= ARGV[6] or not (live or util == 'UTILIZED') then return reply('NOT_CLAIMANT', now, KEYS[1]) end
+end
 if ARGV[4] == 'AVAILABLE' and util == 'UTILIZED' then return reply('UTILIZED', now, KEYS[1]) end
 local utilize = ARGV[4] == 'UTILIZED' and util == 'AVAILABLE'
-if utilize and claimed_once and not (claim_exp and tonumber(claim_exp) > now) then
-  return reply('LAPSED', now, KEYS[1])
-end
+if utilize and claimed_once and not live then return reply('LAPSED', now, KEYS[1]) end
 if utilize then
   redis.call('HSET', KEYS[1], 'util', 'UTILIZED', 'util_ms', now)
   redis.call('HDEL', KEYS[1], 'claim_exp_ms')
