@@ -14,5 +14,7 @@ fi
 
 if [ ! -x node_modules/.bin/buf ]; then
   echo "installing buf from npm"
-  npm ci --no-audit --no-fund --loglevel=error
+  # Pinned in package.json; no lock file, because npm drops other platforms' optional binaries from it and
+  # then refuses `npm ci` on them.
+  npm install --no-audit --no-fund --no-package-lock --loglevel=error
 fi

@@ -1,1 +1,56 @@
-fn main() {}
+//! `berth-bench`: puts a real Berth stack under closed-loop load and reports every measured line beside the floors
+//! this machine allows, so that a rate is read as "how close to what the hardware can do", not as a bare number
+//! that changes with every laptop.
+
+mod args;
+mod connections;
+mod driver;
+mod fleet;
+mod floors;
+mod report;
+mod scenarios;
+mod stack;
+
+use std::process::ExitCode;
+
+use berth_testkit::TestRedis;
+use clap::Parser;
+
+use crate::args::Args;
+use crate::report::Report;
+use crate::stack::Stack;
+
+/// Anything that stops a run before it has figures to report.
+pub type Failure = Box<dyn std::error::Error + Send + Sync>;
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    // Started here, on the main thread, which lives as long as the process: the testkit ties a redis-server's
+    // life to the thread that started it, and a runtime thread may retire in the middle of a run.
+    let redis = if args.cluster {
+        TestRedis::cluster()
+    } else {
+        TestRedis::single()
+    };
+    let outcome = tokio::runtime::Runtime::new()
+        .map_err(Failure::from)
+        .and_then(|runtime| runtime.block_on(run(&args, redis)));
+    match outcome {
+        Ok(report) if report.passed() => ExitCode::SUCCESS,
+        Ok(_) => ExitCode::FAILURE,
+        Err(err) => {
+            eprintln!("berth-bench: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: &Args, redis: TestRedis) -> Result<Report<'_>, Failure> {
+    let stack = Stack::start(redis, args.connections).await?;
+    let findings = args.scenario.run(&stack, args).await?;
+    let report = Report::new(args, findings);
+    report.print();
+    report.write_json(&args.json)?;
+    eprintln!("figures written to {}", args.json.display());
+    Ok(report)
+}

@@ -9,8 +9,8 @@ use std::time::Duration;
 use berth_store::Store;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tokio_stream::wrappers::TcpListenerStream;
 use tonic::service::Routes;
+use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
 use tonic_health::ServingStatus;
 use tonic_health::server::HealthReporter;
@@ -234,7 +234,7 @@ pub async fn serve(
     let server = builder
         .layer(edge)
         .add_routes(routes)
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), signal);
+        .serve_with_incoming_shutdown(TcpIncoming::from(listener).with_nodelay(Some(true)), signal);
     let grace = options.shutdown_grace;
     let deadline = async move {
         let _ = stopping_rx.wait_for(|stopping| *stopping).await;

@@ -13,7 +13,8 @@ use std::time::Duration;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
-use redis::{Cmd, FromRedisValue, Pipeline, RedisFuture, Value};
+use redis::io::tcp::TcpSettings;
+use redis::{Cmd, FromRedisValue, IntoConnectionInfo, Pipeline, RedisFuture, Value};
 use tokio::sync::OnceCell;
 
 use crate::StoreError;
@@ -177,6 +178,11 @@ impl Store {
     }
 }
 
+/// Requests are small and latency-bound: Nagle's algorithm would hold a script call back waiting for more.
+fn tcp_settings() -> TcpSettings {
+    TcpSettings::default().set_nodelay(true)
+}
+
 async fn open(config: &RedisConfig) -> Result<Connection, StoreError> {
     let connect = async {
         match config.mode {
@@ -185,7 +191,8 @@ async fn open(config: &RedisConfig) -> Result<Connection, StoreError> {
                     .urls
                     .first()
                     .ok_or_else(|| StoreError::Unexpected("no redis url configured".into()))?;
-                let client = redis::Client::open(url.as_str())?;
+                let info = url.as_str().into_connection_info()?.set_tcp_settings(tcp_settings());
+                let client = redis::Client::open(info)?;
                 let manager_config = ConnectionManagerConfig::new()
                     .set_connection_timeout(Some(config.connect_timeout))
                     .set_response_timeout(Some(config.response_timeout))
@@ -199,6 +206,7 @@ async fn open(config: &RedisConfig) -> Result<Connection, StoreError> {
                 let client = ClusterClientBuilder::new(config.urls.iter().map(String::as_str))
                     .connection_timeout(config.connect_timeout)
                     .response_timeout(config.response_timeout)
+                    .tcp_settings(tcp_settings())
                     .retries(2)
                     .max_retry_wait(200)
                     .build()?;

@@ -1,0 +1,48 @@
+//! What a run can be told. Every flag is also a `BERTH_BENCH_*` variable, so CI and `make bench` can change the
+//! size of a run without editing the command line.
+
+use std::path::PathBuf;
+
+use clap::Parser;
+use serde::Serialize;
+
+use crate::scenarios::Scenario;
+
+/// Load-tests Berth against a throwaway Redis, with the services in-process over loopback gRPC.
+#[derive(Debug, Parser, Serialize)]
+#[command(name = "berth-bench", version)]
+pub struct Args {
+    /// What to measure.
+    #[arg(long, env = "BERTH_BENCH_SCENARIO", value_enum, default_value_t = Scenario::Claim)]
+    pub scenario: Scenario,
+    /// Game servers to register and claim (and calls in each floor).
+    #[arg(
+        long,
+        env = "BERTH_BENCH_SERVERS",
+        default_value_t = 20_000,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub servers: u64,
+    /// HTTP/2 connections per service; calls are spread over them round-robin.
+    #[arg(
+        long,
+        env = "BERTH_BENCH_CONNECTIONS",
+        default_value_t = 4,
+        value_parser = clap::value_parser!(u16).range(1..)
+    )]
+    pub connections: u16,
+    /// Calls kept in flight at once.
+    #[arg(
+        long,
+        env = "BERTH_BENCH_CONCURRENCY",
+        default_value_t = 64,
+        value_parser = clap::value_parser!(u16).range(1..)
+    )]
+    pub concurrency: u16,
+    /// Run against a 3-master Redis Cluster instead of a single redis-server.
+    #[arg(long, env = "BERTH_BENCH_CLUSTER")]
+    pub cluster: bool,
+    /// Where to write every figure as JSON (its directory is created).
+    #[arg(long, env = "BERTH_BENCH_JSON", default_value = "load-tests/reports/latest.json")]
+    pub json: PathBuf,
+}

@@ -1,0 +1,88 @@
+//! The floors a measured line is read against, taken in the same run on the same machine: what a gRPC call costs
+//! when the handler does nothing, and what the Redis script behind a call costs with no gRPC in front of it. A
+//! line near both is as fast as this design can be here; a line far below them has overhead of its own to find.
+
+use berth_domain::game_server::check_claim_filter;
+use berth_domain::validate::Violations;
+use berth_sdk::AuthedChannel;
+use berth_store::Store;
+use berth_store::game_servers::{self as store, Claim, Claimed, Registered, Registration};
+use tonic::{Code, Status};
+use tonic_health::pb::HealthCheckRequest;
+use tonic_health::pb::health_client::HealthClient;
+
+use crate::connections::Rotation;
+use crate::driver::{self, Outcome, outcome};
+use crate::fleet;
+use crate::report::Line;
+use crate::stack::CLAIM_TIMEOUT_MS;
+
+/// The fleet the raw-script floor fills, apart from any fleet a scenario measures through gRPC.
+const RAW_FLEET: &str = "bench-raw";
+
+/// `grpc.health.v1.Health/Check` over `channels`: the same connections, edge and HTTP/2 path as a real call, but a
+/// handler that only reads a map in memory.
+pub async fn noop_grpc(channels: &[AuthedChannel], calls: u64, concurrency: u16) -> Line {
+    let health = Rotation::new(channels.iter().cloned().map(HealthClient::new));
+    driver::run("no-op gRPC", calls, concurrency, move |_| {
+        let mut client = health.next();
+        async move { outcome(client.check(HealthCheckRequest::default()).await) }
+    })
+    .await
+}
+
+/// Registers `servers` servers in a fleet of their own straight through the store, then claims them all the same
+/// way: the register and claim scripts with nothing but the Redis client in front. Answers both lines.
+pub async fn raw_scripts(store: &Store, servers: u64, concurrency: u16) -> [Line; 2] {
+    let registering = store.clone();
+    let register = driver::run("raw register", servers, concurrency, move |index| {
+        let store = registering.clone();
+        async move { registered(&store, index).await }
+    })
+    .await;
+    let claiming = store.clone();
+    let claim = driver::run("raw claim", servers, concurrency, move |index| {
+        let store = claiming.clone();
+        async move { claimed(&store, index).await }
+    })
+    .await;
+    [register, claim]
+}
+
+async fn registered(store: &Store, index: u64) -> Outcome {
+    let server = fleet::server(index);
+    let registration = Registration {
+        fleet_id: RAW_FLEET,
+        game_server_id: &server.id,
+        instance_id: &server.instance,
+        connection_info: &server.connection_info,
+        game_server_data: "",
+    };
+    match store::register(store, &registration).await {
+        Ok(Registered::New(_)) => Ok(()),
+        Ok(Registered::AlreadyExists) => Err(Code::AlreadyExists),
+        Err(err) => Err(Status::from(err).code()),
+    }
+}
+
+async fn claimed(store: &Store, index: u64) -> Outcome {
+    // Unique and as long as the UUID the service mints per claim, so the script stores the same bytes.
+    let claim_id = format!("raw-{index:032}");
+    let claim = Claim {
+        fleet_id: RAW_FLEET,
+        game_server_id: None,
+        game_server_data: None,
+        // The tiers the service derives from a request without a filter, so the script does the same work.
+        tiers: check_claim_filter(&mut Violations::new(), &[]),
+        timeout_ms: CLAIM_TIMEOUT_MS,
+        claim_id: &claim_id,
+    };
+    // Codes as the claim service answers them, so error columns read the same in both lines.
+    match store::claim(store, &claim).await {
+        Ok(Claimed::Claimed(_)) => Ok(()),
+        Ok(Claimed::Exhausted) => Err(Code::ResourceExhausted),
+        Ok(Claimed::NotFound) => Err(Code::NotFound),
+        Ok(Claimed::Conflict(_)) => Err(Code::Aborted),
+        Err(err) => Err(Status::from(err).code()),
+    }
+}

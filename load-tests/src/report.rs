@@ -1,0 +1,260 @@
+//! What a run found and how it is shown: each measured line's latency histogram and error counts, boiled down to
+//! throughput and percentiles, printed as a table for people and written as JSON for tooling that tracks figures
+//! from run to run.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use tonic::Code;
+
+use crate::Failure;
+use crate::args::Args;
+use crate::driver::Outcome;
+
+/// The slowest latency told apart from the rest (µs); slower calls are recorded as this, and the call deadline
+/// is well below it.
+const LATENCY_CEILING_US: u64 = 60_000_000;
+
+/// Every call of a line so far: latencies (µs) and failures by status code. Workers keep one each and merge at
+/// the end, so recording never contends.
+pub struct Tally {
+    latencies: Histogram<u64>,
+    errors: HashMap<Code, u64>,
+}
+
+impl Default for Tally {
+    fn default() -> Tally {
+        Tally {
+            // Three significant figures: 0.1% resolution at any magnitude, some 150 KiB per tally.
+            latencies: Histogram::new_with_bounds(1, LATENCY_CEILING_US, 3).expect("valid histogram bounds"),
+            errors: HashMap::new(),
+        }
+    }
+}
+
+impl Tally {
+    /// Counts one call.
+    pub fn record(&mut self, latency: Duration, outcome: Outcome) {
+        let micros = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
+        self.latencies.saturating_record(micros.max(1));
+        if let Err(code) = outcome {
+            *self.errors.entry(code).or_default() += 1;
+        }
+    }
+
+    /// Adds another tally of the same line.
+    pub fn merge(&mut self, other: &Tally) {
+        self.latencies
+            .add(&other.latencies)
+            .expect("tallies share their bounds");
+        for (code, count) in &other.errors {
+            *self.errors.entry(*code).or_default() += count;
+        }
+    }
+}
+
+/// `ResourceExhausted` as gRPC spells it everywhere else: `RESOURCE_EXHAUSTED`.
+fn code_name(code: Code) -> String {
+    let mut name = String::new();
+    for (i, c) in format!("{code:?}").chars().enumerate() {
+        if c.is_uppercase() && i > 0 {
+            name.push('_');
+        }
+        name.push(c.to_ascii_uppercase());
+    }
+    name
+}
+
+/// Latency percentiles of a line, in µs.
+#[derive(Debug, Serialize)]
+pub struct Latency {
+    pub p50: u64,
+    pub p90: u64,
+    pub p99: u64,
+    pub p999: u64,
+    pub max: u64,
+    pub mean: f64,
+}
+
+/// One measured line.
+#[derive(Debug, Serialize)]
+pub struct Line {
+    pub name: String,
+    /// Calls made, failed ones included.
+    pub calls: u64,
+    /// Failed calls by gRPC status code.
+    pub errors: BTreeMap<String, u64>,
+    /// Wall time from the first call sent to the last answer.
+    pub seconds: f64,
+    /// Calls answered per second, failed ones included.
+    pub ops_per_sec: f64,
+    pub latency_us: Latency,
+}
+
+impl Line {
+    /// Boils `tally` down; `elapsed` is the wall time of the whole line.
+    pub fn new(name: &str, tally: &Tally, elapsed: Duration) -> Line {
+        let h = &tally.latencies;
+        let seconds = elapsed.as_secs_f64();
+        Line {
+            name: name.to_owned(),
+            calls: h.len(),
+            errors: tally
+                .errors
+                .iter()
+                .map(|(code, count)| (code_name(*code), *count))
+                .collect(),
+            seconds,
+            ops_per_sec: h.len() as f64 / seconds,
+            latency_us: Latency {
+                p50: h.value_at_quantile(0.50),
+                p90: h.value_at_quantile(0.90),
+                p99: h.value_at_quantile(0.99),
+                p999: h.value_at_quantile(0.999),
+                max: h.max(),
+                mean: h.mean(),
+            },
+        }
+    }
+}
+
+/// A line's throughput as a fraction of a floor's.
+#[derive(Debug, Serialize)]
+pub struct Ratio {
+    pub line: String,
+    pub floor: String,
+    pub ratio: f64,
+}
+
+impl Ratio {
+    /// `line`'s rate over `floor`'s.
+    pub fn of(line: &Line, floor: &Line) -> Ratio {
+        Ratio {
+            line: line.name.clone(),
+            floor: floor.name.clone(),
+            ratio: line.ops_per_sec / floor.ops_per_sec,
+        }
+    }
+}
+
+/// What a scenario answers: its lines in the order measured, how they compare with their floors, and the checks
+/// that failed (a bench that measures a broken system must not look like a pass).
+#[derive(Debug, Default, Serialize)]
+pub struct Findings {
+    pub lines: Vec<Line>,
+    pub ratios: Vec<Ratio>,
+    pub failed_checks: Vec<String>,
+}
+
+/// A whole run: the settings it ran with and what it found.
+#[derive(Debug, Serialize)]
+pub struct Report<'a> {
+    pub settings: &'a Args,
+    /// CPUs this process could use: every figure depends on it.
+    pub cpus: usize,
+    #[serde(flatten)]
+    pub findings: Findings,
+}
+
+fn ms(micros: u64) -> String {
+    format!("{:.2}", micros as f64 / 1000.0)
+}
+
+impl<'a> Report<'a> {
+    /// The report of a run with `settings`.
+    pub fn new(settings: &'a Args, findings: Findings) -> Report<'a> {
+        Report {
+            settings,
+            cpus: std::thread::available_parallelism().map_or(1, usize::from),
+            findings,
+        }
+    }
+
+    /// Whether every check passed and no call failed.
+    pub fn passed(&self) -> bool {
+        self.findings.failed_checks.is_empty() && self.findings.lines.iter().all(|line| line.errors.is_empty())
+    }
+
+    /// Prints the table, the ratios and any failed check.
+    pub fn print(&self) {
+        let s = self.settings;
+        println!(
+            "\nberth-bench {}: {} servers, {} connections, {} in flight, redis {}, {} cpus\n",
+            s.scenario.name(),
+            s.servers,
+            s.connections,
+            s.concurrency,
+            if s.cluster {
+                "cluster (3 masters)"
+            } else {
+                "single node"
+            },
+            self.cpus
+        );
+        println!(
+            "{:<14} {:>8} {:>9} {:>8} {:>8} {:>8} {:>9} {:>8}  errors",
+            "line", "calls", "ops/s", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "max ms"
+        );
+        for line in &self.findings.lines {
+            let l = &line.latency_us;
+            let errors = if line.errors.is_empty() {
+                "-".to_owned()
+            } else {
+                let counts: Vec<String> = line
+                    .errors
+                    .iter()
+                    .map(|(code, count)| format!("{code} {count}"))
+                    .collect();
+                counts.join(", ")
+            };
+            println!(
+                "{:<14} {:>8} {:>9.0} {:>8} {:>8} {:>8} {:>9} {:>8}  {errors}",
+                line.name,
+                line.calls,
+                line.ops_per_sec,
+                ms(l.p50),
+                ms(l.p90),
+                ms(l.p99),
+                ms(l.p999),
+                ms(l.max)
+            );
+        }
+        println!();
+        let mut measured: Vec<&str> = Vec::new();
+        for ratio in &self.findings.ratios {
+            if !measured.contains(&ratio.line.as_str()) {
+                measured.push(&ratio.line);
+            }
+        }
+        for name in measured {
+            let against: Vec<String> = self
+                .findings
+                .ratios
+                .iter()
+                .filter(|ratio| ratio.line == name)
+                .map(|ratio| format!("{:.2} × {}", ratio.ratio, ratio.floor))
+                .collect();
+            println!("{name} = {}", against.join(", "));
+        }
+        for check in &self.findings.failed_checks {
+            println!("FAILED: {check}");
+        }
+    }
+
+    /// Writes every figure to `path` as JSON, creating its directory.
+    pub fn write_json(&self, path: &Path) -> Result<(), Failure> {
+        if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)?;
+        }
+        let mut out = BufWriter::new(File::create(path)?);
+        serde_json::to_writer_pretty(&mut out, self)?;
+        writeln!(out)?;
+        out.flush()?;
+        Ok(())
+    }
+}
