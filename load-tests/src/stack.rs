@@ -42,7 +42,11 @@ impl Stack {
         let store = Store::connect(&config).await?;
         // As a service binary does at start-up, so that the first calls of a line do not pay for loading.
         berth_store::scripts::preload(&store).await?;
-        let health = spawn_service(berth_health::service(store.clone()), store.clone()).await;
+        let health = spawn_service(
+            berth_health::service(store.clone(), &berth_health::HealthArgs::default()),
+            store.clone(),
+        )
+        .await;
         let placement_args = PlacementArgs {
             claim_timeout_ms: CLAIM_TIMEOUT_MS,
             // The service's default: the sweeper's own Redis traffic is part of what a deployment carries.

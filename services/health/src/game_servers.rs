@@ -8,17 +8,30 @@ use berth_proto::health::v1::game_server_service_server::GameServerService;
 use berth_runtime::auth::{Caller, Role};
 use berth_store::Store;
 use berth_store::game_servers::{self as store, Registered, Registration, Update, Updated};
+use berth_store::processes::{self, Terminating};
+use std::sync::Arc;
+
 use tonic::{Request, Response, Status};
 
-/// The handlers, over the shared store.
+use crate::Context;
+use crate::background::Background;
+use crate::desired::timestamp;
+use crate::push::announce;
+
+/// The handlers.
 pub struct GameServers {
     store: Store,
+    context: Arc<Context>,
+    _tasks: Arc<Background>,
 }
 
 impl GameServers {
-    /// Handlers over `store`.
-    pub fn new(store: Store) -> GameServers {
-        GameServers { store }
+    pub(crate) fn new(context: Arc<Context>, tasks: Arc<Background>) -> GameServers {
+        GameServers {
+            store: context.store.clone(),
+            context,
+            _tasks: tasks,
+        }
     }
 }
 
@@ -166,6 +179,44 @@ impl GameServerService for GameServers {
             game_servers: page.game_servers.into_iter().map(Into::into).collect(),
             next_page_token: page.next_after.unwrap_or_default(),
         }))
+    }
+
+    async fn terminate_game_server(
+        &self,
+        request: Request<pb::TerminateGameServerRequest>,
+    ) -> Result<Response<pb::TerminateGameServerResponse>, Status> {
+        let req = request.into_inner();
+        let mut v = Violations::new();
+        domain::check_server_ref(&mut v, &req.fleet_id, &req.game_server_id);
+        let reason = match pb::TerminationReason::try_from(req.reason) {
+            Ok(pb::TerminationReason::Unspecified) => pb::TerminationReason::ScaleIn,
+            Ok(reason) => reason,
+            Err(_) => {
+                v.add("reason", "must be a TerminationReason");
+                pb::TerminationReason::ScaleIn
+            }
+        };
+        v.into_result()?;
+        let name = reason.as_str_name().trim_start_matches("TERMINATION_REASON_");
+        let grace_ms = self.context.args.termination_grace_ms;
+        let outcome = processes::terminate(&self.store, &req.fleet_id, &req.game_server_id, name, grace_ms).await?;
+        match outcome {
+            Terminating::Terminating(routing) => {
+                announce(&self.context, &routing, &req.fleet_id, &req.game_server_id).await;
+                let desired = processes::desired_state(&self.store, &req.fleet_id, &req.game_server_id).await?;
+                let deadline = desired
+                    .and_then(|desired| desired.termination)
+                    .map(|t| timestamp(t.deadline_ms));
+                Ok(Response::new(pb::TerminateGameServerResponse {
+                    termination_deadline: deadline,
+                }))
+            }
+            Terminating::NotFound => Err(not_found(&req.fleet_id, &req.game_server_id)),
+            Terminating::Lost => Err(Status::failed_precondition(format!(
+                "game server {:?} was already declared lost",
+                req.game_server_id
+            ))),
+        }
     }
 
     async fn set_instance_status(

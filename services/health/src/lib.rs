@@ -1,15 +1,30 @@
-//! Berth's health service: the registry of game servers and, as later work adds it, the stream each game server
-//! holds for heartbeats and commands. Any number of replicas may run; all state is in Redis.
+//! Berth's health service: the registry of game servers, and the stream each SDK process holds for heartbeats and
+//! commands. Any number of replicas may run: all state is in Redis; a replica holds only the streams connected to
+//! it, hears through pub/sub when one of them has a command waiting, and sweeps deadlines that every replica may
+//! sweep at once.
 
+mod background;
+mod desired;
 mod game_servers;
+mod heartbeats;
+mod monitor;
+mod push;
+mod sdk;
+mod streams;
+
+use std::sync::Arc;
+use std::time::Duration;
 
 use berth_proto::health::v1::game_server_service_server::GameServerServiceServer;
+use berth_proto::health::v1::sdk_service_server::SdkServiceServer;
 use berth_runtime::ServiceDef;
 use berth_runtime::auth::{AccessRules, Role};
 use berth_store::Store;
+use berth_store::processes::{self as store_processes, Timings};
 use tonic::service::Routes;
 
 pub use game_servers::GameServers;
+pub use sdk::Sdk;
 
 /// Default gRPC port.
 pub const GRPC_PORT: u16 = 7104;
@@ -19,6 +34,10 @@ pub const METRICS_PORT: u16 = 9104;
 const RULES: AccessRules = &[
     (
         "/berth.health.v1.GameServerService/SetInstanceStatus",
+        &[Role::Operator],
+    ),
+    (
+        "/berth.health.v1.GameServerService/TerminateGameServer",
         &[Role::Operator],
     ),
     (
@@ -40,12 +59,132 @@ const RULES: AccessRules = &[
     ("/berth.health.v1.SdkService/", &[Role::GameServer]),
 ];
 
-/// The health service over `store`.
-pub fn service(store: Store) -> ServiceDef {
+/// Settings of the health service. Defaults follow Agones (period 5 s, threshold 3, initial delay 5 s) and
+/// GameLift (ready within 5 min, ProcessEnding within 5 min of a terminate, exit within 30 s).
+#[derive(clap::Args, Clone, Debug)]
+pub struct HealthArgs {
+    /// How often processes send heartbeats (the health-check period), in ms.
+    #[arg(long, env = "BERTH_HEARTBEAT_INTERVAL_MS", default_value_t = 5_000, value_parser = clap::value_parser!(u64).range(50..))]
+    pub heartbeat_interval_ms: u64,
+    /// Heartbeats missed, or UNHEALTHY reports in a row, before a process is declared lost.
+    #[arg(long, env = "BERTH_HEALTH_FAILURE_THRESHOLD", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub failure_threshold: u32,
+    /// Extra time a process has for its first heartbeat after registering, in ms.
+    #[arg(long, env = "BERTH_HEALTH_INITIAL_DELAY_MS", default_value_t = 5_000)]
+    pub initial_delay_ms: u64,
+    /// How long a process has from registering to ready, in ms.
+    #[arg(long, env = "BERTH_READY_TIMEOUT_MS", default_value_t = 300_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub ready_timeout_ms: u64,
+    /// How long a process told to terminate has to send ProcessEnding, in ms.
+    #[arg(long, env = "BERTH_TERMINATION_GRACE_MS", default_value_t = 300_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub termination_grace_ms: u64,
+    /// How long a process has to exit after ProcessEnding, in seconds (told to the process).
+    #[arg(long, env = "BERTH_PROCESS_EXIT_TIMEOUT_SECONDS", default_value_t = 30)]
+    pub exit_timeout_seconds: u32,
+    /// Longest a heartbeat waits to be written with others in one batch, in ms.
+    #[arg(long, env = "BERTH_HEARTBEAT_FLUSH_MS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    pub heartbeat_flush_ms: u64,
+    /// How often the monitor sweeps deadlines, in ms.
+    #[arg(long, env = "BERTH_MONITOR_SWEEP_MS", default_value_t = 250, value_parser = clap::value_parser!(u64).range(1..))]
+    pub monitor_sweep_ms: u64,
+    /// How long the record of a lost process stays readable, in ms.
+    #[arg(long, env = "BERTH_LOST_RETENTION_MS", default_value_t = 3_600_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub lost_retention_ms: u64,
+    /// This replica's id, for routing commands to the streams it holds. A fresh UUID when unset.
+    #[arg(long, env = "BERTH_REPLICA_ID")]
+    pub replica_id: Option<String>,
+}
+
+impl Default for HealthArgs {
+    fn default() -> HealthArgs {
+        HealthArgs {
+            heartbeat_interval_ms: 5_000,
+            failure_threshold: 3,
+            initial_delay_ms: 5_000,
+            ready_timeout_ms: 300_000,
+            termination_grace_ms: 300_000,
+            exit_timeout_seconds: 30,
+            heartbeat_flush_ms: 10,
+            monitor_sweep_ms: 250,
+            lost_retention_ms: 3_600_000,
+            replica_id: None,
+        }
+    }
+}
+
+/// What every part of one replica shares.
+pub(crate) struct Context {
+    pub(crate) store: Store,
+    pub(crate) args: HealthArgs,
+    pub(crate) timings: Timings,
+    pub(crate) replica: String,
+    pub(crate) streams: streams::Streams,
+    pub(crate) heartbeats: tokio::sync::mpsc::Sender<heartbeats::Beat>,
+}
+
+/// The health service over `store`, with its heartbeat writer, monitor and push listener running in the
+/// background until the service is dropped.
+pub fn service(store: Store, args: &HealthArgs) -> ServiceDef {
+    let replica = args
+        .replica_id
+        .clone()
+        .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+    let window = args.heartbeat_interval_ms * u64::from(args.failure_threshold);
+    let timings = Timings {
+        heartbeat_window_ms: window,
+        first_heartbeat_ms: args.initial_delay_ms + window,
+        ready_timeout_ms: args.ready_timeout_ms,
+        unhealthy_threshold: args.failure_threshold,
+        retention_ms: args.lost_retention_ms,
+    };
+    let (beats, beats_rx) = tokio::sync::mpsc::channel(heartbeats::QUEUE);
+    let context = Arc::new(Context {
+        store,
+        args: args.clone(),
+        timings,
+        replica,
+        streams: streams::Streams::default(),
+        heartbeats: beats,
+    });
+    let tasks = Arc::new(background::Background::spawn(vec![
+        Box::pin(heartbeats::run(context.clone(), beats_rx)),
+        Box::pin(monitor::run(
+            context.clone(),
+            Duration::from_millis(args.monitor_sweep_ms),
+        )),
+        Box::pin(push::listen(context.clone())),
+    ]));
+    let routes = Routes::new(GameServerServiceServer::new(GameServers::new(
+        context.clone(),
+        tasks.clone(),
+    )))
+    .add_service(SdkServiceServer::new(Sdk::new(context, tasks)));
     ServiceDef {
         name: "berth-health",
         grpc_services: &["berth.health.v1.GameServerService", "berth.health.v1.SdkService"],
         rules: RULES,
-        routes: Routes::new(GameServerServiceServer::new(GameServers::new(store))),
+        routes,
     }
+}
+
+/// Places a game session on a ready process and tells the replica holding its stream, which pushes
+/// start_game_session. This is how the session and placement services hand a process its game.
+pub async fn place_game_session(
+    store: &Store,
+    fleet_id: &str,
+    game_server_id: &str,
+    assignment: &berth_proto::health::v1::GameSessionAssignment,
+) -> Result<store_processes::Assigned, berth_store::StoreError> {
+    let game_session_id = assignment
+        .game_session
+        .as_ref()
+        .map(|session| session.game_session_id.clone())
+        .unwrap_or_default();
+    let encoded = prost::Message::encode_to_vec(assignment);
+    let assigned =
+        store_processes::assign_game_session(store, fleet_id, game_server_id, &game_session_id, &encoded).await?;
+    if let store_processes::Assigned::Assigned(routing) = &assigned {
+        push::publish(store, routing, fleet_id, game_server_id).await;
+    }
+    Ok(assigned)
 }

@@ -1,4 +1,4 @@
-//! `berth-health`: registers game servers and watches their health.
+//! `berth-health`: registers game servers, holds their SDK streams and watches their health.
 
 use berth_runtime::{CommonArgs, DefaultPorts, ListenArgs};
 use clap::Parser;
@@ -11,6 +11,8 @@ struct Cli {
     listen: ListenArgs,
     #[command(flatten)]
     common: CommonArgs,
+    #[command(flatten)]
+    health: berth_health::HealthArgs,
 }
 
 #[tokio::main]
@@ -20,5 +22,8 @@ async fn main() -> std::process::ExitCode {
         grpc: berth_health::GRPC_PORT,
         metrics: berth_health::METRICS_PORT,
     };
-    berth_runtime::run_binary("berth-health", &cli.common, &cli.listen, ports, berth_health::service).await
+    berth_runtime::run_binary("berth-health", &cli.common, &cli.listen, ports, |store| {
+        berth_health::service(store, &cli.health)
+    })
+    .await
 }

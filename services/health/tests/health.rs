@@ -1,5 +1,9 @@
 //! The health service's game-server registry through real gRPC against a real Redis: registration rules, scoped
-//! game-server tokens, paging, instance status, and what every Berth process serves (health, reflection).
+//! game-server tokens, paging, instance status, and what every Berth process serves (health, reflection). The SDK
+//! stream's tests are in `health/stream.rs`.
+
+#[path = "health/stream.rs"]
+mod stream;
 
 use berth_proto::health::v1::game_server_service_client::GameServerServiceClient;
 use berth_proto::health::v1::{
@@ -15,7 +19,11 @@ use tonic_types::StatusExt;
 
 async fn health(redis: &TestRedis) -> RunningService {
     let store = Store::connect(&redis.config()).await.expect("redis reachable");
-    spawn_service(berth_health::service(store.clone()), store).await
+    spawn_service(
+        berth_health::service(store.clone(), &berth_health::HealthArgs::default()),
+        store,
+    )
+    .await
 }
 
 async fn client(

@@ -34,7 +34,11 @@ struct Stack {
 
 async fn stack(config: &berth_store::RedisConfig, claim_timeout_ms: u64) -> Stack {
     let store = Store::connect(config).await.expect("redis reachable");
-    let health = spawn_service(berth_health::service(store.clone()), store.clone()).await;
+    let health = spawn_service(
+        berth_health::service(store.clone(), &berth_health::HealthArgs::default()),
+        store.clone(),
+    )
+    .await;
     let args = berth_placement::PlacementArgs {
         claim_timeout_ms,
         claim_sweep_ms: 100,

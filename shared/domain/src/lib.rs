@@ -2,4 +2,5 @@
 //! the conversions between records and the v1 contracts. Everything here is plain Rust, testable without Redis.
 
 pub mod game_server;
+pub mod process;
 pub mod validate;

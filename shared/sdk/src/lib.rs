@@ -15,10 +15,13 @@
 //! # Ok(()) }
 //! ```
 //!
-//! [`probe`] asks any service whether it is serving and what it serves. The game-server SDK (the heartbeat
-//! stream) joins this crate with the health service's stream.
+//! [`probe`] asks any service whether it is serving and what it serves. [`game_server`] is the SDK a game server
+//! process links: its stream to the health service, heartbeats, and the commands Berth gives it.
 
+pub mod game_server;
 pub mod probe;
+
+pub use game_server::{Event, Events, GameServer, GameServerConfig, SdkError};
 
 use opentelemetry::propagation::Injector;
 use tonic::metadata::{Ascii, MetadataValue};

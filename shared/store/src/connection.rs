@@ -126,6 +126,16 @@ impl Store {
         Ok(connections)
     }
 
+    /// How this store reaches Redis.
+    pub fn config(&self) -> &RedisConfig {
+        &self.inner.config
+    }
+
+    /// Whether Redis is one node or a cluster.
+    pub fn mode(&self) -> RedisMode {
+        self.inner.config.mode
+    }
+
     async fn connection(&self) -> Result<Connection, StoreError> {
         let connections = self.connections().await?;
         let index = self.inner.next.fetch_add(1, Ordering::Relaxed) % connections.len();

@@ -10,6 +10,12 @@
 /// own and is only ever added to beside a fleet's script, never inside one.
 pub const FLEETS: &str = "berth:fleets";
 
+/// The channel on which the health replica `replica` hears that one of its streams has a command waiting. It
+/// carries its own hash tag, so on a cluster it is a sharded channel served by one node.
+pub fn push_channel(replica: &str) -> String {
+    format!("berth:{{r:{replica}}}:push")
+}
+
 /// The keys of one fleet.
 #[derive(Clone, Debug)]
 pub struct FleetKeys {
@@ -57,6 +63,36 @@ impl FleetKeys {
     /// What precedes an instance id in its set's key.
     pub fn instance_prefix(&self) -> String {
         format!("{}:inst:", self.tag)
+    }
+
+    /// Sorted set of SDK processes by when their next heartbeat is due (ms).
+    pub fn heartbeat_deadlines(&self) -> String {
+        format!("{}:hb", self.tag)
+    }
+
+    /// Sorted set of SDK processes not yet ready, by when ready is due (ms).
+    pub fn ready_deadlines(&self) -> String {
+        format!("{}:ready", self.tag)
+    }
+
+    /// Sorted set of terminating SDK processes, by when ProcessEnding is due (ms).
+    pub fn termination_deadlines(&self) -> String {
+        format!("{}:term", self.tag)
+    }
+
+    /// Set of SDK processes now reporting UNHEALTHY.
+    pub fn unhealthy(&self) -> String {
+        format!("{}:unhealthy", self.tag)
+    }
+
+    /// Stream of the fleet's events (process crashed, terminated unhealthy, force terminated, …).
+    pub fn events(&self) -> String {
+        format!("{}:events", self.tag)
+    }
+
+    /// What precedes a game-session id in its hash's key.
+    pub fn game_session_prefix(&self) -> String {
+        format!("{}:gsess:", self.tag)
     }
 
     /// Hash of instance id → instance status, for instances not ACTIVE.

@@ -8,7 +8,10 @@ mod connection;
 mod error;
 pub mod game_servers;
 pub mod keys;
+pub mod processes;
+mod pubsub;
 pub mod scripts;
 
 pub use connection::{RedisConfig, RedisMode, Store};
 pub use error::StoreError;
+pub use pubsub::Subscription;

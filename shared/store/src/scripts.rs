@@ -26,6 +26,24 @@ pub struct Scripts {
     pub claim_game_server: LuaScript,
     /// Hands lapsed claims back to the pool.
     pub expire_claims: LuaScript,
+    /// Registers or resumes an SDK process.
+    pub attach_process: LuaScript,
+    /// Marks a process ready.
+    pub process_ready: LuaScript,
+    /// Records a batch of heartbeats.
+    pub heartbeats: LuaScript,
+    /// Declares late processes lost.
+    pub sweep_processes: LuaScript,
+    /// Tells a process to end.
+    pub terminate_process: LuaScript,
+    /// Ends a process on its own ProcessEnding.
+    pub process_ending: LuaScript,
+    /// Places a game session on a process.
+    pub assign_game_session: LuaScript,
+    /// Activates a game session.
+    pub activate_game_session: LuaScript,
+    /// Reads a process's desired state.
+    pub desired_state: LuaScript,
 }
 
 /// One script, with its source kept for preloading.
@@ -52,6 +70,8 @@ fn with_lib(lib: &str, body: &str) -> LuaScript {
 
 static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
     let lib = include_str!("game_servers/lib.lua");
+    let process_lib = format!("{lib}\n{}", include_str!("processes/lib.lua"));
+    let process = |body: &str| with_lib(&process_lib, body);
     Scripts {
         register_game_server: with_lib(lib, include_str!("game_servers/register.lua")),
         update_game_server: with_lib(lib, include_str!("game_servers/update.lua")),
@@ -61,6 +81,15 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
         set_instance_status: with_lib(lib, include_str!("game_servers/set_instance_status.lua")),
         claim_game_server: with_lib(lib, include_str!("game_servers/claim.lua")),
         expire_claims: with_lib(lib, include_str!("game_servers/expire_claims.lua")),
+        attach_process: process(include_str!("processes/attach.lua")),
+        process_ready: process(include_str!("processes/ready.lua")),
+        heartbeats: process(include_str!("processes/heartbeats.lua")),
+        sweep_processes: process(include_str!("processes/sweep.lua")),
+        terminate_process: process(include_str!("processes/terminate.lua")),
+        process_ending: process(include_str!("processes/ending.lua")),
+        assign_game_session: process(include_str!("processes/assign_session.lua")),
+        activate_game_session: process(include_str!("processes/activate_session.lua")),
+        desired_state: process(include_str!("processes/desired.lua")),
     }
 });
 
@@ -81,6 +110,15 @@ pub async fn preload(store: &Store) -> Result<(), StoreError> {
         &s.set_instance_status,
         &s.claim_game_server,
         &s.expire_claims,
+        &s.attach_process,
+        &s.process_ready,
+        &s.heartbeats,
+        &s.sweep_processes,
+        &s.terminate_process,
+        &s.process_ending,
+        &s.assign_game_session,
+        &s.activate_game_session,
+        &s.desired_state,
     ] {
         let mut load = redis::cmd("SCRIPT");
         load.arg("LOAD").arg(&script.source);

@@ -1,0 +1,77 @@
+//! A process's desired state as the contract speaks it: what the store keeps (a version, a termination, the open
+//! game sessions as placed) turned into the DesiredState of acks and into the pushes of a stream.
+
+use berth_proto::health::v1 as pb;
+use berth_proto::session::v1 as session;
+use berth_store::processes::{Desired, Termination};
+use prost::Message;
+use prost_types::Timestamp;
+
+/// A time in ms since the epoch, as a protobuf timestamp.
+pub(crate) fn timestamp(ms: i64) -> Timestamp {
+    Timestamp {
+        seconds: ms.div_euclid(1000),
+        nanos: (ms.rem_euclid(1000) * 1_000_000) as i32,
+    }
+}
+
+/// The contract's reason for a termination: a TerminationReason name as asked, or the event of a lost process.
+fn reason(termination: &Termination) -> pb::TerminationReason {
+    match termination.reason.as_str() {
+        "SERVER_PROCESS_CRASHED" | "SERVER_PROCESS_TERMINATED_UNHEALTHY" => pb::TerminationReason::Unhealthy,
+        "SERVER_PROCESS_READY_TIMEOUT" => pb::TerminationReason::ReadyTimeout,
+        name => pb::TerminationReason::from_str_name(&format!("TERMINATION_REASON_{name}"))
+            .unwrap_or(pb::TerminationReason::ScaleIn),
+    }
+}
+
+/// The terminate push of a desired state, if it asks for one.
+pub(crate) fn terminate_process(desired: &Desired) -> Option<pb::TerminateProcess> {
+    desired.termination.as_ref().map(|termination| pb::TerminateProcess {
+        reason: reason(termination) as i32,
+        termination_deadline: Some(timestamp(termination.deadline_ms)),
+        force: termination.force,
+        state_version: desired.version,
+    })
+}
+
+/// The open game sessions of a desired state, by id, each with its current status.
+pub(crate) fn assignments(desired: &Desired) -> Vec<(String, pb::GameSessionAssignment)> {
+    desired
+        .sessions
+        .iter()
+        .filter_map(|placed| {
+            let mut assignment = pb::GameSessionAssignment::decode(placed.assignment.as_slice()).ok()?;
+            if let Some(game_session) = assignment.game_session.as_mut() {
+                let status = match placed.status.as_str() {
+                    "ACTIVE" => session::GameSessionStatus::Active,
+                    _ => session::GameSessionStatus::Activating,
+                };
+                game_session.status = status as i32;
+            }
+            Some((placed.game_session_id.clone(), assignment))
+        })
+        .collect()
+}
+
+/// The whole desired state, for an ack or a registration.
+pub(crate) fn desired_state(desired: &Desired) -> pb::DesiredState {
+    let termination = terminate_process(desired);
+    let game_sessions: Vec<_> = assignments(desired)
+        .into_iter()
+        .map(|(_, assignment)| assignment)
+        .collect();
+    let operation = if termination.is_some() {
+        pb::ProcessOperation::Terminate
+    } else if !game_sessions.is_empty() {
+        pb::ProcessOperation::Active
+    } else {
+        pb::ProcessOperation::Continue
+    };
+    pb::DesiredState {
+        version: desired.version,
+        operation: operation as i32,
+        game_sessions,
+        termination,
+    }
+}

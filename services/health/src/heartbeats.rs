@@ -1,0 +1,94 @@
+//! The heartbeat writer. Heartbeats from every stream of this replica are queued here and written to Redis in
+//! batches — one script call per fleet per batch, each pushing many deadlines out at once — instead of one round
+//! trip each. A batch closes when the queue is drained or after the flush interval, whichever comes first, so
+//! batches grow with load and latency stays bounded when it is light.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use berth_store::processes::{self as store, Heartbeat};
+use futures::future::join_all;
+use tokio::sync::mpsc;
+
+use crate::Context;
+use crate::streams::Command;
+
+/// Heartbeats that may wait for the writer; past that, streams wait to queue theirs (backpressure).
+pub(crate) const QUEUE: usize = 65_536;
+
+/// Most heartbeats of one fleet in one script call, so that one call does not hold Redis for long.
+const CHUNK: usize = 1_000;
+
+/// One heartbeat waiting to be written, and where its result goes.
+pub(crate) struct Beat {
+    pub(crate) fleet_id: Arc<str>,
+    pub(crate) heartbeat: Heartbeat,
+    pub(crate) request_id: String,
+    pub(crate) sequence: u64,
+    pub(crate) applied: u64,
+    pub(crate) reply: mpsc::Sender<Command>,
+}
+
+/// Writes batches until every sender is gone.
+pub(crate) async fn run(context: Arc<Context>, mut queue: mpsc::Receiver<Beat>) {
+    let flush = Duration::from_millis(context.args.heartbeat_flush_ms);
+    while let Some(first) = queue.recv().await {
+        let mut batch = vec![first];
+        let deadline = tokio::time::Instant::now() + flush;
+        loop {
+            match queue.try_recv() {
+                Ok(beat) => batch.push(beat),
+                Err(_) if batch.len() >= CHUNK => break,
+                Err(_) => match tokio::time::timeout_at(deadline, queue.recv()).await {
+                    Ok(Some(beat)) => batch.push(beat),
+                    Ok(None) | Err(_) => break,
+                },
+            }
+        }
+        let mut fleets: HashMap<Arc<str>, Vec<Beat>> = HashMap::new();
+        for beat in batch {
+            fleets.entry(beat.fleet_id.clone()).or_default().push(beat);
+        }
+        let writes = fleets.into_iter().flat_map(|(fleet_id, beats)| {
+            let mut chunks = Vec::new();
+            let mut beats = beats.into_iter().peekable();
+            while beats.peek().is_some() {
+                chunks.push((fleet_id.clone(), beats.by_ref().take(CHUNK).collect::<Vec<_>>()));
+            }
+            chunks
+        });
+        join_all(writes.map(|(fleet_id, beats)| write(&context, fleet_id, beats))).await;
+    }
+}
+
+async fn write(context: &Context, fleet_id: Arc<str>, beats: Vec<Beat>) {
+    let heartbeats: Vec<Heartbeat> = beats.iter().map(|beat| beat.heartbeat.clone()).collect();
+    let results = store::record_heartbeats(&context.store, &fleet_id, &heartbeats, &context.timings).await;
+    metrics::counter!("berth_heartbeats_total").increment(beats.len() as u64);
+    match results {
+        Ok(versions) => {
+            for (beat, version) in beats.into_iter().zip(versions) {
+                acknowledge(beat, Ok(version));
+            }
+        }
+        Err(err) => {
+            tracing::warn!(error = %err, fleet = %fleet_id, "writing heartbeats failed");
+            let status = tonic::Status::from(err);
+            for beat in beats {
+                acknowledge(beat, Err(status.clone()));
+            }
+        }
+    }
+}
+
+fn acknowledge(beat: Beat, result: Result<Option<u64>, tonic::Status>) {
+    let command = Command::Acked {
+        request_id: beat.request_id,
+        sequence: beat.sequence,
+        applied: beat.applied,
+        result,
+    };
+    // A stream whose queue is full or gone misses this ack; its process sends the next heartbeat regardless.
+    let _ = beat.reply.try_send(command);
+}

@@ -1,0 +1,51 @@
+//! The health monitor: every sweep, each fleet's processes whose heartbeat, ready or ProcessEnding deadline has
+//! passed are declared lost (one script per fleet), and the replicas holding their streams are told so that the
+//! processes hear they must end. Every replica sweeps; a process is found late once, whoever finds it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use berth_store::game_servers::fleets;
+use berth_store::processes::{self as store, Routing};
+
+use crate::Context;
+use crate::push::announce;
+
+/// Most processes per deadline one sweep of one fleet acts on; the rest wait for the next sweep.
+const SWEEP_LIMIT: u32 = 500;
+
+/// Sweeps every `every` until the task is dropped.
+pub(crate) async fn run(context: Arc<Context>, every: Duration) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if let Err(err) = sweep(&context).await {
+            tracing::warn!(error = %err, "health sweep failed; retrying at the next tick");
+        }
+    }
+}
+
+async fn sweep(context: &Context) -> Result<(), berth_store::StoreError> {
+    for fleet_id in fleets(&context.store).await? {
+        for lost in store::sweep(&context.store, &fleet_id, SWEEP_LIMIT, &context.timings).await? {
+            tracing::info!(fleet = %fleet_id, game_server = %lost.game_server_id, code = %lost.code, "process lost");
+            metrics::counter!("berth_processes_lost_total", "code" => lost.code.clone()).increment(1);
+            let routing = Routing {
+                replica: lost.replica,
+                version: u64::MAX,
+            };
+            announce(context, &routing, &fleet_id, &lost.game_server_id).await;
+        }
+        let (alive, unhealthy) = store::health_counts(&context.store, &fleet_id).await?;
+        let healthy = alive.saturating_sub(unhealthy) as f64;
+        metrics::gauge!("berth_healthy_server_processes", "fleet" => fleet_id.clone()).set(healthy);
+        let percent = if alive == 0 {
+            100.0
+        } else {
+            100.0 * healthy / alive as f64
+        };
+        metrics::gauge!("berth_percent_healthy_server_processes", "fleet" => fleet_id).set(percent);
+    }
+    Ok(())
+}

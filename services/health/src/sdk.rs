@@ -1,0 +1,533 @@
+//! SdkService: the one long-lived stream of each game-server process. The first message registers (or resumes)
+//! the process; then each request gets exactly one answer with its request id, heartbeats go to the batched
+//! writer, and commands for the process are pushed as they are announced. A failed request is answered with a
+//! code and leaves the stream open; only protocol violations and a lost registration end it.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use berth_domain::game_server::UtilizationChange;
+use berth_domain::process::{Registration, check_register};
+use berth_proto::health::v1::sdk_service_server::SdkService;
+use berth_proto::health::v1::{self as pb, attach_request::Kind as Ask, attach_response::Kind as Tell};
+use berth_runtime::auth::Caller;
+use berth_store::game_servers::{self as registry, Update, Updated};
+use berth_store::processes::{self as store, Activated, Attach, Attached, Desired, ProcessRef};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Code, Request, Response, Status, Streaming};
+
+use crate::Context;
+use crate::background::Background;
+use crate::desired::{assignments, desired_state, terminate_process, timestamp};
+use crate::heartbeats::Beat;
+use crate::streams::Command;
+
+/// Messages a stream may have waiting to go out, and commands waiting for its task.
+const QUEUE: usize = 16;
+/// Longest request id.
+const REQUEST_ID_MAX: usize = 64;
+
+/// The handler.
+pub struct Sdk {
+    context: Arc<Context>,
+    _tasks: Arc<Background>,
+}
+
+impl Sdk {
+    pub(crate) fn new(context: Arc<Context>, tasks: Arc<Background>) -> Sdk {
+        Sdk { context, _tasks: tasks }
+    }
+}
+
+fn response(request_id: &str, kind: Tell) -> pb::AttachResponse {
+    pb::AttachResponse {
+        request_id: request_id.to_owned(),
+        kind: Some(kind),
+    }
+}
+
+fn reply(
+    request_id: &str,
+    code: Code,
+    message: impl Into<String>,
+    result: Option<pb::reply::Result>,
+) -> pb::AttachResponse {
+    response(
+        request_id,
+        Tell::Reply(pb::Reply {
+            code: code as i32,
+            message: message.into(),
+            field_violations: Vec::new(),
+            result,
+        }),
+    )
+}
+
+fn stored_fields(req: &pb::RegisterProcess, registration: &Registration) -> Vec<(&'static str, String)> {
+    vec![
+        ("conn", registration.connection_info()),
+        ("data", req.game_server_data.clone()),
+        ("loc", registration.location.clone()),
+        ("ip", registration.ip_address.clone()),
+        ("dns", registration.dns_name.clone()),
+        ("port", registration.port.to_string()),
+        ("max_sess", registration.max_sessions.to_string()),
+        ("max_players", registration.max_players.to_string()),
+        ("sdkv", registration.sdk_version.clone()),
+    ]
+}
+
+#[tonic::async_trait]
+impl SdkService for Sdk {
+    type AttachStream = ReceiverStream<Result<pb::AttachResponse, Status>>;
+
+    async fn attach(
+        &self,
+        request: Request<Streaming<pb::AttachRequest>>,
+    ) -> Result<Response<Self::AttachStream>, Status> {
+        let caller = Caller::of(&request)?.clone();
+        let mut inbound = request.into_inner();
+        let first = inbound
+            .message()
+            .await?
+            .ok_or_else(|| Status::invalid_argument("the stream ended before register_process"))?;
+        let Some(Ask::RegisterProcess(mut register)) = first.kind else {
+            return Err(Status::failed_precondition(
+                "the first message of a stream must be register_process",
+            ));
+        };
+        if register.game_server_id.is_empty() {
+            register.game_server_id = caller.claims.game_server.clone().unwrap_or_default();
+        }
+        let registration = check_register(&register)?;
+        caller.check_game_server(&register.fleet_id, &register.game_server_id)?;
+
+        let context = &self.context;
+        let registration_id = uuid::Uuid::now_v7().to_string();
+        let resume = Some(register.resume_registration_id.as_str()).filter(|id| !id.is_empty());
+        let fields = stored_fields(&register, &registration);
+        let attach = Attach {
+            fleet_id: &register.fleet_id,
+            game_server_id: &register.game_server_id,
+            instance_id: &register.instance_id,
+            registration_id: &registration_id,
+            resume,
+            replica: &context.replica,
+            fields: &fields,
+        };
+        let (record, resumed) = match store::attach(&context.store, &attach, &context.timings).await? {
+            Attached::Registered(record) => (record, false),
+            Attached::Resumed(record) => (record, true),
+            Attached::Exists => {
+                return Err(Status::already_exists(format!(
+                    "game server {:?} has a live registration; resume it with resume_registration_id, or wait until \
+                     it is declared lost",
+                    register.game_server_id
+                )));
+            }
+            Attached::Lost => {
+                return Err(Status::failed_precondition(
+                    "this registration was declared lost (or ended); the process must exit",
+                ));
+            }
+            Attached::Unknown => {
+                return Err(Status::not_found("no such registration to resume; register afresh"));
+            }
+        };
+        let registration_id = resume.map(str::to_owned).unwrap_or(registration_id);
+        let desired = store::desired_state(&context.store, &register.fleet_id, &register.game_server_id).await?;
+        let metric = if resumed {
+            "berth_stream_resumes_total"
+        } else {
+            "berth_sdk_registrations_total"
+        };
+        metrics::counter!(metric).increment(1);
+
+        let (out, out_rx) = mpsc::channel(QUEUE);
+        let (commands, commands_rx) = mpsc::channel(QUEUE);
+        let mut stream = ProcessStream {
+            context: context.clone(),
+            fleet_id: register.fleet_id.clone().into(),
+            game_server_id: register.game_server_id.clone(),
+            registration_id: registration_id.clone(),
+            out,
+            commands: commands.clone(),
+            pushed_sessions: HashSet::new(),
+            pushed_termination: None,
+            pushed_version: 0,
+        };
+        let registered = pb::ProcessRegistered {
+            game_server_id: register.game_server_id.clone(),
+            registration_id,
+            resumed,
+            heartbeat_interval_ms: u32::try_from(context.args.heartbeat_interval_ms).unwrap_or(u32::MAX),
+            unhealthy_after_missed_heartbeats: context.args.failure_threshold,
+            ready_deadline: Some(timestamp(record.registered_ms + context.args.ready_timeout_ms as i64)),
+            termination_grace_seconds: u32::try_from(context.args.termination_grace_ms / 1000).unwrap_or(u32::MAX),
+            exit_timeout_seconds: context.args.exit_timeout_seconds,
+            desired_state: desired.as_ref().map(|desired| stream.mark_sent(desired)),
+        };
+        stream
+            .send(response(&first.request_id, Tell::Registered(registered)))
+            .await;
+        let generation = context
+            .streams
+            .insert(&register.fleet_id, &register.game_server_id, commands);
+        tokio::spawn(async move {
+            stream.serve(inbound, commands_rx).await;
+            stream
+                .context
+                .streams
+                .remove(&stream.fleet_id, &stream.game_server_id, generation);
+        });
+        Ok(Response::new(ReceiverStream::new(out_rx)))
+    }
+}
+
+/// Whether a stream goes on after a message.
+enum Flow {
+    Continue,
+    /// End it: with OK (`None`) or an error status.
+    End(Option<Status>),
+}
+
+/// The task serving one process's stream.
+struct ProcessStream {
+    context: Arc<Context>,
+    fleet_id: Arc<str>,
+    game_server_id: String,
+    registration_id: String,
+    out: mpsc::Sender<Result<pb::AttachResponse, Status>>,
+    commands: mpsc::Sender<Command>,
+    pushed_sessions: HashSet<String>,
+    /// Whether a termination was pushed, and whether it was forced: a forced one is pushed even after a graceful.
+    pushed_termination: Option<bool>,
+    pushed_version: u64,
+}
+
+impl ProcessStream {
+    fn process(&self) -> ProcessRef<'_> {
+        ProcessRef {
+            fleet_id: &self.fleet_id,
+            game_server_id: &self.game_server_id,
+            registration_id: &self.registration_id,
+        }
+    }
+
+    async fn send(&self, message: pb::AttachResponse) {
+        // The process went away when this fails; its inbound side ends the task.
+        let _ = self.out.send(Ok(message)).await;
+    }
+
+    async fn serve(&mut self, mut inbound: Streaming<pb::AttachRequest>, mut commands: mpsc::Receiver<Command>) {
+        loop {
+            let flow = tokio::select! {
+                message = inbound.message() => match message {
+                    Ok(Some(message)) => self.handle(message).await,
+                    Ok(None) | Err(_) => return,
+                },
+                Some(command) = commands.recv() => self.command(command).await,
+            };
+            if let Flow::End(status) = flow {
+                if let Some(status) = status {
+                    let _ = self.out.send(Err(status)).await;
+                }
+                return;
+            }
+        }
+    }
+
+    /// Records a desired state as told to the process, and returns it as the contract speaks it.
+    fn mark_sent(&mut self, desired: &Desired) -> pb::DesiredState {
+        for (id, _) in assignments(desired) {
+            self.pushed_sessions.insert(id);
+        }
+        if let Some(termination) = &desired.termination {
+            self.pushed_termination = Some(termination.force);
+        }
+        self.pushed_version = self.pushed_version.max(desired.version);
+        desired_state(desired)
+    }
+
+    async fn desired(&self) -> Result<Option<Desired>, Status> {
+        Ok(store::desired_state(&self.context.store, &self.fleet_id, &self.game_server_id).await?)
+    }
+
+    async fn command(&mut self, command: Command) -> Flow {
+        match command {
+            Command::Announce(version) if version > self.pushed_version => match self.desired().await {
+                Ok(Some(desired)) => self.push(&desired).await,
+                Ok(None) | Err(_) => Flow::Continue,
+            },
+            Command::Announce(_) => Flow::Continue,
+            Command::Acked {
+                request_id,
+                sequence,
+                applied,
+                result,
+            } => match result {
+                Err(status) => {
+                    self.send(reply(&request_id, status.code(), status.message(), None))
+                        .await;
+                    Flow::Continue
+                }
+                Ok(None) => {
+                    if let Ok(Some(desired)) = self.desired().await {
+                        self.push(&desired).await;
+                    }
+                    Flow::End(Some(Status::failed_precondition(
+                        "this process was declared lost; it must end now",
+                    )))
+                }
+                Ok(Some(version)) => {
+                    let desired_state = if applied < version {
+                        match self.desired().await {
+                            Ok(Some(desired)) => Some(self.mark_sent(&desired)),
+                            Ok(None) | Err(_) => None,
+                        }
+                    } else {
+                        None
+                    };
+                    let ack = pb::HeartbeatAck {
+                        sequence,
+                        state_version: version,
+                        desired_state,
+                        next_maintenance_time: None,
+                    };
+                    self.send(response(&request_id, Tell::HeartbeatAck(ack))).await;
+                    Flow::Continue
+                }
+            },
+        }
+    }
+
+    /// Pushes what is new in a desired state: game sessions not pushed before, and a termination.
+    async fn push(&mut self, desired: &Desired) -> Flow {
+        for (id, assignment) in assignments(desired) {
+            if self.pushed_sessions.insert(id) {
+                let start = pb::StartGameSession {
+                    game_session: assignment.game_session,
+                    initial_player_sessions: assignment.player_sessions,
+                    state_version: desired.version,
+                };
+                self.send(response("", Tell::StartGameSession(start))).await;
+            }
+        }
+        if let Some(terminate) = terminate_process(desired)
+            && self.pushed_termination.is_none_or(|forced| terminate.force && !forced)
+        {
+            self.pushed_termination = Some(terminate.force);
+            self.send(response("", Tell::TerminateProcess(terminate))).await;
+        }
+        self.pushed_version = self.pushed_version.max(desired.version);
+        Flow::Continue
+    }
+
+    async fn handle(&mut self, message: pb::AttachRequest) -> Flow {
+        let id = message.request_id;
+        if id.is_empty() || id.len() > REQUEST_ID_MAX {
+            return Flow::End(Some(Status::invalid_argument(format!(
+                "request_id must be 1 to {REQUEST_ID_MAX} bytes long, got {}",
+                id.len()
+            ))));
+        }
+        let Some(kind) = message.kind else {
+            return Flow::End(Some(Status::invalid_argument(format!("message {id:?} has no kind"))));
+        };
+        let answer = match kind {
+            Ask::RegisterProcess(_) => {
+                return Flow::End(Some(Status::failed_precondition(
+                    "register_process is only the first message of a stream; this one is registered",
+                )));
+            }
+            Ask::Heartbeat(heartbeat) => return self.heartbeat(id, heartbeat).await,
+            Ask::Ready(_) => match store::ready(&self.context.store, &self.process()).await {
+                Ok(Some(_)) => reply(&id, Code::Ok, "", None),
+                Ok(None) => return Flow::End(Some(Status::failed_precondition("this process was declared lost"))),
+                Err(err) => reply(&id, Code::Unavailable, err.to_string(), None),
+            },
+            Ask::ActivateGameSession(activate) => self.activate(&id, &activate.game_session_id).await,
+            Ask::ProcessEnding(ending) => {
+                return match store::process_ending(&self.context.store, &self.process(), &ending.reason).await {
+                    Ok(_) => {
+                        self.send(reply(&id, Code::Ok, "", None)).await;
+                        Flow::End(None)
+                    }
+                    Err(err) => {
+                        self.send(reply(&id, Code::Unavailable, err.to_string(), None)).await;
+                        Flow::Continue
+                    }
+                };
+            }
+            Ask::GetTerminationTime(_) => match self.desired().await {
+                Ok(Some(Desired {
+                    termination: Some(termination),
+                    ..
+                })) => {
+                    let time = pb::TerminationTime {
+                        termination_time: Some(timestamp(termination.deadline_ms)),
+                    };
+                    reply(&id, Code::Ok, "", Some(pb::reply::Result::TerminationTime(time)))
+                }
+                Ok(_) => reply(
+                    &id,
+                    Code::NotFound,
+                    "no termination is scheduled for this process",
+                    None,
+                ),
+                Err(status) => reply(&id, status.code(), status.message(), None),
+            },
+            Ask::DescribeServer(_) => self.describe(&id).await,
+            Ask::UpdateServer(update) => self.update(&id, update).await,
+            Ask::RejectGameSession(_)
+            | Ask::AcceptPlayerSession(_)
+            | Ask::RemovePlayerSession(_)
+            | Ask::UpdatePlayerSessionCreationPolicy(_)
+            | Ask::DescribePlayerSessions(_)
+            | Ask::EndGameSession(_)
+            | Ask::Reserve(_) => reply(
+                &id,
+                Code::Unimplemented,
+                "player sessions, ending and rejecting game sessions, and reservations arrive with the session service",
+                None,
+            ),
+        };
+        self.send(answer).await;
+        Flow::Continue
+    }
+
+    async fn heartbeat(&mut self, request_id: String, heartbeat: pb::Heartbeat) -> Flow {
+        let health = heartbeat.health();
+        if health == pb::ProcessHealth::Unspecified {
+            self.send(reply(
+                &request_id,
+                Code::InvalidArgument,
+                "health must be HEALTHY or UNHEALTHY",
+                None,
+            ))
+            .await;
+            return Flow::Continue;
+        }
+        let game_state = heartbeat.game_state().as_str_name().trim_start_matches("GAME_STATE_");
+        let beat = Beat {
+            fleet_id: self.fleet_id.clone(),
+            heartbeat: store::Heartbeat {
+                game_server_id: self.game_server_id.clone(),
+                registration_id: self.registration_id.clone(),
+                healthy: health == pb::ProcessHealth::Healthy,
+                game_state: if game_state == "UNSPECIFIED" { "" } else { game_state },
+                players: u32::try_from(heartbeat.connected_player_ids.len()).unwrap_or(u32::MAX),
+            },
+            request_id,
+            sequence: heartbeat.sequence,
+            applied: heartbeat.applied_state_version,
+            reply: self.commands.clone(),
+        };
+        if self.context.heartbeats.send(beat).await.is_err() {
+            return Flow::End(Some(Status::unavailable(
+                "this replica is shutting down; reconnect and resume",
+            )));
+        }
+        Flow::Continue
+    }
+
+    async fn activate(&mut self, id: &str, game_session_id: &str) -> pb::AttachResponse {
+        let context = &self.context;
+        let activated =
+            store::activate_game_session(&context.store, &self.fleet_id, &self.game_server_id, game_session_id).await;
+        match activated {
+            Ok(Activated::Active) => {
+                let session = match self.desired().await {
+                    Ok(Some(desired)) => assignments(&desired)
+                        .into_iter()
+                        .find(|(session_id, _)| session_id == game_session_id)
+                        .and_then(|(_, assignment)| assignment.game_session),
+                    _ => None,
+                };
+                reply(id, Code::Ok, "", session.map(pb::reply::Result::GameSession))
+            }
+            Ok(Activated::NotFound) => reply(id, Code::NotFound, format!("no game session {game_session_id:?}"), None),
+            Ok(Activated::NotYours) => reply(
+                id,
+                Code::PermissionDenied,
+                format!("game session {game_session_id:?} is placed on another game server"),
+                None,
+            ),
+            Ok(Activated::Ended(status)) => reply(
+                id,
+                Code::FailedPrecondition,
+                format!("game session {game_session_id:?} is {status}, not ACTIVATING"),
+                None,
+            ),
+            Err(err) => reply(id, Code::Unavailable, err.to_string(), None),
+        }
+    }
+
+    async fn describe(&self, id: &str) -> pb::AttachResponse {
+        match registry::describe(&self.context.store, &self.fleet_id, &self.game_server_id).await {
+            Ok(Some(record)) => {
+                let description = pb::ServerDescription {
+                    game_server: Some(record.into()),
+                    registration_id: self.registration_id.clone(),
+                    game_session_ids: self.pushed_sessions.iter().cloned().collect(),
+                    ..Default::default()
+                };
+                reply(id, Code::Ok, "", Some(pb::reply::Result::Server(description)))
+            }
+            Ok(None) => reply(id, Code::NotFound, "this process is no longer registered", None),
+            Err(err) => reply(id, Code::Unavailable, err.to_string(), None),
+        }
+    }
+
+    async fn update(&self, id: &str, update: pb::UpdateServer) -> pb::AttachResponse {
+        if update.labels.is_some() || !update.counters.is_empty() {
+            return reply(id, Code::Unimplemented, "labels and counters are not stored yet", None);
+        }
+        if let Some(data) = &update.game_server_data {
+            let mut v = berth_domain::validate::Violations::new();
+            v.text(
+                "update_server.game_server_data",
+                data,
+                berth_domain::game_server::GAME_SERVER_DATA_MAX,
+            );
+            if let Err(status) = v.into_result() {
+                return reply(id, status.code(), status.message(), None);
+            }
+        }
+        let change = Update {
+            fleet_id: &self.fleet_id,
+            game_server_id: &self.game_server_id,
+            game_server_data: update.game_server_data.as_deref(),
+            utilization: if update.mark_utilized {
+                UtilizationChange::Utilized
+            } else {
+                UtilizationChange::Keep
+            },
+            healthy: false,
+            claim_id: None,
+            claimant_only: false,
+        };
+        match registry::update(&self.context.store, &change).await {
+            Ok(Updated::Done(record)) => {
+                let description = pb::ServerDescription {
+                    game_server: Some((*record).into()),
+                    registration_id: self.registration_id.clone(),
+                    ..Default::default()
+                };
+                reply(id, Code::Ok, "", Some(pb::reply::Result::Server(description)))
+            }
+            Ok(Updated::NotFound) => reply(id, Code::NotFound, "this process is no longer registered", None),
+            Ok(Updated::ClaimLapsed) => reply(
+                id,
+                Code::FailedPrecondition,
+                "its claim lapsed; it is in the pool again",
+                None,
+            ),
+            Ok(Updated::AlreadyUtilized | Updated::NotClaimant) => {
+                reply(id, Code::FailedPrecondition, "it is UTILIZED already", None)
+            }
+            Err(err) => reply(id, Code::Unavailable, err.to_string(), None),
+        }
+    }
+}

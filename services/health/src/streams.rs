@@ -1,0 +1,75 @@
+//! The streams this replica holds, by process, so that an announcement or a heartbeat's result reaches the task
+//! serving that process's stream. A process that reconnects replaces its old entry; the old task's removal then
+//! leaves the new one in place.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tokio::sync::mpsc;
+use tonic::Status;
+
+/// What a stream's task is told from outside the stream.
+#[derive(Debug)]
+pub(crate) enum Command {
+    /// The process's desired state reached this version: push what is new.
+    Announce(u64),
+    /// A heartbeat was recorded: the desired-state version (`None`: the process was declared lost), or why not.
+    Acked {
+        request_id: String,
+        sequence: u64,
+        applied: u64,
+        result: Result<Option<u64>, Status>,
+    },
+}
+
+/// Fleet id and game-server id, joined with a NUL (which ids cannot contain).
+fn key(fleet_id: &str, game_server_id: &str) -> String {
+    format!("{fleet_id}\0{game_server_id}")
+}
+
+struct Entry {
+    generation: u64,
+    commands: mpsc::Sender<Command>,
+}
+
+/// The registry.
+#[derive(Default)]
+pub(crate) struct Streams {
+    entries: Mutex<HashMap<String, Entry>>,
+    generations: AtomicU64,
+}
+
+impl Streams {
+    /// Records the stream of a process; returns its generation, for [`Streams::remove`].
+    pub(crate) fn insert(&self, fleet_id: &str, game_server_id: &str, commands: mpsc::Sender<Command>) -> u64 {
+        let generation = self.generations.fetch_add(1, Ordering::Relaxed);
+        let entry = Entry { generation, commands };
+        self.entries
+            .lock()
+            .expect("streams lock")
+            .insert(key(fleet_id, game_server_id), entry);
+        metrics::gauge!("berth_sdk_streams").increment(1.0);
+        generation
+    }
+
+    /// Forgets a stream, unless a newer one of the same process replaced it.
+    pub(crate) fn remove(&self, fleet_id: &str, game_server_id: &str, generation: u64) {
+        let mut entries = self.entries.lock().expect("streams lock");
+        let key = key(fleet_id, game_server_id);
+        if entries.get(&key).is_some_and(|entry| entry.generation == generation) {
+            entries.remove(&key);
+        }
+        metrics::gauge!("berth_sdk_streams").decrement(1.0);
+    }
+
+    /// Tells the process's stream task, if this replica holds it. A full queue drops the command: announcements
+    /// are repeated by the next heartbeat's ack, so none is lost for long.
+    pub(crate) fn tell(&self, fleet_id: &str, game_server_id: &str, command: Command) -> bool {
+        let entries = self.entries.lock().expect("streams lock");
+        match entries.get(&key(fleet_id, game_server_id)) {
+            Some(entry) => entry.commands.try_send(command).is_ok(),
+            None => false,
+        }
+    }
+}

@@ -1,0 +1,522 @@
+//! The SDK stream through real gRPC against a real Redis, spoken by hand (not through the SDK) so that every
+//! message of the protocol is visible: registration, ready, heartbeats, pushes through the other replica,
+//! deadlines, termination, reconnection and refusals.
+
+use std::time::Duration;
+
+use berth_proto::common::v1::Endpoint;
+use berth_proto::health::v1::game_server_service_client::GameServerServiceClient;
+use berth_proto::health::v1::sdk_service_client::SdkServiceClient;
+use berth_proto::health::v1::{
+    self as pb, AttachRequest, AttachResponse, attach_request::Kind as Ask, attach_response::Kind as Tell,
+};
+use berth_proto::session::v1::GameSession;
+use berth_runtime::auth::Role;
+use berth_store::Store;
+use berth_store::processes::{Assigned, game_session_status, recent_events};
+use berth_testkit::{RunningService, TestRedis, spawn_service, token};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Code, Status, Streaming};
+
+/// Fast deadlines: heartbeats every 100 ms, lost after 3 missed (300 ms) or 3 UNHEALTHY in a row.
+fn fast() -> berth_health::HealthArgs {
+    berth_health::HealthArgs {
+        heartbeat_interval_ms: 100,
+        failure_threshold: 3,
+        initial_delay_ms: 200,
+        ready_timeout_ms: 60_000,
+        termination_grace_ms: 60_000,
+        heartbeat_flush_ms: 5,
+        monitor_sweep_ms: 50,
+        ..Default::default()
+    }
+}
+
+async fn replica(store: &Store, args: &berth_health::HealthArgs) -> RunningService {
+    spawn_service(berth_health::service(store.clone(), args), store.clone()).await
+}
+
+/// A game-server process, spoken by hand.
+struct Process {
+    requests: mpsc::Sender<AttachRequest>,
+    responses: Streaming<AttachResponse>,
+    pushes: Vec<Tell>,
+    next: u64,
+    registered: pb::ProcessRegistered,
+}
+
+fn register(fleet: &str, id: &str) -> pb::RegisterProcess {
+    pb::RegisterProcess {
+        fleet_id: fleet.into(),
+        game_server_id: id.into(),
+        instance_id: "i-1".into(),
+        location: "eu-west".into(),
+        endpoint: Some(Endpoint {
+            ip_address: "10.0.0.7".into(),
+            dns_name: String::new(),
+            port: 7777,
+        }),
+        max_concurrent_game_sessions: 1,
+        sdk_version: "test/1".into(),
+        ..Default::default()
+    }
+}
+
+async fn attach_with(endpoint: &str, token: &str, register: pb::RegisterProcess) -> Result<Process, Status> {
+    let (requests, rx) = mpsc::channel(64);
+    let first = AttachRequest {
+        request_id: "r0".into(),
+        kind: Some(Ask::RegisterProcess(register)),
+    };
+    requests.send(first).await.unwrap();
+    let channel = berth_sdk::connect(endpoint, token).await.unwrap();
+    let mut responses = SdkServiceClient::new(channel)
+        .attach(ReceiverStream::new(rx))
+        .await?
+        .into_inner();
+    let registered = match responses.message().await?.and_then(|message| message.kind) {
+        Some(Tell::Registered(registered)) => registered,
+        other => panic!("expected registered, got {other:?}"),
+    };
+    Ok(Process {
+        requests,
+        responses,
+        pushes: Vec::new(),
+        next: 1,
+        registered,
+    })
+}
+
+async fn attach(endpoint: &str, fleet: &str, id: &str) -> Process {
+    attach_with(
+        endpoint,
+        &token(Role::GameServer, Some((fleet, id))),
+        register(fleet, id),
+    )
+    .await
+    .unwrap()
+}
+
+impl Process {
+    /// Sends a request and waits for its answer, keeping the pushes that arrive meanwhile.
+    async fn ask(&mut self, kind: Ask) -> Result<Tell, Status> {
+        let request_id = format!("r{}", self.next);
+        self.next += 1;
+        let request = AttachRequest {
+            request_id: request_id.clone(),
+            kind: Some(kind),
+        };
+        if self.requests.send(request).await.is_err() {
+            return Err(Status::cancelled("the stream is over"));
+        }
+        loop {
+            let message = tokio::time::timeout(Duration::from_secs(5), self.responses.message())
+                .await
+                .expect("an answer within 5 s")?
+                .expect("the stream ended");
+            if message.request_id == request_id {
+                return Ok(message.kind.expect("an answer has a kind"));
+            }
+            self.pushes.extend(message.kind);
+        }
+    }
+
+    async fn heartbeat(&mut self, health: pb::ProcessHealth, applied: u64) -> Result<Tell, Status> {
+        let beat = pb::Heartbeat {
+            sequence: self.next,
+            health: health as i32,
+            game_state: pb::GameState::StandingBy as i32,
+            connected_player_ids: Vec::new(),
+            applied_state_version: applied,
+        };
+        self.ask(Ask::Heartbeat(beat)).await
+    }
+
+    /// Waits for a push (keeping the stream alive with heartbeats) until `wanted` picks one.
+    async fn push<T>(&mut self, wanted: impl Fn(&Tell) -> Option<T>) -> T {
+        for _ in 0..100 {
+            if let Some(found) = self.pushes.iter().find_map(&wanted) {
+                return found;
+            }
+            if let Ok(Ok(Some(message))) =
+                tokio::time::timeout(Duration::from_millis(50), self.responses.message()).await
+                && let Some(kind) = message.kind
+            {
+                self.pushes.push(kind);
+            }
+            let _ = self.heartbeat(pb::ProcessHealth::Healthy, 0).await;
+        }
+        panic!("the push never came; got {:?}", self.pushes);
+    }
+}
+
+fn ok(answer: Tell) -> Option<pb::reply::Result> {
+    match answer {
+        Tell::Reply(reply) => {
+            assert_eq!(reply.code, 0, "{}", reply.message);
+            reply.result
+        }
+        other => panic!("expected a reply, got {other:?}"),
+    }
+}
+
+fn code(answer: Tell) -> Code {
+    match answer {
+        Tell::Reply(reply) => Code::from_i32(reply.code),
+        other => panic!("expected a reply, got {other:?}"),
+    }
+}
+
+fn assignment(fleet: &str, session: &str) -> pb::GameSessionAssignment {
+    pb::GameSessionAssignment {
+        game_session: Some(GameSession {
+            game_session_id: session.into(),
+            fleet_id: fleet.into(),
+            name: "duel".into(),
+            maximum_player_session_count: 2,
+            ..Default::default()
+        }),
+        player_sessions: Vec::new(),
+    }
+}
+
+fn started(tell: &Tell) -> Option<String> {
+    match tell {
+        Tell::StartGameSession(start) => start
+            .game_session
+            .as_ref()
+            .map(|session| session.game_session_id.clone()),
+        _ => None,
+    }
+}
+
+fn terminate(tell: &Tell) -> Option<pb::TerminateProcess> {
+    match tell {
+        Tell::TerminateProcess(terminate) => Some(*terminate),
+        _ => None,
+    }
+}
+
+async fn operator(service: &RunningService) -> GameServerServiceClient<berth_sdk::AuthedChannel> {
+    GameServerServiceClient::new(
+        berth_sdk::connect(&service.endpoint(), &token(Role::Operator, None))
+            .await
+            .unwrap(),
+    )
+}
+
+async fn wait_for_event(store: &Store, fleet: &str, wanted: &str) -> berth_store::processes::FleetEvent {
+    for _ in 0..100 {
+        let events = recent_events(store, fleet, 20).await.unwrap();
+        if let Some(event) = events.into_iter().find(|event| event.code == wanted) {
+            return event;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("no {wanted} event");
+}
+
+async fn stream_flow_across_replicas(redis: TestRedis) {
+    let store = Store::connect(&redis.config()).await.unwrap();
+    let (a, b) = (replica(&store, &fast()).await, replica(&store, &fast()).await);
+    let mut process = attach(&a.endpoint(), "arena", "gs-1").await;
+    assert!(!process.registered.resumed);
+    assert_eq!(process.registered.heartbeat_interval_ms, 100);
+    ok(process.ask(Ask::Ready(pb::ProcessReady::default())).await.unwrap());
+    let Tell::HeartbeatAck(ack) = process.heartbeat(pb::ProcessHealth::Healthy, 0).await.unwrap() else {
+        panic!("a heartbeat is answered by an ack");
+    };
+    assert_eq!(ack.state_version, 0);
+
+    // The session service (here: the test) places a game session; the push reaches the process on replica A.
+    let placed = berth_health::place_game_session(&store, "arena", "gs-1", &assignment("arena", "s-1")).await;
+    assert!(matches!(placed.unwrap(), Assigned::Assigned(_)));
+    assert_eq!(process.push(started).await, "s-1");
+    let activated = ok(process
+        .ask(Ask::ActivateGameSession(pb::ActivateGameSession {
+            game_session_id: "s-1".into(),
+        }))
+        .await
+        .unwrap());
+    assert!(matches!(activated, Some(pb::reply::Result::GameSession(_))));
+    let status = game_session_status(&store, "arena", "s-1").await.unwrap();
+    assert_eq!(status, Some(("ACTIVE".into(), String::new())));
+
+    // An operator asks replica B to terminate it; the push reaches the process on replica A.
+    let mut operator_b = operator(&b).await;
+    let asked = operator_b.terminate_game_server(pb::TerminateGameServerRequest {
+        fleet_id: "arena".into(),
+        game_server_id: "gs-1".into(),
+        reason: pb::TerminationReason::ScaleIn as i32,
+    });
+    assert!(asked.await.unwrap().into_inner().termination_deadline.is_some());
+    let told = process.push(terminate).await;
+    assert_eq!(told.reason(), pb::TerminationReason::ScaleIn);
+    assert!(!told.force);
+
+    // It honours it.
+    let ending = pb::ProcessEnding {
+        reason: "terminated".into(),
+    };
+    ok(process.ask(Ask::ProcessEnding(ending)).await.unwrap());
+    let event = wait_for_event(&store, "arena", "SERVER_PROCESS_TERMINATED").await;
+    assert_eq!(event.game_server_id, "gs-1");
+    let status = game_session_status(&store, "arena", "s-1").await.unwrap();
+    assert_eq!(
+        status,
+        Some(("TERMINATED".into(), "TRIGGERED_ON_PROCESS_TERMINATE".into()))
+    );
+    let mut operator_a = operator(&a).await;
+    let described = operator_a.describe_game_server(pb::DescribeGameServerRequest {
+        fleet_id: "arena".into(),
+        game_server_id: "gs-1".into(),
+    });
+    assert_eq!(described.await.unwrap_err().code(), Code::NotFound);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn register_ready_pushes_and_termination_across_replicas_on_a_single_node() {
+    stream_flow_across_replicas(TestRedis::single()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn register_ready_pushes_and_termination_across_replicas_on_a_cluster() {
+    stream_flow_across_replicas(TestRedis::cluster()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_process_is_declared_lost_and_its_sessions_end() {
+    let redis = TestRedis::single();
+    let store = Store::connect(&redis.config()).await.unwrap();
+    let service = replica(&store, &fast()).await;
+    let mut process = attach(&service.endpoint(), "arena", "gs-1").await;
+    ok(process.ask(Ask::Ready(pb::ProcessReady::default())).await.unwrap());
+    berth_health::place_game_session(&store, "arena", "gs-1", &assignment("arena", "s-1"))
+        .await
+        .unwrap();
+    assert_eq!(process.push(started).await, "s-1");
+    drop(process);
+
+    let event = wait_for_event(&store, "arena", "SERVER_PROCESS_CRASHED").await;
+    assert_eq!(event.game_server_id, "gs-1");
+    let status = game_session_status(&store, "arena", "s-1").await.unwrap();
+    assert_eq!(status, Some(("ERROR".into(), "INTERRUPTED".into())));
+    // Its registration cannot be resumed: it must exit.
+    let mut late = register("arena", "gs-1");
+    late.resume_registration_id = "whatever".into();
+    let endpoint = service.endpoint();
+    let refused = attach_with(&endpoint, &token(Role::GameServer, Some(("arena", "gs-1"))), late).await;
+    assert_eq!(refused.err().unwrap().code(), Code::NotFound);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_that_ignores_a_terminate_is_force_ended() {
+    let redis = TestRedis::single();
+    let store = Store::connect(&redis.config()).await.unwrap();
+    let args = berth_health::HealthArgs {
+        termination_grace_ms: 300,
+        ..fast()
+    };
+    let service = replica(&store, &args).await;
+    let mut process = attach(&service.endpoint(), "arena", "gs-1").await;
+    ok(process.ask(Ask::Ready(pb::ProcessReady::default())).await.unwrap());
+    let request = pb::TerminateGameServerRequest {
+        fleet_id: "arena".into(),
+        game_server_id: "gs-1".into(),
+        reason: 0,
+    };
+    operator(&service).await.terminate_game_server(request).await.unwrap();
+    let told = process.push(terminate).await;
+    assert!(!told.force);
+    // It keeps heartbeating but never sends ProcessEnding.
+    let forced = process
+        .push(|tell| terminate(tell).filter(|terminate| terminate.force))
+        .await;
+    assert_eq!(forced.reason(), pb::TerminationReason::ScaleIn);
+    let event = wait_for_event(&store, "arena", "SERVER_PROCESS_FORCE_TERMINATED").await;
+    assert_eq!(event.game_server_id, "gs-1");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unhealthy_reports_in_a_row_end_the_process() {
+    let redis = TestRedis::single();
+    let store = Store::connect(&redis.config()).await.unwrap();
+    let service = replica(&store, &fast()).await;
+    let mut process = attach(&service.endpoint(), "arena", "gs-1").await;
+    ok(process.ask(Ask::Ready(pb::ProcessReady::default())).await.unwrap());
+    // One bad report is forgiven when the next is healthy.
+    process.heartbeat(pb::ProcessHealth::Unhealthy, 0).await.unwrap();
+    process.heartbeat(pb::ProcessHealth::Healthy, 0).await.unwrap();
+    process.heartbeat(pb::ProcessHealth::Unhealthy, 0).await.unwrap();
+    process.heartbeat(pb::ProcessHealth::Unhealthy, 0).await.unwrap();
+    let ended = process.heartbeat(pb::ProcessHealth::Unhealthy, 0).await;
+    assert_eq!(ended.unwrap_err().code(), Code::FailedPrecondition);
+    let forced = process
+        .pushes
+        .iter()
+        .find_map(terminate)
+        .expect("told to terminate before the stream ended");
+    assert!(forced.force);
+    assert_eq!(forced.reason(), pb::TerminationReason::Unhealthy);
+    wait_for_event(&store, "arena", "SERVER_PROCESS_TERMINATED_UNHEALTHY").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_not_ready_in_time_is_ended() {
+    let redis = TestRedis::single();
+    let store = Store::connect(&redis.config()).await.unwrap();
+    let args = berth_health::HealthArgs {
+        ready_timeout_ms: 300,
+        ..fast()
+    };
+    let service = replica(&store, &args).await;
+    let mut process = attach(&service.endpoint(), "arena", "gs-1").await;
+    let forced = process.push(terminate).await;
+    assert_eq!(forced.reason(), pb::TerminationReason::ReadyTimeout);
+    wait_for_event(&store, "arena", "SERVER_PROCESS_READY_TIMEOUT").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_stream_resumes_on_another_replica_with_its_state() {
+    let redis = TestRedis::single();
+    let store = Store::connect(&redis.config()).await.unwrap();
+    let (a, b) = (replica(&store, &fast()).await, replica(&store, &fast()).await);
+    let mut process = attach(&a.endpoint(), "arena", "gs-1").await;
+    ok(process.ask(Ask::Ready(pb::ProcessReady::default())).await.unwrap());
+    berth_health::place_game_session(&store, "arena", "gs-1", &assignment("arena", "s-1"))
+        .await
+        .unwrap();
+    assert_eq!(process.push(started).await, "s-1");
+    let registration_id = process.registered.registration_id.clone();
+    // Replica A dies; the process comes back through B within the heartbeat window.
+    drop(a);
+    drop(process);
+    let mut resume = register("arena", "gs-1");
+    resume.resume_registration_id = registration_id.clone();
+    let token = token(Role::GameServer, Some(("arena", "gs-1")));
+    let mut process = attach_with(&b.endpoint(), &token, resume).await.unwrap();
+    assert!(process.registered.resumed);
+    assert_eq!(process.registered.registration_id, registration_id);
+    let desired = process.registered.desired_state.clone().unwrap();
+    assert_eq!(desired.game_sessions.len(), 1, "its game session is still its own");
+    // It stays alive well past the window, and nothing was declared lost.
+    for _ in 0..8 {
+        assert!(matches!(
+            process.heartbeat(pb::ProcessHealth::Healthy, desired.version).await,
+            Ok(Tell::HeartbeatAck(_))
+        ));
+        tokio::time::sleep(Duration::from_millis(80)).await;
+    }
+    assert!(recent_events(&store, "arena", 10).await.unwrap().is_empty());
+    // Commands now reach it through B.
+    let request = pb::TerminateGameServerRequest {
+        fleet_id: "arena".into(),
+        game_server_id: "gs-1".into(),
+        reason: 0,
+    };
+    operator(&b).await.terminate_game_server(request).await.unwrap();
+    process.push(terminate).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_announcement_costs_one_heartbeat() {
+    let redis = TestRedis::single();
+    let store = Store::connect(&redis.config()).await.unwrap();
+    let service = replica(&store, &fast()).await;
+    let mut process = attach(&service.endpoint(), "arena", "gs-1").await;
+    ok(process.ask(Ask::Ready(pb::ProcessReady::default())).await.unwrap());
+    // Placed straight in the store, announced to nobody.
+    let encoded = prost::Message::encode_to_vec(&assignment("arena", "s-9"));
+    berth_store::processes::assign_game_session(&store, "arena", "gs-1", "s-9", &encoded)
+        .await
+        .unwrap();
+    let Tell::HeartbeatAck(ack) = process.heartbeat(pb::ProcessHealth::Healthy, 0).await.unwrap() else {
+        panic!("a heartbeat is answered by an ack");
+    };
+    let desired = ack
+        .desired_state
+        .expect("the ack carries the state the process is behind on");
+    let session = desired.game_sessions[0].game_session.as_ref().unwrap();
+    assert_eq!(session.game_session_id, "s-9");
+    assert_eq!(desired.operation(), pb::ProcessOperation::Active);
+    let Tell::HeartbeatAck(ack) = process
+        .heartbeat(pb::ProcessHealth::Healthy, desired.version)
+        .await
+        .unwrap()
+    else {
+        panic!("a heartbeat is answered by an ack");
+    };
+    assert!(ack.desired_state.is_none(), "nothing new once applied");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_tokens_and_bad_messages_are_refused_without_harming_other_streams() {
+    let redis = TestRedis::single();
+    let store = Store::connect(&redis.config()).await.unwrap();
+    let service = replica(&store, &fast()).await;
+    let endpoint = service.endpoint();
+    let mut healthy = attach(&endpoint, "arena", "gs-ok").await;
+
+    let other_server = token(Role::GameServer, Some(("arena", "gs-2")));
+    let err = attach_with(&endpoint, &other_server, register("arena", "gs-1"))
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(err.code(), Code::PermissionDenied);
+    let other_fleet = token(Role::GameServer, Some(("other", "gs-1")));
+    let err = attach_with(&endpoint, &other_fleet, register("arena", "gs-1"))
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(err.code(), Code::PermissionDenied);
+    let client = token(Role::Client, None);
+    let err = attach_with(&endpoint, &client, register("arena", "gs-1"))
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(err.code(), Code::PermissionDenied);
+    let mut bad = register("arena", "gs-1");
+    bad.endpoint = None;
+    let own = token(Role::GameServer, Some(("arena", "gs-1")));
+    let err = attach_with(&endpoint, &own, bad).await.err().unwrap();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    let mut operator = operator(&service).await;
+    let listed = operator.list_game_servers(pb::ListGameServersRequest {
+        fleet_id: "arena".into(),
+        page_size: 10,
+        page_token: String::new(),
+    });
+    let ids: Vec<_> = listed
+        .await
+        .unwrap()
+        .into_inner()
+        .game_servers
+        .into_iter()
+        .map(|s| s.game_server_id)
+        .collect();
+    assert_eq!(ids, ["gs-ok"], "refused registrations changed nothing");
+
+    // A second stream for a live registration is refused; out-of-order messages get clear errors.
+    let twin = token(Role::GameServer, Some(("arena", "gs-ok")));
+    let err = attach_with(&endpoint, &twin, register("arena", "gs-ok"))
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(err.code(), Code::AlreadyExists);
+    let mut process = attach(&endpoint, "arena", "gs-1").await;
+    let answer = process.heartbeat(pb::ProcessHealth::Unspecified, 0).await.unwrap();
+    assert_eq!(code(answer), Code::InvalidArgument);
+    let activate = Ask::ActivateGameSession(pb::ActivateGameSession {
+        game_session_id: "nope".into(),
+    });
+    assert_eq!(code(process.ask(activate).await.unwrap()), Code::NotFound);
+    let again = process.ask(Ask::RegisterProcess(register("arena", "gs-1"))).await;
+    assert_eq!(again.unwrap_err().code(), Code::FailedPrecondition);
+
+    // The other stream never noticed.
+    assert!(matches!(
+        healthy.heartbeat(pb::ProcessHealth::Healthy, 0).await,
+        Ok(Tell::HeartbeatAck(_))
+    ));
+}

@@ -1,0 +1,226 @@
+//! An SDK process: a game server that holds a stream to Berth. What it must tell about itself when it registers,
+//! and the limits that registration is checked against.
+
+use std::collections::HashSet;
+
+use berth_proto::health::v1 as pb;
+use tonic::Status;
+
+use crate::game_server::{
+    CONNECTION_INFO_MAX, GAME_SERVER_DATA_MAX, INSTANCE_ID_LEN, check_fleet_id, check_game_server_id,
+};
+use crate::validate::Violations;
+
+/// Locations: 1 to 64 characters.
+pub const LOCATION_LEN: (usize, usize) = (1, 64);
+/// Most extra ports.
+pub const PORTS_MAX: usize = 16;
+/// Most game sessions a process hosts at once.
+pub const SESSIONS_MAX: u32 = 100;
+/// Most players per game session.
+pub const PLAYERS_MAX: u32 = 1000;
+/// Most labels.
+pub const LABELS_MAX: usize = 64;
+/// Most log paths.
+pub const LOG_PATHS_MAX: usize = 16;
+
+/// A registration as stored: the defaults filled in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Registration {
+    /// Location of its instance.
+    pub location: String,
+    /// Address players connect to.
+    pub ip_address: String,
+    /// DNS name players connect to.
+    pub dns_name: String,
+    /// Main game port.
+    pub port: u32,
+    /// Most game sessions at once.
+    pub max_sessions: u32,
+    /// Most players per session.
+    pub max_players: u32,
+    /// SDK name/version.
+    pub sdk_version: String,
+}
+
+impl Registration {
+    /// The connection info FleetIQ-style callers see: `host:port`.
+    pub fn connection_info(&self) -> String {
+        let host = if self.dns_name.is_empty() {
+            &self.ip_address
+        } else {
+            &self.dns_name
+        };
+        format!("{host}:{}", self.port)
+    }
+}
+
+/// Checks a RegisterProcess message and fills in its defaults.
+pub fn check_register(req: &pb::RegisterProcess) -> Result<Registration, Status> {
+    let mut v = Violations::new();
+    check_fleet_id(&mut v, &req.fleet_id);
+    check_game_server_id(&mut v, "game_server_id", &req.game_server_id);
+    v.id("instance_id", &req.instance_id, INSTANCE_ID_LEN.0, INSTANCE_ID_LEN.1);
+    v.id("location", &req.location, LOCATION_LEN.0, LOCATION_LEN.1);
+    let endpoint = req.endpoint.clone().unwrap_or_default();
+    if endpoint.ip_address.is_empty() && endpoint.dns_name.is_empty() {
+        v.add("endpoint", "must have ip_address or dns_name");
+    }
+    v.text("endpoint.ip_address", &endpoint.ip_address, 64);
+    v.text("endpoint.dns_name", &endpoint.dns_name, 256);
+    if !(1..=65535).contains(&endpoint.port) {
+        v.add("endpoint.port", format!("must be 1 to 65535, got {}", endpoint.port));
+    }
+    if req.ports.len() > PORTS_MAX {
+        v.add(
+            "ports",
+            format!("must have at most {PORTS_MAX} entries, got {}", req.ports.len()),
+        );
+    }
+    let mut names = HashSet::new();
+    for (i, port) in req.ports.iter().enumerate() {
+        let valid_name = (1..=32).contains(&port.name.len())
+            && port
+                .name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+        if !valid_name {
+            v.add(&format!("ports[{i}].name"), "must be 1 to 32 characters of a-z 0-9 -");
+        } else if !names.insert(port.name.as_str()) {
+            v.add(&format!("ports[{i}].name"), format!("{:?} is named twice", port.name));
+        }
+        if !(1..=65535).contains(&port.port) {
+            v.add(
+                &format!("ports[{i}].port"),
+                format!("must be 1 to 65535, got {}", port.port),
+            );
+        }
+    }
+    if req.max_concurrent_game_sessions > SESSIONS_MAX {
+        let got = req.max_concurrent_game_sessions;
+        v.add(
+            "max_concurrent_game_sessions",
+            format!("must be at most {SESSIONS_MAX}, got {got}"),
+        );
+    }
+    if req.max_players > PLAYERS_MAX {
+        v.add(
+            "max_players",
+            format!("must be at most {PLAYERS_MAX}, got {}", req.max_players),
+        );
+    }
+    if req.labels.len() > LABELS_MAX {
+        v.add(
+            "labels",
+            format!("must have at most {LABELS_MAX} entries, got {}", req.labels.len()),
+        );
+    }
+    let mut keys = HashSet::new();
+    for (i, label) in req.labels.iter().enumerate() {
+        let len = label.key.chars().count();
+        if !(1..=32).contains(&len) {
+            v.add(
+                &format!("labels[{i}].key"),
+                format!("must be 1 to 32 characters long, got {len}"),
+            );
+        } else if !keys.insert(label.key.as_str()) {
+            v.add(&format!("labels[{i}].key"), format!("{:?} is given twice", label.key));
+        }
+        v.text(&format!("labels[{i}].value"), &label.value, 96);
+    }
+    let sdk_len = req.sdk_version.chars().count();
+    if !(1..=64).contains(&sdk_len) {
+        v.add("sdk_version", format!("must be 1 to 64 characters long, got {sdk_len}"));
+    }
+    if req.log_paths.len() > LOG_PATHS_MAX {
+        v.add(
+            "log_paths",
+            format!("must have at most {LOG_PATHS_MAX} entries, got {}", req.log_paths.len()),
+        );
+    }
+    for (i, path) in req.log_paths.iter().enumerate() {
+        v.text(&format!("log_paths[{i}]"), path, 1024);
+    }
+    v.text("game_server_data", &req.game_server_data, GAME_SERVER_DATA_MAX);
+    v.text("resume_registration_id", &req.resume_registration_id, 64);
+    v.into_result()?;
+    let registration = Registration {
+        location: req.location.clone(),
+        ip_address: endpoint.ip_address,
+        dns_name: endpoint.dns_name,
+        port: endpoint.port,
+        max_sessions: req.max_concurrent_game_sessions.max(1),
+        max_players: if req.max_players == 0 {
+            PLAYERS_MAX
+        } else {
+            req.max_players
+        },
+        sdk_version: req.sdk_version.clone(),
+    };
+    let mut v = Violations::new();
+    v.text("endpoint", &registration.connection_info(), CONNECTION_INFO_MAX);
+    v.into_result().map(|()| registration)
+}
+
+#[cfg(test)]
+mod tests {
+    use berth_proto::common::v1::Endpoint;
+
+    use super::*;
+
+    fn valid() -> pb::RegisterProcess {
+        pb::RegisterProcess {
+            fleet_id: "arena".into(),
+            game_server_id: "gs-1".into(),
+            instance_id: "i-1".into(),
+            location: "eu-west".into(),
+            endpoint: Some(Endpoint {
+                ip_address: "10.0.0.1".into(),
+                dns_name: String::new(),
+                port: 7777,
+            }),
+            sdk_version: "berth-rust/0.1.0".into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn defaults_fill_in() {
+        let registration = check_register(&valid()).unwrap();
+        assert_eq!(registration.max_sessions, 1);
+        assert_eq!(registration.max_players, PLAYERS_MAX);
+        assert_eq!(registration.connection_info(), "10.0.0.1:7777");
+    }
+
+    #[test]
+    fn every_broken_rule_is_named() {
+        let mut req = valid();
+        req.endpoint = None;
+        req.ports = vec![
+            pb::ServerPort {
+                name: "voice".into(),
+                port: 9000,
+                protocol: 0,
+            },
+            pb::ServerPort {
+                name: "voice".into(),
+                port: 0,
+                protocol: 0,
+            },
+        ];
+        req.max_players = 1001;
+        let status = check_register(&req).unwrap_err();
+        let details = tonic_types::StatusExt::get_details_bad_request(&status).unwrap();
+        let fields: Vec<_> = details.field_violations.iter().map(|f| f.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            [
+                "endpoint",
+                "endpoint.port",
+                "ports[1].name",
+                "ports[1].port",
+                "max_players"
+            ]
+        );
+    }
+}

@@ -1,0 +1,511 @@
+//! Typed calls over SDK processes — game servers that hold a stream to the health service: attach (register or
+//! resume), ready, batched heartbeats, the monitor's sweep, termination, ProcessEnding, and the game sessions
+//! placed on them. Each is one script over one fleet's slot; replies are decoded here in one place.
+
+use berth_domain::game_server::GameServerRecord;
+use redis::{ScriptInvocation, Value};
+
+use crate::keys::{FLEETS, FleetKeys};
+use crate::scripts::{LuaScript, scripts};
+use crate::{Store, StoreError};
+
+/// The health monitor's timings, in ms, as the scripts need them.
+#[derive(Clone, Copy, Debug)]
+pub struct Timings {
+    /// How long after a heartbeat the next must arrive: heartbeat period × failure threshold.
+    pub heartbeat_window_ms: u64,
+    /// How long after registering the first heartbeat must arrive: initial delay + heartbeat window.
+    pub first_heartbeat_ms: u64,
+    /// How long after registering ready must arrive.
+    pub ready_timeout_ms: u64,
+    /// Consecutive UNHEALTHY heartbeats that make a process lost.
+    pub unhealthy_threshold: u32,
+    /// How long the record of a lost process stays readable.
+    pub retention_ms: u64,
+}
+
+/// Starts a call of a process script with the keys and arguments every process script takes first.
+fn process_call<'a>(script: &'a LuaScript, keys: &FleetKeys) -> ScriptInvocation<'a> {
+    let mut call = script.prepare();
+    call.key(keys.pool())
+        .key(keys.claims())
+        .key(keys.heartbeat_deadlines())
+        .key(keys.ready_deadlines())
+        .key(keys.termination_deadlines())
+        .key(keys.events())
+        .key(keys.game_servers())
+        .key(keys.unhealthy())
+        .arg(keys.game_server_prefix())
+        .arg(keys.instance_prefix())
+        .arg(keys.game_session_prefix());
+    call
+}
+
+fn unexpected(script: &str, what: impl std::fmt::Display) -> StoreError {
+    StoreError::Unexpected(format!("{script} answered {what}"))
+}
+
+fn number<T: std::str::FromStr>(script: &str, text: &str) -> Result<T, StoreError> {
+    text.parse()
+        .map_err(|_| unexpected(script, format!("{text:?} where a number belongs")))
+}
+
+/// Where a process's stream is held and how far its desired state has moved.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Routing {
+    /// The health replica holding its stream.
+    pub replica: String,
+    /// Version of its desired state.
+    pub version: u64,
+}
+
+/// Decodes `{outcome, now_ms, replica, version}`.
+fn routed(script: &str, raw: Vec<String>) -> Result<(String, Routing), StoreError> {
+    let [outcome, _now, replica, version] =
+        <[String; 4]>::try_from(raw).map_err(|raw| unexpected(script, raw.len()))?;
+    Ok((
+        outcome,
+        Routing {
+            replica,
+            version: number(script, &version)?,
+        },
+    ))
+}
+
+/// A process opening its stream.
+#[derive(Clone, Debug)]
+pub struct Attach<'a> {
+    /// Fleet it joins.
+    pub fleet_id: &'a str,
+    /// Its id in the fleet.
+    pub game_server_id: &'a str,
+    /// Instance it runs on.
+    pub instance_id: &'a str,
+    /// The id this registration gets when it is new.
+    pub registration_id: &'a str,
+    /// The registration to resume, after a broken stream.
+    pub resume: Option<&'a str>,
+    /// The health replica holding the stream.
+    pub replica: &'a str,
+    /// What it says of itself, as stored field/value pairs (see `processes/lib.lua`).
+    pub fields: &'a [(&'static str, String)],
+}
+
+/// The outcome of opening a stream.
+#[derive(Debug)]
+pub enum Attached {
+    /// A new registration.
+    Registered(Box<GameServerRecord>),
+    /// The registration resumed, with its state.
+    Resumed(Box<GameServerRecord>),
+    /// The id has a live registration.
+    Exists,
+    /// The registration to resume was declared lost.
+    Lost,
+    /// No such registration to resume.
+    Unknown,
+}
+
+/// Registers or resumes a process.
+pub async fn attach(store: &Store, attach: &Attach<'_>, timings: &Timings) -> Result<Attached, StoreError> {
+    let keys = FleetKeys::new(attach.fleet_id);
+    let mut call = process_call(&scripts().attach_process, &keys);
+    call.key(keys.instance(attach.instance_id))
+        .key(keys.instance_statuses())
+        .arg(attach.game_server_id)
+        .arg(attach.instance_id)
+        .arg(attach.registration_id)
+        .arg(attach.resume.unwrap_or(""))
+        .arg(attach.replica)
+        .arg(timings.first_heartbeat_ms)
+        .arg(timings.ready_timeout_ms);
+    for (field, value) in attach.fields {
+        call.arg(*field).arg(value);
+    }
+    // Written first and idempotently, as for registrations: the monitor visits the fleets listed here.
+    let _: i64 = store.query(redis::cmd("SADD").arg(FLEETS).arg(attach.fleet_id)).await?;
+    let raw: Vec<String> = store.invoke(&call).await?;
+    let record = |raw: &[String]| -> Result<Box<GameServerRecord>, StoreError> {
+        let [_, now, fields @ ..] = raw else {
+            return Err(unexpected("attach", "too short a reply"));
+        };
+        let pairs = fields.chunks_exact(2).map(|pair| (pair[0].as_str(), pair[1].as_str()));
+        GameServerRecord::from_fields(attach.fleet_id, number("attach", now)?, pairs)
+            .map(Box::new)
+            .map_err(|err| StoreError::Unexpected(err.to_string()))
+    };
+    match raw.first().map(String::as_str) {
+        Some("REGISTERED") => Ok(Attached::Registered(record(&raw)?)),
+        Some("RESUMED") => Ok(Attached::Resumed(record(&raw)?)),
+        Some("EXISTS") => Ok(Attached::Exists),
+        Some("LOST") => Ok(Attached::Lost),
+        Some("UNKNOWN") => Ok(Attached::Unknown),
+        other => Err(unexpected("attach", format!("{other:?}"))),
+    }
+}
+
+/// One live registration of a process.
+#[derive(Clone, Copy, Debug)]
+pub struct ProcessRef<'a> {
+    /// Its fleet.
+    pub fleet_id: &'a str,
+    /// Its id.
+    pub game_server_id: &'a str,
+    /// Its registration.
+    pub registration_id: &'a str,
+}
+
+/// Marks a process ready; `None` when its registration is lost.
+pub async fn ready(store: &Store, process: &ProcessRef<'_>) -> Result<Option<Routing>, StoreError> {
+    let keys = FleetKeys::new(process.fleet_id);
+    let mut call = process_call(&scripts().process_ready, &keys);
+    call.arg(process.game_server_id).arg(process.registration_id);
+    match routed("ready", store.invoke(&call).await?)? {
+        (outcome, routing) if outcome == "READY" => Ok(Some(routing)),
+        (outcome, _) if outcome == "LOST" => Ok(None),
+        (outcome, _) => Err(unexpected("ready", outcome)),
+    }
+}
+
+/// One heartbeat, as the batch records it.
+#[derive(Clone, Debug)]
+pub struct Heartbeat {
+    /// The process.
+    pub game_server_id: String,
+    /// Its registration.
+    pub registration_id: String,
+    /// Whether it reported itself healthy.
+    pub healthy: bool,
+    /// The game state it reported, by its contract name.
+    pub game_state: &'static str,
+    /// How many players it has connected.
+    pub players: u32,
+}
+
+/// Records a batch of one fleet's heartbeats; for each, in order, the desired-state version, or `None` when the
+/// process is lost (and must end).
+pub async fn record_heartbeats(
+    store: &Store,
+    fleet_id: &str,
+    heartbeats: &[Heartbeat],
+    timings: &Timings,
+) -> Result<Vec<Option<u64>>, StoreError> {
+    let keys = FleetKeys::new(fleet_id);
+    let mut call = process_call(&scripts().heartbeats, &keys);
+    call.arg(timings.heartbeat_window_ms)
+        .arg(timings.unhealthy_threshold)
+        .arg(timings.retention_ms);
+    for beat in heartbeats {
+        call.arg(&beat.game_server_id)
+            .arg(&beat.registration_id)
+            .arg(if beat.healthy { "HEALTHY" } else { "UNHEALTHY" })
+            .arg(beat.game_state)
+            .arg(beat.players);
+    }
+    let versions: Vec<i64> = store.invoke(&call).await?;
+    if versions.len() != heartbeats.len() {
+        return Err(unexpected(
+            "heartbeats",
+            format!("{} results for {}", versions.len(), heartbeats.len()),
+        ));
+    }
+    Ok(versions
+        .into_iter()
+        .map(|version| u64::try_from(version).ok())
+        .collect())
+}
+
+/// A process the monitor declared lost.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LostProcess {
+    /// Its id.
+    pub game_server_id: String,
+    /// The replica that held its stream.
+    pub replica: String,
+    /// The event recorded (SERVER_PROCESS_CRASHED, …_READY_TIMEOUT, …_FORCE_TERMINATED).
+    pub code: String,
+}
+
+/// Sweeps one fleet: every process whose heartbeat, ready or ProcessEnding deadline passed is declared lost.
+pub async fn sweep(
+    store: &Store,
+    fleet_id: &str,
+    limit: u32,
+    timings: &Timings,
+) -> Result<Vec<LostProcess>, StoreError> {
+    let keys = FleetKeys::new(fleet_id);
+    let mut call = process_call(&scripts().sweep_processes, &keys);
+    call.arg(limit).arg(timings.retention_ms);
+    let raw: Vec<String> = store.invoke(&call).await?;
+    Ok(raw
+        .chunks_exact(3)
+        .map(|lost| LostProcess {
+            game_server_id: lost[0].clone(),
+            replica: lost[1].clone(),
+            code: lost[2].clone(),
+        })
+        .collect())
+}
+
+/// The outcome of telling a process to end.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Terminating {
+    /// It is terminating (now or already).
+    Terminating(Routing),
+    /// No such process.
+    NotFound,
+    /// It was declared lost already.
+    Lost,
+}
+
+/// Tells a process to end within `grace_ms`, for `reason` (a TerminationReason name).
+pub async fn terminate(
+    store: &Store,
+    fleet_id: &str,
+    game_server_id: &str,
+    reason: &str,
+    grace_ms: u64,
+) -> Result<Terminating, StoreError> {
+    let keys = FleetKeys::new(fleet_id);
+    let mut call = process_call(&scripts().terminate_process, &keys);
+    call.arg(game_server_id).arg(reason).arg(grace_ms);
+    match routed("terminate", store.invoke(&call).await?)? {
+        (outcome, routing) if outcome == "TERMINATING" => Ok(Terminating::Terminating(routing)),
+        (outcome, _) if outcome == "NOT_FOUND" => Ok(Terminating::NotFound),
+        (outcome, _) if outcome == "LOST" => Ok(Terminating::Lost),
+        (outcome, _) => Err(unexpected("terminate", outcome)),
+    }
+}
+
+/// Ends a process on its ProcessEnding; `false` when the registration is not its live one.
+pub async fn process_ending(store: &Store, process: &ProcessRef<'_>, reason: &str) -> Result<bool, StoreError> {
+    let keys = FleetKeys::new(process.fleet_id);
+    let mut call = process_call(&scripts().process_ending, &keys);
+    call.arg(process.game_server_id)
+        .arg(process.registration_id)
+        .arg(reason);
+    let raw: Vec<String> = store.invoke(&call).await?;
+    match raw.first().map(String::as_str) {
+        Some("ENDED") => Ok(true),
+        Some("UNKNOWN") => Ok(false),
+        other => Err(unexpected("process_ending", format!("{other:?}"))),
+    }
+}
+
+/// The outcome of placing a game session on a process.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Assigned {
+    /// Placed; the process must be told.
+    Assigned(Routing),
+    /// No such process.
+    NotFound,
+    /// The process is not ready, is ending, or is full.
+    Busy,
+    /// The session id is taken.
+    Exists,
+}
+
+/// Places a game session (`assignment`: an encoded GameSessionAssignment, the session with its initial player
+/// sessions) on a process.
+pub async fn assign_game_session(
+    store: &Store,
+    fleet_id: &str,
+    game_server_id: &str,
+    game_session_id: &str,
+    assignment: &[u8],
+) -> Result<Assigned, StoreError> {
+    let keys = FleetKeys::new(fleet_id);
+    let mut call = process_call(&scripts().assign_game_session, &keys);
+    call.arg(game_server_id).arg(game_session_id).arg(assignment);
+    match routed("assign_game_session", store.invoke(&call).await?)? {
+        (outcome, routing) if outcome == "ASSIGNED" => Ok(Assigned::Assigned(routing)),
+        (outcome, _) if outcome == "NOT_FOUND" => Ok(Assigned::NotFound),
+        (outcome, _) if outcome == "BUSY" => Ok(Assigned::Busy),
+        (outcome, _) if outcome == "EXISTS" => Ok(Assigned::Exists),
+        (outcome, _) => Err(unexpected("assign_game_session", outcome)),
+    }
+}
+
+/// The outcome of activating a game session.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Activated {
+    /// It is ACTIVE.
+    Active,
+    /// No such session.
+    NotFound,
+    /// The session is on another process.
+    NotYours,
+    /// The session has ended, with this status.
+    Ended(String),
+}
+
+/// Activates a game session on behalf of the process hosting it.
+pub async fn activate_game_session(
+    store: &Store,
+    fleet_id: &str,
+    game_server_id: &str,
+    game_session_id: &str,
+) -> Result<Activated, StoreError> {
+    let keys = FleetKeys::new(fleet_id);
+    let mut call = process_call(&scripts().activate_game_session, &keys);
+    call.arg(game_server_id).arg(game_session_id);
+    let raw: Vec<String> = store.invoke(&call).await?;
+    match raw.as_slice() {
+        [outcome, _, _] if outcome == "ACTIVATED" => Ok(Activated::Active),
+        [outcome, _, _] if outcome == "NOT_FOUND" => Ok(Activated::NotFound),
+        [outcome, _, _] if outcome == "NOT_YOURS" => Ok(Activated::NotYours),
+        [outcome, _, status] if outcome == "ENDED" => Ok(Activated::Ended(status.clone())),
+        other => Err(unexpected("activate_game_session", format!("{other:?}"))),
+    }
+}
+
+/// A game session placed on a process and still open.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlacedSession {
+    /// Its id.
+    pub game_session_id: String,
+    /// The GameSessionAssignment as placed, encoded.
+    pub assignment: Vec<u8>,
+    /// ACTIVATING or ACTIVE.
+    pub status: String,
+}
+
+/// A termination asked of a process.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Termination {
+    /// A TerminationReason name, or the event code when it was declared lost.
+    pub reason: String,
+    /// When it must have ended, ms since the epoch.
+    pub deadline_ms: i64,
+    /// Whether it was declared lost (end at once) rather than asked to wind down.
+    pub force: bool,
+}
+
+/// What a process should be doing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Desired {
+    /// Version of this state.
+    pub version: u64,
+    /// Its process state (INITIALIZING, STANDING_BY, ACTIVE, TERMINATING, LOST).
+    pub process_state: String,
+    /// The termination asked of it, if any.
+    pub termination: Option<Termination>,
+    /// Its open game sessions.
+    pub sessions: Vec<PlacedSession>,
+}
+
+fn text(value: &Value) -> Option<String> {
+    redis::from_redis_value_ref::<String>(value).ok()
+}
+
+/// Reads a process's desired state; `None` when the process is unknown.
+pub async fn desired_state(store: &Store, fleet_id: &str, game_server_id: &str) -> Result<Option<Desired>, StoreError> {
+    let keys = FleetKeys::new(fleet_id);
+    let mut call = process_call(&scripts().desired_state, &keys);
+    call.arg(game_server_id);
+    let raw: Vec<Value> = store.invoke(&call).await?;
+    let bad = || unexpected("desired_state", "a malformed reply");
+    let version: i64 = raw
+        .first()
+        .and_then(|v| redis::from_redis_value_ref(v).ok())
+        .ok_or_else(bad)?;
+    let Ok(version) = u64::try_from(version) else {
+        return Ok(None);
+    };
+    let [_, state, reason, deadline, force, sessions @ ..] = raw.as_slice() else {
+        return Err(bad());
+    };
+    let reason = text(reason).ok_or_else(bad)?;
+    let termination = (!reason.is_empty())
+        .then(|| -> Result<Termination, StoreError> {
+            Ok(Termination {
+                reason,
+                deadline_ms: number("desired_state", &text(deadline).ok_or_else(bad)?)?,
+                force: text(force).as_deref() == Some("1"),
+            })
+        })
+        .transpose()?;
+    let sessions = sessions
+        .iter()
+        .map(|session| {
+            let (id, assignment, status): (String, Vec<u8>, String) =
+                redis::from_redis_value_ref(session).map_err(|_| bad())?;
+            Ok(PlacedSession {
+                game_session_id: id,
+                assignment,
+                status,
+            })
+        })
+        .collect::<Result<_, StoreError>>()?;
+    Ok(Some(Desired {
+        version,
+        process_state: text(state).ok_or_else(bad)?,
+        termination,
+        sessions,
+    }))
+}
+
+/// Counts of one fleet's live SDK processes, for metrics: (alive, reporting UNHEALTHY).
+pub async fn health_counts(store: &Store, fleet_id: &str) -> Result<(u64, u64), StoreError> {
+    let keys = FleetKeys::new(fleet_id);
+    let mut pipe = redis::pipe();
+    pipe.zcard(keys.heartbeat_deadlines()).scard(keys.unhealthy());
+    store.query_pipeline(&pipe).await
+}
+
+/// One event of a fleet, as recorded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FleetEvent {
+    /// Its code (SERVER_PROCESS_CRASHED, SERVER_PROCESS_TERMINATED, …).
+    pub code: String,
+    /// The game server it is about.
+    pub game_server_id: String,
+    /// What happened, for people.
+    pub message: String,
+}
+
+/// The latest `count` events of a fleet, oldest first.
+pub async fn recent_events(store: &Store, fleet_id: &str, count: u32) -> Result<Vec<FleetEvent>, StoreError> {
+    let keys = FleetKeys::new(fleet_id);
+    let entries: Vec<(String, Vec<(String, String)>)> = store
+        .query(
+            redis::cmd("XREVRANGE")
+                .arg(keys.events())
+                .arg("+")
+                .arg("-")
+                .arg("COUNT")
+                .arg(count),
+        )
+        .await?;
+    Ok(entries
+        .into_iter()
+        .rev()
+        .map(|(_, fields)| {
+            let field = |name: &str| {
+                fields
+                    .iter()
+                    .find(|(key, _)| key == name)
+                    .map(|(_, value)| value.clone())
+                    .unwrap_or_default()
+            };
+            FleetEvent {
+                code: field("code"),
+                game_server_id: field("game_server_id"),
+                message: field("message"),
+            }
+        })
+        .collect())
+}
+
+/// A game session's status and status reason, by their contract names without prefix; `None` when unknown.
+pub async fn game_session_status(
+    store: &Store,
+    fleet_id: &str,
+    game_session_id: &str,
+) -> Result<Option<(String, String)>, StoreError> {
+    let key = format!("{}{game_session_id}", FleetKeys::new(fleet_id).game_session_prefix());
+    let (status, reason): (Option<String>, Option<String>) = store
+        .query(redis::cmd("HMGET").arg(key).arg("status").arg("reason"))
+        .await?;
+    Ok(status.map(|status| (status, reason.unwrap_or_default())))
+}

@@ -1,0 +1,35 @@
+-- Records a batch of heartbeats of one fleet's processes: each pushes its heartbeat deadline out, and records
+-- health, game state and player count when they changed. A process that reports UNHEALTHY `threshold` times in a
+-- row is declared lost. A heartbeat from a lost or superseded registration changes nothing.
+-- KEYS/ARGV[1..3]: see fleet_context(). ARGV[4] heartbeat window ms, ARGV[5] unhealthy threshold,
+-- ARGV[6] retention ms of lost records, then per heartbeat five arguments: game-server id, registration id,
+-- health (HEALTHY | UNHEALTHY), game state, connected players.
+-- Reply: one integer per heartbeat, in order: the process's desired-state version, or -1 when it is lost.
+local k = fleet_context()
+local now = now_ms()
+local window, threshold, retention = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local out = {}
+for i = 7, #ARGV, 5 do
+  local id, reg, health, gstate, players = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
+  local key = k.server_prefix .. id
+  local s = redis.call('HMGET', key, 'reg', 'pstate', 'unh', 'ver', 'health', 'gstate', 'players')
+  if s[1] ~= reg or s[2] == 'LOST' then
+    out[#out + 1] = -1
+  else
+    local unhealthy = 0
+    if health == 'UNHEALTHY' then unhealthy = tonumber(s[3] or '0') + 1 end
+    if unhealthy >= threshold then
+      lose(k, id, now, 'SERVER_PROCESS_TERMINATED_UNHEALTHY',
+        'reported UNHEALTHY in ' .. unhealthy .. ' heartbeats in a row', 'ERROR', 'INTERRUPTED', retention)
+      out[#out + 1] = -1
+    else
+      redis.call('ZADD', k.hb, 'XX', now + window, id)
+      if tostring(unhealthy) ~= s[3] or health ~= s[5] or gstate ~= s[6] or players ~= s[7] then
+        redis.call('HSET', key, 'unh', unhealthy, 'health', health, 'gstate', gstate, 'players', players)
+        if unhealthy > 0 then redis.call('SADD', k.unhealthy, id) else redis.call('SREM', k.unhealthy, id) end
+      end
+      out[#out + 1] = tonumber(s[4] or '0')
+    end
+  end
+end
+return out
