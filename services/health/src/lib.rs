@@ -64,7 +64,7 @@ const RULES: AccessRules = &[
 #[derive(clap::Args, Clone, Debug)]
 pub struct HealthArgs {
     /// How often processes send heartbeats (the health-check period), in ms.
-    #[arg(long, env = "BERTH_HEARTBEAT_INTERVAL_MS", default_value_t = 5_000, value_parser = clap::value_parser!(u64).range(50..))]
+    #[arg(long, env = "BERTH_HEARTBEAT_INTERVAL_MS", default_value_t = 5_000, value_parser = clap::value_parser!(u64).range(100..=60_000))]
     pub heartbeat_interval_ms: u64,
     /// Heartbeats missed, or UNHEALTHY reports in a row, before a process is declared lost.
     #[arg(long, env = "BERTH_HEALTH_FAILURE_THRESHOLD", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]

@@ -89,18 +89,23 @@ impl Injector for MetadataInjector<'_> {
 /// A channel that authenticates every call.
 pub type AuthedChannel = InterceptedService<Channel, BearerToken>;
 
-/// Connects to a Berth service at `endpoint` (e.g. `http://127.0.0.1:7101`), presenting `token`.
+/// Connects to a Berth service at `endpoint` (e.g. `http://127.0.0.1:7101`), presenting `token`. Several
+/// replicas may be listed, comma-separated: calls are spread over those that answer, so that a stream broken by
+/// a replica's death resumes through another.
 pub async fn connect(endpoint: &str, token: &str) -> Result<AuthedChannel, ClientError> {
     let interceptor = BearerToken::new(token)?;
     let failed = |source| ClientError::Connect {
         endpoint: endpoint.to_owned(),
         source,
     };
-    let channel = Endpoint::from_shared(endpoint.to_owned())
-        .map_err(failed)?
-        .tcp_nodelay(true)
-        .connect()
-        .await
+    let endpoints = endpoint
+        .split(',')
+        .map(|one| Endpoint::from_shared(one.trim().to_owned()).map(|one| one.tcp_nodelay(true)))
+        .collect::<Result<Vec<_>, _>>()
         .map_err(failed)?;
+    let channel = match endpoints.as_slice() {
+        [one] => one.connect().await.map_err(failed)?,
+        _ => Channel::balance_list(endpoints.into_iter()),
+    };
     Ok(InterceptedService::new(channel, interceptor))
 }

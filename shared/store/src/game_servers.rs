@@ -8,8 +8,8 @@ use crate::scripts::scripts;
 use crate::{Store, StoreError};
 
 /// What a single-server script answered: its outcome word and the server as it stands after the script.
-struct Reply {
-    outcome: String,
+pub(crate) struct Reply {
+    pub(crate) outcome: String,
     server: Option<GameServerRecord>,
 }
 
@@ -18,7 +18,7 @@ fn decode_fields(fleet_id: &str, now_ms: i64, fields: &[String]) -> Result<GameS
     GameServerRecord::from_fields(fleet_id, now_ms, pairs).map_err(|err| StoreError::Unexpected(err.to_string()))
 }
 
-fn decode_reply(fleet_id: &str, raw: Vec<String>) -> Result<Reply, StoreError> {
+pub(crate) fn decode_reply(fleet_id: &str, raw: Vec<String>) -> Result<Reply, StoreError> {
     let [outcome, now, fields @ ..] = raw.as_slice() else {
         return Err(StoreError::Unexpected("script reply too short".into()));
     };
@@ -45,7 +45,7 @@ fn unexpected(script: &str, outcome: &str) -> StoreError {
     StoreError::Unexpected(format!("{script} answered {outcome:?}"))
 }
 
-fn present(reply: Reply, script: &str) -> Result<GameServerRecord, StoreError> {
+pub(crate) fn present(reply: Reply, script: &str) -> Result<GameServerRecord, StoreError> {
     reply
         .server
         .ok_or_else(|| unexpected(script, &format!("{} without the server", reply.outcome)))

@@ -5,6 +5,7 @@
 use berth_domain::game_server::GameServerRecord;
 use redis::{ScriptInvocation, Value};
 
+use crate::game_servers::{decode_reply, present};
 use crate::keys::{FLEETS, FleetKeys};
 use crate::scripts::{LuaScript, scripts};
 use crate::{Store, StoreError};
@@ -124,23 +125,14 @@ pub async fn attach(store: &Store, attach: &Attach<'_>, timings: &Timings) -> Re
     }
     // Written first and idempotently, as for registrations: the monitor visits the fleets listed here.
     let _: i64 = store.query(redis::cmd("SADD").arg(FLEETS).arg(attach.fleet_id)).await?;
-    let raw: Vec<String> = store.invoke(&call).await?;
-    let record = |raw: &[String]| -> Result<Box<GameServerRecord>, StoreError> {
-        let [_, now, fields @ ..] = raw else {
-            return Err(unexpected("attach", "too short a reply"));
-        };
-        let pairs = fields.chunks_exact(2).map(|pair| (pair[0].as_str(), pair[1].as_str()));
-        GameServerRecord::from_fields(attach.fleet_id, number("attach", now)?, pairs)
-            .map(Box::new)
-            .map_err(|err| StoreError::Unexpected(err.to_string()))
-    };
-    match raw.first().map(String::as_str) {
-        Some("REGISTERED") => Ok(Attached::Registered(record(&raw)?)),
-        Some("RESUMED") => Ok(Attached::Resumed(record(&raw)?)),
-        Some("EXISTS") => Ok(Attached::Exists),
-        Some("LOST") => Ok(Attached::Lost),
-        Some("UNKNOWN") => Ok(Attached::Unknown),
-        other => Err(unexpected("attach", format!("{other:?}"))),
+    let reply = decode_reply(attach.fleet_id, store.invoke(&call).await?)?;
+    match reply.outcome.as_str() {
+        "REGISTERED" => Ok(Attached::Registered(Box::new(present(reply, "attach")?))),
+        "RESUMED" => Ok(Attached::Resumed(Box::new(present(reply, "attach")?))),
+        "EXISTS" => Ok(Attached::Exists),
+        "LOST" => Ok(Attached::Lost),
+        "UNKNOWN" => Ok(Attached::Unknown),
+        other => Err(unexpected("attach", other)),
     }
 }
 

@@ -1,10 +1,13 @@
 //! The test harness: throwaway `redis-server` processes (one node, or a 3-master Redis Cluster) on free ports,
-//! killed when the test ends even on panic, and Berth services served in-process on ephemeral ports.
+//! killed when the test ends even on panic, Berth services served in-process on ephemeral ports, and Berth's own
+//! binaries as real processes for tests that kill them.
 
+mod binary;
 mod process;
 mod redis_server;
 mod service;
 
+pub use binary::BinaryProcess;
 pub use process::{assert_serves, wait_for_health};
 pub use redis_server::{RedisCluster, RedisServer, TestRedis};
 pub use service::{RunningService, TEST_KEY, spawn_service, token};

@@ -4,14 +4,18 @@
 use berth_sdk::probe;
 use tonic_health::pb::health_check_response::ServingStatus;
 
-/// Waits up to 10 s for the health of `service` at `endpoint` to become `wanted`, as a load balancer would.
+/// Waits up to 10 s for the health of `service` at `endpoint` to become `wanted`, as a load balancer would (a
+/// process still starting may not even accept connections yet).
 pub async fn wait_for_health(endpoint: &str, service: &str, wanted: ServingStatus) {
-    let channel = channel(endpoint).await;
+    let endpoint = tonic::transport::Endpoint::from_shared(endpoint.to_owned()).expect("valid endpoint");
     let mut last = None;
     for _ in 0..200 {
-        last = Some(probe::serving_status(channel.clone(), service).await);
-        if matches!(&last, Some(Ok(status)) if *status == wanted) {
-            return;
+        if let Ok(channel) = endpoint.connect().await {
+            let status = probe::serving_status(channel, service).await;
+            if matches!(&status, Ok(status) if *status == wanted) {
+                return;
+            }
+            last = Some(status);
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }

@@ -15,7 +15,8 @@ use berth_proto::health::v1::{RegisterProcess, ServerPort};
 /// process always starts a new registration.
 #[derive(Clone)]
 pub struct GameServerConfig {
-    /// Address of the health service, e.g. `http://127.0.0.1:7104` (`BERTH_SDK_ENDPOINT`).
+    /// Address of the health service, e.g. `http://127.0.0.1:7104`, or several replicas comma-separated
+    /// (`BERTH_SDK_ENDPOINT`).
     pub sdk_endpoint: String,
     /// Bearer token with the game-server role, scoped to this fleet and server (`BERTH_SDK_TOKEN`).
     pub token: String,

@@ -32,7 +32,7 @@ const REGISTER_TIMEOUT: Duration = Duration::from_secs(10);
 const BACKOFF_START: Duration = Duration::from_millis(100);
 const BACKOFF_CAP: Duration = Duration::from_secs(5);
 /// The contract's bounds for heartbeat_interval_ms; a zero period would make the ticker panic.
-const HEARTBEAT_PERIOD_MIN: Duration = Duration::from_secs(1);
+const HEARTBEAT_PERIOD_MIN: Duration = Duration::from_millis(100);
 const HEARTBEAT_PERIOD_MAX: Duration = Duration::from_secs(60);
 /// A heartbeat carries at most this many connected players.
 const MAX_CONNECTED_PLAYERS: usize = 1000;

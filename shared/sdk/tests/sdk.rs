@@ -1,0 +1,225 @@
+//! The example game server, as a real process on the SDK, against two real health replicas and a real Redis: it
+//! registers, becomes ready, hosts a game session, refuses a player it cannot check, honours a terminate by
+//! ending and exiting, and when killed outright is found dead and its session ended.
+
+use std::net::TcpListener as StdListener;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use berth_proto::health::v1::game_server_service_client::GameServerServiceClient;
+use berth_proto::health::v1::{self as pb, GameSessionAssignment};
+use berth_proto::session::v1::GameSession;
+use berth_runtime::auth::Role;
+use berth_store::Store;
+use berth_store::game_servers::pool_sizes;
+use berth_store::processes::{FleetEvent, game_session_status, recent_events};
+use berth_testkit::{BinaryProcess, RunningService, TestRedis, spawn_service, token, wait_for_health};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tonic_health::pb::health_check_response::ServingStatus;
+
+fn fast() -> berth_health::HealthArgs {
+    berth_health::HealthArgs {
+        heartbeat_interval_ms: 200,
+        failure_threshold: 3,
+        initial_delay_ms: 500,
+        heartbeat_flush_ms: 5,
+        monitor_sweep_ms: 50,
+        ..Default::default()
+    }
+}
+
+/// The example game server, killed when dropped.
+struct GameServerProcess {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for GameServerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn spawn_game_server(endpoints: &str, fleet: &str, id: &str) -> GameServerProcess {
+    let port = StdListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let child = Command::new(env!("CARGO_BIN_EXE_berth-example-game-server"))
+        .env("BERTH_SDK_ENDPOINT", endpoints)
+        .env("BERTH_SDK_TOKEN", token(Role::GameServer, Some((fleet, id))))
+        .env("BERTH_FLEET_ID", fleet)
+        .env("BERTH_GAME_SERVER_ID", id)
+        .env("BERTH_INSTANCE_ID", "i-1")
+        .env("BERTH_LOCATION", "local")
+        .env("BERTH_SDK_PORT", port.to_string())
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the example game server is built with the tests");
+    GameServerProcess { child, port }
+}
+
+async fn eventually<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
+    for _ in 0..200 {
+        if let Some(found) = check().await {
+            return found;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{what} never happened");
+}
+
+async fn event(store: &Store, fleet: &str, code: &str) -> FleetEvent {
+    eventually(code, async || {
+        let events = recent_events(store, fleet, 20).await.unwrap();
+        events.into_iter().find(|event| event.code == code)
+    })
+    .await
+}
+
+async fn session_status(store: &Store, fleet: &str, session: &str, wanted: (&str, &str)) {
+    eventually(&format!("session {session} {wanted:?}"), async || {
+        let status = game_session_status(store, fleet, session).await.unwrap()?;
+        (status.0 == wanted.0 && status.1 == wanted.1).then_some(())
+    })
+    .await
+}
+
+/// Waits until the process is ready (in the pool) and places a game session on it.
+async fn ready_with_session(store: &Store, fleet: &str, id: &str, session: &str) {
+    eventually("ready", async || {
+        (pool_sizes(store, fleet).await.unwrap().0 == 1).then_some(())
+    })
+    .await;
+    let assignment = GameSessionAssignment {
+        game_session: Some(GameSession {
+            game_session_id: session.into(),
+            fleet_id: fleet.into(),
+            maximum_player_session_count: 4,
+            ..Default::default()
+        }),
+        player_sessions: Vec::new(),
+    };
+    berth_health::place_game_session(store, fleet, id, &assignment)
+        .await
+        .unwrap();
+    session_status(store, fleet, session, ("ACTIVE", "")).await;
+}
+
+async fn replicas(store: &Store) -> (RunningService, RunningService) {
+    let a = spawn_service(berth_health::service(store.clone(), &fast()), store.clone()).await;
+    let b = spawn_service(berth_health::service(store.clone(), &fast()), store.clone()).await;
+    (a, b)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_example_game_server_hosts_a_session_and_honours_a_terminate() {
+    let redis = TestRedis::single();
+    let store = Store::connect(&redis.config()).await.unwrap();
+    let (a, b) = replicas(&store).await;
+    let mut process = spawn_game_server(&format!("{},{}", a.endpoint(), b.endpoint()), "arena", "gs-1");
+    ready_with_session(&store, "arena", "gs-1", "s-1").await;
+
+    // A player whose session cannot be checked yet is turned away at the door.
+    let stream = tokio::net::TcpStream::connect(("127.0.0.1", process.port))
+        .await
+        .unwrap();
+    let (read, mut write) = stream.into_split();
+    write.write_all(b"JOIN s-1 ps-1\n").await.unwrap();
+    let mut answer = String::new();
+    BufReader::new(read).read_line(&mut answer).await.unwrap();
+    assert!(answer.starts_with("REFUSED"), "{answer}");
+
+    let operator = berth_sdk::connect(&b.endpoint(), &token(Role::Operator, None))
+        .await
+        .unwrap();
+    let request = pb::TerminateGameServerRequest {
+        fleet_id: "arena".into(),
+        game_server_id: "gs-1".into(),
+        reason: pb::TerminationReason::ScaleIn as i32,
+    };
+    GameServerServiceClient::new(operator)
+        .terminate_game_server(request)
+        .await
+        .unwrap();
+    let exited = eventually("exit", async || process.child.try_wait().unwrap()).await;
+    assert!(exited.success(), "the process ends cleanly when told to: {exited:?}");
+    event(&store, "arena", "SERVER_PROCESS_TERMINATED").await;
+    session_status(&store, "arena", "s-1", ("TERMINATED", "TRIGGERED_ON_PROCESS_TERMINATE")).await;
+    assert!(
+        recent_events(&store, "arena", 20)
+            .await
+            .unwrap()
+            .iter()
+            .all(|e| e.code == "SERVER_PROCESS_TERMINATED")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_game_server_is_found_dead_and_its_session_ends() {
+    let redis = TestRedis::single();
+    let store = Store::connect(&redis.config()).await.unwrap();
+    let (a, b) = replicas(&store).await;
+    let process = spawn_game_server(&format!("{},{}", a.endpoint(), b.endpoint()), "arena", "gs-1");
+    ready_with_session(&store, "arena", "gs-1", "s-1").await;
+
+    drop(process);
+    let crashed = event(&store, "arena", "SERVER_PROCESS_CRASHED").await;
+    assert_eq!(crashed.game_server_id, "gs-1");
+    session_status(&store, "arena", "s-1", ("ERROR", "INTERRUPTED")).await;
+    assert_eq!(pool_sizes(&store, "arena").await.unwrap(), (0, 0));
+}
+
+async fn replica_of(store: &Store, fleet: &str, id: &str) -> String {
+    let key = berth_store::keys::FleetKeys::new(fleet).game_server(id);
+    store.query(redis::cmd("HGET").arg(key).arg("replica")).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn when_a_health_replica_is_killed_its_servers_move_and_none_is_declared_dead() {
+    let redis = berth_testkit::RedisServer::start();
+    let store = Store::connect(&redis.config()).await.unwrap();
+    let key = String::from_utf8(berth_testkit::TEST_KEY.to_vec()).unwrap();
+    let replica = |name: &str| {
+        let envs = [
+            ("BERTH_REDIS_URL", redis.url()),
+            ("BERTH_AUTH_KEY", key.clone()),
+            ("BERTH_REPLICA_ID", name.to_owned()),
+            ("BERTH_HEARTBEAT_INTERVAL_MS", "200".to_owned()),
+            ("BERTH_HEALTH_INITIAL_DELAY_MS", "500".to_owned()),
+            ("BERTH_MONITOR_SWEEP_MS", "50".to_owned()),
+        ];
+        BinaryProcess::spawn("berth-health", &envs)
+    };
+    let (mut a, b) = (replica("replica-a"), replica("replica-b"));
+    for endpoint in [a.endpoint(), b.endpoint()] {
+        wait_for_health(&endpoint, "", ServingStatus::Serving).await;
+    }
+    let endpoints = format!("{},{}", a.endpoint(), b.endpoint());
+    let ids: Vec<String> = (0..8).map(|i| format!("gs-{i}")).collect();
+    let _processes: Vec<_> = ids
+        .iter()
+        .map(|id| spawn_game_server(&endpoints, "arena", id))
+        .collect();
+    eventually("all ready", async || {
+        (pool_sizes(&store, "arena").await.unwrap().0 == 8).then_some(())
+    })
+    .await;
+    let mut on_a = 0;
+    for id in &ids {
+        on_a += usize::from(replica_of(&store, "arena", id).await == "replica-a");
+    }
+    assert!(on_a > 0, "some streams were held by replica A");
+
+    a.kill();
+    for id in &ids {
+        eventually("resumed on B", async || {
+            (replica_of(&store, "arena", id).await == "replica-b").then_some(())
+        })
+        .await;
+    }
+    // Well past the health window (3 × 200 ms), every server is alive and claimable, and no death was recorded.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(pool_sizes(&store, "arena").await.unwrap(), (8, 0));
+    assert!(recent_events(&store, "arena", 20).await.unwrap().is_empty());
+}
