@@ -17,7 +17,10 @@ pids=()
 cleanup() {
   trap - EXIT INT TERM
   if [ ${#pids[@]} -gt 0 ]; then
+    # The supervisors' game servers first, so that none is restarted.
+    for pid in "${pids[@]}"; do pkill -P "$pid" 2>/dev/null || true; done
     kill "${pids[@]}" 2>/dev/null || true
+    for pid in "${pids[@]}"; do pkill -P "$pid" 2>/dev/null || true; done
     wait "${pids[@]}" 2>/dev/null || true
   fi
 }
@@ -33,8 +36,9 @@ if ! redis-cli -u "$BERTH_REDIS_URL" ping >/dev/null 2>&1; then
 fi
 
 echo "Building (release)…"
-cargo build --release --locked --bins --quiet
+cargo build --release --locked --quiet --bins -p berth-placement -p berth-session -p berth-fleet -p berth-health -p berth-runtime -p berth-sdk
 cargo build --release --locked -p berth-sdk --example demo_fleet --quiet
+sdk_servers=3
 
 declare -A grpc=([placement]=7101 [session]=7102 [fleet]=7103 [health]=7104)
 declare -A metrics=([placement]=9101 [session]=9102 [fleet]=9103 [health]=9104)
@@ -58,7 +62,24 @@ for name in placement session fleet health; do
   printf "  berth-%-10s 127.0.0.1:%-8s http://127.0.0.1:%s/metrics   %s\n" \
     "$name" "${grpc[$name]}" "${metrics[$name]}" "$run_dir/$name.log"
 done
+# Example game servers on the SDK, each restarted when it exits, as a fleet provisioner would.
+for i in $(seq "$sdk_servers"); do
+  id="demo-sdk-$i"
+  (
+    while true; do
+      BERTH_SDK_ENDPOINT=http://127.0.0.1:${grpc[health]} \
+        BERTH_SDK_TOKEN="$(target/release/berth-token --key-file "$BERTH_AUTH_KEY_FILE" --role game-server \
+          --fleet demo-sdk --game-server "$id" --subject "$id")" \
+        BERTH_FLEET_ID=demo-sdk BERTH_GAME_SERVER_ID="$id" BERTH_INSTANCE_ID="local-$i" BERTH_LOCATION=local \
+        BERTH_SDK_PORT=$((7800 + i)) target/release/berth-example-game-server >>"$run_dir/$id.log" 2>&1
+      sleep 1
+    done
+  ) &
+  pids+=($!)
+done
+
 cat <<HINT
+  $sdk_servers example game servers (berth-example-game-server) on ports 7801-780$sdk_servers, fleet demo-sdk; logs .run/demo-sdk-*.log
 
 Tokens: target/release/berth-token --key-file $BERTH_AUTH_KEY_FILE --role operator   (or client, game-server)
 

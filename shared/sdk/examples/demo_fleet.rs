@@ -2,7 +2,8 @@
 //! reflection, registers game servers each with its own scoped token, then plays matchmaker — claims a server,
 //! starts a match on it (UTILIZED), and when the match ends the server process "restarts" (deregisters and
 //! registers again). Some claims are abandoned on purpose to show them lapse back to the pool, and one
-//! instance is draining so its servers are claimed last. A status line every second shows the pool.
+//! instance is draining so its servers are claimed last. A status line every second shows the pool, and that of
+//! the SDK processes (the example game servers `make run` starts), one of which is told to terminate now and then.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -11,7 +12,7 @@ use std::time::{Duration, Instant};
 use berth_proto::health::v1::game_server_service_client::GameServerServiceClient;
 use berth_proto::health::v1::{
     self as hpb, DeregisterGameServerRequest, ListGameServersRequest, RegisterGameServerRequest,
-    SetInstanceStatusRequest, UpdateGameServerRequest,
+    SetInstanceStatusRequest, TerminateGameServerRequest, TerminationReason, UpdateGameServerRequest,
 };
 use berth_proto::placement::v1::ClaimGameServerRequest;
 use berth_proto::placement::v1::claim_service_client::ClaimServiceClient;
@@ -42,6 +43,13 @@ struct Cli {
     /// How often the matchmaker asks for a server, in ms.
     #[arg(long, default_value_t = 400)]
     claim_every_ms: u64,
+    /// Fleet of SDK game-server processes to watch (the example game servers `make run` starts); one of them is
+    /// told to terminate every `--terminate-every-seconds`, to show a process honouring it.
+    #[arg(long, default_value = "demo-sdk")]
+    sdk_fleet: String,
+    /// How often one SDK process is told to terminate, in seconds (0: never).
+    #[arg(long, default_value_t = 20)]
+    terminate_every_seconds: u64,
     /// Stop after this many seconds (0: run until interrupted).
     #[arg(long, default_value_t = 0)]
     duration_seconds: u64,
@@ -163,6 +171,34 @@ async fn pool_line(operator: &mut GameServerServiceClient<AuthedChannel>, fleet:
         .join(" · ")
 }
 
+/// Tells the first SDK process of the fleet to terminate; the example game server ends and its supervisor
+/// starts a fresh one.
+async fn terminate_one(operator: &mut GameServerServiceClient<AuthedChannel>, fleet: &str) {
+    let request = ListGameServersRequest {
+        fleet_id: fleet.into(),
+        page_size: 1,
+        page_token: String::new(),
+    };
+    let Ok(page) = operator.list_game_servers(request).await else {
+        return;
+    };
+    let Some(server) = page.into_inner().game_servers.into_iter().next() else {
+        return;
+    };
+    let request = TerminateGameServerRequest {
+        fleet_id: fleet.into(),
+        game_server_id: server.game_server_id.clone(),
+        reason: TerminationReason::ScaleIn as i32,
+    };
+    match operator.terminate_game_server(request).await {
+        Ok(_) => println!(
+            "  told {} to terminate (scale-in): it sends ProcessEnding and exits",
+            server.game_server_id
+        ),
+        Err(status) => println!("  could not terminate {}: {}", server.game_server_id, status.message()),
+    }
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let cli = Cli::parse();
@@ -231,10 +267,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             _ = tokio::signal::ctrl_c() => return Ok(()),
             _ = status_tick.tick() => {
                 let pool = pool_line(&mut operator, &fleet).await;
+                let sdk_pool = pool_line(&mut operator, &cli.sdk_fleet).await;
+                let elapsed = started.elapsed().as_secs();
                 println!(
-                    "  t={:>4}s  {pool}  | matches started {matches}, claims abandoned {abandoned}, no server free {refused}",
-                    started.elapsed().as_secs()
+                    "  t={elapsed:>4}s  {pool}  | matches started {matches}, claims abandoned {abandoned}, no server \
+                     free {refused}  || {}: {sdk_pool}",
+                    cli.sdk_fleet
                 );
+                if cli.terminate_every_seconds > 0 && elapsed > 0 && elapsed % cli.terminate_every_seconds == 0 {
+                    terminate_one(&mut operator, &cli.sdk_fleet).await;
+                }
             }
             _ = claim_tick.tick() => {
                 let request = ClaimGameServerRequest { fleet_id: fleet.clone(), ..Default::default() };
