@@ -274,7 +274,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                      free {refused}  || {}: {sdk_pool}",
                     cli.sdk_fleet
                 );
-                if cli.terminate_every_seconds > 0 && elapsed > 0 && elapsed % cli.terminate_every_seconds == 0 {
+                if cli.terminate_every_seconds > 0 && elapsed > 0 && elapsed.is_multiple_of(cli.terminate_every_seconds) {
                     terminate_one(&mut operator, &cli.sdk_fleet).await;
                 }
             }
