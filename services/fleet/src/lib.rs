@@ -23,6 +23,7 @@ pub fn service(_store: Store) -> ServiceDef {
         name: "berth-fleet",
         grpc_services: &["berth.fleet.v1.FleetService", "berth.fleet.v1.ScalingService"],
         rules: RULES,
+        on_shutdown: None,
         routes: Routes::default(),
     }
 }

@@ -120,6 +120,9 @@ pub(crate) struct Context {
     pub(crate) replica: String,
     pub(crate) streams: streams::Streams,
     pub(crate) heartbeats: tokio::sync::mpsc::Sender<heartbeats::Beat>,
+    /// Becomes true when the replica shuts down: every stream then ends with UNAVAILABLE, and its process resumes
+    /// through another replica.
+    pub(crate) closing: tokio::sync::watch::Sender<bool>,
 }
 
 /// The health service over `store`, with its heartbeat writer, monitor and push listener running in the
@@ -145,6 +148,7 @@ pub fn service(store: Store, args: &HealthArgs) -> ServiceDef {
         replica,
         streams: streams::Streams::default(),
         heartbeats: beats,
+        closing: tokio::sync::watch::Sender::new(false),
     });
     let tasks = Arc::new(background::Background::spawn(vec![
         Box::pin(heartbeats::run(context.clone(), beats_rx)),
@@ -158,12 +162,16 @@ pub fn service(store: Store, args: &HealthArgs) -> ServiceDef {
         context.clone(),
         tasks.clone(),
     )))
-    .add_service(SdkServiceServer::new(Sdk::new(context, tasks)));
+    .add_service(SdkServiceServer::new(Sdk::new(context.clone(), tasks)));
+    let on_shutdown = Box::new(move || {
+        context.closing.send_replace(true);
+    });
     ServiceDef {
         name: "berth-health",
         grpc_services: &["berth.health.v1.GameServerService", "berth.health.v1.SdkService"],
         rules: RULES,
         routes,
+        on_shutdown: Some(on_shutdown),
     }
 }
 

@@ -221,8 +221,12 @@ impl ProcessStream {
     }
 
     async fn serve(&mut self, mut inbound: Streaming<pb::AttachRequest>, mut commands: mpsc::Receiver<Command>) {
+        let mut closing = self.context.closing.subscribe();
         loop {
             let flow = tokio::select! {
+                _ = closing.changed() => Flow::End(Some(Status::unavailable(
+                    "this health replica is shutting down; resume through another",
+                ))),
                 message = inbound.message() => match message {
                     Ok(Some(message)) => self.handle(message).await,
                     Ok(None) | Err(_) => return,

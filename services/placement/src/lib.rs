@@ -49,6 +49,7 @@ pub fn service(store: Store, args: &PlacementArgs) -> ServiceDef {
             "berth.placement.v1.QueueService",
         ],
         rules: RULES,
+        on_shutdown: None,
         routes: Routes::new(ClaimServiceServer::new(Claims::new(store, args.claim_timeout_ms))),
     }
 }

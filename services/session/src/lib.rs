@@ -29,6 +29,7 @@ pub fn service(_store: Store) -> ServiceDef {
             "berth.session.v1.PlayerSessionService",
         ],
         rules: RULES,
+        on_shutdown: None,
         routes: Routes::default(),
     }
 }

@@ -35,6 +35,9 @@ pub struct ServiceDef {
     pub rules: AccessRules,
     /// Its routes.
     pub routes: Routes,
+    /// Called when shutdown begins, before calls in flight are waited for: a service holding long-lived streams
+    /// ends them here so that their clients move to another replica at once instead of at the grace period's end.
+    pub on_shutdown: Option<Box<dyn FnOnce() + Send>>,
 }
 
 /// How to serve, from the common flags.
@@ -220,10 +223,14 @@ pub async fn serve(
         rules: def.rules,
     };
     let (stopping_tx, mut stopping_rx) = watch::channel(false);
+    let on_shutdown = def.on_shutdown;
     let signal = {
         let reporter = reporter.clone();
         async move {
             shutdown.await;
+            if let Some(on_shutdown) = on_shutdown {
+                on_shutdown();
+            }
             probe.abort();
             set_all(&reporter, &names, ServingStatus::NotServing).await;
             reporter.set_service_status(LIVENESS, ServingStatus::NotServing).await;

@@ -520,3 +520,24 @@ async fn wrong_tokens_and_bad_messages_are_refused_without_harming_other_streams
         Ok(Tell::HeartbeatAck(_))
     ));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_shutting_down_sends_its_streams_elsewhere_at_once() {
+    let redis = TestRedis::single();
+    let store = Store::connect(&redis.config()).await.unwrap();
+    let service = replica(&store, &fast()).await;
+    let mut process = attach(&service.endpoint(), "arena", "gs-1").await;
+    let shutdown = tokio::spawn(service.shutdown());
+    let ended = tokio::time::timeout(Duration::from_secs(3), process.responses.message())
+        .await
+        .expect("the stream ends before the grace period");
+    assert_eq!(
+        ended.unwrap_err().code(),
+        Code::Unavailable,
+        "UNAVAILABLE: resume elsewhere"
+    );
+    tokio::time::timeout(Duration::from_secs(3), shutdown)
+        .await
+        .expect("the replica stops without waiting out the grace period")
+        .unwrap();
+}
