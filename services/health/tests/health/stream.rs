@@ -541,3 +541,26 @@ async fn a_replica_shutting_down_sends_its_streams_elsewhere_at_once() {
         .expect("the replica stops without waiting out the grace period")
         .unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_heartbeat_before_registration_is_refused() {
+    let redis = TestRedis::single();
+    let store = Store::connect(&redis.config()).await.unwrap();
+    let service = replica(&store, &fast()).await;
+    let (requests, rx) = mpsc::channel(4);
+    let early = AttachRequest {
+        request_id: "r0".into(),
+        kind: Some(Ask::Heartbeat(pb::Heartbeat {
+            sequence: 1,
+            health: pb::ProcessHealth::Healthy as i32,
+            ..Default::default()
+        })),
+    };
+    requests.send(early).await.unwrap();
+    let channel = berth_sdk::connect(&service.endpoint(), &token(Role::GameServer, Some(("arena", "gs-1")))).await;
+    let refused = SdkServiceClient::new(channel.unwrap())
+        .attach(ReceiverStream::new(rx))
+        .await;
+    assert_eq!(refused.unwrap_err().code(), Code::FailedPrecondition);
+    assert!(recent_events(&store, "arena", 10).await.unwrap().is_empty());
+}
