@@ -3,4 +3,5 @@
 
 pub mod game_server;
 pub mod process;
+pub mod search;
 pub mod validate;
