@@ -7,7 +7,7 @@ use berth_proto::health::v1 as pb;
 use berth_proto::health::v1::game_server_service_server::GameServerService;
 use berth_runtime::auth::{Caller, Role};
 use berth_store::Store;
-use berth_store::game_servers::{self as store, Registered, Registration, Update, Updated};
+use berth_store::game_servers::{self as store, Deregistered, Registered, Registration, Update, Updated};
 use berth_store::processes::{self, Terminating};
 use std::sync::Arc;
 
@@ -27,6 +27,7 @@ pub struct GameServers {
 
 impl GameServers {
     pub(crate) fn new(context: Arc<Context>, tasks: Arc<Background>) -> GameServers {
+        // Kept beside the context only to keep the handlers short: it is the same store.
         GameServers {
             store: context.store.clone(),
             context,
@@ -127,10 +128,14 @@ impl GameServerService for GameServers {
         domain::check_server_ref(&mut v, &req.fleet_id, &req.game_server_id);
         v.into_result()?;
         caller.check_game_server(&req.fleet_id, &req.game_server_id)?;
-        if store::deregister(&self.store, &req.fleet_id, &req.game_server_id).await? {
-            Ok(Response::new(pb::DeregisterGameServerResponse {}))
-        } else {
-            Err(not_found(&req.fleet_id, &req.game_server_id))
+        match store::deregister(&self.store, &req.fleet_id, &req.game_server_id).await? {
+            Deregistered::Done => Ok(Response::new(pb::DeregisterGameServerResponse {})),
+            Deregistered::NotFound => Err(not_found(&req.fleet_id, &req.game_server_id)),
+            Deregistered::SdkProcess => Err(Status::failed_precondition(format!(
+                "game server {:?} holds an SDK stream: it leaves by ProcessEnding (or TerminateGameServer), which also \
+                 ends its sessions",
+                req.game_server_id
+            ))),
         }
     }
 

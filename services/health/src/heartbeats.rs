@@ -1,7 +1,7 @@
 //! The heartbeat writer. Heartbeats from every stream of this replica are queued here and written to Redis in
 //! batches — one script call per fleet per batch, each pushing many deadlines out at once — instead of one round
-//! trip each. A batch closes when the queue is drained or after the flush interval, whichever comes first, so
-//! batches grow with load and latency stays bounded when it is light.
+//! trip each. A batch takes whatever is queued; when that is less than a chunk it waits for more up to the flush
+//! interval, so batches grow with load while a heartbeat waits at most one interval when load is light.
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -67,7 +67,7 @@ pub struct HealthArgs {
     #[arg(long, env = "BERTH_HEARTBEAT_INTERVAL_MS", default_value_t = 5_000, value_parser = clap::value_parser!(u64).range(100..=60_000))]
     pub heartbeat_interval_ms: u64,
     /// Heartbeats missed, or UNHEALTHY reports in a row, before a process is declared lost.
-    #[arg(long, env = "BERTH_HEALTH_FAILURE_THRESHOLD", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+    #[arg(long, env = "BERTH_HEALTH_FAILURE_THRESHOLD", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=10))]
     pub failure_threshold: u32,
     /// Extra time a process has for its first heartbeat after registering, in ms.
     #[arg(long, env = "BERTH_HEALTH_INITIAL_DELAY_MS", default_value_t = 5_000)]

@@ -3,7 +3,7 @@
 //! processes hear they must end. Every replica sweeps; a process is found late once, whoever finds it.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use berth_store::game_servers::fleets;
 use berth_store::processes::{self as store, Routing};
@@ -14,21 +14,30 @@ use crate::push::announce;
 /// Most processes per deadline one sweep of one fleet acts on; the rest wait for the next sweep.
 const SWEEP_LIMIT: u32 = 500;
 
-/// Sweeps every `every` until the task is dropped.
+/// Sweeps every `every` until the task is dropped. Heartbeat deadlines are swept only once Redis has answered
+/// for a whole heartbeat window: while it was unreachable no heartbeat could be recorded, and a process silent
+/// through an outage is not dead.
 pub(crate) async fn run(context: Arc<Context>, every: Duration) {
+    let window = Duration::from_millis(context.timings.heartbeat_window_ms);
+    let mut reachable_since: Option<Instant> = None;
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        if let Err(err) = sweep(&context).await {
+        let since = *reachable_since.get_or_insert_with(Instant::now);
+        if let Err(err) = sweep(&context, since.elapsed() >= window).await {
             tracing::warn!(error = %err, "health sweep failed; retrying at the next tick");
+            if matches!(err, berth_store::StoreError::Unavailable(_)) {
+                reachable_since = None;
+            }
         }
     }
 }
 
-async fn sweep(context: &Context) -> Result<(), berth_store::StoreError> {
+async fn sweep(context: &Context, heartbeats: bool) -> Result<(), berth_store::StoreError> {
     for fleet_id in fleets(&context.store).await? {
-        for lost in store::sweep(&context.store, &fleet_id, SWEEP_LIMIT, &context.timings).await? {
+        let swept = store::sweep(&context.store, &fleet_id, SWEEP_LIMIT, &context.timings, heartbeats).await?;
+        for lost in swept {
             tracing::info!(fleet = %fleet_id, game_server = %lost.game_server_id, code = %lost.code, "process lost");
             metrics::counter!("berth_processes_lost_total", "code" => lost.code.clone()).increment(1);
             let routing = Routing {

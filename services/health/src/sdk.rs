@@ -100,8 +100,9 @@ impl SdkService for Sdk {
         if register.game_server_id.is_empty() {
             register.game_server_id = caller.claims.game_server.clone().unwrap_or_default();
         }
-        let registration = check_register(&register)?;
+        // Whose stream it is comes before what it says: a stranger learns nothing from validation errors.
         caller.check_game_server(&register.fleet_id, &register.game_server_id)?;
+        let registration = check_register(&register)?;
 
         let context = &self.context;
         let registration_id = uuid::Uuid::now_v7().to_string();
@@ -132,7 +133,9 @@ impl SdkService for Sdk {
                 ));
             }
             Attached::Unknown => {
-                return Err(Status::not_found("no such registration to resume; register afresh"));
+                return Err(Status::failed_precondition(
+                    "no such registration to resume (it ended or never was); the process must exit",
+                ));
             }
         };
         let registration_id = resume.map(str::to_owned).unwrap_or(registration_id);
@@ -229,7 +232,9 @@ impl ProcessStream {
                 ))),
                 message = inbound.message() => match message {
                     Ok(Some(message)) => self.handle(message).await,
-                    Ok(None) | Err(_) => return,
+                    Ok(None) => return,
+                    // A message that does not decode, or a transport that broke: say why, if anyone still listens.
+                    Err(status) => Flow::End(Some(status)),
                 },
                 Some(command) = commands.recv() => self.command(command).await,
             };
@@ -354,10 +359,13 @@ impl ProcessStream {
             Ask::ActivateGameSession(activate) => self.activate(&id, &activate.game_session_id).await,
             Ask::ProcessEnding(ending) => {
                 return match store::process_ending(&self.context.store, &self.process(), &ending.reason).await {
-                    Ok(_) => {
+                    Ok(true) => {
                         self.send(reply(&id, Code::Ok, "", None)).await;
                         Flow::End(None)
                     }
+                    Ok(false) => Flow::End(Some(Status::failed_precondition(
+                        "this registration is not the live one of its game server",
+                    ))),
                     Err(err) => {
                         self.send(reply(&id, Code::Unavailable, err.to_string(), None)).await;
                         Flow::Continue
@@ -374,12 +382,10 @@ impl ProcessStream {
                     };
                     reply(&id, Code::Ok, "", Some(pb::reply::Result::TerminationTime(time)))
                 }
-                Ok(_) => reply(
-                    &id,
-                    Code::NotFound,
-                    "no termination is scheduled for this process",
-                    None,
-                ),
+                Ok(_) => {
+                    let none = pb::TerminationTime { termination_time: None };
+                    reply(&id, Code::Ok, "", Some(pb::reply::Result::TerminationTime(none)))
+                }
                 Err(status) => reply(&id, status.code(), status.message(), None),
             },
             Ask::DescribeServer(_) => self.describe(&id).await,
@@ -452,12 +458,8 @@ impl ProcessStream {
                 reply(id, Code::Ok, "", session.map(pb::reply::Result::GameSession))
             }
             Ok(Activated::NotFound) => reply(id, Code::NotFound, format!("no game session {game_session_id:?}"), None),
-            Ok(Activated::NotYours) => reply(
-                id,
-                Code::PermissionDenied,
-                format!("game session {game_session_id:?} is placed on another game server"),
-                None,
-            ),
+            // Another server's session is, to this one, no session at all.
+            Ok(Activated::NotYours) => reply(id, Code::NotFound, format!("no game session {game_session_id:?}"), None),
             Ok(Activated::Ended(status)) => reply(
                 id,
                 Code::FailedPrecondition,

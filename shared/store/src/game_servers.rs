@@ -41,14 +41,14 @@ fn flag(on: bool) -> &'static str {
     if on { "1" } else { "0" }
 }
 
-fn unexpected(script: &str, outcome: &str) -> StoreError {
-    StoreError::Unexpected(format!("{script} answered {outcome:?}"))
+pub(crate) fn unexpected(script: &str, what: impl std::fmt::Debug) -> StoreError {
+    StoreError::Unexpected(format!("{script} answered {what:?}"))
 }
 
 pub(crate) fn present(reply: Reply, script: &str) -> Result<GameServerRecord, StoreError> {
     reply
         .server
-        .ok_or_else(|| unexpected(script, &format!("{} without the server", reply.outcome)))
+        .ok_or_else(|| unexpected(script, format!("{} without the server", reply.outcome)))
 }
 
 /// A server to register.
@@ -163,8 +163,19 @@ pub async fn update(store: &Store, update: &Update<'_>) -> Result<Updated, Store
     }
 }
 
-/// Removes a server. `false` when it was not registered.
-pub async fn deregister(store: &Store, fleet_id: &str, game_server_id: &str) -> Result<bool, StoreError> {
+/// The outcome of a deregistration.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Deregistered {
+    /// Gone.
+    Done,
+    /// It was not registered.
+    NotFound,
+    /// It holds an SDK stream, and leaves by ProcessEnding instead.
+    SdkProcess,
+}
+
+/// Removes a server.
+pub async fn deregister(store: &Store, fleet_id: &str, game_server_id: &str) -> Result<Deregistered, StoreError> {
     let keys = FleetKeys::new(fleet_id);
     let mut call = scripts().deregister_game_server.prepare();
     call.key(keys.game_server(game_server_id))
@@ -175,8 +186,9 @@ pub async fn deregister(store: &Store, fleet_id: &str, game_server_id: &str) -> 
         .arg(keys.instance_prefix());
     let reply = decode_reply(fleet_id, store.invoke(&call).await?)?;
     match reply.outcome.as_str() {
-        "DEREGISTERED" => Ok(true),
-        "NOT_FOUND" => Ok(false),
+        "DEREGISTERED" => Ok(Deregistered::Done),
+        "NOT_FOUND" => Ok(Deregistered::NotFound),
+        "SDK_PROCESS" => Ok(Deregistered::SdkProcess),
         other => Err(unexpected("deregister", other)),
     }
 }

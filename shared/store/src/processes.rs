@@ -5,7 +5,7 @@
 use berth_domain::game_server::GameServerRecord;
 use redis::{ScriptInvocation, Value};
 
-use crate::game_servers::{decode_reply, present};
+use crate::game_servers::{decode_reply, present, unexpected};
 use crate::keys::{FLEETS, FleetKeys};
 use crate::scripts::{LuaScript, scripts};
 use crate::{Store, StoreError};
@@ -40,10 +40,6 @@ fn process_call<'a>(script: &'a LuaScript, keys: &FleetKeys) -> ScriptInvocation
         .arg(keys.instance_prefix())
         .arg(keys.game_session_prefix());
     call
-}
-
-fn unexpected(script: &str, what: impl std::fmt::Display) -> StoreError {
-    StoreError::Unexpected(format!("{script} answered {what}"))
 }
 
 fn number<T: std::str::FromStr>(script: &str, text: &str) -> Result<T, StoreError> {
@@ -119,7 +115,8 @@ pub async fn attach(store: &Store, attach: &Attach<'_>, timings: &Timings) -> Re
         .arg(attach.resume.unwrap_or(""))
         .arg(attach.replica)
         .arg(timings.first_heartbeat_ms)
-        .arg(timings.ready_timeout_ms);
+        .arg(timings.ready_timeout_ms)
+        .arg(timings.heartbeat_window_ms);
     for (field, value) in attach.fields {
         call.arg(*field).arg(value);
     }
@@ -218,16 +215,20 @@ pub struct LostProcess {
     pub code: String,
 }
 
-/// Sweeps one fleet: every process whose heartbeat, ready or ProcessEnding deadline passed is declared lost.
+/// Sweeps one fleet: every process whose ready or ProcessEnding deadline passed — and, with `heartbeats`, whose
+/// heartbeat deadline passed — is declared lost.
 pub async fn sweep(
     store: &Store,
     fleet_id: &str,
     limit: u32,
     timings: &Timings,
+    heartbeats: bool,
 ) -> Result<Vec<LostProcess>, StoreError> {
     let keys = FleetKeys::new(fleet_id);
     let mut call = process_call(&scripts().sweep_processes, &keys);
-    call.arg(limit).arg(timings.retention_ms);
+    call.arg(limit)
+        .arg(timings.retention_ms)
+        .arg(if heartbeats { "1" } else { "0" });
     let raw: Vec<String> = store.invoke(&call).await?;
     Ok(raw
         .chunks_exact(3)

@@ -133,6 +133,25 @@ impl RedisServer {
         }
     }
 
+    /// Freezes it (SIGSTOP): connections stay open and data is kept, but nothing answers, as in a network
+    /// partition or a long stall.
+    pub fn pause(&self) {
+        self.signal(libc::SIGSTOP);
+    }
+
+    /// Thaws it after [`RedisServer::pause`].
+    pub fn resume(&self) {
+        self.signal(libc::SIGCONT);
+    }
+
+    fn signal(&self, signal: libc::c_int) {
+        let child = self.child.as_ref().expect("redis-server is running");
+        // SAFETY: kill(2) on our own child's pid has no memory effects.
+        unsafe {
+            libc::kill(child.id() as libc::pid_t, signal);
+        }
+    }
+
     /// Starts it again on the same port, empty.
     pub fn restart(&mut self) {
         self.stop();

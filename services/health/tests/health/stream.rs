@@ -145,7 +145,21 @@ impl Process {
             {
                 self.pushes.push(kind);
             }
-            let _ = self.heartbeat(pb::ProcessHealth::Healthy, 0).await;
+            // An ack may carry the state before the push does (the process reports having applied nothing): what
+            // it carries counts as delivered.
+            if let Ok(Tell::HeartbeatAck(ack)) = self.heartbeat(pb::ProcessHealth::Healthy, 0).await
+                && let Some(desired) = ack.desired_state
+            {
+                for assignment in desired.game_sessions {
+                    let start = pb::StartGameSession {
+                        game_session: assignment.game_session,
+                        initial_player_sessions: assignment.player_sessions,
+                        state_version: desired.version,
+                    };
+                    self.pushes.push(Tell::StartGameSession(start));
+                }
+                self.pushes.extend(desired.termination.map(Tell::TerminateProcess));
+            }
         }
         panic!("the push never came; got {:?}", self.pushes);
     }
@@ -296,6 +310,7 @@ async fn a_silent_process_is_declared_lost_and_its_sessions_end() {
         .await
         .unwrap();
     assert_eq!(process.push(started).await, "s-1");
+    let registration_id = process.registered.registration_id.clone();
     drop(process);
 
     let event = wait_for_event(&store, "arena", "SERVER_PROCESS_CRASHED").await;
@@ -304,10 +319,10 @@ async fn a_silent_process_is_declared_lost_and_its_sessions_end() {
     assert_eq!(status, Some(("ERROR".into(), "INTERRUPTED".into())));
     // Its registration cannot be resumed: it must exit.
     let mut late = register("arena", "gs-1");
-    late.resume_registration_id = "whatever".into();
+    late.resume_registration_id = registration_id;
     let endpoint = service.endpoint();
     let refused = attach_with(&endpoint, &token(Role::GameServer, Some(("arena", "gs-1"))), late).await;
-    assert_eq!(refused.err().unwrap().code(), Code::NotFound);
+    assert_eq!(refused.err().unwrap().code(), Code::FailedPrecondition);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -562,5 +577,42 @@ async fn a_heartbeat_before_registration_is_refused() {
         .attach(ReceiverStream::new(rx))
         .await;
     assert_eq!(refused.unwrap_err().code(), Code::FailedPrecondition);
-    assert!(recent_events(&store, "arena", 10).await.unwrap().is_empty());
+    let mut operator = operator(&service).await;
+    let described = operator.describe_game_server(pb::DescribeGameServerRequest {
+        fleet_id: "arena".into(),
+        game_server_id: "gs-1".into(),
+    });
+    assert_eq!(
+        described.await.unwrap_err().code(),
+        Code::NotFound,
+        "nothing was registered"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_stall_longer_than_the_window_kills_no_process() {
+    let redis = berth_testkit::RedisServer::start();
+    let store = Store::connect(&redis.config()).await.unwrap();
+    let service = replica(&store, &fast()).await;
+    let mut process = attach(&service.endpoint(), "arena", "gs-1").await;
+    ok(process.ask(Ask::Ready(pb::ProcessReady::default())).await.unwrap());
+
+    // Redis answers nothing for three windows; heartbeats meanwhile are answered UNAVAILABLE, not lost.
+    redis.pause();
+    let stalled = tokio::time::Instant::now();
+    while stalled.elapsed() < Duration::from_millis(900) {
+        let answer = process.heartbeat(pb::ProcessHealth::Healthy, 0).await.unwrap();
+        assert!(!matches!(&answer, Tell::Reply(reply) if reply.code == Code::FailedPrecondition as i32));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    redis.resume();
+    for _ in 0..15 {
+        let answer = process.heartbeat(pb::ProcessHealth::Healthy, 0).await;
+        assert!(answer.is_ok(), "the stream lives on: {answer:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        recent_events(&store, "arena", 10).await.unwrap().is_empty(),
+        "nobody was declared dead"
+    );
 }

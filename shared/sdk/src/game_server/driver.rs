@@ -213,9 +213,10 @@ impl Driver {
                     if self.ending {
                         return Ended::Finished;
                     }
-                    // Each heartbeat is acked within ~100 ms; this much silence is a dead connection that TCP has
-                    // not noticed yet, and resuming early keeps the server from being declared lost.
-                    if last_heard.elapsed() > self.heartbeat_period * 2 + Duration::from_secs(1) {
+                    // Each heartbeat is acked within ~100 ms; a period and a half of silence is a dead connection
+                    // that TCP has not noticed yet, and resuming then, well inside the service's window of
+                    // several periods, keeps the server from being declared lost.
+                    if last_heard.elapsed() > self.heartbeat_period * 3 / 2 {
                         return Ended::Broken(Status::unavailable("the service stopped answering heartbeats"));
                     }
                     self.send_heartbeat(link);

@@ -1,10 +1,13 @@
 -- Removes a game server from its fleet, wherever it is (pool, claims, UTILIZED).
 -- KEYS[1] server hash, KEYS[2] pool, KEYS[3] claims, KEYS[4] fleet's server ids
 -- ARGV[1] game-server id, ARGV[2] key prefix of instance server sets
--- Reply: {DEREGISTERED | NOT_FOUND, now_ms}
+-- Reply: {DEREGISTERED | NOT_FOUND | SDK_PROCESS, now_ms}. SDK_PROCESS: the server holds an SDK stream and
+-- leaves by ProcessEnding, which also ends its sessions and deadlines.
 local now = now_ms()
-local instance = redis.call('HGET', KEYS[1], 'instance')
+local state = redis.call('HMGET', KEYS[1], 'instance', 'pstate')
+local instance = state[1]
 if not instance then return reply('NOT_FOUND', now) end
+if state[2] and state[2] ~= 'LOST' then return reply('SDK_PROCESS', now) end
 redis.call('DEL', KEYS[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[1])

@@ -36,12 +36,18 @@ local function to_pool(pool, id, istatus, since)
   end
 end
 
--- Hands one lapsed claim back: the server returns to the pool unless it became UTILIZED or went away.
+-- Whether a server may wait in the pool: AVAILABLE and, for an SDK process, ready (not starting, hosting,
+-- ending or lost) and not reporting UNHEALTHY.
+local function poolable(key)
+  local state = redis.call('HMGET', key, 'util', 'pstate', 'health')
+  return state[1] == 'AVAILABLE' and (not state[2] or state[2] == 'STANDING_BY') and state[3] ~= 'UNHEALTHY'
+end
+
+-- Hands one lapsed claim back: the server returns to the pool if it may wait there.
 local function lapse_one(pool, claims, key, id, now)
   redis.call('ZREM', claims, id)
-  local state = redis.call('HMGET', key, 'util', 'istatus')
   redis.call('HDEL', key, 'claim_exp_ms', 'claim_id')
-  if state[1] == 'AVAILABLE' then to_pool(pool, id, state[2], now) end
+  if poolable(key) then to_pool(pool, id, redis.call('HGET', key, 'istatus'), now) end
 end
 
 -- Hands up to `limit` claims that lapsed by `now` back to the pool.

@@ -13,8 +13,7 @@ local ids = redis.call('SMEMBERS', KEYS[1])
 for _, id in ipairs(ids) do
   local key = ARGV[3] .. id
   redis.call('HSET', key, 'istatus', ARGV[2])
-  local state = redis.call('HMGET', key, 'util', 'claim_exp_ms')
-  if state[1] == 'AVAILABLE' and not state[2] then
+  if poolable(key) and not redis.call('HGET', key, 'claim_exp_ms') then
     local score = redis.call('ZSCORE', KEYS[3], id)
     local since = now
     if score then since = tonumber(score) % TIER_SPAN end

@@ -25,4 +25,7 @@ redis.call('SADD', key .. ':sessions', sid)
 redis.call('HSET', key, 'pstate', 'ACTIVE')
 redis.call('HINCRBY', key, 'ver', 1)
 redis.call('ZREM', k.pool, id)
+-- A claim on it is spent: the server now hosts this session, and must not lapse back into the pool.
+redis.call('ZREM', k.claims, id)
+redis.call('HDEL', key, 'claim_exp_ms')
 return process_reply('ASSIGNED', now, key)

@@ -2,8 +2,8 @@
 -- KEYS/ARGV[1..3]: see fleet_context(); KEYS[9] the instance's server set, KEYS[10] instance statuses.
 -- ARGV[4] game-server id, ARGV[5] instance id, ARGV[6] new registration id, ARGV[7] registration id to resume
 -- ('' for a new registration), ARGV[8] replica id, ARGV[9] ms until the first heartbeat is due (initial delay +
--- heartbeat window), ARGV[10] ms until ready is due, ARGV[11..] field/value pairs of the registration (conn, data,
--- loc, ip, dns, port, max_sess, max_players, sdkv).
+-- heartbeat window), ARGV[10] ms until ready is due, ARGV[11] heartbeat window ms, ARGV[12..] field/value pairs of
+-- the registration (conn, data, loc, ip, dns, port, max_sess, max_players, sdkv).
 -- Reply: {REGISTERED | RESUMED | EXISTS | LOST | UNKNOWN, now_ms, fields...}. EXISTS: the id has a live
 -- registration (resume it, or wait until it is declared lost). LOST: the registration to resume was declared lost
 -- or ended. UNKNOWN: no such registration.
@@ -16,6 +16,8 @@ if ARGV[7] ~= '' then
   if current[1] ~= ARGV[7] then return reply('UNKNOWN', now) end
   if current[2] == 'LOST' or not redis.call('ZSCORE', k.hb, id) then return reply('LOST', now, key) end
   redis.call('HSET', key, 'replica', ARGV[8])
+  -- Coming back counts as a heartbeat: the process must not be swept before its first one on the new stream.
+  redis.call('ZADD', k.hb, 'XX', now + tonumber(ARGV[11]), id)
   return reply('RESUMED', now, key)
 end
 if redis.call('EXISTS', key) == 1 then
@@ -25,7 +27,7 @@ end
 local istatus = redis.call('HGET', KEYS[10], ARGV[5]) or 'ACTIVE'
 redis.call('HSET', key, 'id', id, 'instance', ARGV[5], 'util', 'AVAILABLE', 'istatus', istatus, 'reg_ms', now,
   'reg', ARGV[6], 'pstate', 'INITIALIZING', 'replica', ARGV[8], 'ver', 0, 'health', 'HEALTHY', 'unh', 0)
-for i = 11, #ARGV, 2 do redis.call('HSET', key, ARGV[i], ARGV[i + 1]) end
+for i = 12, #ARGV, 2 do redis.call('HSET', key, ARGV[i], ARGV[i + 1]) end
 redis.call('ZADD', k.servers, 0, id)
 redis.call('SADD', KEYS[9], id)
 redis.call('ZADD', k.hb, now + tonumber(ARGV[9]), id)

@@ -14,7 +14,7 @@ end
 if state[2] ~= 'LOST' then
   retire(k, id)
   local reason = 'TRIGGERED_ON_PROCESS_TERMINATE'
-  if state[2] ~= 'TERMINATING' then reason = 'INTERRUPTED' end
+  if state[2] ~= 'TERMINATING' then reason = 'ENDED_BY_SERVER' end
   end_sessions(k, key, 'TERMINATED', reason, now)
   record_event(k, 'SERVER_PROCESS_TERMINATED', id, 'ProcessEnding: ' .. ARGV[6], now)
 end

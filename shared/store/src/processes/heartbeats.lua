@@ -26,7 +26,16 @@ for i = 7, #ARGV, 5 do
       redis.call('ZADD', k.hb, 'XX', now + window, id)
       if tostring(unhealthy) ~= s[3] or health ~= s[5] or gstate ~= s[6] or players ~= s[7] then
         redis.call('HSET', key, 'unh', unhealthy, 'health', health, 'gstate', gstate, 'players', players)
-        if unhealthy > 0 then redis.call('SADD', k.unhealthy, id) else redis.call('SREM', k.unhealthy, id) end
+        -- An UNHEALTHY process is given no new game sessions; it may wait in the pool again once healthy.
+        if health == 'UNHEALTHY' then
+          redis.call('SADD', k.unhealthy, id)
+          redis.call('ZREM', k.pool, id)
+        else
+          redis.call('SREM', k.unhealthy, id)
+          if poolable(key) and not redis.call('HGET', key, 'claim_exp_ms') and not redis.call('ZSCORE', k.pool, id) then
+            to_pool(k.pool, id, redis.call('HGET', key, 'istatus'), now)
+          end
+        end
       end
       out[#out + 1] = tonumber(s[4] or '0')
     end

@@ -1,6 +1,8 @@
 -- The health monitor's sweep of one fleet: processes whose heartbeat, ready or ProcessEnding deadline passed are
 -- declared lost. Safe with any number of health replicas sweeping: a process is found late once, then retired.
--- KEYS/ARGV[1..3]: see fleet_context(). ARGV[4] most processes to act on per deadline, ARGV[5] retention ms.
+-- KEYS/ARGV[1..3]: see fleet_context(). ARGV[4] most processes to act on per deadline, ARGV[5] retention ms,
+-- ARGV[6] '1' to sweep heartbeat deadlines too ('0' while Redis has not been reachable for a whole window: after
+-- an outage no heartbeat could be recorded, and silence then is not death).
 -- Reply: flat list of (game-server id, replica, event code) for each process declared lost, so that the replica
 -- holding its stream can tell it.
 local k = fleet_context()
@@ -9,14 +11,21 @@ local limit, retention = tonumber(ARGV[4]), tonumber(ARGV[5])
 local out = {}
 local function sweep(deadlines, code, message, session_status, session_reason)
   for _, id in ipairs(redis.call('ZRANGEBYSCORE', deadlines, '-inf', now, 'LIMIT', 0, limit)) do
-    local replica = redis.call('HGET', k.server_prefix .. id, 'replica') or ''
-    lose(k, id, now, code, message, session_status, session_reason, retention)
-    out[#out + 1] = id
-    out[#out + 1] = replica
-    out[#out + 1] = code
+    local replica = redis.call('HGET', k.server_prefix .. id, 'replica')
+    if replica then
+      lose(k, id, now, code, message, session_status, session_reason, retention)
+      out[#out + 1] = id
+      out[#out + 1] = replica
+      out[#out + 1] = code
+    else
+      -- Its record is gone (deregistered by an operator): nothing is left to declare lost.
+      retire(k, id)
+    end
   end
 end
-sweep(k.hb, 'SERVER_PROCESS_CRASHED', 'no heartbeat within the health window', 'ERROR', 'INTERRUPTED')
+if ARGV[6] == '1' then
+  sweep(k.hb, 'SERVER_PROCESS_CRASHED', 'no heartbeat within the health window', 'ERROR', 'INTERRUPTED')
+end
 sweep(k.ready, 'SERVER_PROCESS_READY_TIMEOUT', 'not ready within the ready timeout', 'ERROR', 'INTERRUPTED')
 sweep(k.term, 'SERVER_PROCESS_FORCE_TERMINATED', 'no ProcessEnding within the termination grace period',
   'TERMINATED', 'FORCE_TERMINATED')
