@@ -21,7 +21,7 @@ lint: deps
 
 ## The load tests with short defaults; figures in load-tests/reports/latest.json.
 bench: deps
-	$(CARGO) run --release --locked -p berth-load-tests -- --servers 20000
+	$(CARGO) build --workspace --release --locked --bins && $(CARGO) run --release --locked -p berth-load-tests -- --servers 20000
 
 build:
 	$(CARGO) build --workspace --release --locked --bins

@@ -15,7 +15,8 @@ pub struct Args {
     /// What to measure.
     #[arg(long, env = "BERTH_BENCH_SCENARIO", value_enum, default_value_t = Scenario::Claim)]
     pub scenario: Scenario,
-    /// Game servers to register and claim (and calls in each floor).
+    /// Game servers: registered and claimed (claim), or connected as SDK processes (heartbeats); also the
+    /// number of calls in each floor.
     #[arg(
         long,
         env = "BERTH_BENCH_SERVERS",
@@ -23,7 +24,8 @@ pub struct Args {
         value_parser = clap::value_parser!(u64).range(1..)
     )]
     pub servers: u64,
-    /// HTTP/2 connections per service; calls are spread over them round-robin.
+    /// HTTP/2 connections per service; calls are spread over them round-robin. The heartbeats scenario opens at
+    /// least one per 1,000 servers.
     #[arg(
         long,
         env = "BERTH_BENCH_CONNECTIONS",
@@ -39,6 +41,27 @@ pub struct Args {
         value_parser = clap::value_parser!(u16).range(1..)
     )]
     pub concurrency: u16,
+    /// Heartbeat period of the heartbeats scenario, in ms: what the health replica tells every process
+    /// (BERTH_HEARTBEAT_INTERVAL_MS).
+    #[arg(
+        long,
+        env = "BERTH_BENCH_HEARTBEAT_MS",
+        default_value_t = 1_000,
+        value_parser = clap::value_parser!(u64).range(100..=60_000)
+    )]
+    pub heartbeat_ms: u64,
+    /// How long the heartbeats scenario measures, once every server is connected and heartbeating, in seconds.
+    #[arg(
+        long,
+        env = "BERTH_BENCH_SECONDS",
+        default_value_t = 10,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub seconds: u64,
+    /// Servers the heartbeats scenario silences at the end (streams dropped, no ProcessEnding), to time how soon
+    /// the health replica declares them lost.
+    #[arg(long, env = "BERTH_BENCH_DEAD", default_value_t = 100)]
+    pub dead: u64,
     /// Run against a 3-master Redis Cluster instead of a single redis-server.
     #[arg(long, env = "BERTH_BENCH_CLUSTER")]
     pub cluster: bool,

@@ -13,7 +13,7 @@ use tonic::{Code, Status};
 use crate::report::{Line, Tally};
 
 /// A call that never answers would hang the whole run; past this it counts as DEADLINE_EXCEEDED instead.
-const CALL_DEADLINE: Duration = Duration::from_secs(10);
+pub const CALL_DEADLINE: Duration = Duration::from_secs(10);
 
 /// How one call ended: fine, or the gRPC status code it failed with.
 pub type Outcome = Result<(), Code>;
@@ -29,13 +29,27 @@ where
     F: Fn(u64) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Outcome> + Send + 'static,
 {
-    eprintln!("measuring {name}: {calls} calls, {concurrency} in flight");
+    run_batches(name, calls, 1, concurrency, call).await
+}
+
+/// As [`run`], for calls that each carry a batch of `batch` operations: the line counts operations, each with
+/// the latency and outcome of its call, so that its rate compares with a line of single operations.
+pub async fn run_batches<F, Fut>(name: &str, calls: u64, batch: u64, concurrency: u16, call: F) -> Line
+where
+    F: Fn(u64) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Outcome> + Send + 'static,
+{
+    if batch == 1 {
+        eprintln!("measuring {name}: {calls} calls, {concurrency} in flight");
+    } else {
+        eprintln!("measuring {name}: {calls} calls of {batch}, {concurrency} in flight");
+    }
     let call = Arc::new(call);
     let next = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
     let mut workers = JoinSet::new();
     for _ in 0..concurrency {
-        workers.spawn(worker(call.clone(), next.clone(), calls));
+        workers.spawn(worker(call.clone(), next.clone(), calls, batch));
     }
     let mut tally = Tally::default();
     while let Some(finished) = workers.join_next().await {
@@ -44,7 +58,7 @@ where
     Line::new(name, &tally, started.elapsed())
 }
 
-async fn worker<F, Fut>(call: Arc<F>, next: Arc<AtomicU64>, calls: u64) -> Tally
+async fn worker<F, Fut>(call: Arc<F>, next: Arc<AtomicU64>, calls: u64, batch: u64) -> Tally
 where
     F: Fn(u64) -> Fut,
     Fut: Future<Output = Outcome>,
@@ -59,6 +73,6 @@ where
         let outcome = tokio::time::timeout(CALL_DEADLINE, call(index))
             .await
             .unwrap_or(Err(Code::DeadlineExceeded));
-        tally.record(sent.elapsed(), outcome);
+        tally.record_n(sent.elapsed(), batch, outcome);
     }
 }

@@ -1,12 +1,14 @@
-//! `berth-bench`: puts a real Berth stack under closed-loop load and reports every measured line beside the floors
-//! this machine allows, so that a rate is read as "how close to what the hardware can do", not as a bare number
-//! that changes with every laptop.
+//! `berth-bench`: puts a real Berth stack under load and reports every measured line beside the floors this
+//! machine allows, so that a rate is read as "how close to what the hardware can do", not as a bare number that
+//! changes with every laptop.
 
 mod args;
 mod connections;
 mod driver;
 mod fleet;
 mod floors;
+mod procfs;
+mod replica;
 mod report;
 mod scenarios;
 mod stack;
@@ -24,7 +26,9 @@ use crate::stack::Stack;
 pub type Failure = Box<dyn std::error::Error + Send + Sync>;
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let mut args = Args::parse();
+    // Settled before the run, so that the report shows the connections used.
+    args.connections = args.scenario.connections(&args);
     // Started here, on the main thread, which lives as long as the process: the testkit ties a redis-server's
     // life to the thread that started it, and a runtime thread may retire in the middle of a run.
     let redis = if args.cluster {

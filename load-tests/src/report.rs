@@ -40,11 +40,24 @@ impl Default for Tally {
 impl Tally {
     /// Counts one call.
     pub fn record(&mut self, latency: Duration, outcome: Outcome) {
+        self.record_n(latency, 1, outcome);
+    }
+
+    /// Counts `count` operations done together in one call (a batch), each with that call's latency and outcome.
+    pub fn record_n(&mut self, latency: Duration, count: u64, outcome: Outcome) {
         let micros = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
-        self.latencies.saturating_record(micros.max(1));
+        self.latencies.saturating_record_n(micros.max(1), count);
         if let Err(code) = outcome {
-            *self.errors.entry(code).or_default() += 1;
+            *self.errors.entry(code).or_default() += count;
         }
+    }
+
+    /// Failures by status code, spelt as gRPC spells them.
+    pub fn errors(&self) -> BTreeMap<String, u64> {
+        self.errors
+            .iter()
+            .map(|(code, count)| (code_name(*code), *count))
+            .collect()
     }
 
     /// Adds another tally of the same line.
@@ -104,11 +117,7 @@ impl Line {
         Line {
             name: name.to_owned(),
             calls: h.len(),
-            errors: tally
-                .errors
-                .iter()
-                .map(|(code, count)| (code_name(*code), *count))
-                .collect(),
+            errors: tally.errors(),
             seconds,
             ops_per_sec: h.len() as f64 / seconds,
             latency_us: Latency {
@@ -142,12 +151,76 @@ impl Ratio {
     }
 }
 
-/// What a scenario answers: its lines in the order measured, how they compare with their floors, and the checks
-/// that failed (a bench that measures a broken system must not look like a pass).
+/// A figure that is not a line of calls: memory, CPU time, a delay, a setting it depends on.
+#[derive(Debug, Serialize)]
+pub struct Figure {
+    pub name: String,
+    pub value: f64,
+    pub unit: &'static str,
+}
+
+impl Figure {
+    pub fn new(name: &str, value: f64, unit: &'static str) -> Figure {
+        Figure {
+            name: name.to_owned(),
+            value,
+            unit,
+        }
+    }
+}
+
+/// A figure held against a target set for it. Reported met or missed, never failed on: a target missed on a
+/// small machine is a finding about capacity, not a broken system.
+#[derive(Debug, Serialize)]
+pub struct Target {
+    pub name: String,
+    pub measured: f64,
+    /// The target value: a floor to reach when `at_least`, else a ceiling to stay under.
+    pub target: f64,
+    pub at_least: bool,
+    pub unit: &'static str,
+    pub met: bool,
+    /// Why the measurement does not say what the target asks, when it does not.
+    pub note: Option<String>,
+}
+
+impl Target {
+    /// `measured` must reach `target`.
+    pub fn at_least(name: &str, measured: f64, target: f64, unit: &'static str) -> Target {
+        Target::new(name, measured, target, true, unit)
+    }
+
+    /// `measured` must stay at or under `target`.
+    pub fn at_most(name: &str, measured: f64, target: f64, unit: &'static str) -> Target {
+        Target::new(name, measured, target, false, unit)
+    }
+
+    fn new(name: &str, measured: f64, target: f64, at_least: bool, unit: &'static str) -> Target {
+        Target {
+            name: name.to_owned(),
+            measured,
+            target,
+            at_least,
+            unit,
+            met: if at_least {
+                measured >= target
+            } else {
+                measured <= target
+            },
+            note: None,
+        }
+    }
+}
+
+/// What a scenario answers: its lines in the order measured, how they compare with their floors, other figures
+/// and the targets set for some of them, and the checks that failed (a bench that measures a broken system must
+/// not look like a pass).
 #[derive(Debug, Default, Serialize)]
 pub struct Findings {
     pub lines: Vec<Line>,
     pub ratios: Vec<Ratio>,
+    pub figures: Vec<Figure>,
+    pub targets: Vec<Target>,
     pub failed_checks: Vec<String>,
 }
 
@@ -240,6 +313,32 @@ impl<'a> Report<'a> {
                 .map(|ratio| format!("{:.2} × {}", ratio.ratio, ratio.floor))
                 .collect();
             println!("{name} = {}", against.join(", "));
+        }
+        if !self.findings.figures.is_empty() {
+            println!();
+        }
+        for figure in &self.findings.figures {
+            println!("{:<44} {:>12.1} {}", figure.name, figure.value, figure.unit);
+        }
+        if !self.findings.targets.is_empty() {
+            println!();
+        }
+        for target in &self.findings.targets {
+            let (sign, verdict) = match (target.at_least, target.met) {
+                (true, true) => ("≥", "met"),
+                (true, false) => ("≥", "MISSED"),
+                (false, true) => ("≤", "met"),
+                (false, false) => ("≤", "MISSED"),
+            };
+            let note = target
+                .note
+                .as_ref()
+                .map(|note| format!(" ({note})"))
+                .unwrap_or_default();
+            println!(
+                "target {} {sign} {} {}: {:.1} {}, {verdict}{note}",
+                target.name, target.target, target.unit, target.measured, target.unit
+            );
         }
         for check in &self.findings.failed_checks {
             println!("FAILED: {check}");

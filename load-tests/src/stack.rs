@@ -1,6 +1,7 @@
-//! The system under test, wired as a deployment would wire it but inside this process: a throwaway Redis (never
-//! a developer's own on 6379, which the bench would fill), the health and placement services on loopback ports
-//! with token auth, and real HTTP/2 channels to them. Only the network hop between machines is missing.
+//! The system under test, wired as a deployment would wire it: a throwaway Redis (never a developer's own on 6379,
+//! which the bench would fill) and the services over it with token auth and real HTTP/2 channels. A scenario
+//! starts the services it measures: in this process on loopback ports ([`Stack::in_process`]), or as separate
+//! processes (see `replica`). Only the network hop between machines is missing.
 
 use std::time::Duration;
 
@@ -16,21 +17,25 @@ use crate::Failure;
 /// is measured and the claim after the last server must find the fleet exhausted.
 pub const CLAIM_TIMEOUT_MS: u64 = 3_600_000;
 
-/// The running services and their Redis.
+/// Redis, and how to reach it.
 pub struct Stack {
     /// A handle on the services' Redis, for floors and checks that bypass gRPC.
     pub store: Store,
+    connections: u16,
+    // Declared last so that it is dropped last: whatever uses Redis stops before it does.
+    _redis: TestRedis,
+}
+
+/// The health and placement services, in this process. Dropping them stops them.
+pub struct InProcess {
     /// The registry of game servers.
     pub health: RunningService,
     /// Claims.
     pub placement: RunningService,
-    connections: u16,
-    // Declared last so that it is dropped last: the services stop before their Redis does.
-    _redis: TestRedis,
 }
 
 impl Stack {
-    /// Starts the services over `redis`, which the stack then owns; channels will number `connections`.
+    /// Connects to `redis`, which the stack then owns; channels will number `connections`.
     pub async fn start(redis: TestRedis, connections: u16) -> Result<Stack, Failure> {
         // The services' own defaults (BERTH_REDIS_CONNECTIONS, BERTH_REDIS_TIMEOUT_MS) rather than the testkit's
         // leaner ones, so the figures are those of a service as deployed.
@@ -42,6 +47,16 @@ impl Stack {
         let store = Store::connect(&config).await?;
         // As a service binary does at start-up, so that the first calls of a line do not pay for loading.
         berth_store::scripts::preload(&store).await?;
+        Ok(Stack {
+            store,
+            connections,
+            _redis: redis,
+        })
+    }
+
+    /// Starts the health and placement services in this process, over the stack's store.
+    pub async fn in_process(&self) -> InProcess {
+        let store = &self.store;
         let health = spawn_service(
             berth_health::service(store.clone(), &berth_health::HealthArgs::default()),
             store.clone(),
@@ -53,13 +68,7 @@ impl Stack {
             claim_sweep_ms: 1_000,
         };
         let placement = spawn_service(berth_placement::service(store.clone(), &placement_args), store.clone()).await;
-        Ok(Stack {
-            store,
-            health,
-            placement,
-            connections,
-            _redis: redis,
-        })
+        InProcess { health, placement }
     }
 
     /// Opens the configured number of connections to `service`, each presenting a token for `role`.

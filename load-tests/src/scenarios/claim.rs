@@ -42,15 +42,16 @@ fn claim_any() -> ClaimGameServerRequest {
 /// Registers and claims `args.servers` servers, then measures the floors.
 pub async fn run(stack: &Stack, args: &Args) -> Result<Findings, Failure> {
     let (servers, concurrency) = (args.servers, args.concurrency);
+    let services = stack.in_process().await;
     // An operator registers here, as a provisioner would; a game server's own token would do the same work.
     let registry = Rotation::new(
         stack
-            .channels(&stack.health, Role::Operator)
+            .channels(&services.health, Role::Operator)
             .await?
             .into_iter()
             .map(GameServerServiceClient::new),
     );
-    let placement = stack.channels(&stack.placement, Role::Client).await?;
+    let placement = stack.channels(&services.placement, Role::Client).await?;
     let claims = Rotation::new(placement.iter().cloned().map(ClaimServiceClient::new));
     let mut one_more = ClaimServiceClient::new(placement[0].clone());
 
@@ -85,6 +86,7 @@ pub async fn run(stack: &Stack, args: &Args) -> Result<Findings, Failure> {
         ],
         lines: vec![register, claim, noop, raw_register, raw_claim],
         failed_checks,
+        ..Findings::default()
     })
 }
 

@@ -1,8 +1,9 @@
 //! The scenarios `berth-bench` can run, one module each. A scenario gets the running stack and the settings and
 //! answers with [`Findings`]; the stack, the driver, the floors and the report are shared, so a new scenario
-//! (heartbeats, player sessions) is a module and a variant here.
+//! (player sessions, …) is a module and a variant here.
 
 mod claim;
+mod heartbeats;
 
 use clap::ValueEnum;
 use serde::Serialize;
@@ -18,6 +19,9 @@ use crate::stack::Stack;
 pub enum Scenario {
     /// Register a fleet through gRPC, then claim every server concurrently (FleetIQ's ClaimGameServer).
     Claim,
+    /// Connect SDK processes to one health replica (a process of its own) and stream heartbeats: rate, ack
+    /// latency, service memory per server, and how soon a silenced server is declared lost.
+    Heartbeats,
 }
 
 impl Scenario {
@@ -28,10 +32,19 @@ impl Scenario {
             .unwrap_or_default()
     }
 
+    /// The HTTP/2 connections it opens per service: `--connections`, or more when the scenario needs them.
+    pub fn connections(self, args: &Args) -> u16 {
+        match self {
+            Scenario::Claim => args.connections,
+            Scenario::Heartbeats => heartbeats::connections(args),
+        }
+    }
+
     /// Runs it.
     pub async fn run(self, stack: &Stack, args: &Args) -> Result<Findings, Failure> {
         match self {
             Scenario::Claim => claim::run(stack, args).await,
+            Scenario::Heartbeats => heartbeats::run(stack, args).await,
         }
     }
 }

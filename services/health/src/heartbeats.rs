@@ -76,13 +76,13 @@ async fn write(context: &Context, fleet_id: Arc<str>, beats: Vec<Beat>) {
             tracing::warn!(error = %err, fleet = %fleet_id, "writing heartbeats failed");
             let status = tonic::Status::from(err);
             for beat in beats {
-                acknowledge(beat, Err(status.clone()));
+                acknowledge(beat, Err(Box::new(status.clone())));
             }
         }
     }
 }
 
-fn acknowledge(beat: Beat, result: Result<Option<u64>, tonic::Status>) {
+fn acknowledge(beat: Beat, result: Result<Option<u64>, Box<tonic::Status>>) {
     let command = Command::Acked {
         request_id: beat.request_id,
         sequence: beat.sequence,

@@ -4,6 +4,7 @@
 //! code and leaves the stream open; only protocol violations and a lost registration end it.
 
 use std::collections::HashSet;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use berth_domain::game_server::UtilizationChange;
@@ -15,6 +16,7 @@ use berth_store::game_servers::{self as registry, Update, Updated};
 use berth_store::processes::{self as store, Activated, Attach, Attached, Desired, ProcessRef};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::{Stream, StreamExt};
 use tonic::{Code, Request, Response, Status, Streaming};
 
 use crate::Context;
@@ -80,7 +82,7 @@ fn stored_fields(req: &pb::RegisterProcess, registration: &Registration) -> Vec<
 
 #[tonic::async_trait]
 impl SdkService for Sdk {
-    type AttachStream = ReceiverStream<Result<pb::AttachResponse, Status>>;
+    type AttachStream = Pin<Box<dyn Stream<Item = Result<pb::AttachResponse, Status>> + Send>>;
 
     async fn attach(
         &self,
@@ -184,7 +186,7 @@ impl SdkService for Sdk {
                 .streams
                 .remove(&stream.fleet_id, &stream.game_server_id, generation);
         });
-        Ok(Response::new(ReceiverStream::new(out_rx)))
+        Ok(Response::new(Box::pin(ReceiverStream::new(out_rx).map(|message| *message))))
     }
 }
 
@@ -201,7 +203,9 @@ struct ProcessStream {
     fleet_id: Arc<str>,
     game_server_id: String,
     registration_id: String,
-    out: mpsc::Sender<Result<pb::AttachResponse, Status>>,
+    /// Boxed: a channel allocates its slots 32 at a time, and a slot the size of a message would cost each
+    /// connected server ~20 KiB before it sends anything.
+    out: mpsc::Sender<Box<Result<pb::AttachResponse, Status>>>,
     commands: mpsc::Sender<Command>,
     pushed_sessions: HashSet<String>,
     /// Whether a termination was pushed, and whether it was forced: a forced one is pushed even after a graceful.
@@ -220,7 +224,7 @@ impl ProcessStream {
 
     async fn send(&self, message: pb::AttachResponse) {
         // The process went away when this fails; its inbound side ends the task.
-        let _ = self.out.send(Ok(message)).await;
+        let _ = self.out.send(Box::new(Ok(message))).await;
     }
 
     async fn serve(&mut self, mut inbound: Streaming<pb::AttachRequest>, mut commands: mpsc::Receiver<Command>) {
@@ -240,7 +244,7 @@ impl ProcessStream {
             };
             if let Flow::End(status) = flow {
                 if let Some(status) = status {
-                    let _ = self.out.send(Err(status)).await;
+                    let _ = self.out.send(Box::new(Err(status))).await;
                 }
                 return;
             }

@@ -19,7 +19,7 @@ pub(crate) enum Command {
         request_id: String,
         sequence: u64,
         applied: u64,
-        result: Result<Option<u64>, Status>,
+        result: Result<Option<u64>, Box<Status>>,
     },
 }
 

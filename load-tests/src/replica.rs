@@ -1,0 +1,117 @@
+//! One health replica as a separate OS process: the real `berth-health` binary, configured through its `BERTH_*`
+//! variables as a deployment configures it. Being a process of its own, its resident memory and CPU time can be
+//! read from /proc without the load generator's mixed in.
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use berth_store::RedisConfig;
+use berth_testkit::TEST_KEY;
+use clap::ValueEnum;
+use tonic::transport::Endpoint;
+use tonic_health::pb::health_check_response::ServingStatus;
+
+use crate::Failure;
+
+/// The binary, built beside `berth-bench` by `cargo build --release --bins`.
+const BINARY: &str = "berth-health";
+
+/// How long the replica has to report SERVING: it starts in well under a second.
+const START_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// A running `berth-health`, killed when dropped (also when the bench panics), so that no replica outlives a run.
+pub struct Replica {
+    child: Child,
+    port: u16,
+}
+
+impl Replica {
+    /// Starts the binary over `redis` with `settings` (`BERTH_*` variables of the health service) and waits until
+    /// `grpc.health.v1` reports it SERVING. It inherits the bench's environment, so any other setting of the
+    /// service (BERTH_HEARTBEAT_FLUSH_MS, BERTH_REDIS_CONNECTIONS…) can be given to the bench and reaches it;
+    /// `settings` and what the bench must decide (addresses, Redis, token key, logs) win.
+    pub async fn start(redis: &RedisConfig, settings: &[(&str, String)]) -> Result<Replica, Failure> {
+        let path = binary()?;
+        // Bound and released at once: the replica binds it a moment later. Another process could take it in
+        // between, which the start-up check below would report.
+        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let mode = redis.mode.to_possible_value().map(|value| value.get_name().to_owned());
+        let key = std::str::from_utf8(TEST_KEY)?;
+        let child = Command::new(&path)
+            .envs(settings.iter().map(|(name, value)| (*name, value.as_str())))
+            .env("BERTH_LISTEN", format!("127.0.0.1:{port}"))
+            .env("BERTH_METRICS_LISTEN", "off")
+            .env("BERTH_REDIS_URL", redis.urls.join(","))
+            .env("BERTH_REDIS_MODE", mode.unwrap_or_default())
+            // The testkit's key, so that the tokens `berth_testkit::token` signs verify.
+            .env("BERTH_AUTH_KEY", key)
+            .env_remove("BERTH_AUTH_KEY_FILE")
+            .env_remove("BERTH_INSECURE_NO_AUTH")
+            .env("BERTH_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            // Its warnings (a failed batch write, a failed sweep) belong in the bench's output.
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|err| format!("starting {}: {err}", path.display()))?;
+        let mut replica = Replica { child, port };
+        replica.wait_until_serving().await?;
+        Ok(replica)
+    }
+
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Its `http://` endpoint.
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    async fn wait_until_serving(&mut self) -> Result<(), Failure> {
+        let started = Instant::now();
+        let endpoint = Endpoint::from_shared(self.endpoint())?;
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                return Err(format!("{BINARY} exited at start-up ({status}); its output is above").into());
+            }
+            if let Ok(channel) = endpoint.connect().await
+                && matches!(
+                    berth_sdk::probe::serving_status(channel, "").await,
+                    Ok(ServingStatus::Serving)
+                )
+            {
+                return Ok(());
+            }
+            if started.elapsed() > START_TIMEOUT {
+                return Err(format!("{BINARY} did not report SERVING within {START_TIMEOUT:?}").into());
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The binary beside the running `berth-bench` (cargo puts every binary of a profile in one directory).
+fn binary() -> Result<PathBuf, Failure> {
+    let exe = std::env::current_exe()?;
+    let path = exe.with_file_name(BINARY);
+    if path.exists() {
+        Ok(path)
+    } else {
+        Err(format!(
+            "{} is not built; run `cargo build --release --bins` first (`make bench` does)",
+            path.display()
+        )
+        .into())
+    }
+}
