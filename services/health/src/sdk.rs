@@ -186,7 +186,9 @@ impl SdkService for Sdk {
                 .streams
                 .remove(&stream.fleet_id, &stream.game_server_id, generation);
         });
-        Ok(Response::new(Box::pin(ReceiverStream::new(out_rx).map(|message| *message))))
+        Ok(Response::new(Box::pin(
+            ReceiverStream::new(out_rx).map(|message| *message),
+        )))
     }
 }
 
