@@ -30,6 +30,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let descriptors = protox::compile(&files, [&root])?;
     let out_dir = PathBuf::from(std::env::var("OUT_DIR")?);
     std::fs::write(out_dir.join("berth_descriptor.bin"), descriptors.encode_to_vec())?;
-    tonic_prost_build::configure().compile_fds(descriptors)?;
+    tonic_prost_build::configure()
+        .codec_path("crate::codec::LeanCodec")
+        .compile_fds(descriptors)?;
     Ok(())
 }

@@ -5,6 +5,8 @@
 // hundred bytes on messages that live briefly.
 #![allow(clippy::large_enum_variant)]
 
+pub mod codec;
+
 /// Encoded `FileDescriptorSet` of every Berth contract, for `tonic-reflection`.
 pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/berth_descriptor.bin"));
 
