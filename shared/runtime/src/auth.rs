@@ -93,6 +93,17 @@ impl TokenKey {
         format!("{signing_input}.{signature}")
     }
 
+    /// Mints a token for `role` valid for `ttl_seconds`; a game server's is scoped to `(fleet, game server)`.
+    pub fn mint(&self, subject: &str, role: Role, scope: Option<(&str, &str)>, ttl_seconds: u64) -> String {
+        self.sign(&TokenClaims {
+            sub: subject.to_owned(),
+            role,
+            fleet: scope.map(|(fleet, _)| fleet.to_owned()),
+            game_server: scope.map(|(_, server)| server.to_owned()),
+            exp: unix_now() + ttl_seconds,
+        })
+    }
+
     /// Checks a token's signature and expiry and returns its claims.
     pub fn verify(&self, token: &str) -> Result<TokenClaims, AuthError> {
         let (signing_input, signature) = token.rsplit_once('.').ok_or(AuthError::Malformed("no signature"))?;

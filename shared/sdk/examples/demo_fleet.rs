@@ -16,7 +16,7 @@ use berth_proto::health::v1::{
 };
 use berth_proto::placement::v1::ClaimGameServerRequest;
 use berth_proto::placement::v1::claim_service_client::ClaimServiceClient;
-use berth_runtime::auth::{Role, TokenClaims, TokenKey, unix_now};
+use berth_runtime::auth::{Role, TokenKey};
 use berth_sdk::{AuthedChannel, probe};
 use clap::Parser;
 use rand::Rng;
@@ -56,13 +56,7 @@ struct Cli {
 }
 
 fn mint(key: &TokenKey, role: Role, scope: Option<(&str, &str)>) -> String {
-    key.sign(&TokenClaims {
-        sub: "berth-demo".into(),
-        role,
-        fleet: scope.map(|(fleet, _)| fleet.to_owned()),
-        game_server: scope.map(|(_, server)| server.to_owned()),
-        exp: unix_now() + 86_400,
-    })
+    key.mint("berth-demo", role, scope, 86_400)
 }
 
 fn endpoint_of<'a>(services: &'a [(String, String)], name: &str) -> &'a str {

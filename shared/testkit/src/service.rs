@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use berth_runtime::auth::{AuthMode, Role, TokenClaims, TokenKey, unix_now};
+use berth_runtime::auth::{AuthMode, Role, TokenKey};
 use berth_runtime::server::{ServeOptions, ServiceDef, serve};
 use berth_store::Store;
 use tokio::sync::oneshot;
@@ -15,13 +15,7 @@ pub const TEST_KEY: &[u8; 32] = b"berth-test-signing-key-32-bytes!";
 /// A bearer token for `role` signed with [`TEST_KEY`]; for a game server, scoped to `fleet` and `server`.
 pub fn token(role: Role, scope: Option<(&str, &str)>) -> String {
     let key = TokenKey::new(TEST_KEY.to_vec()).expect("test key is long enough");
-    key.sign(&TokenClaims {
-        sub: "test".into(),
-        role,
-        fleet: scope.map(|(fleet, _)| fleet.to_owned()),
-        game_server: scope.map(|(_, server)| server.to_owned()),
-        exp: unix_now() + 3600,
-    })
+    key.mint("test", role, scope, 3600)
 }
 
 /// A service serving in the background. Dropping it shuts it down.

@@ -231,6 +231,18 @@ async fn wait_for_event(store: &Store, fleet: &str, wanted: &str) -> berth_store
     panic!("no {wanted} event");
 }
 
+/// A single-node Redis, one replica with `args`, and process gs-1 of fleet arena attached to it (and ready).
+async fn one_process(args: &berth_health::HealthArgs, ready: bool) -> (TestRedis, Store, RunningService, Process) {
+    let redis = TestRedis::single();
+    let store = Store::connect(&redis.config()).await.unwrap();
+    let service = replica(&store, args).await;
+    let mut process = attach(&service.endpoint(), "arena", "gs-1").await;
+    if ready {
+        ok(process.ask(Ask::Ready(pb::ProcessReady::default())).await.unwrap());
+    }
+    (redis, store, service, process)
+}
+
 async fn stream_flow_across_replicas(redis: TestRedis) {
     let store = Store::connect(&redis.config()).await.unwrap();
     let (a, b) = (replica(&store, &fast()).await, replica(&store, &fast()).await);
@@ -301,11 +313,7 @@ async fn register_ready_pushes_and_termination_across_replicas_on_a_cluster() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silent_process_is_declared_lost_and_its_sessions_end() {
-    let redis = TestRedis::single();
-    let store = Store::connect(&redis.config()).await.unwrap();
-    let service = replica(&store, &fast()).await;
-    let mut process = attach(&service.endpoint(), "arena", "gs-1").await;
-    ok(process.ask(Ask::Ready(pb::ProcessReady::default())).await.unwrap());
+    let (_redis, store, service, mut process) = one_process(&fast(), true).await;
     berth_health::place_game_session(&store, "arena", "gs-1", &assignment("arena", "s-1"))
         .await
         .unwrap();
@@ -355,11 +363,7 @@ async fn a_process_that_ignores_a_terminate_is_force_ended() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unhealthy_reports_in_a_row_end_the_process() {
-    let redis = TestRedis::single();
-    let store = Store::connect(&redis.config()).await.unwrap();
-    let service = replica(&store, &fast()).await;
-    let mut process = attach(&service.endpoint(), "arena", "gs-1").await;
-    ok(process.ask(Ask::Ready(pb::ProcessReady::default())).await.unwrap());
+    let (_redis, store, _service, mut process) = one_process(&fast(), true).await;
     // One bad report is forgiven when the next is healthy.
     process.heartbeat(pb::ProcessHealth::Unhealthy, 0).await.unwrap();
     process.heartbeat(pb::ProcessHealth::Healthy, 0).await.unwrap();
@@ -436,11 +440,7 @@ async fn a_dropped_stream_resumes_on_another_replica_with_its_state() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_announcement_costs_one_heartbeat() {
-    let redis = TestRedis::single();
-    let store = Store::connect(&redis.config()).await.unwrap();
-    let service = replica(&store, &fast()).await;
-    let mut process = attach(&service.endpoint(), "arena", "gs-1").await;
-    ok(process.ask(Ask::Ready(pb::ProcessReady::default())).await.unwrap());
+    let (_redis, store, _service, mut process) = one_process(&fast(), true).await;
     // Placed straight in the store, announced to nobody.
     let encoded = prost::Message::encode_to_vec(&assignment("arena", "s-9"));
     berth_store::processes::assign_game_session(&store, "arena", "gs-1", "s-9", &encoded)
@@ -538,10 +538,7 @@ async fn wrong_tokens_and_bad_messages_are_refused_without_harming_other_streams
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_shutting_down_sends_its_streams_elsewhere_at_once() {
-    let redis = TestRedis::single();
-    let store = Store::connect(&redis.config()).await.unwrap();
-    let service = replica(&store, &fast()).await;
-    let mut process = attach(&service.endpoint(), "arena", "gs-1").await;
+    let (_redis, _store, service, mut process) = one_process(&fast(), false).await;
     let shutdown = tokio::spawn(service.shutdown());
     let ended = tokio::time::timeout(Duration::from_secs(3), process.responses.message())
         .await

@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use berth_runtime::auth::{Role, TokenClaims, TokenKey, unix_now};
+use berth_runtime::auth::{Role, TokenKey};
 use clap::Parser;
 
 /// Mints a Berth bearer token and prints it on stdout.
@@ -58,13 +58,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let claims = TokenClaims {
-        sub: cli.subject,
-        role: cli.role,
-        fleet: cli.fleet,
-        game_server: cli.game_server,
-        exp: unix_now() + cli.ttl_seconds,
-    };
-    println!("{}", key.sign(&claims));
+    let scope = cli.fleet.as_deref().zip(cli.game_server.as_deref());
+    println!("{}", key.mint(&cli.subject, cli.role, scope, cli.ttl_seconds));
     ExitCode::SUCCESS
 }
