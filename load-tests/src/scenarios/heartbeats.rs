@@ -778,8 +778,8 @@ async fn raw_attach(store: &Store, index: u64, timings: &Timings) -> Outcome {
 /// The heartbeat the replica writes for each of the bench's servers: healthy, standing by, no players.
 fn raw_heartbeat(index: u64) -> Heartbeat {
     Heartbeat {
-        game_server_id: fleet::server(index).id,
-        registration_id: raw_registration(index),
+        game_server_id: fleet::server(index).id.into(),
+        registration_id: raw_registration(index).into(),
         healthy: true,
         game_state: "STANDING_BY",
         players: 0,

@@ -154,8 +154,8 @@ impl SdkService for Sdk {
         let mut stream = ProcessStream {
             context: context.clone(),
             fleet_id: register.fleet_id.clone().into(),
-            game_server_id: register.game_server_id.clone(),
-            registration_id: registration_id.clone(),
+            game_server_id: register.game_server_id.as_str().into(),
+            registration_id: registration_id.as_str().into(),
             out,
             commands: commands.clone(),
             pushed_sessions: HashSet::new(),
@@ -203,8 +203,8 @@ enum Flow {
 struct ProcessStream {
     context: Arc<Context>,
     fleet_id: Arc<str>,
-    game_server_id: String,
-    registration_id: String,
+    game_server_id: Arc<str>,
+    registration_id: Arc<str>,
     /// Boxed: a channel allocates its slots 32 at a time, and a slot the size of a message would cost each
     /// connected server ~20 KiB before it sends anything.
     out: mpsc::Sender<Box<Result<pb::AttachResponse, Status>>>,
@@ -310,7 +310,12 @@ impl ProcessStream {
                         desired_state,
                         next_maintenance_time: None,
                     };
-                    self.send(response(&request_id, Tell::HeartbeatAck(ack))).await;
+                    // The request id moves into the answer: an ack is sent per heartbeat, so no copy is made.
+                    let answer = pb::AttachResponse {
+                        request_id,
+                        kind: Some(Tell::HeartbeatAck(ack)),
+                    };
+                    self.send(answer).await;
                     Flow::Continue
                 }
             },
@@ -481,7 +486,7 @@ impl ProcessStream {
             Ok(Some(record)) => {
                 let description = pb::ServerDescription {
                     game_server: Some(record.into()),
-                    registration_id: self.registration_id.clone(),
+                    registration_id: self.registration_id.to_string(),
                     game_session_ids: self.pushed_sessions.iter().cloned().collect(),
                     ..Default::default()
                 };
@@ -524,7 +529,7 @@ impl ProcessStream {
             Ok(Updated::Done(record)) => {
                 let description = pb::ServerDescription {
                     game_server: Some((*record).into()),
-                    registration_id: self.registration_id.clone(),
+                    registration_id: self.registration_id.to_string(),
                     ..Default::default()
                 };
                 reply(id, Code::Ok, "", Some(pb::reply::Result::Server(description)))

@@ -2,6 +2,8 @@
 //! resume), ready, batched heartbeats, the monitor's sweep, termination, ProcessEnding, and the game sessions
 //! placed on them. Each is one script over one fleet's slot; replies are decoded here in one place.
 
+use std::sync::Arc;
+
 use berth_domain::game_server::GameServerRecord;
 use redis::{ScriptInvocation, Value};
 
@@ -156,13 +158,13 @@ pub async fn ready(store: &Store, process: &ProcessRef<'_>) -> Result<Option<Rou
     }
 }
 
-/// One heartbeat, as the batch records it.
+/// One heartbeat, as the batch records it. Ids are shared, not copied: a replica builds one per heartbeat.
 #[derive(Clone, Debug)]
 pub struct Heartbeat {
     /// The process.
-    pub game_server_id: String,
+    pub game_server_id: Arc<str>,
     /// Its registration.
-    pub registration_id: String,
+    pub registration_id: Arc<str>,
     /// Whether it reported itself healthy.
     pub healthy: bool,
     /// The game state it reported, by its contract name.
@@ -185,8 +187,8 @@ pub async fn record_heartbeats(
         .arg(timings.unhealthy_threshold)
         .arg(timings.retention_ms);
     for beat in heartbeats {
-        call.arg(&beat.game_server_id)
-            .arg(&beat.registration_id)
+        call.arg(&*beat.game_server_id)
+            .arg(&*beat.registration_id)
             .arg(if beat.healthy { "HEALTHY" } else { "UNHEALTHY" })
             .arg(beat.game_state)
             .arg(beat.players);
