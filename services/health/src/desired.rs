@@ -1,19 +1,11 @@
 //! A process's desired state as the contract speaks it: what the store keeps (a version, a termination, the open
 //! game sessions as placed) turned into the DesiredState of acks and into the pushes of a stream.
 
+use berth_domain::game_server::timestamp;
 use berth_proto::health::v1 as pb;
 use berth_proto::session::v1 as session;
 use berth_store::processes::{Desired, Termination};
 use prost::Message;
-use prost_types::Timestamp;
-
-/// A time in ms since the epoch, as a protobuf timestamp.
-pub(crate) fn timestamp(ms: i64) -> Timestamp {
-    Timestamp {
-        seconds: ms.div_euclid(1000),
-        nanos: (ms.rem_euclid(1000) * 1_000_000) as i32,
-    }
-}
 
 /// The contract's reason for a termination: a TerminationReason name as asked, or the event of a lost process.
 fn reason(termination: &Termination) -> pb::TerminationReason {

@@ -1,7 +1,7 @@
 //! GameServerService: the FleetIQ-style calls with which game servers join a fleet's pool, report utilization
 //! and health, and leave. Each call is checked, scoped to the caller, and done in one script.
 
-use berth_domain::game_server::{self as domain, InstanceStatus, UtilizationChange};
+use berth_domain::game_server::{self as domain, InstanceStatus, UtilizationChange, timestamp};
 use berth_domain::validate::Violations;
 use berth_proto::health::v1 as pb;
 use berth_proto::health::v1::game_server_service_server::GameServerService;
@@ -15,7 +15,6 @@ use tonic::{Request, Response, Status};
 
 use crate::Context;
 use crate::background::Background;
-use crate::desired::timestamp;
 use crate::push::announce;
 
 /// The handlers.

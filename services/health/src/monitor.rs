@@ -37,7 +37,7 @@ pub(crate) async fn run(context: Arc<Context>, every: Duration) {
 async fn sweep(context: &Context, heartbeats: bool) -> Result<(), berth_store::StoreError> {
     for fleet_id in fleets(&context.store).await? {
         let swept = store::sweep(&context.store, &fleet_id, SWEEP_LIMIT, &context.timings, heartbeats).await?;
-        for lost in swept {
+        for lost in swept.lost {
             tracing::info!(fleet = %fleet_id, game_server = %lost.game_server_id, code = %lost.code, "process lost");
             metrics::counter!("berth_processes_lost_total", "code" => lost.code.clone()).increment(1);
             let routing = Routing {
@@ -46,7 +46,7 @@ async fn sweep(context: &Context, heartbeats: bool) -> Result<(), berth_store::S
             };
             announce(context, &routing, &fleet_id, &lost.game_server_id).await;
         }
-        let (alive, unhealthy) = store::health_counts(&context.store, &fleet_id).await?;
+        let (alive, unhealthy) = (swept.alive, swept.unhealthy);
         let healthy = alive.saturating_sub(unhealthy) as f64;
         metrics::gauge!("berth_healthy_server_processes", "fleet" => fleet_id.clone()).set(healthy);
         let percent = if alive == 0 {

@@ -21,7 +21,9 @@ use tonic::{Code, Request, Response, Status, Streaming};
 
 use crate::Context;
 use crate::background::Background;
-use crate::desired::{assignments, desired_state, terminate_process, timestamp};
+use berth_domain::game_server::timestamp;
+
+use crate::desired::{assignments, desired_state, terminate_process};
 use crate::heartbeats::Beat;
 use crate::streams::Command;
 

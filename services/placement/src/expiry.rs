@@ -24,13 +24,12 @@ pub async fn expire_claims(store: Store, every: Duration) {
 
 async fn sweep(store: &Store) -> Result<(), berth_store::StoreError> {
     for fleet in store::fleets(store).await? {
-        let lapsed = store::expire_claims(store, &fleet, SWEEP_LIMIT).await?;
-        if lapsed > 0 {
-            metrics::counter!("berth_claims_lapsed_total").increment(u64::from(lapsed));
+        let expired = store::expire_claims(store, &fleet, SWEEP_LIMIT).await?;
+        if expired.lapsed > 0 {
+            metrics::counter!("berth_claims_lapsed_total").increment(u64::from(expired.lapsed));
         }
-        let (available, claimed) = store::pool_sizes(store, &fleet).await?;
-        metrics::gauge!("berth_available_game_servers", "fleet" => fleet.clone()).set(available as f64);
-        metrics::gauge!("berth_claimed_game_servers", "fleet" => fleet).set(claimed as f64);
+        metrics::gauge!("berth_available_game_servers", "fleet" => fleet.clone()).set(expired.available as f64);
+        metrics::gauge!("berth_claimed_game_servers", "fleet" => fleet).set(expired.claimed as f64);
     }
     Ok(())
 }

@@ -177,7 +177,8 @@ impl GameServerRecord {
     }
 }
 
-fn timestamp(ms: i64) -> Timestamp {
+/// A time in ms since the epoch, as a protobuf timestamp.
+pub fn timestamp(ms: i64) -> Timestamp {
     Timestamp {
         seconds: ms.div_euclid(1000),
         nanos: (ms.rem_euclid(1000) * 1_000_000) as i32,

@@ -312,14 +312,30 @@ pub async fn claim(store: &Store, claim: &Claim<'_>) -> Result<Claimed, StoreErr
 }
 
 /// Hands up to `limit` lapsed claims of a fleet back to the pool; returns how many.
-pub async fn expire_claims(store: &Store, fleet_id: &str, limit: u32) -> Result<u32, StoreError> {
+pub async fn expire_claims(store: &Store, fleet_id: &str, limit: u32) -> Result<Expired, StoreError> {
     let keys = FleetKeys::new(fleet_id);
     let mut call = scripts().expire_claims.prepare();
     call.key(keys.pool())
         .key(keys.claims())
         .arg(keys.game_server_prefix())
         .arg(limit);
-    store.invoke(&call).await
+    let (lapsed, available, claimed) = store.invoke(&call).await?;
+    Ok(Expired {
+        lapsed,
+        available,
+        claimed,
+    })
+}
+
+/// What a claim sweep of one fleet did, and the pool after it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Expired {
+    /// Claims handed back.
+    pub lapsed: u32,
+    /// Servers claimable now.
+    pub available: u64,
+    /// Servers claimed now.
+    pub claimed: u64,
 }
 
 /// The fleets that have registered servers, for sweeps.

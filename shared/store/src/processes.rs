@@ -217,6 +217,17 @@ pub struct LostProcess {
     pub code: String,
 }
 
+/// What a sweep of one fleet did and found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Swept {
+    /// The processes it declared lost.
+    pub lost: Vec<LostProcess>,
+    /// Processes alive after it.
+    pub alive: u64,
+    /// Of those, how many report UNHEALTHY.
+    pub unhealthy: u64,
+}
+
 /// Sweeps one fleet: every process whose ready or ProcessEnding deadline passed — and, with `heartbeats`, whose
 /// heartbeat deadline passed — is declared lost.
 pub async fn sweep(
@@ -225,21 +236,28 @@ pub async fn sweep(
     limit: u32,
     timings: &Timings,
     heartbeats: bool,
-) -> Result<Vec<LostProcess>, StoreError> {
+) -> Result<Swept, StoreError> {
     let keys = FleetKeys::new(fleet_id);
     let mut call = process_call(&scripts().sweep_processes, &keys);
     call.arg(limit)
         .arg(timings.retention_ms)
         .arg(if heartbeats { "1" } else { "0" });
     let raw: Vec<String> = store.invoke(&call).await?;
-    Ok(raw
-        .chunks_exact(3)
-        .map(|lost| LostProcess {
-            game_server_id: lost[0].clone(),
-            replica: lost[1].clone(),
-            code: lost[2].clone(),
-        })
-        .collect())
+    let [alive, unhealthy, lost @ ..] = raw.as_slice() else {
+        return Err(unexpected("sweep", "too short a reply"));
+    };
+    Ok(Swept {
+        lost: lost
+            .chunks_exact(3)
+            .map(|lost| LostProcess {
+                game_server_id: lost[0].clone(),
+                replica: lost[1].clone(),
+                code: lost[2].clone(),
+            })
+            .collect(),
+        alive: number("sweep", alive)?,
+        unhealthy: number("sweep", unhealthy)?,
+    })
 }
 
 /// The outcome of telling a process to end.

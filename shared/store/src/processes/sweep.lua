@@ -3,12 +3,13 @@
 -- KEYS/ARGV[1..3]: see fleet_context(). ARGV[4] most processes to act on per deadline, ARGV[5] retention ms,
 -- ARGV[6] '1' to sweep heartbeat deadlines too ('0' while Redis has not been reachable for a whole window: after
 -- an outage no heartbeat could be recorded, and silence then is not death).
--- Reply: flat list of (game-server id, replica, event code) for each process declared lost, so that the replica
--- holding its stream can tell it.
+-- Reply: {processes alive, processes reporting UNHEALTHY, then (game-server id, replica, event code) for each process
+-- declared lost, so that the replica holding its stream can tell it}; the counts are taken after the sweep, for
+-- the health metrics, so that the monitor needs no second round trip.
 local k = fleet_context()
 local now = now_ms()
 local limit, retention = tonumber(ARGV[4]), tonumber(ARGV[5])
-local out = {}
+local out = {'', ''}
 local function sweep(deadlines, code, message, session_status, session_reason)
   for _, id in ipairs(redis.call('ZRANGEBYSCORE', deadlines, '-inf', now, 'LIMIT', 0, limit)) do
     local replica = redis.call('HGET', k.server_prefix .. id, 'replica')
@@ -29,4 +30,6 @@ end
 sweep(k.ready, 'SERVER_PROCESS_READY_TIMEOUT', 'not ready within the ready timeout', 'ERROR', 'INTERRUPTED')
 sweep(k.term, 'SERVER_PROCESS_FORCE_TERMINATED', 'no ProcessEnding within the termination grace period',
   'TERMINATED', 'FORCE_TERMINATED')
+out[1] = tostring(redis.call('ZCARD', k.hb))
+out[2] = tostring(redis.call('SCARD', k.unhealthy))
 return out
