@@ -68,7 +68,7 @@ const RETENTION_MS: u64 = 3_600_000;
 const DETECTION_MARGIN: Duration = Duration::from_secs(1);
 
 /// Heartbeats per script call in the floor: the most the replica's writer puts in one call.
-const BATCH: u64 = 1_000;
+const BATCH: u64 = store::HEARTBEATS_PER_CALL as u64;
 /// Script calls the floor keeps in flight: one per Redis connection of the replica (BERTH_REDIS_CONNECTIONS).
 const RAW_IN_FLIGHT: u16 = 4;
 

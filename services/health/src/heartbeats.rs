@@ -2,23 +2,29 @@
 //! batches — one script call per fleet per batch, each pushing many deadlines out at once — instead of one round
 //! trip each. A batch takes whatever is queued; when that is less than a chunk it waits for more up to the flush
 //! interval, so batches grow with load while a heartbeat waits at most one interval when load is light.
+//!
+//! The writer answers a heartbeat itself, straight into its stream's outbound queue: only a process that is behind
+//! its desired state, or lost, needs its stream's task (which knows what was pushed). That keeps one task hop off
+//! the path that every heartbeat takes.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use berth_proto::health::v1::{self as pb, attach_response::Kind as Tell};
 use berth_store::processes::{self as store, Heartbeat};
 use futures::future::join_all;
 use tokio::sync::mpsc;
 
 use crate::Context;
+use crate::sdk::{Outbound, reply};
 use crate::streams::Command;
 
 /// Heartbeats that may wait for the writer; past that, streams wait to queue theirs (backpressure).
 pub(crate) const QUEUE: usize = 65_536;
 
 /// Most heartbeats of one fleet in one script call, so that one call does not hold Redis for long.
-const CHUNK: usize = 1_000;
+const CHUNK: usize = store::HEARTBEATS_PER_CALL;
 
 /// One heartbeat waiting to be written, and where its result goes.
 pub(crate) struct Beat {
@@ -27,7 +33,10 @@ pub(crate) struct Beat {
     pub(crate) request_id: String,
     pub(crate) sequence: u64,
     pub(crate) applied: u64,
-    pub(crate) reply: mpsc::Sender<Command>,
+    /// The stream's outbound queue, for the ack.
+    pub(crate) answers: Outbound,
+    /// The stream's task, for a process that is behind or lost.
+    pub(crate) commands: mpsc::Sender<Command>,
 }
 
 /// Writes batches until every sender is gone.
@@ -69,26 +78,46 @@ async fn write(context: &Context, fleet_id: Arc<str>, beats: Vec<Beat>) {
     match results {
         Ok(versions) => {
             for (beat, version) in beats.into_iter().zip(versions) {
-                acknowledge(beat, Ok(version));
+                acknowledge(beat, version);
             }
         }
         Err(err) => {
             tracing::warn!(error = %err, fleet = %fleet_id, "writing heartbeats failed");
             let status = tonic::Status::from(err);
             for beat in beats {
-                acknowledge(beat, Err(Box::new(status.clone())));
+                let answer = reply(&beat.request_id, status.code(), status.message(), None);
+                let _ = beat.answers.try_send(Box::new(Ok(answer)));
             }
         }
     }
 }
 
-fn acknowledge(beat: Beat, result: Result<Option<u64>, Box<tonic::Status>>) {
-    let command = Command::Acked {
-        request_id: beat.request_id,
-        sequence: beat.sequence,
-        applied: beat.applied,
-        result,
-    };
-    // A stream whose queue is full or gone misses this ack; its process sends the next heartbeat regardless.
-    let _ = beat.reply.try_send(command);
+// A stream whose queue is full or gone misses this ack; its process sends the next heartbeat regardless.
+fn acknowledge(beat: Beat, version: Option<u64>) {
+    match version {
+        None => {
+            let _ = beat.commands.try_send(Command::Lost);
+        }
+        Some(version) if beat.applied < version => {
+            let _ = beat.commands.try_send(Command::Behind {
+                request_id: beat.request_id,
+                sequence: beat.sequence,
+                version,
+            });
+        }
+        Some(version) => {
+            let ack = pb::HeartbeatAck {
+                sequence: beat.sequence,
+                state_version: version,
+                desired_state: None,
+                next_maintenance_time: None,
+            };
+            // The request id moves into the answer: an ack is sent per heartbeat, so no copy is made.
+            let answer = pb::AttachResponse {
+                request_id: beat.request_id,
+                kind: Some(Tell::HeartbeatAck(ack)),
+            };
+            let _ = beat.answers.try_send(Box::new(Ok(answer)));
+        }
+    }
 }

@@ -32,6 +32,10 @@ const QUEUE: usize = 16;
 /// Longest request id.
 const REQUEST_ID_MAX: usize = 64;
 
+/// Where a stream's answers and pushes queue to go out. Boxed: a channel allocates its slots 32 at a time, and a
+/// slot the size of a message would cost each connected server ~20 KiB before it sends anything.
+pub(crate) type Outbound = mpsc::Sender<Box<Result<pb::AttachResponse, Status>>>;
+
 /// The handler.
 pub struct Sdk {
     context: Arc<Context>,
@@ -51,7 +55,7 @@ fn response(request_id: &str, kind: Tell) -> pb::AttachResponse {
     }
 }
 
-fn reply(
+pub(crate) fn reply(
     request_id: &str,
     code: Code,
     message: impl Into<String>,
@@ -207,9 +211,7 @@ struct ProcessStream {
     fleet_id: Arc<str>,
     game_server_id: Arc<str>,
     registration_id: Arc<str>,
-    /// Boxed: a channel allocates its slots 32 at a time, and a slot the size of a message would cost each
-    /// connected server ~20 KiB before it sends anything.
-    out: mpsc::Sender<Box<Result<pb::AttachResponse, Status>>>,
+    out: Outbound,
     commands: mpsc::Sender<Command>,
     pushed_sessions: HashSet<String>,
     /// Whether a termination was pushed, and whether it was forced: a forced one is pushed even after a graceful.
@@ -278,49 +280,32 @@ impl ProcessStream {
                 Ok(None) | Err(_) => Flow::Continue,
             },
             Command::Announce(_) => Flow::Continue,
-            Command::Acked {
+            Command::Behind {
                 request_id,
                 sequence,
-                applied,
-                result,
-            } => match result {
-                Err(status) => {
-                    self.send(reply(&request_id, status.code(), status.message(), None))
-                        .await;
-                    Flow::Continue
+                version,
+            } => {
+                let desired_state = match self.desired().await {
+                    Ok(Some(desired)) => Some(self.mark_sent(&desired)),
+                    Ok(None) | Err(_) => None,
+                };
+                let ack = pb::HeartbeatAck {
+                    sequence,
+                    state_version: version,
+                    desired_state,
+                    next_maintenance_time: None,
+                };
+                self.send(response(&request_id, Tell::HeartbeatAck(ack))).await;
+                Flow::Continue
+            }
+            Command::Lost => {
+                if let Ok(Some(desired)) = self.desired().await {
+                    self.push(&desired).await;
                 }
-                Ok(None) => {
-                    if let Ok(Some(desired)) = self.desired().await {
-                        self.push(&desired).await;
-                    }
-                    Flow::End(Some(Status::failed_precondition(
-                        "this process was declared lost; it must end now",
-                    )))
-                }
-                Ok(Some(version)) => {
-                    let desired_state = if applied < version {
-                        match self.desired().await {
-                            Ok(Some(desired)) => Some(self.mark_sent(&desired)),
-                            Ok(None) | Err(_) => None,
-                        }
-                    } else {
-                        None
-                    };
-                    let ack = pb::HeartbeatAck {
-                        sequence,
-                        state_version: version,
-                        desired_state,
-                        next_maintenance_time: None,
-                    };
-                    // The request id moves into the answer: an ack is sent per heartbeat, so no copy is made.
-                    let answer = pb::AttachResponse {
-                        request_id,
-                        kind: Some(Tell::HeartbeatAck(ack)),
-                    };
-                    self.send(answer).await;
-                    Flow::Continue
-                }
-            },
+                Flow::End(Some(Status::failed_precondition(
+                    "this process was declared lost; it must end now",
+                )))
+            }
         }
     }
 
@@ -445,7 +430,8 @@ impl ProcessStream {
             request_id,
             sequence: heartbeat.sequence,
             applied: heartbeat.applied_state_version,
-            reply: self.commands.clone(),
+            answers: self.out.clone(),
+            commands: self.commands.clone(),
         };
         if self.context.heartbeats.send(beat).await.is_err() {
             return Flow::End(Some(Status::unavailable(

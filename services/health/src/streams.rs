@@ -7,20 +7,20 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::sync::mpsc;
-use tonic::Status;
 
 /// What a stream's task is told from outside the stream.
 #[derive(Debug)]
 pub(crate) enum Command {
     /// The process's desired state reached this version: push what is new.
     Announce(u64),
-    /// A heartbeat was recorded: the desired-state version (`None`: the process was declared lost), or why not.
-    Acked {
+    /// A heartbeat was recorded while the process is behind its desired state: ack it with the whole state.
+    Behind {
         request_id: String,
         sequence: u64,
-        applied: u64,
-        result: Result<Option<u64>, Box<Status>>,
+        version: u64,
     },
+    /// A heartbeat found the process declared lost: tell it what it missed and end the stream.
+    Lost,
 }
 
 /// Fleet id and game-server id, joined with a NUL (which ids cannot contain).

@@ -173,14 +173,27 @@ pub struct Heartbeat {
     pub players: u32,
 }
 
-/// Records a batch of one fleet's heartbeats; for each, in order, the desired-state version, or `None` when the
-/// process is lost (and must end).
+/// Most heartbeats one `record_heartbeats` call takes: the script hands its deadlines to one ZADD, and Lua can
+/// pass a command at most ~8,000 arguments.
+pub const HEARTBEATS_PER_CALL: usize = 1_000;
+
+/// Records a batch of one fleet's heartbeats (at most [`HEARTBEATS_PER_CALL`]); for each, in order, the
+/// desired-state version, or `None` when the process is lost (and must end).
 pub async fn record_heartbeats(
     store: &Store,
     fleet_id: &str,
     heartbeats: &[Heartbeat],
     timings: &Timings,
 ) -> Result<Vec<Option<u64>>, StoreError> {
+    if heartbeats.len() > HEARTBEATS_PER_CALL {
+        return Err(unexpected(
+            "heartbeats",
+            format!(
+                "{} heartbeats in one call, at most {HEARTBEATS_PER_CALL}",
+                heartbeats.len()
+            ),
+        ));
+    }
     let keys = FleetKeys::new(fleet_id);
     let mut call = process_call(&scripts().heartbeats, &keys);
     call.arg(timings.heartbeat_window_ms)

@@ -5,10 +5,12 @@
 -- ARGV[6] retention ms of lost records, then per heartbeat five arguments: game-server id, registration id,
 -- health (HEALTHY | UNHEALTHY), game state, connected players.
 -- Reply: one integer per heartbeat, in order: the process's desired-state version, or -1 when it is lost.
+-- The deadlines are pushed out by one ZADD per batch: a redis.call costs more than the reading it saves.
 local k = fleet_context()
 local now = now_ms()
 local window, threshold, retention = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-local out = {}
+local due = now + window
+local out, deadlines = {}, {}
 for i = 7, #ARGV, 5 do
   local id, reg, health, gstate, players = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
   local key = k.server_prefix .. id
@@ -23,7 +25,8 @@ for i = 7, #ARGV, 5 do
         'reported UNHEALTHY in ' .. unhealthy .. ' heartbeats in a row', 'ERROR', 'INTERRUPTED', retention)
       out[#out + 1] = -1
     else
-      redis.call('ZADD', k.hb, 'XX', now + window, id)
+      deadlines[#deadlines + 1] = due
+      deadlines[#deadlines + 1] = id
       if tostring(unhealthy) ~= s[3] or health ~= s[5] or gstate ~= s[6] or players ~= s[7] then
         redis.call('HSET', key, 'unh', unhealthy, 'health', health, 'gstate', gstate, 'players', players)
         -- An UNHEALTHY process is given no new game sessions; it may wait in the pool again once healthy.
@@ -41,4 +44,6 @@ for i = 7, #ARGV, 5 do
     end
   end
 end
+-- Lua's unpack is bounded by its C stack (LUAI_MAXCSTACK 8000); the writer sends at most 1,000 heartbeats.
+if #deadlines > 0 then redis.call('ZADD', k.hb, 'XX', unpack(deadlines)) end
 return out
