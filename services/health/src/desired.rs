@@ -3,9 +3,7 @@
 
 use berth_domain::game_server::timestamp;
 use berth_proto::health::v1 as pb;
-use berth_proto::session::v1 as session;
 use berth_store::processes::{Desired, Termination};
-use prost::Message;
 
 /// The contract's reason for a termination: a TerminationReason name as asked, or the event of a lost process.
 fn reason(termination: &Termination) -> pb::TerminationReason {
@@ -27,21 +25,17 @@ pub(crate) fn terminate_process(desired: &Desired) -> Option<pb::TerminateProces
     })
 }
 
-/// The open game sessions of a desired state, by id, each with its current status.
+/// The open game sessions of a desired state, by id, each with the player sessions reserved in it.
 pub(crate) fn assignments(desired: &Desired) -> Vec<(String, pb::GameSessionAssignment)> {
     desired
         .sessions
         .iter()
-        .filter_map(|placed| {
-            let mut assignment = pb::GameSessionAssignment::decode(placed.assignment.as_slice()).ok()?;
-            if let Some(game_session) = assignment.game_session.as_mut() {
-                let status = match placed.status.as_str() {
-                    "ACTIVE" => session::GameSessionStatus::Active,
-                    _ => session::GameSessionStatus::Activating,
-                };
-                game_session.status = status as i32;
-            }
-            Some((placed.game_session_id.clone(), assignment))
+        .map(|hosted| {
+            let assignment = pb::GameSessionAssignment {
+                game_session: Some(hosted.session.clone().into()),
+                player_sessions: hosted.players.iter().cloned().map(Into::into).collect(),
+            };
+            (hosted.session.game_session_id.clone(), assignment)
         })
         .collect()
 }

@@ -20,7 +20,7 @@ use berth_proto::health::v1::sdk_service_server::SdkServiceServer;
 use berth_runtime::ServiceDef;
 use berth_runtime::auth::{AccessRules, Role};
 use berth_store::Store;
-use berth_store::processes::{self as store_processes, Timings};
+use berth_store::processes::Timings;
 use tonic::service::Routes;
 
 pub use game_servers::GameServers;
@@ -173,26 +173,4 @@ pub fn service(store: Store, args: &HealthArgs) -> ServiceDef {
         routes,
         on_shutdown: Some(on_shutdown),
     }
-}
-
-/// Places a game session on a ready process and tells the replica holding its stream, which pushes
-/// start_game_session. This is how the session and placement services hand a process its game.
-pub async fn place_game_session(
-    store: &Store,
-    fleet_id: &str,
-    game_server_id: &str,
-    assignment: &berth_proto::health::v1::GameSessionAssignment,
-) -> Result<store_processes::Assigned, berth_store::StoreError> {
-    let game_session_id = assignment
-        .game_session
-        .as_ref()
-        .map(|session| session.game_session_id.clone())
-        .unwrap_or_default();
-    let encoded = prost::Message::encode_to_vec(assignment);
-    let assigned =
-        store_processes::assign_game_session(store, fleet_id, game_server_id, &game_session_id, &encoded).await?;
-    if let store_processes::Assigned::Assigned(routing) = &assigned {
-        push::publish(store, routing, fleet_id, game_server_id).await;
-    }
-    Ok(assigned)
 }

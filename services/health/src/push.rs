@@ -6,9 +6,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use berth_store::Subscription;
 use berth_store::keys::push_channel;
-use berth_store::processes::Routing;
-use berth_store::{Store, Subscription};
+use berth_store::processes::{self, Routing};
 
 use crate::Context;
 use crate::streams::Command;
@@ -21,18 +21,7 @@ pub(crate) async fn announce(context: &Context, routing: &Routing, fleet_id: &st
             .tell(fleet_id, game_server_id, Command::Announce(routing.version));
         return;
     }
-    publish(&context.store, routing, fleet_id, game_server_id).await;
-}
-
-/// Tells the replica holding a process's stream, through its channel, that its desired state moved.
-pub(crate) async fn publish(store: &Store, routing: &Routing, fleet_id: &str, game_server_id: &str) {
-    if routing.replica.is_empty() {
-        return;
-    }
-    let payload = format!("{fleet_id}\n{game_server_id}\n{}", routing.version);
-    if let Err(err) = store.publish(&push_channel(&routing.replica), &payload).await {
-        tracing::debug!(error = %err, "announcement lost; the next heartbeat carries it");
-    }
+    processes::announce(&context.store, routing, fleet_id, game_server_id).await;
 }
 
 /// Listens on this replica's channel and hands each announcement to the stream it names.
@@ -49,12 +38,7 @@ pub(crate) async fn listen(context: Arc<Context>) {
         };
         while let Some(payload) = subscription.next().await {
             let payload = String::from_utf8_lossy(&payload);
-            let mut parts = payload.splitn(3, '\n');
-            let (Some(fleet_id), Some(game_server_id), Some(version)) = (parts.next(), parts.next(), parts.next())
-            else {
-                continue;
-            };
-            if let Ok(version) = version.parse() {
+            if let Some((fleet_id, game_server_id, version)) = processes::parse_announcement(&payload) {
                 context
                     .streams
                     .tell(fleet_id, game_server_id, Command::Announce(version));

@@ -13,7 +13,7 @@ use berth_proto::health::v1::sdk_service_server::SdkService;
 use berth_proto::health::v1::{self as pb, attach_request::Kind as Ask, attach_response::Kind as Tell};
 use berth_runtime::auth::Caller;
 use berth_store::game_servers::{self as registry, Update, Updated};
-use berth_store::processes::{self as store, Activated, Attach, Attached, Desired, ProcessRef};
+use berth_store::processes::{self as store, Attach, Attached, Desired, ProcessRef};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::{Stream, StreamExt};
@@ -26,6 +26,8 @@ use berth_domain::game_server::timestamp;
 use crate::desired::{assignments, desired_state, terminate_process};
 use crate::heartbeats::Beat;
 use crate::streams::Command;
+
+mod sessions;
 
 /// Messages a stream may have waiting to go out, and commands waiting for its task.
 const QUEUE: usize = 16;
@@ -388,16 +390,16 @@ impl ProcessStream {
             },
             Ask::DescribeServer(_) => self.describe(&id).await,
             Ask::UpdateServer(update) => self.update(&id, update).await,
-            Ask::RejectGameSession(_)
-            | Ask::AcceptPlayerSession(_)
-            | Ask::RemovePlayerSession(_)
-            | Ask::UpdatePlayerSessionCreationPolicy(_)
-            | Ask::DescribePlayerSessions(_)
-            | Ask::EndGameSession(_)
-            | Ask::Reserve(_) => reply(
+            Ask::RejectGameSession(reject) => self.end_game_session(&id, &reject.game_session_id, true).await,
+            Ask::EndGameSession(end) => self.end_game_session(&id, &end.game_session_id, false).await,
+            Ask::AcceptPlayerSession(accept) => self.accept(&id, accept).await,
+            Ask::RemovePlayerSession(remove) => self.remove(&id, remove).await,
+            Ask::UpdatePlayerSessionCreationPolicy(update) => self.update_policy(&id, update).await,
+            Ask::DescribePlayerSessions(describe) => self.describe_players(&id, describe).await,
+            Ask::Reserve(_) => reply(
                 &id,
                 Code::Unimplemented,
-                "player sessions, ending and rejecting game sessions, and reservations arrive with the session service",
+                "reserving a server (Agones Reserve) is not supported yet",
                 None,
             ),
         };
@@ -439,34 +441,6 @@ impl ProcessStream {
             )));
         }
         Flow::Continue
-    }
-
-    async fn activate(&mut self, id: &str, game_session_id: &str) -> pb::AttachResponse {
-        let context = &self.context;
-        let activated =
-            store::activate_game_session(&context.store, &self.fleet_id, &self.game_server_id, game_session_id).await;
-        match activated {
-            Ok(Activated::Active) => {
-                let session = match self.desired().await {
-                    Ok(Some(desired)) => assignments(&desired)
-                        .into_iter()
-                        .find(|(session_id, _)| session_id == game_session_id)
-                        .and_then(|(_, assignment)| assignment.game_session),
-                    _ => None,
-                };
-                reply(id, Code::Ok, "", session.map(pb::reply::Result::GameSession))
-            }
-            Ok(Activated::NotFound) => reply(id, Code::NotFound, format!("no game session {game_session_id:?}"), None),
-            // Another server's session is, to this one, no session at all.
-            Ok(Activated::NotYours) => reply(id, Code::NotFound, format!("no game session {game_session_id:?}"), None),
-            Ok(Activated::Ended(status)) => reply(
-                id,
-                Code::FailedPrecondition,
-                format!("game session {game_session_id:?} is {status}, not ACTIVATING"),
-                None,
-            ),
-            Err(err) => reply(id, Code::Unavailable, err.to_string(), None),
-        }
     }
 
     async fn describe(&self, id: &str) -> pb::AttachResponse {

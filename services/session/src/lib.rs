@@ -1,11 +1,26 @@
-//! Berth's session service: game and player sessions, and search. Its RPCs are declared in `proto/berth/session/v1` and answer UNIMPLEMENTED
-//! until the issues that build them land; the process already serves health, reflection and metrics, so that
-//! deployments and `make run` have their final shape.
+//! Berth's session service: game sessions (created on a ready process, activated by it, ended on request or by
+//! its server), player sessions with atomic slots, and search. Any number of replicas may run: every change is
+//! one script over the fleet's Redis slot, and the sweeper that times sessions out is safe to run on all of them.
 
+mod game_sessions;
+mod player_sessions;
+mod search;
+mod sweeper;
+mod tokens;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use berth_proto::session::v1::game_session_service_server::GameSessionServiceServer;
+use berth_proto::session::v1::player_session_service_server::PlayerSessionServiceServer;
 use berth_runtime::ServiceDef;
 use berth_runtime::auth::{AccessRules, Role};
 use berth_store::Store;
+use berth_store::sessions::SessionTimings;
 use tonic::service::Routes;
+
+pub use game_sessions::GameSessions;
+pub use player_sessions::PlayerSessions;
 
 /// Default gRPC port.
 pub const GRPC_PORT: u16 = 7102;
@@ -20,8 +35,68 @@ const RULES: AccessRules = &[
     ),
 ];
 
-/// The session service over `store`.
-pub fn service(_store: Store) -> ServiceDef {
+/// Settings of the session service. Defaults follow GameLift: a game session has 600 s to activate, a player
+/// session 60 s to be accepted; ended sessions stay readable for 24 hours.
+#[derive(clap::Args, Clone, Debug)]
+pub struct SessionArgs {
+    /// How long a new game session may stay ACTIVATING before it ends TERMINATED (ACTIVATION_TIMEOUT), in ms.
+    #[arg(long, env = "BERTH_ACTIVATION_TIMEOUT_MS", default_value_t = 600_000, value_parser = clap::value_parser!(u64).range(1_000..=600_000))]
+    pub activation_timeout_ms: u64,
+    /// How long a player session may stay RESERVED before it ends TIMEDOUT, in ms.
+    #[arg(long, env = "BERTH_RESERVATION_TIMEOUT_MS", default_value_t = 60_000, value_parser = clap::value_parser!(u64).range(1_000..=3_600_000))]
+    pub reservation_timeout_ms: u64,
+    /// How long ended game sessions, their player sessions and session events stay readable, in ms.
+    #[arg(long, env = "BERTH_SESSION_RETENTION_MS", default_value_t = 86_400_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub retention_ms: u64,
+    /// How long a game session's server has to end it after TerminateGameSession (TRIGGER_ON_PROCESS_TERMINATE)
+    /// before it is forced, in ms.
+    #[arg(long, env = "BERTH_SESSION_TERMINATION_GRACE_MS", default_value_t = 300_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub termination_grace_ms: u64,
+    /// Game sessions one creator may create per period (GameLift's resource creation limit policy); 0 is no limit.
+    #[arg(long, env = "BERTH_CREATOR_LIMIT", default_value_t = 0)]
+    pub creator_limit: u32,
+    /// The period of the creator limit, in ms.
+    #[arg(long, env = "BERTH_CREATOR_LIMIT_PERIOD_MS", default_value_t = 900_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub creator_limit_period_ms: u64,
+    /// How often timeouts and retention are swept, in ms.
+    #[arg(long, env = "BERTH_SESSION_SWEEP_MS", default_value_t = 250, value_parser = clap::value_parser!(u64).range(1..))]
+    pub sweep_ms: u64,
+}
+
+impl Default for SessionArgs {
+    fn default() -> SessionArgs {
+        SessionArgs {
+            activation_timeout_ms: 600_000,
+            reservation_timeout_ms: 60_000,
+            retention_ms: 86_400_000,
+            termination_grace_ms: 300_000,
+            creator_limit: 0,
+            creator_limit_period_ms: 900_000,
+            sweep_ms: 250,
+        }
+    }
+}
+
+/// What the handlers share.
+pub(crate) struct Context {
+    pub(crate) store: Store,
+    pub(crate) args: SessionArgs,
+    pub(crate) timings: SessionTimings,
+}
+
+/// The session service over `store`, with its sweeper running in the background.
+pub fn service(store: Store, args: &SessionArgs) -> ServiceDef {
+    let context = Arc::new(Context {
+        store,
+        args: args.clone(),
+        timings: SessionTimings {
+            activation_timeout_ms: args.activation_timeout_ms,
+            reservation_timeout_ms: args.reservation_timeout_ms,
+            retention_ms: args.retention_ms,
+            termination_grace_ms: args.termination_grace_ms,
+        },
+    });
+    let sweeper = tokio::spawn(sweeper::run(context.clone(), Duration::from_millis(args.sweep_ms)));
     ServiceDef {
         name: "berth-session",
         grpc_services: &[
@@ -29,7 +104,8 @@ pub fn service(_store: Store) -> ServiceDef {
             "berth.session.v1.PlayerSessionService",
         ],
         rules: RULES,
-        on_shutdown: None,
-        routes: Routes::default(),
+        on_shutdown: Some(Box::new(move || sweeper.abort())),
+        routes: Routes::new(GameSessionServiceServer::new(GameSessions::new(context.clone())))
+            .add_service(PlayerSessionServiceServer::new(PlayerSessions::new(context))),
     }
 }

@@ -1,6 +1,7 @@
 //! `berth-session`: game and player sessions, and search.
 
 use berth_runtime::{CommonArgs, DefaultPorts, ListenArgs};
+use berth_session::SessionArgs;
 use clap::Parser;
 
 /// Berth's session service.
@@ -11,6 +12,8 @@ struct Cli {
     listen: ListenArgs,
     #[command(flatten)]
     common: CommonArgs,
+    #[command(flatten)]
+    session: SessionArgs,
 }
 
 #[tokio::main]
@@ -20,5 +23,8 @@ async fn main() -> std::process::ExitCode {
         grpc: berth_session::GRPC_PORT,
         metrics: berth_session::METRICS_PORT,
     };
-    berth_runtime::run_binary("berth-session", &cli.common, &cli.listen, ports, berth_session::service).await
+    berth_runtime::run_binary("berth-session", &cli.common, &cli.listen, ports, |store| {
+        berth_session::service(store, &cli.session)
+    })
+    .await
 }

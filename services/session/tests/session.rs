@@ -1,37 +1,628 @@
-//! The session service process: it serves health and reflection, and its RPCs are closed to callers without a
-//! fitting token and answer UNIMPLEMENTED until the session-service issue builds them.
+//! The session service against real Redis (single node and cluster), a real health replica and game servers
+//! speaking the SDK stream: game sessions created on ready processes and activated by them, player sessions that
+//! never overfill a session whatever races, timeouts, search, and bad input.
 
-use berth_proto::session::v1::DescribeGameSessionsRequest;
+mod session {
+    mod flow;
+}
+
+use std::time::Duration;
+
+use berth_health::HealthArgs;
+use berth_proto::common::v1::KeyValue;
 use berth_proto::session::v1::game_session_service_client::GameSessionServiceClient;
+use berth_proto::session::v1::player_session_service_client::PlayerSessionServiceClient;
+use berth_proto::session::v1::{self as pb, describe_player_sessions_request::Selector};
 use berth_runtime::auth::Role;
+use berth_sdk::game_server::{Event, Events, GameServer, GameServerConfig, SdkError};
+use berth_session::SessionArgs;
 use berth_store::Store;
-use berth_testkit::{TestRedis, assert_serves, spawn_service, token};
+use berth_testkit::{RunningService, TestRedis, assert_serves, spawn_service, token};
+use tokio::task::JoinSet;
 use tonic::Code;
+
+const FLEET: &str = "arena";
+
+fn fast_health() -> HealthArgs {
+    HealthArgs {
+        heartbeat_interval_ms: 200,
+        initial_delay_ms: 500,
+        heartbeat_flush_ms: 5,
+        monitor_sweep_ms: 50,
+        ..Default::default()
+    }
+}
+
+fn fast_sessions() -> SessionArgs {
+    SessionArgs {
+        sweep_ms: 50,
+        ..Default::default()
+    }
+}
+
+/// Redis, one health replica and one session service, in-process.
+pub(crate) struct Stack {
+    _redis: TestRedis,
+    pub(crate) store: Store,
+    pub(crate) health: RunningService,
+    sessions: RunningService,
+}
+
+impl Stack {
+    pub(crate) async fn start(redis: TestRedis, args: &SessionArgs) -> Stack {
+        let store = Store::connect(&redis.config()).await.unwrap();
+        let health = spawn_service(berth_health::service(store.clone(), &fast_health()), store.clone()).await;
+        let sessions = spawn_service(berth_session::service(store.clone(), args), store.clone()).await;
+        Stack {
+            _redis: redis,
+            store,
+            health,
+            sessions,
+        }
+    }
+
+    async fn channel(&self) -> berth_sdk::AuthedChannel {
+        berth_sdk::connect(&self.sessions.endpoint(), &token(Role::Client, None))
+            .await
+            .unwrap()
+    }
+
+    pub(crate) async fn games(&self) -> GameSessionServiceClient<berth_sdk::AuthedChannel> {
+        GameSessionServiceClient::new(self.channel().await)
+    }
+
+    pub(crate) async fn players(&self) -> PlayerSessionServiceClient<berth_sdk::AuthedChannel> {
+        PlayerSessionServiceClient::new(self.channel().await)
+    }
+
+    /// A game server process of the fleet, in-process on the SDK, ready.
+    async fn server(&self, id: &str, sessions: u32, location: &str) -> (GameServer, Events) {
+        let config = GameServerConfig {
+            sdk_endpoint: self.health.endpoint(),
+            token: token(Role::GameServer, Some((FLEET, id))),
+            fleet_id: FLEET.into(),
+            game_server_id: id.into(),
+            instance_id: format!("i-{id}"),
+            location: location.into(),
+            endpoint: berth_proto::common::v1::Endpoint {
+                ip_address: "10.0.0.7".into(),
+                dns_name: String::new(),
+                port: 7777,
+            },
+            ports: Vec::new(),
+            max_concurrent_game_sessions: sessions,
+            max_players: 0,
+            labels: Vec::new(),
+            sdk_version: "berth-tests/1".into(),
+            log_paths: Vec::new(),
+            game_server_data: String::new(),
+        };
+        let (server, events) = GameServer::connect(config).await.unwrap();
+        server.ready().await.unwrap();
+        (server, events)
+    }
+}
+
+fn create(max: u32) -> pb::CreateGameSessionRequest {
+    pb::CreateGameSessionRequest {
+        fleet_id: FLEET.into(),
+        maximum_player_session_count: max,
+        name: "duel".into(),
+        ..Default::default()
+    }
+}
+
+/// The next StartGameSession a server is told of.
+async fn started(events: &mut Events) -> pb::GameSession {
+    loop {
+        match tokio::time::timeout(Duration::from_secs(10), events.recv()).await {
+            Ok(Some(Event::StartGameSession { game_session, .. })) => return game_session,
+            Ok(Some(_)) => continue,
+            other => panic!("expected start_game_session, got {other:?}"),
+        }
+    }
+}
+
+/// Creates a game session on the fleet and has `server` (whose events these are) activate it.
+async fn active_session(
+    stack: &Stack,
+    server: &GameServer,
+    events: &mut Events,
+    request: pb::CreateGameSessionRequest,
+) -> String {
+    let created = stack
+        .games()
+        .await
+        .create_game_session(request)
+        .await
+        .unwrap()
+        .into_inner();
+    let session = created.game_session.unwrap();
+    assert_eq!(session.status(), pb::GameSessionStatus::Activating);
+    let told = started(events).await;
+    assert_eq!(told.game_session_id, session.game_session_id);
+    let activated = server
+        .activate_game_session(session.game_session_id.clone())
+        .await
+        .unwrap();
+    assert_eq!(activated.status(), pb::GameSessionStatus::Active);
+    session.game_session_id
+}
+
+async fn describe(stack: &Stack, id: &str) -> pb::GameSession {
+    let found = stack
+        .games()
+        .await
+        .describe_game_sessions(pb::DescribeGameSessionsRequest {
+            game_session_ids: vec![id.into()],
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    found.game_sessions.into_iter().next().expect("the session exists")
+}
+
+pub(crate) async fn eventually<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
+    for _ in 0..200 {
+        if let Some(found) = check().await {
+            return found;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{what} never happened");
+}
+
+fn join(game_session_id: &str, player: &str) -> pb::CreatePlayerSessionRequest {
+    pb::CreatePlayerSessionRequest {
+        game_session_id: game_session_id.into(),
+        player_id: player.into(),
+        player_data: String::new(),
+    }
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serves_health_reflection_and_guards_its_rpcs() {
-    let redis = TestRedis::single();
-    let store = Store::connect(&redis.config()).await.unwrap();
-    let service = spawn_service(berth_session::service(store.clone()), store).await;
+    let stack = Stack::start(TestRedis::single(), &fast_sessions()).await;
     assert_serves(
-        &service.endpoint(),
+        &stack.sessions.endpoint(),
         &[
             "berth.session.v1.GameSessionService",
             "berth.session.v1.PlayerSessionService",
         ],
     )
     .await;
-
-    let as_server = berth_sdk::connect(&service.endpoint(), &token(Role::GameServer, Some(("f", "gs-1")))).await;
-    let err = GameSessionServiceClient::new(as_server.unwrap())
-        .describe_game_sessions(DescribeGameSessionsRequest::default())
+    let (endpoint, server_token) = (
+        stack.sessions.endpoint(),
+        token(Role::GameServer, Some((FLEET, "gs-1"))),
+    );
+    let as_server = berth_sdk::connect(&endpoint, &server_token).await.unwrap();
+    let err = GameSessionServiceClient::new(as_server)
+        .describe_game_sessions(pb::DescribeGameSessionsRequest::default())
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::PermissionDenied);
-    let as_client = berth_sdk::connect(&service.endpoint(), &token(Role::Client, None)).await;
-    let err = GameSessionServiceClient::new(as_client.unwrap())
-        .describe_game_sessions(DescribeGameSessionsRequest::default())
+}
+
+async fn a_full_session_takes_exactly_its_slots(redis: TestRedis) {
+    let stack = Stack::start(redis, &fast_sessions()).await;
+    let (server, mut events) = stack.server("gs-1", 1, "local").await;
+    let session = active_session(&stack, &server, &mut events, create(100)).await;
+
+    // 1,000 players race for 100 slots, over 8 connections.
+    let mut clients = Vec::new();
+    for _ in 0..8 {
+        clients.push(stack.players().await);
+    }
+    let mut racers = JoinSet::new();
+    for player in 0..1000 {
+        let mut client = clients[player % clients.len()].clone();
+        let request = join(&session, &format!("player-{player}"));
+        racers.spawn(async move { client.create_player_session(request).await.map(|_| ()) });
+    }
+    let (mut won, mut full) = (0, 0);
+    while let Some(outcome) = racers.join_next().await {
+        match outcome.unwrap() {
+            Ok(()) => won += 1,
+            Err(status) if status.code() == Code::ResourceExhausted => full += 1,
+            Err(status) => panic!("unexpected {status:?}"),
+        }
+    }
+    assert_eq!((won, full), (100, 900));
+    let described = describe(&stack, &session).await;
+    assert_eq!(described.current_player_session_count, 100);
+    let listed = stack
+        .players()
+        .await
+        .describe_player_sessions(pb::DescribePlayerSessionsRequest {
+            selector: Some(Selector::GameSessionId(session.clone())),
+            page_size: 1000,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(listed.player_sessions.len(), 100);
+    assert!(listed.next_page_token.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_players_racing_for_a_hundred_slots_get_exactly_a_hundred_on_a_single_node() {
+    a_full_session_takes_exactly_its_slots(TestRedis::single()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_players_racing_for_a_hundred_slots_get_exactly_a_hundred_on_a_cluster() {
+    a_full_session_takes_exactly_its_slots(TestRedis::cluster()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_is_all_or_nothing_and_repeats_are_idempotent_per_player() {
+    let stack = Stack::start(TestRedis::single(), &fast_sessions()).await;
+    let (server, mut events) = stack.server("gs-1", 1, "local").await;
+    let session = active_session(&stack, &server, &mut events, create(30)).await;
+    let batch = |from: usize, count: usize, data: &str| pb::CreatePlayerSessionsRequest {
+        game_session_id: session.clone(),
+        players: (from..from + count)
+            .map(|n| pb::DesiredPlayerSession {
+                player_id: format!("p{n}"),
+                player_data: data.into(),
+            })
+            .collect(),
+    };
+    let mut players = stack.players().await;
+    let first = players
+        .create_player_sessions(batch(0, 20, "x"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(first.player_sessions.len(), 20);
+    assert!(
+        first
+            .player_sessions
+            .iter()
+            .all(|p| p.status() == pb::PlayerSessionStatus::Reserved)
+    );
+
+    // 25 more do not fit in the 10 slots left: none is created.
+    let err = players.create_player_sessions(batch(20, 25, "x")).await.unwrap_err();
+    assert_eq!(err.code(), Code::ResourceExhausted);
+    assert_eq!(describe(&stack, &session).await.current_player_session_count, 20);
+
+    // Players who hold a slot get theirs back and take no new one; with other data they are refused.
+    let again = players
+        .create_player_sessions(batch(15, 10, "x"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        again.player_sessions[0].player_session_id,
+        first.player_sessions[15].player_session_id
+    );
+    assert_eq!(describe(&stack, &session).await.current_player_session_count, 25);
+    let err = players.create_player_sessions(batch(0, 1, "other")).await.unwrap_err();
+    assert_eq!(err.code(), Code::AlreadyExists);
+
+    // The server lets one in and out: its slot reopens.
+    let id = first.player_sessions[0].player_session_id.clone();
+    let accepted = server.accept_player_session(session.clone(), id.clone()).await.unwrap();
+    assert_eq!(accepted.status(), pb::PlayerSessionStatus::Active);
+    let removed = server.remove_player_session(session.clone(), id.clone()).await.unwrap();
+    assert_eq!(removed.status(), pb::PlayerSessionStatus::Completed);
+    assert_eq!(describe(&stack, &session).await.current_player_session_count, 24);
+    let by_player = players
+        .describe_player_sessions(pb::DescribePlayerSessionsRequest {
+            selector: Some(Selector::PlayerId("p0".into())),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(by_player.player_sessions.len(), 1);
+    assert_eq!(
+        by_player.player_sessions[0].status(),
+        pb::PlayerSessionStatus::Completed
+    );
+    assert_eq!(
+        by_player.player_sessions[0].endpoint.as_ref().unwrap().ip_address,
+        "10.0.0.7"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_states_unknown_ids_and_other_servers_sessions_are_refused() {
+    let stack = Stack::start(TestRedis::single(), &fast_sessions()).await;
+    let (server_a, mut events_a) = stack.server("gs-a", 1, "local").await;
+    let (server_b, mut events_b) = stack.server("gs-b", 1, "local").await;
+    let mut games = stack.games().await;
+    let mut players = stack.players().await;
+
+    // ACTIVATING: players cannot join yet, and the error names the state.
+    let created = games
+        .create_game_session(create(4))
+        .await
+        .unwrap()
+        .into_inner()
+        .game_session
+        .unwrap();
+    let err = players
+        .create_player_session(join(&created.game_session_id, "p"))
         .await
         .unwrap_err();
-    assert_eq!(err.code(), Code::Unimplemented);
+    assert_eq!(err.code(), Code::FailedPrecondition);
+    assert!(err.message().contains("ACTIVATING"), "{}", err.message());
+    let (host, host_events, other, other_events) = if created.game_server_id == "gs-a" {
+        (&server_a, &mut events_a, &server_b, &mut events_b)
+    } else {
+        (&server_b, &mut events_b, &server_a, &mut events_a)
+    };
+    started(host_events).await;
+    host.activate_game_session(created.game_session_id.clone())
+        .await
+        .unwrap();
+    let psid = players
+        .create_player_session(join(&created.game_session_id, "p"))
+        .await
+        .unwrap()
+        .into_inner()
+        .player_session
+        .unwrap()
+        .player_session_id;
+
+    // The other server may not let that player in.
+    let other_session = active_session(&stack, other, other_events, create(4)).await;
+    match other.accept_player_session(other_session.clone(), psid.clone()).await {
+        Err(SdkError::Refused { code, .. }) => assert_eq!(code, Code::PermissionDenied),
+        other => panic!("expected PERMISSION_DENIED, got {other:?}"),
+    }
+    match other
+        .accept_player_session(created.game_session_id.clone(), psid.clone())
+        .await
+    {
+        Err(SdkError::Refused { code, .. }) => assert_eq!(code, Code::PermissionDenied),
+        other => panic!("expected PERMISSION_DENIED, got {other:?}"),
+    }
+
+    // No server is left to host a third session.
+    let err = games.create_game_session(create(4)).await.unwrap_err();
+    assert_eq!(err.code(), Code::ResourceExhausted);
+
+    // Unknown ids, fleets and bad input.
+    let unknown = format!("{FLEET}/gsess-00000000-0000-0000-0000-000000000000");
+    let err = players.create_player_session(join(&unknown, "p")).await.unwrap_err();
+    assert_eq!(err.code(), Code::NotFound);
+    let err = games
+        .create_game_session(pb::CreateGameSessionRequest {
+            fleet_id: "nowhere".into(),
+            ..create(4)
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::NotFound);
+    let err = games.create_game_session(create(1001)).await.unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(
+        err.message().contains("maximum_player_session_count"),
+        "{}",
+        err.message()
+    );
+    let long = "d".repeat(2049);
+    let err = players
+        .create_player_session(pb::CreatePlayerSessionRequest {
+            player_data: long,
+            ..join(&other_session, "q")
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert_eq!(describe(&stack, &other_session).await.current_player_session_count, 0);
+
+    // Ended: terminate forced, then nothing more changes it.
+    let terminated = games
+        .terminate_game_session(pb::TerminateGameSessionRequest {
+            game_session_id: other_session.clone(),
+            termination_mode: pb::TerminationMode::ForceTerminate as i32,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .game_session
+        .unwrap();
+    assert_eq!(terminated.status(), pb::GameSessionStatus::Terminated);
+    assert_eq!(terminated.status_reason(), pb::GameSessionStatusReason::ForceTerminated);
+    let err = players
+        .create_player_session(join(&other_session, "q"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition);
+    assert!(err.message().contains("TERMINATED"), "{}", err.message());
+    let err = games
+        .update_game_session(pb::UpdateGameSessionRequest {
+            game_session_id: other_session.clone(),
+            name: Some("renamed".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_not_activated_or_players_not_accepted_in_time_end_and_free_their_slots() {
+    let args = SessionArgs {
+        activation_timeout_ms: 300,
+        reservation_timeout_ms: 300,
+        ..fast_sessions()
+    };
+    let stack = Stack::start(TestRedis::single(), &args).await;
+    let (server, mut events) = stack.server("gs-1", 1, "local").await;
+    let mut games = stack.games().await;
+
+    // Never activated: TERMINATED (ACTIVATION_TIMEOUT), and the server is free for the next one.
+    let first = games
+        .create_game_session(create(2))
+        .await
+        .unwrap()
+        .into_inner()
+        .game_session
+        .unwrap();
+    started(&mut events).await;
+    let ended = eventually("activation timeout", async || {
+        let session = describe(&stack, &first.game_session_id).await;
+        (session.status() == pb::GameSessionStatus::Terminated).then_some(session)
+    })
+    .await;
+    assert_eq!(ended.status_reason(), pb::GameSessionStatusReason::ActivationTimeout);
+    let err = server
+        .activate_game_session(first.game_session_id.clone())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            SdkError::Refused {
+                code: Code::FailedPrecondition,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+
+    // A player who never connects: TIMEDOUT, slot freed.
+    let session = active_session(&stack, &server, &mut events, create(2)).await;
+    let mut players = stack.players().await;
+    players.create_player_session(join(&session, "late")).await.unwrap();
+    assert_eq!(describe(&stack, &session).await.current_player_session_count, 1);
+    let timed_out = eventually("reservation timeout", async || {
+        let found = players
+            .describe_player_sessions(pb::DescribePlayerSessionsRequest {
+                selector: Some(Selector::GameSessionId(session.clone())),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let player = found.player_sessions.into_iter().next()?;
+        (player.status() == pb::PlayerSessionStatus::Timedout).then_some(player)
+    })
+    .await;
+    assert!(timed_out.termination_time.is_some());
+    assert_eq!(describe(&stack, &session).await.current_player_session_count, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ended_sessions_stay_readable_for_the_retention_then_expire() {
+    let args = SessionArgs {
+        retention_ms: 400,
+        ..fast_sessions()
+    };
+    let stack = Stack::start(TestRedis::single(), &args).await;
+    let (server, mut events) = stack.server("gs-1", 1, "local").await;
+    let session = active_session(&stack, &server, &mut events, create(2)).await;
+    let mut players = stack.players().await;
+    let player = players
+        .create_player_session(join(&session, "p"))
+        .await
+        .unwrap()
+        .into_inner()
+        .player_session
+        .unwrap();
+    server.end_game_session(session.clone()).await.unwrap();
+    let ended = describe(&stack, &session).await;
+    assert_eq!(ended.status(), pb::GameSessionStatus::Terminated);
+    assert_eq!(ended.status_reason(), pb::GameSessionStatusReason::EndedByServer);
+    eventually("expiry", async || {
+        let found = stack
+            .games()
+            .await
+            .describe_game_sessions(pb::DescribeGameSessionsRequest {
+                game_session_ids: vec![session.clone()],
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        (found.unknown_game_session_ids == [session.clone()]).then_some(())
+    })
+    .await;
+    let err = players
+        .describe_player_sessions(pb::DescribePlayerSessionsRequest {
+            selector: Some(Selector::PlayerSessionId(player.player_session_id)),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::NotFound);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn search_filters_sorts_and_pages_active_sessions() {
+    let stack = Stack::start(TestRedis::single(), &fast_sessions()).await;
+    let (server, mut events) = stack.server("gs-1", 20, "local").await;
+    let mut ids = Vec::new();
+    for n in 0..12u32 {
+        let mode = if n % 2 == 0 { "ranked" } else { "casual" };
+        let request = pb::CreateGameSessionRequest {
+            name: format!("match-{n}"),
+            game_properties: vec![KeyValue {
+                key: "mode".into(),
+                value: mode.into(),
+            }],
+            ..create(10)
+        };
+        ids.push(active_session(&stack, &server, &mut events, request).await);
+    }
+    let mut players = stack.players().await;
+    for (n, id) in ids.iter().enumerate() {
+        for p in 0..n.min(10) {
+            players.create_player_session(join(id, &format!("p{p}"))).await.unwrap();
+        }
+    }
+    let search = |filter: &str, sort: &str, page_size: u32, page_token: String| pb::SearchGameSessionsRequest {
+        fleet_id: FLEET.into(),
+        location: String::new(),
+        filter_expression: filter.into(),
+        sort_expression: sort.into(),
+        page_size,
+        page_token,
+    };
+    let mut games = stack.games().await;
+    let found = games
+        .search_game_sessions(search(
+            "gameSessionProperties.mode = 'ranked' AND playerSessionCount >= 4",
+            "playerSessionCount DESC",
+            3,
+            String::new(),
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    let names: Vec<_> = found.game_sessions.iter().map(|s| s.name.clone()).collect();
+    assert_eq!(names, ["match-10", "match-8", "match-6"]);
+    let rest = games
+        .search_game_sessions(search(
+            "gameSessionProperties.mode = 'ranked' AND playerSessionCount >= 4",
+            "playerSessionCount DESC",
+            3,
+            found.next_page_token,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    let names: Vec<_> = rest.game_sessions.iter().map(|s| s.name.clone()).collect();
+    assert_eq!(names, ["match-4"]);
+    assert!(rest.next_page_token.is_empty());
+
+    let open = games
+        .search_game_sessions(search("hasAvailablePlayerSessions = false", "", 20, String::new()))
+        .await
+        .unwrap()
+        .into_inner();
+    let names: Vec<_> = open.game_sessions.iter().map(|s| s.name.clone()).collect();
+    assert_eq!(names, ["match-10", "match-11"]);
+
+    let err = games
+        .search_game_sessions(search("playerSessionCount >= 'x'", "", 20, String::new()))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(err.message().contains("filter_expression"), "{}", err.message());
 }

@@ -2,6 +2,7 @@
 //! the conversions between records and the v1 contracts. Everything here is plain Rust, testable without Redis.
 
 pub mod game_server;
+pub mod game_session;
 pub mod process;
 pub mod search;
 pub mod validate;

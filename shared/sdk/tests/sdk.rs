@@ -6,14 +6,16 @@ use std::net::TcpListener as StdListener;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use berth_proto::health::v1 as pb;
 use berth_proto::health::v1::game_server_service_client::GameServerServiceClient;
-use berth_proto::health::v1::{self as pb, GameSessionAssignment};
-use berth_proto::session::v1::GameSession;
 use berth_runtime::auth::Role;
 use berth_store::Store;
 use berth_store::game_servers::pool_sizes;
-use berth_store::processes::{FleetEvent, game_session_status, recent_events};
-use berth_testkit::{BinaryProcess, RunningService, TestRedis, spawn_service, token, wait_for_health};
+use berth_store::processes::{FleetEvent, recent_events};
+use berth_testkit::{
+    BinaryProcess, RunningService, TestRedis, game_session_status, place_game_session, spawn_service, token,
+    wait_for_health,
+};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tonic_health::pb::health_check_response::ServingStatus;
 
@@ -77,33 +79,23 @@ async fn event(store: &Store, fleet: &str, code: &str) -> FleetEvent {
     .await
 }
 
-async fn session_status(store: &Store, fleet: &str, session: &str, wanted: (&str, &str)) {
+async fn session_status(store: &Store, session: &str, wanted: (&str, &str)) {
     eventually(&format!("session {session} {wanted:?}"), async || {
-        let status = game_session_status(store, fleet, session).await.unwrap()?;
+        let status = game_session_status(store, session).await?;
         (status.0 == wanted.0 && status.1 == wanted.1).then_some(())
     })
     .await
 }
 
 /// Waits until the process is ready (in the pool) and places a game session on it.
-async fn ready_with_session(store: &Store, fleet: &str, id: &str, session: &str) {
+async fn ready_with_session(store: &Store, fleet: &str, id: &str) -> String {
     eventually("ready", async || {
         (pool_sizes(store, fleet).await.unwrap().0 == 1).then_some(())
     })
     .await;
-    let assignment = GameSessionAssignment {
-        game_session: Some(GameSession {
-            game_session_id: session.into(),
-            fleet_id: fleet.into(),
-            maximum_player_session_count: 4,
-            ..Default::default()
-        }),
-        player_sessions: Vec::new(),
-    };
-    berth_health::place_game_session(store, fleet, id, &assignment)
-        .await
-        .unwrap();
-    session_status(store, fleet, session, ("ACTIVE", "")).await;
+    let session = place_game_session(store, fleet, id, 4).await;
+    session_status(store, &session, ("ACTIVE", "")).await;
+    session
 }
 
 async fn replicas(store: &Store) -> (RunningService, RunningService) {
@@ -118,7 +110,7 @@ async fn the_example_game_server_hosts_a_session_and_honours_a_terminate() {
     let store = Store::connect(&redis.config()).await.unwrap();
     let (a, b) = replicas(&store).await;
     let mut process = spawn_game_server(&format!("{},{}", a.endpoint(), b.endpoint()), "arena", "gs-1");
-    ready_with_session(&store, "arena", "gs-1", "s-1").await;
+    let session = ready_with_session(&store, "arena", "gs-1").await;
 
     // A player whose session cannot be checked yet is turned away at the door.
     let stream = tokio::net::TcpStream::connect(("127.0.0.1", process.port))
@@ -145,7 +137,7 @@ async fn the_example_game_server_hosts_a_session_and_honours_a_terminate() {
     let exited = eventually("exit", async || process.child.try_wait().unwrap()).await;
     assert!(exited.success(), "the process ends cleanly when told to: {exited:?}");
     event(&store, "arena", "SERVER_PROCESS_TERMINATED").await;
-    session_status(&store, "arena", "s-1", ("TERMINATED", "TRIGGERED_ON_PROCESS_TERMINATE")).await;
+    session_status(&store, &session, ("TERMINATED", "TRIGGERED_ON_PROCESS_TERMINATE")).await;
     assert!(
         recent_events(&store, "arena", 20)
             .await
@@ -161,12 +153,12 @@ async fn a_killed_game_server_is_found_dead_and_its_session_ends() {
     let store = Store::connect(&redis.config()).await.unwrap();
     let (a, b) = replicas(&store).await;
     let process = spawn_game_server(&format!("{},{}", a.endpoint(), b.endpoint()), "arena", "gs-1");
-    ready_with_session(&store, "arena", "gs-1", "s-1").await;
+    let session = ready_with_session(&store, "arena", "gs-1").await;
 
     drop(process);
     let crashed = event(&store, "arena", "SERVER_PROCESS_CRASHED").await;
     assert_eq!(crashed.game_server_id, "gs-1");
-    session_status(&store, "arena", "s-1", ("ERROR", "INTERRUPTED")).await;
+    session_status(&store, &session, ("ERROR", "SERVER_CRASHED")).await;
     assert_eq!(pool_sizes(&store, "arena").await.unwrap(), (0, 0));
 }
 

@@ -11,6 +11,7 @@ pub mod keys;
 pub mod processes;
 mod pubsub;
 pub mod scripts;
+pub mod sessions;
 
 pub use connection::{RedisConfig, RedisMode, Store};
 pub use error::StoreError;

@@ -5,11 +5,13 @@
 use std::sync::Arc;
 
 use berth_domain::game_server::GameServerRecord;
+use berth_domain::game_session::{GameSessionRecord, PlayerSessionRecord};
 use redis::{ScriptInvocation, Value};
 
 use crate::game_servers::{decode_reply, present, unexpected};
-use crate::keys::{FLEETS, FleetKeys};
+use crate::keys::{FLEETS, FleetKeys, push_channel};
 use crate::scripts::{LuaScript, scripts};
+use crate::sessions::{game_session, player_session, strings};
 use crate::{Store, StoreError};
 
 /// The health monitor's timings, in ms, as the scripts need them.
@@ -28,7 +30,7 @@ pub struct Timings {
 }
 
 /// Starts a call of a process script with the keys and arguments every process script takes first.
-fn process_call<'a>(script: &'a LuaScript, keys: &FleetKeys) -> ScriptInvocation<'a> {
+pub(crate) fn process_call<'a>(script: &'a LuaScript, keys: &FleetKeys) -> ScriptInvocation<'a> {
     let mut call = script.prepare();
     call.key(keys.pool())
         .key(keys.claims())
@@ -47,6 +49,25 @@ fn process_call<'a>(script: &'a LuaScript, keys: &FleetKeys) -> ScriptInvocation
 fn number<T: std::str::FromStr>(script: &str, text: &str) -> Result<T, StoreError> {
     text.parse()
         .map_err(|_| unexpected(script, format!("{text:?} where a number belongs")))
+}
+
+/// Tells the health replica holding a process's stream, through its channel, that the process's desired state
+/// moved to `routing.version`. Best effort: a lost announcement is carried by the process's next heartbeat ack.
+pub async fn announce(store: &Store, routing: &Routing, fleet_id: &str, game_server_id: &str) {
+    if routing.replica.is_empty() {
+        return;
+    }
+    let payload = format!("{fleet_id}\n{game_server_id}\n{}", routing.version);
+    if let Err(err) = store.publish(&push_channel(&routing.replica), &payload).await {
+        tracing::debug!(error = %err, "announcement lost; the next heartbeat carries it");
+    }
+}
+
+/// An announcement as [`announce`] sends it: (fleet id, game-server id, version).
+pub fn parse_announcement(payload: &str) -> Option<(&str, &str, u64)> {
+    let mut parts = payload.splitn(3, '\n');
+    let (fleet_id, game_server_id, version) = (parts.next()?, parts.next()?, parts.next()?);
+    Some((fleet_id, game_server_id, version.parse().ok()?))
 }
 
 /// Where a process's stream is held and how far its desired state has moved.
@@ -318,84 +339,6 @@ pub async fn process_ending(store: &Store, process: &ProcessRef<'_>, reason: &st
     }
 }
 
-/// The outcome of placing a game session on a process.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Assigned {
-    /// Placed; the process must be told.
-    Assigned(Routing),
-    /// No such process.
-    NotFound,
-    /// The process is not ready, is ending, or is full.
-    Busy,
-    /// The session id is taken.
-    Exists,
-}
-
-/// Places a game session (`assignment`: an encoded GameSessionAssignment, the session with its initial player
-/// sessions) on a process.
-pub async fn assign_game_session(
-    store: &Store,
-    fleet_id: &str,
-    game_server_id: &str,
-    game_session_id: &str,
-    assignment: &[u8],
-) -> Result<Assigned, StoreError> {
-    let keys = FleetKeys::new(fleet_id);
-    let mut call = process_call(&scripts().assign_game_session, &keys);
-    call.arg(game_server_id).arg(game_session_id).arg(assignment);
-    match routed("assign_game_session", store.invoke(&call).await?)? {
-        (outcome, routing) if outcome == "ASSIGNED" => Ok(Assigned::Assigned(routing)),
-        (outcome, _) if outcome == "NOT_FOUND" => Ok(Assigned::NotFound),
-        (outcome, _) if outcome == "BUSY" => Ok(Assigned::Busy),
-        (outcome, _) if outcome == "EXISTS" => Ok(Assigned::Exists),
-        (outcome, _) => Err(unexpected("assign_game_session", outcome)),
-    }
-}
-
-/// The outcome of activating a game session.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Activated {
-    /// It is ACTIVE.
-    Active,
-    /// No such session.
-    NotFound,
-    /// The session is on another process.
-    NotYours,
-    /// The session has ended, with this status.
-    Ended(String),
-}
-
-/// Activates a game session on behalf of the process hosting it.
-pub async fn activate_game_session(
-    store: &Store,
-    fleet_id: &str,
-    game_server_id: &str,
-    game_session_id: &str,
-) -> Result<Activated, StoreError> {
-    let keys = FleetKeys::new(fleet_id);
-    let mut call = process_call(&scripts().activate_game_session, &keys);
-    call.arg(game_server_id).arg(game_session_id);
-    let raw: Vec<String> = store.invoke(&call).await?;
-    match raw.as_slice() {
-        [outcome, _, _] if outcome == "ACTIVATED" => Ok(Activated::Active),
-        [outcome, _, _] if outcome == "NOT_FOUND" => Ok(Activated::NotFound),
-        [outcome, _, _] if outcome == "NOT_YOURS" => Ok(Activated::NotYours),
-        [outcome, _, status] if outcome == "ENDED" => Ok(Activated::Ended(status.clone())),
-        other => Err(unexpected("activate_game_session", format!("{other:?}"))),
-    }
-}
-
-/// A game session placed on a process and still open.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PlacedSession {
-    /// Its id.
-    pub game_session_id: String,
-    /// The GameSessionAssignment as placed, encoded.
-    pub assignment: Vec<u8>,
-    /// ACTIVATING or ACTIVE.
-    pub status: String,
-}
-
 /// A termination asked of a process.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Termination {
@@ -417,7 +360,14 @@ pub struct Desired {
     /// The termination asked of it, if any.
     pub termination: Option<Termination>,
     /// Its open game sessions.
-    pub sessions: Vec<PlacedSession>,
+    pub sessions: Vec<Hosted>,
+}
+
+/// A game session a process hosts, with the player sessions reserved in it before it was activated.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hosted {
+    pub session: GameSessionRecord,
+    pub players: Vec<PlayerSessionRecord>,
 }
 
 fn text(value: &Value) -> Option<String> {
@@ -453,14 +403,25 @@ pub async fn desired_state(store: &Store, fleet_id: &str, game_server_id: &str) 
         .transpose()?;
     let sessions = sessions
         .iter()
-        .map(|session| {
-            let (id, assignment, status): (String, Vec<u8>, String) =
-                redis::from_redis_value_ref(session).map_err(|_| bad())?;
-            Ok(PlacedSession {
-                game_session_id: id,
-                assignment,
-                status,
-            })
+        .map(|hosted| {
+            let parts: Vec<Value> = redis::from_redis_value_ref(hosted).map_err(|_| bad())?;
+            let [session, players @ ..] = parts.as_slice() else {
+                return Err(bad());
+            };
+            let session = game_session(&strings("desired_state", session)?)?.ok_or_else(bad)?;
+            let endpoint = [
+                session.location.clone(),
+                session.ip_address.clone(),
+                session.dns_name.clone(),
+                session.port.to_string(),
+            ];
+            let players = players
+                .iter()
+                .map(|fields| {
+                    player_session(&session.fleet_id, &strings("desired_state", fields)?, &endpoint).ok_or_else(bad)
+                })
+                .collect::<Result<_, StoreError>>()?;
+            Ok(Hosted { session, players })
         })
         .collect::<Result<_, StoreError>>()?;
     Ok(Some(Desired {
@@ -521,17 +482,4 @@ pub async fn recent_events(store: &Store, fleet_id: &str, count: u32) -> Result<
             }
         })
         .collect())
-}
-
-/// A game session's status and status reason, by their contract names without prefix; `None` when unknown.
-pub async fn game_session_status(
-    store: &Store,
-    fleet_id: &str,
-    game_session_id: &str,
-) -> Result<Option<(String, String)>, StoreError> {
-    let key = format!("{}{game_session_id}", FleetKeys::new(fleet_id).game_session_prefix());
-    let (status, reason): (Option<String>, Option<String>) = store
-        .query(redis::cmd("HMGET").arg(key).arg("status").arg("reason"))
-        .await?;
-    Ok(status.map(|status| (status, reason.unwrap_or_default())))
 }

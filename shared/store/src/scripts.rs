@@ -38,12 +38,32 @@ pub struct Scripts {
     pub terminate_process: LuaScript,
     /// Ends a process on its own ProcessEnding.
     pub process_ending: LuaScript,
-    /// Places a game session on a process.
-    pub assign_game_session: LuaScript,
-    /// Activates a game session.
-    pub activate_game_session: LuaScript,
     /// Reads a process's desired state.
     pub desired_state: LuaScript,
+    /// Creates a game session on a process.
+    pub create_game_session: LuaScript,
+    /// Activates a game session.
+    pub activate_game_session: LuaScript,
+    /// Changes a game session.
+    pub update_game_session: LuaScript,
+    /// Ends a game session on request.
+    pub terminate_game_session: LuaScript,
+    /// Ends a game session on its server's word.
+    pub end_game_session: LuaScript,
+    /// Reserves player sessions.
+    pub create_player_sessions: LuaScript,
+    /// Lets a player in.
+    pub accept_player_session: LuaScript,
+    /// Lets a player go.
+    pub remove_player_session: LuaScript,
+    /// Times out, forces and expires sessions.
+    pub sweep_sessions: LuaScript,
+    /// Reads sessions by id.
+    pub read_sessions: LuaScript,
+    /// Reads a page of a session listing.
+    pub page_sessions: LuaScript,
+    /// Reads a chunk of a search index.
+    pub search_sessions: LuaScript,
 }
 
 /// One script, with its source kept for preloading.
@@ -70,7 +90,14 @@ fn with_lib(lib: &str, body: &str) -> LuaScript {
 
 static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
     let lib = include_str!("game_servers/lib.lua");
-    let process_lib = format!("{lib}\n{}", include_str!("processes/lib.lua"));
+    // Process scripts end sessions, and session scripts change processes: both areas share one set of helpers.
+    let process_lib = [
+        lib,
+        include_str!("processes/lib.lua"),
+        include_str!("sessions/lib.lua"),
+        include_str!("processes/lose.lua"),
+    ]
+    .join("\n");
     let process = |body: &str| with_lib(&process_lib, body);
     Scripts {
         register_game_server: with_lib(lib, include_str!("game_servers/register.lua")),
@@ -87,9 +114,19 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
         sweep_processes: process(include_str!("processes/sweep.lua")),
         terminate_process: process(include_str!("processes/terminate.lua")),
         process_ending: process(include_str!("processes/ending.lua")),
-        assign_game_session: process(include_str!("processes/assign_session.lua")),
-        activate_game_session: process(include_str!("processes/activate_session.lua")),
         desired_state: process(include_str!("processes/desired.lua")),
+        create_game_session: process(include_str!("sessions/create.lua")),
+        activate_game_session: process(include_str!("sessions/activate.lua")),
+        update_game_session: process(include_str!("sessions/update.lua")),
+        terminate_game_session: process(include_str!("sessions/terminate.lua")),
+        end_game_session: process(include_str!("sessions/end_session.lua")),
+        create_player_sessions: process(include_str!("sessions/create_players.lua")),
+        accept_player_session: process(include_str!("sessions/accept_player.lua")),
+        remove_player_session: process(include_str!("sessions/remove_player.lua")),
+        sweep_sessions: process(include_str!("sessions/sweep.lua")),
+        read_sessions: process(include_str!("sessions/read.lua")),
+        page_sessions: process(include_str!("sessions/page.lua")),
+        search_sessions: process(include_str!("sessions/search.lua")),
     }
 });
 
@@ -116,9 +153,19 @@ pub async fn preload(store: &Store) -> Result<(), StoreError> {
         &s.sweep_processes,
         &s.terminate_process,
         &s.process_ending,
-        &s.assign_game_session,
-        &s.activate_game_session,
         &s.desired_state,
+        &s.create_game_session,
+        &s.activate_game_session,
+        &s.update_game_session,
+        &s.terminate_game_session,
+        &s.end_game_session,
+        &s.create_player_sessions,
+        &s.accept_player_session,
+        &s.remove_player_session,
+        &s.sweep_sessions,
+        &s.read_sessions,
+        &s.page_sessions,
+        &s.search_sessions,
     ] {
         let mut load = redis::cmd("SCRIPT");
         load.arg("LOAD").arg(&script.source);

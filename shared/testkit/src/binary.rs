@@ -48,8 +48,9 @@ impl Drop for BinaryProcess {
     }
 }
 
-/// Where cargo put the workspace binary `name`: beside the directory of the running test executable.
-fn binary(name: &str) -> PathBuf {
+/// Where cargo put the workspace binary `name` (of any package): beside the directory of the running test
+/// executable.
+pub fn binary(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("the test knows where it runs");
     let dir = exe
         .parent()

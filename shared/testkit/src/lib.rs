@@ -6,8 +6,10 @@ mod binary;
 mod process;
 mod redis_server;
 mod service;
+mod sessions;
 
-pub use binary::BinaryProcess;
+pub use binary::{BinaryProcess, binary};
 pub use process::{assert_serves, wait_for_health};
 pub use redis_server::{RedisCluster, RedisServer, TestRedis};
 pub use service::{RunningService, TEST_KEY, spawn_service, token};
+pub use sessions::{SESSION_TIMINGS, game_session_status, place_game_session};

@@ -10,11 +10,10 @@ use berth_proto::health::v1::sdk_service_client::SdkServiceClient;
 use berth_proto::health::v1::{
     self as pb, AttachRequest, AttachResponse, attach_request::Kind as Ask, attach_response::Kind as Tell,
 };
-use berth_proto::session::v1::GameSession;
 use berth_runtime::auth::Role;
 use berth_store::Store;
-use berth_store::processes::{Assigned, game_session_status, recent_events};
-use berth_testkit::{RunningService, TestRedis, spawn_service, token};
+use berth_store::processes::recent_events;
+use berth_testkit::{RunningService, TestRedis, game_session_status, place_game_session, spawn_service, token};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Code, Status, Streaming};
@@ -182,19 +181,6 @@ fn code(answer: Tell) -> Code {
     }
 }
 
-fn assignment(fleet: &str, session: &str) -> pb::GameSessionAssignment {
-    pb::GameSessionAssignment {
-        game_session: Some(GameSession {
-            game_session_id: session.into(),
-            fleet_id: fleet.into(),
-            name: "duel".into(),
-            maximum_player_session_count: 2,
-            ..Default::default()
-        }),
-        player_sessions: Vec::new(),
-    }
-}
-
 fn started(tell: &Tell) -> Option<String> {
     match tell {
         Tell::StartGameSession(start) => start
@@ -256,17 +242,16 @@ async fn stream_flow_across_replicas(redis: TestRedis) {
     assert_eq!(ack.state_version, 0);
 
     // The session service (here: the test) places a game session; the push reaches the process on replica A.
-    let placed = berth_health::place_game_session(&store, "arena", "gs-1", &assignment("arena", "s-1")).await;
-    assert!(matches!(placed.unwrap(), Assigned::Assigned(_)));
-    assert_eq!(process.push(started).await, "s-1");
+    let session = place_game_session(&store, "arena", "gs-1", 2).await;
+    assert_eq!(process.push(started).await, session);
     let activated = ok(process
         .ask(Ask::ActivateGameSession(pb::ActivateGameSession {
-            game_session_id: "s-1".into(),
+            game_session_id: session.clone(),
         }))
         .await
         .unwrap());
     assert!(matches!(activated, Some(pb::reply::Result::GameSession(_))));
-    let status = game_session_status(&store, "arena", "s-1").await.unwrap();
+    let status = game_session_status(&store, &session).await;
     assert_eq!(status, Some(("ACTIVE".into(), String::new())));
 
     // An operator asks replica B to terminate it; the push reaches the process on replica A.
@@ -288,7 +273,7 @@ async fn stream_flow_across_replicas(redis: TestRedis) {
     ok(process.ask(Ask::ProcessEnding(ending)).await.unwrap());
     let event = wait_for_event(&store, "arena", "SERVER_PROCESS_TERMINATED").await;
     assert_eq!(event.game_server_id, "gs-1");
-    let status = game_session_status(&store, "arena", "s-1").await.unwrap();
+    let status = game_session_status(&store, &session).await;
     assert_eq!(
         status,
         Some(("TERMINATED".into(), "TRIGGERED_ON_PROCESS_TERMINATE".into()))
@@ -314,17 +299,15 @@ async fn register_ready_pushes_and_termination_across_replicas_on_a_cluster() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silent_process_is_declared_lost_and_its_sessions_end() {
     let (_redis, store, service, mut process) = one_process(&fast(), true).await;
-    berth_health::place_game_session(&store, "arena", "gs-1", &assignment("arena", "s-1"))
-        .await
-        .unwrap();
-    assert_eq!(process.push(started).await, "s-1");
+    let session = place_game_session(&store, "arena", "gs-1", 2).await;
+    assert_eq!(process.push(started).await, session);
     let registration_id = process.registered.registration_id.clone();
     drop(process);
 
     let event = wait_for_event(&store, "arena", "SERVER_PROCESS_CRASHED").await;
     assert_eq!(event.game_server_id, "gs-1");
-    let status = game_session_status(&store, "arena", "s-1").await.unwrap();
-    assert_eq!(status, Some(("ERROR".into(), "INTERRUPTED".into())));
+    let status = game_session_status(&store, &session).await;
+    assert_eq!(status, Some(("ERROR".into(), "SERVER_CRASHED".into())));
     // Its registration cannot be resumed: it must exit.
     let mut late = register("arena", "gs-1");
     late.resume_registration_id = registration_id;
@@ -403,10 +386,8 @@ async fn a_dropped_stream_resumes_on_another_replica_with_its_state() {
     let (a, b) = (replica(&store, &fast()).await, replica(&store, &fast()).await);
     let mut process = attach(&a.endpoint(), "arena", "gs-1").await;
     ok(process.ask(Ask::Ready(pb::ProcessReady::default())).await.unwrap());
-    berth_health::place_game_session(&store, "arena", "gs-1", &assignment("arena", "s-1"))
-        .await
-        .unwrap();
-    assert_eq!(process.push(started).await, "s-1");
+    let session = place_game_session(&store, "arena", "gs-1", 2).await;
+    assert_eq!(process.push(started).await, session);
     let registration_id = process.registered.registration_id.clone();
     // Replica A dies; the process comes back through B within the heartbeat window.
     drop(a);
@@ -442,10 +423,27 @@ async fn a_dropped_stream_resumes_on_another_replica_with_its_state() {
 async fn a_lost_announcement_costs_one_heartbeat() {
     let (_redis, store, _service, mut process) = one_process(&fast(), true).await;
     // Placed straight in the store, announced to nobody.
-    let encoded = prost::Message::encode_to_vec(&assignment("arena", "s-9"));
-    berth_store::processes::assign_game_session(&store, "arena", "gs-1", "s-9", &encoded)
-        .await
-        .unwrap();
+    let id = berth_domain::game_session::new_game_session_id("arena");
+    let new = berth_store::sessions::NewGameSession {
+        game_session_id: &id,
+        fleet_id: "arena",
+        game_server_id: Some("gs-1"),
+        location: "",
+        maximum_players: 2,
+        accepts_players: true,
+        protected: false,
+        name: "unannounced",
+        properties: &[],
+        game_session_data: "",
+        matchmaker_data: "",
+        creator_id: "",
+        creator_limit: (0, 1),
+        idempotency_token: "",
+        digest: "",
+        placement_id: "",
+    };
+    let created = berth_store::sessions::create_game_session(&store, &new, &berth_testkit::SESSION_TIMINGS).await;
+    assert!(matches!(created.unwrap(), berth_store::sessions::Created::Created(..)));
     let Tell::HeartbeatAck(ack) = process.heartbeat(pb::ProcessHealth::Healthy, 0).await.unwrap() else {
         panic!("a heartbeat is answered by an ack");
     };
@@ -453,7 +451,7 @@ async fn a_lost_announcement_costs_one_heartbeat() {
         .desired_state
         .expect("the ack carries the state the process is behind on");
     let session = desired.game_sessions[0].game_session.as_ref().unwrap();
-    assert_eq!(session.game_session_id, "s-9");
+    assert_eq!(session.game_session_id, id);
     assert_eq!(desired.operation(), pb::ProcessOperation::Active);
     let Tell::HeartbeatAck(ack) = process
         .heartbeat(pb::ProcessHealth::Healthy, desired.version)
@@ -523,9 +521,13 @@ async fn wrong_tokens_and_bad_messages_are_refused_without_harming_other_streams
     let answer = process.heartbeat(pb::ProcessHealth::Unspecified, 0).await.unwrap();
     assert_eq!(code(answer), Code::InvalidArgument);
     let activate = Ask::ActivateGameSession(pb::ActivateGameSession {
-        game_session_id: "nope".into(),
+        game_session_id: "arena/gsess-00000000-0000-0000-0000-000000000000".into(),
     });
     assert_eq!(code(process.ask(activate).await.unwrap()), Code::NotFound);
+    let malformed = Ask::ActivateGameSession(pb::ActivateGameSession {
+        game_session_id: "nope".into(),
+    });
+    assert_eq!(code(process.ask(malformed).await.unwrap()), Code::InvalidArgument);
     let again = process.ask(Ask::RegisterProcess(register("arena", "gs-1"))).await;
     assert_eq!(again.unwrap_err().code(), Code::FailedPrecondition);
 

@@ -22,7 +22,7 @@ for i = 7, #ARGV, 5 do
     if health == 'UNHEALTHY' then unhealthy = tonumber(s[3] or '0') + 1 end
     if unhealthy >= threshold then
       lose(k, id, now, 'SERVER_PROCESS_TERMINATED_UNHEALTHY',
-        'reported UNHEALTHY in ' .. unhealthy .. ' heartbeats in a row', 'ERROR', 'INTERRUPTED', retention)
+        'reported UNHEALTHY in ' .. unhealthy .. ' heartbeats in a row', 'ERROR', 'SERVER_UNHEALTHY', retention)
       out[#out + 1] = -1
     else
       deadlines[#deadlines + 1] = due

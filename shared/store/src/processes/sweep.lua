@@ -25,9 +25,9 @@ local function sweep(deadlines, code, message, session_status, session_reason)
   end
 end
 if ARGV[6] == '1' then
-  sweep(k.hb, 'SERVER_PROCESS_CRASHED', 'no heartbeat within the health window', 'ERROR', 'INTERRUPTED')
+  sweep(k.hb, 'SERVER_PROCESS_CRASHED', 'no heartbeat within the health window', 'ERROR', 'SERVER_CRASHED')
 end
-sweep(k.ready, 'SERVER_PROCESS_READY_TIMEOUT', 'not ready within the ready timeout', 'ERROR', 'INTERRUPTED')
+sweep(k.ready, 'SERVER_PROCESS_READY_TIMEOUT', 'not ready within the ready timeout', 'ERROR', 'SERVER_CRASHED')
 sweep(k.term, 'SERVER_PROCESS_FORCE_TERMINATED', 'no ProcessEnding within the termination grace period',
   'TERMINATED', 'FORCE_TERMINATED')
 out[1] = tostring(redis.call('ZCARD', k.hb))

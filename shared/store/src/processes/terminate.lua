@@ -8,14 +8,5 @@ local key = k.server_prefix .. ARGV[4]
 local pstate = redis.call('HGET', key, 'pstate')
 if not pstate then return {'NOT_FOUND', tostring(now), '', '0'} end
 if pstate == 'LOST' then return process_reply('LOST', now, key) end
-if pstate ~= 'TERMINATING' then
-  local deadline = now + tonumber(ARGV[6])
-  redis.call('HSET', key, 'pstate', 'TERMINATING', 'term_reason', ARGV[5], 'term_by_ms', deadline, 'term_force', '0')
-  redis.call('HDEL', key, 'claim_exp_ms', 'claim_id')
-  redis.call('HINCRBY', key, 'ver', 1)
-  redis.call('ZREM', k.pool, ARGV[4])
-  redis.call('ZREM', k.claims, ARGV[4])
-  redis.call('ZREM', k.ready, ARGV[4])
-  redis.call('ZADD', k.term, deadline, ARGV[4])
-end
+if pstate ~= 'TERMINATING' then ask_to_end(k, ARGV[4], ARGV[5], now + tonumber(ARGV[6]), '0') end
 return process_reply('TERMINATING', now, key)

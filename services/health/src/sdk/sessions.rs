@@ -1,0 +1,291 @@
+//! What a process does to its game sessions and player sessions over its stream: activate, reject and end a game
+//! session, open or close it to players, let players in and out, and read its player sessions. A process acts
+//! only on sessions it hosts: a session of another fleet is unknown to it, one of another server of its fleet is
+//! refused.
+
+use berth_domain::game_session::check::{check_game_session_id, check_player_session_id};
+use berth_domain::game_session::{GameSessionRecord, fleet_of};
+use berth_domain::validate::Violations;
+use berth_proto::health::v1::{self as pb, reply::Result as Answer};
+use berth_proto::session::v1 as session;
+use berth_store::sessions::{
+    self as store, Accepted, Activated, GameSessionChange, PlayerSource, Removed, ServerEnded, Updated,
+};
+use tonic::Code;
+
+use super::{ProcessStream, reply};
+
+type Reply = pb::AttachResponse;
+
+fn failed(id: &str, code: Code, message: impl Into<String>) -> Reply {
+    reply(id, code, message, None)
+}
+
+fn unavailable(id: &str, err: impl std::fmt::Display) -> Reply {
+    failed(id, Code::Unavailable, err.to_string())
+}
+
+fn game_session(id: &str, record: GameSessionRecord) -> Reply {
+    reply(id, Code::Ok, "", Some(Answer::GameSession(record.into())))
+}
+
+impl ProcessStream {
+    /// Checks ids a process names: well formed (INVALID_ARGUMENT), and of its own fleet (else NOT_FOUND: another
+    /// fleet's sessions do not exist for it).
+    fn own_ids(&self, id: &str, game_session_id: &str, player_session_id: Option<&str>) -> Result<(), Box<Reply>> {
+        let mut v = Violations::new();
+        check_game_session_id(&mut v, "game_session_id", game_session_id);
+        if let Some(player_session_id) = player_session_id {
+            check_player_session_id(&mut v, "player_session_id", player_session_id);
+        }
+        if let Err(status) = v.into_result() {
+            return Err(Box::new(failed(id, status.code(), status.message())));
+        }
+        let foreign = [Some(game_session_id), player_session_id]
+            .into_iter()
+            .flatten()
+            .find(|session_id| fleet_of(session_id) != Some(&*self.fleet_id));
+        match foreign {
+            Some(session_id) => Err(Box::new(failed(
+                id,
+                Code::NotFound,
+                format!("no session {session_id:?}"),
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    pub(super) async fn activate(&mut self, id: &str, game_session_id: &str) -> Reply {
+        if let Err(answer) = self.own_ids(id, game_session_id, None) {
+            return *answer;
+        }
+        let activated = store::activate_game_session(
+            &self.context.store,
+            &self.fleet_id,
+            &self.game_server_id,
+            game_session_id,
+        )
+        .await;
+        match activated {
+            Ok(Activated::Active(record)) => game_session(id, *record),
+            // Another server's session is, to this one, no session at all.
+            Ok(Activated::NotFound | Activated::NotYours) => {
+                failed(id, Code::NotFound, format!("no game session {game_session_id:?}"))
+            }
+            Ok(Activated::Ended(record)) => failed(
+                id,
+                Code::FailedPrecondition,
+                format!(
+                    "game session {game_session_id:?} is {} ({}), not ACTIVATING",
+                    record.status.map_or("unknown", |status| status.as_str()),
+                    record.status_reason
+                ),
+            ),
+            Err(err) => unavailable(id, err),
+        }
+    }
+
+    /// EndGameSession (`reject` false) or RejectGameSession.
+    pub(super) async fn end_game_session(&mut self, id: &str, game_session_id: &str, reject: bool) -> Reply {
+        if let Err(answer) = self.own_ids(id, game_session_id, None) {
+            return *answer;
+        }
+        let context = &self.context;
+        let ended = store::end_game_session(
+            &context.store,
+            &self.fleet_id,
+            &self.game_server_id,
+            game_session_id,
+            reject,
+        )
+        .await;
+        match ended {
+            Ok(ServerEnded::Ended(_, _)) => match self.read(game_session_id).await {
+                Ok(Some(record)) => game_session(id, record),
+                Ok(None) => failed(id, Code::NotFound, format!("no game session {game_session_id:?}")),
+                Err(answer) => unavailable(id, answer),
+            },
+            Ok(ServerEnded::NotFound | ServerEnded::NotYours) => {
+                failed(id, Code::NotFound, format!("no game session {game_session_id:?}"))
+            }
+            Ok(ServerEnded::WrongState(status)) => failed(
+                id,
+                Code::FailedPrecondition,
+                format!(
+                    "game session {game_session_id:?} is {status}, not ACTIVATING: only a session being started can be rejected"
+                ),
+            ),
+            Err(err) => unavailable(id, err),
+        }
+    }
+
+    async fn read(&self, game_session_id: &str) -> Result<Option<GameSessionRecord>, berth_store::StoreError> {
+        let mut records = store::read_game_sessions(&self.context.store, &self.fleet_id, &[game_session_id]).await?;
+        Ok(records.pop().flatten())
+    }
+
+    pub(super) async fn update_policy(&mut self, id: &str, update: pb::UpdatePlayerSessionCreationPolicy) -> Reply {
+        if let Err(answer) = self.own_ids(id, &update.game_session_id, None) {
+            return *answer;
+        }
+        let accepts = match update.player_session_creation_policy() {
+            session::PlayerSessionCreationPolicy::AcceptAll => true,
+            session::PlayerSessionCreationPolicy::DenyAll => false,
+            session::PlayerSessionCreationPolicy::Unspecified => {
+                return failed(
+                    id,
+                    Code::InvalidArgument,
+                    "player_session_creation_policy must be ACCEPT_ALL or DENY_ALL",
+                );
+            }
+        };
+        // The server a session is placed on never changes, so reading it first is as good as checking it inside.
+        match self.read(&update.game_session_id).await {
+            Ok(Some(record)) if record.game_server_id == *self.game_server_id => {}
+            Ok(_) => {
+                return failed(
+                    id,
+                    Code::NotFound,
+                    format!("no game session {:?}", update.game_session_id),
+                );
+            }
+            Err(err) => return unavailable(id, err),
+        }
+        let change = GameSessionChange {
+            game_session_id: &update.game_session_id,
+            accepts_players: Some(accepts),
+            ..Default::default()
+        };
+        match store::update_game_session(&self.context.store, &self.fleet_id, &change).await {
+            Ok(Updated::Updated(record, _)) => game_session(id, *record),
+            Ok(Updated::Ended(status)) => failed(
+                id,
+                Code::FailedPrecondition,
+                format!("game session {:?} is {status}", update.game_session_id),
+            ),
+            Ok(_) => failed(
+                id,
+                Code::NotFound,
+                format!("no game session {:?}", update.game_session_id),
+            ),
+            Err(err) => unavailable(id, err),
+        }
+    }
+
+    pub(super) async fn accept(&mut self, id: &str, accept: pb::AcceptPlayerSession) -> Reply {
+        let (game_session_id, player_session_id) = (&accept.game_session_id, &accept.player_session_id);
+        if let Err(answer) = self.own_ids(id, game_session_id, Some(player_session_id)) {
+            return *answer;
+        }
+        let context = &self.context;
+        let accepted = store::accept_player_session(
+            &context.store,
+            &self.fleet_id,
+            &self.game_server_id,
+            game_session_id,
+            player_session_id,
+        )
+        .await;
+        match accepted {
+            Ok(Accepted::Accepted(record)) => reply(id, Code::Ok, "", Some(Answer::PlayerSession((*record).into()))),
+            Ok(Accepted::NotFound) => failed(
+                id,
+                Code::NotFound,
+                format!("no player session {player_session_id:?} in game session {game_session_id:?}"),
+            ),
+            Ok(Accepted::NotYours) => failed(
+                id,
+                Code::PermissionDenied,
+                format!("player session {player_session_id:?} is for a game session another server hosts"),
+            ),
+            Ok(Accepted::NotActive(status)) => failed(
+                id,
+                Code::FailedPrecondition,
+                format!("game session {game_session_id:?} is {status}, not ACTIVE"),
+            ),
+            Ok(Accepted::Ended(status)) => failed(
+                id,
+                Code::FailedPrecondition,
+                format!("player session {player_session_id:?} is {status}"),
+            ),
+            Err(err) => unavailable(id, err),
+        }
+    }
+
+    pub(super) async fn remove(&mut self, id: &str, remove: pb::RemovePlayerSession) -> Reply {
+        let (game_session_id, player_session_id) = (&remove.game_session_id, &remove.player_session_id);
+        if let Err(answer) = self.own_ids(id, game_session_id, Some(player_session_id)) {
+            return *answer;
+        }
+        let context = &self.context;
+        let removed = store::remove_player_session(
+            &context.store,
+            &self.fleet_id,
+            &self.game_server_id,
+            game_session_id,
+            player_session_id,
+        )
+        .await;
+        match removed {
+            Ok(Removed::Removed) => {
+                match store::read_player_sessions(&context.store, &self.fleet_id, &[player_session_id]).await {
+                    Ok(mut records) => match records.pop().flatten() {
+                        Some(record) => reply(id, Code::Ok, "", Some(Answer::PlayerSession(record.into()))),
+                        None => failed(id, Code::NotFound, format!("no player session {player_session_id:?}")),
+                    },
+                    Err(err) => unavailable(id, err),
+                }
+            }
+            Ok(Removed::NotFound) => failed(
+                id,
+                Code::NotFound,
+                format!("no player session {player_session_id:?} in game session {game_session_id:?}"),
+            ),
+            Ok(Removed::NotYours) => failed(
+                id,
+                Code::PermissionDenied,
+                format!("player session {player_session_id:?} is for a game session another server hosts"),
+            ),
+            Err(err) => unavailable(id, err),
+        }
+    }
+
+    /// DescribePlayerSessions of one of its own game sessions.
+    pub(super) async fn describe_players(
+        &mut self,
+        id: &str,
+        describe: session::DescribePlayerSessionsRequest,
+    ) -> Reply {
+        use session::describe_player_sessions_request::Selector;
+        let Some(Selector::GameSessionId(game_session_id)) = &describe.selector else {
+            return failed(
+                id,
+                Code::InvalidArgument,
+                "selector: on the SDK stream, player sessions are described by game_session_id",
+            );
+        };
+        if let Err(answer) = self.own_ids(id, game_session_id, None) {
+            return *answer;
+        }
+        match self.read(game_session_id).await {
+            Ok(Some(record)) if record.game_server_id == *self.game_server_id => {}
+            Ok(_) => return failed(id, Code::NotFound, format!("no game session {game_session_id:?}")),
+            Err(err) => return unavailable(id, err),
+        }
+        let status = berth_domain::game_session::PlayerSessionStatus::from_proto(describe.status_filter())
+            .map_or("", |status| status.as_str());
+        let after = (!describe.page_token.is_empty()).then_some(describe.page_token.as_str());
+        let size = berth_domain::game_session::check::page_size(describe.page_size, 100).min(1000);
+        let source = PlayerSource::GameSession(game_session_id);
+        match store::list_player_sessions(&self.context.store, &self.fleet_id, source, status, after, size).await {
+            Ok(page) => {
+                let answer = session::DescribePlayerSessionsResponse {
+                    player_sessions: page.items.into_iter().map(Into::into).collect(),
+                    next_page_token: page.next.unwrap_or_default(),
+                };
+                reply(id, Code::Ok, "", Some(Answer::PlayerSessions(answer)))
+            }
+            Err(err) => unavailable(id, err),
+        }
+    }
+}

@@ -1,0 +1,298 @@
+//! GameSessionService: create a game session on a ready process of a fleet (picked and placed in one script, and
+//! the process told through its health replica), read, list, change and end it, and search the ACTIVE ones.
+
+use std::pin::Pin;
+use std::sync::Arc;
+
+use berth_domain::game_session::{GameSessionStatus, check, fleet_of, new_game_session_id};
+use berth_proto::session::v1::game_session_service_server::GameSessionService;
+use berth_proto::session::v1::{self as pb};
+use berth_store::processes::announce;
+use berth_store::sessions::{self as store, Created, GameSessionChange, NewGameSession, Terminated, Updated};
+use prost::Message;
+use tokio_stream::Stream;
+use tonic::{Request, Response, Status};
+
+use crate::Context;
+use crate::tokens::{digest, issue, redeem};
+
+/// The handler.
+pub struct GameSessions {
+    context: Arc<Context>,
+}
+
+impl GameSessions {
+    pub(crate) fn new(context: Arc<Context>) -> GameSessions {
+        GameSessions { context }
+    }
+}
+
+fn properties(pairs: &[berth_proto::common::v1::KeyValue]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|pair| (pair.key.clone(), pair.value.clone()))
+        .collect()
+}
+
+/// The fleet of a game session id that passed the checks.
+fn fleet(game_session_id: &str) -> Result<&str, Status> {
+    fleet_of(game_session_id).ok_or_else(|| Status::not_found(format!("no game session {game_session_id:?}")))
+}
+
+fn not_found(game_session_id: &str) -> Status {
+    Status::not_found(format!("no game session {game_session_id:?}"))
+}
+
+/// Milliseconds as a UTC time for a message.
+fn when(ms: i64) -> String {
+    let ts = berth_domain::game_server::timestamp(ms);
+    format!("{}.{:03} s after the Unix epoch", ts.seconds, ts.nanos / 1_000_000)
+}
+
+#[tonic::async_trait]
+impl GameSessionService for GameSessions {
+    async fn create_game_session(
+        &self,
+        request: Request<pb::CreateGameSessionRequest>,
+    ) -> Result<Response<pb::CreateGameSessionResponse>, Status> {
+        let req = request.into_inner();
+        check::check_create_game_session(&req)?;
+        let context = &self.context;
+        let game_session_id = new_game_session_id(&req.fleet_id);
+        let props = properties(&req.game_properties);
+        let request_digest = digest(&[&req.encode_to_vec()]);
+        let new = NewGameSession {
+            game_session_id: &game_session_id,
+            fleet_id: &req.fleet_id,
+            game_server_id: None,
+            location: &req.location,
+            maximum_players: req.maximum_player_session_count,
+            accepts_players: req.player_session_creation_policy() != pb::PlayerSessionCreationPolicy::DenyAll,
+            protected: req.protection_policy() == pb::ProtectionPolicy::FullProtection,
+            name: &req.name,
+            properties: &props,
+            game_session_data: &req.game_session_data,
+            matchmaker_data: &req.matchmaker_data,
+            creator_id: &req.creator_id,
+            creator_limit: (context.args.creator_limit, context.args.creator_limit_period_ms),
+            idempotency_token: &req.idempotency_token,
+            digest: &request_digest,
+            placement_id: "",
+        };
+        let session = match store::create_game_session(&context.store, &new, &context.timings).await? {
+            Created::Created(record, routing) => {
+                metrics::counter!("berth_game_sessions_created_total").increment(1);
+                announce(&context.store, &routing, &req.fleet_id, &record.game_server_id).await;
+                *record
+            }
+            Created::Existing(record) => *record,
+            Created::TokenReused => {
+                return Err(Status::already_exists(format!(
+                    "idempotency_token {:?} was used in fleet {:?} for a different request",
+                    req.idempotency_token, req.fleet_id
+                )));
+            }
+            Created::NoFleet => return Err(Status::not_found(format!("no fleet {:?}", req.fleet_id))),
+            Created::NoServer => {
+                return Err(Status::resource_exhausted(format!(
+                    "fleet {:?} has no ready server process{} with room for {} players: retry later or scale up",
+                    req.fleet_id,
+                    if req.location.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" in {:?}", req.location)
+                    },
+                    req.maximum_player_session_count
+                )));
+            }
+            Created::CreatorLimit(until_ms) => {
+                return Err(Status::resource_exhausted(format!(
+                    "creator {:?} reached the fleet's limit of {} new game sessions per {} ms; it frees up at {}",
+                    req.creator_id,
+                    context.args.creator_limit,
+                    context.args.creator_limit_period_ms,
+                    when(until_ms)
+                )));
+            }
+            Created::ServerNotFound | Created::ServerBusy => {
+                return Err(Status::internal(
+                    "a named server was reported for a create that names none",
+                ));
+            }
+        };
+        Ok(Response::new(pb::CreateGameSessionResponse {
+            game_session: Some(session.into()),
+        }))
+    }
+
+    async fn describe_game_sessions(
+        &self,
+        request: Request<pb::DescribeGameSessionsRequest>,
+    ) -> Result<Response<pb::DescribeGameSessionsResponse>, Status> {
+        let req = request.into_inner();
+        check::check_describe_game_sessions(&req)?;
+        let mut found = vec![None; req.game_session_ids.len()];
+        // One script per fleet named; most requests name one.
+        let mut fleets: Vec<&str> = req
+            .game_session_ids
+            .iter()
+            .map(|id| fleet(id))
+            .collect::<Result<_, _>>()?;
+        fleets.sort_unstable();
+        fleets.dedup();
+        for fleet_id in fleets {
+            let (positions, ids): (Vec<usize>, Vec<&str>) = req
+                .game_session_ids
+                .iter()
+                .enumerate()
+                .filter(|(_, id)| fleet_of(id) == Some(fleet_id))
+                .map(|(at, id)| (at, id.as_str()))
+                .unzip();
+            let records = store::read_game_sessions(&self.context.store, fleet_id, &ids).await?;
+            for (at, record) in positions.into_iter().zip(records) {
+                found[at] = record;
+            }
+        }
+        let mut response = pb::DescribeGameSessionsResponse::default();
+        for (id, record) in req.game_session_ids.into_iter().zip(found) {
+            match record {
+                Some(record) => response.game_sessions.push(record.into()),
+                None => response.unknown_game_session_ids.push(id),
+            }
+        }
+        Ok(Response::new(response))
+    }
+
+    async fn list_game_sessions(
+        &self,
+        request: Request<pb::ListGameSessionsRequest>,
+    ) -> Result<Response<pb::ListGameSessionsResponse>, Status> {
+        let req = request.into_inner();
+        check::check_list_game_sessions(&req)?;
+        let statuses: Vec<&str> = req
+            .statuses()
+            .filter_map(GameSessionStatus::from_proto)
+            .map(GameSessionStatus::as_str)
+            .collect();
+        let selection = digest(&[
+            req.fleet_id.as_bytes(),
+            req.location.as_bytes(),
+            statuses.join(" ").as_bytes(),
+        ]);
+        let after = redeem(&selection, &req.page_token)?;
+        let size = check::page_size(req.page_size, 100);
+        let page = store::list_game_sessions(
+            &self.context.store,
+            &req.fleet_id,
+            &req.location,
+            &statuses,
+            after,
+            size,
+        )
+        .await?;
+        Ok(Response::new(pb::ListGameSessionsResponse {
+            game_sessions: page.items.into_iter().map(Into::into).collect(),
+            next_page_token: issue(&selection, page.next),
+        }))
+    }
+
+    async fn update_game_session(
+        &self,
+        request: Request<pb::UpdateGameSessionRequest>,
+    ) -> Result<Response<pb::UpdateGameSessionResponse>, Status> {
+        let req = request.into_inner();
+        check::check_update_game_session(&req)?;
+        let fleet_id = fleet(&req.game_session_id)?;
+        let props = properties(&req.game_properties);
+        let accepts_players = match req.player_session_creation_policy() {
+            pb::PlayerSessionCreationPolicy::Unspecified => None,
+            policy => Some(policy == pb::PlayerSessionCreationPolicy::AcceptAll),
+        };
+        let protected = match req.protection_policy() {
+            pb::ProtectionPolicy::Unspecified => None,
+            policy => Some(policy == pb::ProtectionPolicy::FullProtection),
+        };
+        let change = GameSessionChange {
+            game_session_id: &req.game_session_id,
+            maximum_players: req.maximum_player_session_count,
+            accepts_players,
+            protected,
+            name: req.name.as_deref(),
+            matchmaker_data: req.matchmaker_data.as_deref(),
+            properties: &props,
+            properties_max: check::PROPERTIES_MAX,
+        };
+        let store = &self.context.store;
+        match store::update_game_session(store, fleet_id, &change).await? {
+            Updated::Updated(record, routing) => {
+                announce(store, &routing, fleet_id, &record.game_server_id).await;
+                Ok(Response::new(pb::UpdateGameSessionResponse {
+                    game_session: Some((*record).into()),
+                }))
+            }
+            Updated::NotFound => Err(not_found(&req.game_session_id)),
+            Updated::Ended(status) => Err(Status::failed_precondition(format!(
+                "game session {:?} is {status}: an ended session cannot change",
+                req.game_session_id
+            ))),
+            Updated::BelowCount(current) => Err(Status::failed_precondition(format!(
+                "maximum_player_session_count {} is below the session's {current} player sessions",
+                req.maximum_player_session_count.unwrap_or_default()
+            ))),
+            Updated::TooManyProperties(count) => Err(Status::invalid_argument(format!(
+                "game_properties: the session would hold {count} properties, at most {}",
+                check::PROPERTIES_MAX
+            ))),
+        }
+    }
+
+    async fn terminate_game_session(
+        &self,
+        request: Request<pb::TerminateGameSessionRequest>,
+    ) -> Result<Response<pb::TerminateGameSessionResponse>, Status> {
+        let req = request.into_inner();
+        check::check_terminate_game_session(&req)?;
+        let fleet_id = fleet(&req.game_session_id)?;
+        let force = req.termination_mode() == pb::TerminationMode::ForceTerminate;
+        let store = &self.context.store;
+        match store::terminate_game_session(store, fleet_id, &req.game_session_id, force, &self.context.timings).await?
+        {
+            Terminated::Done(record, game_server_id, routing) => {
+                announce(store, &routing, fleet_id, &game_server_id).await;
+                Ok(Response::new(pb::TerminateGameSessionResponse {
+                    game_session: Some((*record).into()),
+                }))
+            }
+            Terminated::NotFound => Err(not_found(&req.game_session_id)),
+            Terminated::Ended(record) => Err(Status::failed_precondition(format!(
+                "game session {:?} has already ended: {} ({})",
+                req.game_session_id,
+                record.status.map_or("unknown", |status| status.as_str()),
+                record.status_reason
+            ))),
+        }
+    }
+
+    async fn search_game_sessions(
+        &self,
+        request: Request<pb::SearchGameSessionsRequest>,
+    ) -> Result<Response<pb::SearchGameSessionsResponse>, Status> {
+        let req = request.into_inner();
+        let (filter, sort) = check::check_search_game_sessions(&req)?;
+        Ok(Response::new(
+            crate::search::search(&self.context.store, &req, &filter, &sort).await?,
+        ))
+    }
+
+    type WatchSessionEventsStream = Pin<Box<dyn Stream<Item = Result<pb::WatchSessionEventsResponse, Status>> + Send>>;
+
+    async fn watch_session_events(
+        &self,
+        request: Request<pb::WatchSessionEventsRequest>,
+    ) -> Result<Response<Self::WatchSessionEventsStream>, Status> {
+        check::check_watch_session_events(request.get_ref())?;
+        Err(Status::unimplemented(
+            "session events are recorded in each fleet's stream; the watch over them is not built yet",
+        ))
+    }
+}

@@ -1,0 +1,384 @@
+//! Game sessions and player sessions as the session store keeps them, and as the v1 contracts speak them.
+//!
+//! Ids carry their fleet (`<fleet_id>/gsess-<uuid>`, `<fleet_id>/psess-<uuid>`) so that any request naming a
+//! session can be routed to the fleet's Redis hash slot without a lookup: every record of a fleet, with its
+//! indexes, lives in one slot and changes in one script.
+
+use berth_proto::common::v1::{Endpoint, KeyValue};
+use berth_proto::session::v1 as pb;
+
+use crate::game_server::{FLEET_ID_LEN, timestamp};
+
+pub mod check;
+
+/// Longest game-session or player-session id: a fleet id, `/`, a 6-character kind and a 36-character UUID.
+pub const SESSION_ID_MAX: usize = FLEET_ID_LEN.1 + 1 + 6 + 36;
+
+/// Where a game session is in its life, by the name the store keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GameSessionStatus {
+    /// Placed on a process, which is starting it.
+    Activating,
+    /// Running; players may join.
+    Active,
+    /// Asked to end; its server is winding it down.
+    Terminating,
+    /// Ended. Final.
+    Terminated,
+    /// Ended because its server failed. Final.
+    Error,
+}
+
+impl GameSessionStatus {
+    /// Its stored name (the contract's name without the prefix).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GameSessionStatus::Activating => "ACTIVATING",
+            GameSessionStatus::Active => "ACTIVE",
+            GameSessionStatus::Terminating => "TERMINATING",
+            GameSessionStatus::Terminated => "TERMINATED",
+            GameSessionStatus::Error => "ERROR",
+        }
+    }
+
+    /// The status a stored name stands for.
+    pub fn parse(name: &str) -> Option<GameSessionStatus> {
+        Some(match name {
+            "ACTIVATING" => GameSessionStatus::Activating,
+            "ACTIVE" => GameSessionStatus::Active,
+            "TERMINATING" => GameSessionStatus::Terminating,
+            "TERMINATED" => GameSessionStatus::Terminated,
+            "ERROR" => GameSessionStatus::Error,
+            _ => return None,
+        })
+    }
+
+    /// The status of a contract value; `None` for UNSPECIFIED.
+    pub fn from_proto(status: pb::GameSessionStatus) -> Option<GameSessionStatus> {
+        GameSessionStatus::parse(status.as_str_name().trim_start_matches("GAME_SESSION_STATUS_"))
+    }
+
+    /// Whether it is TERMINATED or ERROR.
+    pub fn has_ended(self) -> bool {
+        matches!(self, GameSessionStatus::Terminated | GameSessionStatus::Error)
+    }
+
+    fn to_proto(self) -> pb::GameSessionStatus {
+        match self {
+            GameSessionStatus::Activating => pb::GameSessionStatus::Activating,
+            GameSessionStatus::Active => pb::GameSessionStatus::Active,
+            GameSessionStatus::Terminating => pb::GameSessionStatus::Terminating,
+            GameSessionStatus::Terminated => pb::GameSessionStatus::Terminated,
+            GameSessionStatus::Error => pb::GameSessionStatus::Error,
+        }
+    }
+}
+
+/// Where a player session is in its life, by the name the store keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlayerSessionStatus {
+    /// The slot is held; the player has not connected yet.
+    Reserved,
+    /// The game server accepted the player.
+    Active,
+    /// The player left, or the game session ended. Final.
+    Completed,
+    /// The player never connected in time. Final.
+    TimedOut,
+}
+
+impl PlayerSessionStatus {
+    /// Its stored name (the contract's name without the prefix).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PlayerSessionStatus::Reserved => "RESERVED",
+            PlayerSessionStatus::Active => "ACTIVE",
+            PlayerSessionStatus::Completed => "COMPLETED",
+            PlayerSessionStatus::TimedOut => "TIMEDOUT",
+        }
+    }
+
+    /// The status a stored name stands for.
+    pub fn parse(name: &str) -> Option<PlayerSessionStatus> {
+        Some(match name {
+            "RESERVED" => PlayerSessionStatus::Reserved,
+            "ACTIVE" => PlayerSessionStatus::Active,
+            "COMPLETED" => PlayerSessionStatus::Completed,
+            "TIMEDOUT" => PlayerSessionStatus::TimedOut,
+            _ => return None,
+        })
+    }
+
+    /// The status of a contract value; `None` for UNSPECIFIED.
+    pub fn from_proto(status: pb::PlayerSessionStatus) -> Option<PlayerSessionStatus> {
+        PlayerSessionStatus::parse(status.as_str_name().trim_start_matches("PLAYER_SESSION_STATUS_"))
+    }
+
+    fn to_proto(self) -> pb::PlayerSessionStatus {
+        match self {
+            PlayerSessionStatus::Reserved => pb::PlayerSessionStatus::Reserved,
+            PlayerSessionStatus::Active => pb::PlayerSessionStatus::Active,
+            PlayerSessionStatus::Completed => pb::PlayerSessionStatus::Completed,
+            PlayerSessionStatus::TimedOut => pb::PlayerSessionStatus::Timedout,
+        }
+    }
+}
+
+/// The fleet a game-session or player-session id belongs to, when the id is well formed.
+pub fn fleet_of(session_id: &str) -> Option<&str> {
+    let (fleet_id, rest) = session_id.split_once('/')?;
+    let well_formed = !fleet_id.is_empty()
+        && fleet_id.len() <= FLEET_ID_LEN.1
+        && (rest.starts_with("gsess-") || rest.starts_with("psess-"))
+        && rest.len() <= 42;
+    well_formed.then_some(fleet_id)
+}
+
+/// A new game-session id in `fleet_id`.
+pub fn new_game_session_id(fleet_id: &str) -> String {
+    format!("{fleet_id}/gsess-{}", uuid::Uuid::now_v7())
+}
+
+/// A new player-session id in `fleet_id`.
+pub fn new_player_session_id(fleet_id: &str) -> String {
+    format!("{fleet_id}/psess-{}", uuid::Uuid::now_v7())
+}
+
+/// A game session as stored.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GameSessionRecord {
+    /// Its id.
+    pub game_session_id: String,
+    /// Fleet, location, hosting process and instance.
+    pub fleet_id: String,
+    pub location: String,
+    pub game_server_id: String,
+    pub instance_id: String,
+    /// Where players connect.
+    pub ip_address: String,
+    pub dns_name: String,
+    pub port: u32,
+    /// Its status, and why (a GameSessionStatusReason name without the prefix, or empty).
+    pub status: Option<GameSessionStatus>,
+    pub status_reason: String,
+    /// Times, in ms since the epoch.
+    pub creation_ms: i64,
+    pub activation_deadline_ms: Option<i64>,
+    pub activation_ms: Option<i64>,
+    pub termination_ms: Option<i64>,
+    /// Player sessions holding a slot (RESERVED and ACTIVE), and the most allowed.
+    pub current_players: u32,
+    pub maximum_players: u32,
+    /// Whether new player sessions are taken (ACCEPT_ALL), and whether it survives scale-in.
+    pub accepts_players: bool,
+    pub protected: bool,
+    pub name: String,
+    /// Game properties, in the order they were given.
+    pub properties: Vec<(String, String)>,
+    pub game_session_data: String,
+    pub matchmaker_data: String,
+    pub creator_id: String,
+    pub placement_id: String,
+}
+
+impl GameSessionRecord {
+    /// Whether a player session could be created now.
+    pub fn has_available_player_sessions(&self) -> bool {
+        self.status == Some(GameSessionStatus::Active)
+            && self.accepts_players
+            && self.current_players < self.maximum_players
+    }
+}
+
+impl crate::search::SessionView for GameSessionRecord {
+    fn game_session_name(&self) -> &str {
+        &self.name
+    }
+
+    fn game_session_id(&self) -> &str {
+        &self.game_session_id
+    }
+
+    fn game_session_property(&self, key: &str) -> Option<&str> {
+        self.properties
+            .iter()
+            .find(|(name, _)| name == key)
+            .map(|(_, value)| value.as_str())
+    }
+
+    fn maximum_sessions(&self) -> i64 {
+        i64::from(self.maximum_players)
+    }
+
+    fn player_session_count(&self) -> i64 {
+        i64::from(self.current_players)
+    }
+
+    fn creation_time_millis(&self) -> i64 {
+        self.creation_ms
+    }
+
+    fn has_available_player_sessions(&self) -> bool {
+        GameSessionRecord::has_available_player_sessions(self)
+    }
+}
+
+fn endpoint(ip_address: String, dns_name: String, port: u32) -> Option<Endpoint> {
+    Some(Endpoint {
+        ip_address,
+        dns_name,
+        port,
+    })
+}
+
+impl From<GameSessionRecord> for pb::GameSession {
+    fn from(record: GameSessionRecord) -> pb::GameSession {
+        let status_reason =
+            pb::GameSessionStatusReason::from_str_name(&format!("GAME_SESSION_STATUS_REASON_{}", record.status_reason))
+                .unwrap_or(pb::GameSessionStatusReason::Unspecified);
+        let policy = if record.accepts_players {
+            pb::PlayerSessionCreationPolicy::AcceptAll
+        } else {
+            pb::PlayerSessionCreationPolicy::DenyAll
+        };
+        let protection = if record.protected {
+            pb::ProtectionPolicy::FullProtection
+        } else {
+            pb::ProtectionPolicy::NoProtection
+        };
+        pb::GameSession {
+            game_session_id: record.game_session_id,
+            name: record.name,
+            fleet_id: record.fleet_id,
+            location: record.location,
+            game_server_id: record.game_server_id,
+            instance_id: record.instance_id,
+            endpoint: endpoint(record.ip_address, record.dns_name, record.port),
+            status: record
+                .status
+                .map_or(pb::GameSessionStatus::Unspecified, GameSessionStatus::to_proto) as i32,
+            status_reason: status_reason as i32,
+            creation_time: Some(timestamp(record.creation_ms)),
+            activation_deadline_time: record.activation_deadline_ms.map(timestamp),
+            activation_time: record.activation_ms.map(timestamp),
+            termination_time: record.termination_ms.map(timestamp),
+            current_player_session_count: record.current_players,
+            maximum_player_session_count: record.maximum_players,
+            player_session_creation_policy: policy as i32,
+            protection_policy: protection as i32,
+            game_properties: record
+                .properties
+                .into_iter()
+                .map(|(key, value)| KeyValue { key, value })
+                .collect(),
+            game_session_data: record.game_session_data,
+            matchmaker_data: record.matchmaker_data,
+            creator_id: record.creator_id,
+            placement_id: record.placement_id,
+        }
+    }
+}
+
+/// A player session as stored, with the game-session fields it is reported with.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PlayerSessionRecord {
+    pub player_session_id: String,
+    pub player_id: String,
+    pub game_session_id: String,
+    pub fleet_id: String,
+    pub location: String,
+    /// The game session's endpoint.
+    pub ip_address: String,
+    pub dns_name: String,
+    pub port: u32,
+    pub status: Option<PlayerSessionStatus>,
+    pub player_data: String,
+    /// Times, in ms since the epoch.
+    pub creation_ms: i64,
+    pub reserved_until_ms: Option<i64>,
+    pub activation_ms: Option<i64>,
+    pub termination_ms: Option<i64>,
+}
+
+impl From<PlayerSessionRecord> for pb::PlayerSession {
+    fn from(record: PlayerSessionRecord) -> pb::PlayerSession {
+        let reserved = record.status == Some(PlayerSessionStatus::Reserved);
+        pb::PlayerSession {
+            player_session_id: record.player_session_id,
+            player_id: record.player_id,
+            game_session_id: record.game_session_id,
+            fleet_id: record.fleet_id,
+            location: record.location,
+            endpoint: endpoint(record.ip_address, record.dns_name, record.port),
+            status: record
+                .status
+                .map_or(pb::PlayerSessionStatus::Unspecified, PlayerSessionStatus::to_proto) as i32,
+            player_data: record.player_data,
+            creation_time: Some(timestamp(record.creation_ms)),
+            reserved_until_time: record.reserved_until_ms.filter(|_| reserved).map(timestamp),
+            activation_time: record.activation_ms.map(timestamp),
+            termination_time: record.termination_ms.map(timestamp),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_carry_their_fleet() {
+        let id = new_game_session_id("fleet-1");
+        assert_eq!(fleet_of(&id), Some("fleet-1"));
+        assert!(id.len() <= SESSION_ID_MAX);
+        let id = new_player_session_id(&"f".repeat(128));
+        assert_eq!(fleet_of(&id).map(str::len), Some(128));
+        assert_eq!(id.len(), SESSION_ID_MAX);
+        assert_eq!(fleet_of("fleet-1"), None);
+        assert_eq!(fleet_of("/gsess-x"), None);
+        assert_eq!(fleet_of("fleet-1/other-x"), None);
+    }
+
+    #[test]
+    fn statuses_round_trip_through_their_stored_names() {
+        for status in [
+            GameSessionStatus::Activating,
+            GameSessionStatus::Active,
+            GameSessionStatus::Terminating,
+            GameSessionStatus::Terminated,
+            GameSessionStatus::Error,
+        ] {
+            assert_eq!(GameSessionStatus::parse(status.as_str()), Some(status));
+            assert_eq!(GameSessionStatus::from_proto(status.to_proto()), Some(status));
+        }
+        for status in [
+            PlayerSessionStatus::Reserved,
+            PlayerSessionStatus::Active,
+            PlayerSessionStatus::Completed,
+            PlayerSessionStatus::TimedOut,
+        ] {
+            assert_eq!(PlayerSessionStatus::parse(status.as_str()), Some(status));
+            assert_eq!(PlayerSessionStatus::from_proto(status.to_proto()), Some(status));
+        }
+    }
+
+    #[test]
+    fn a_session_has_room_only_when_active_accepting_and_not_full() {
+        let mut record = GameSessionRecord {
+            status: Some(GameSessionStatus::Active),
+            accepts_players: true,
+            current_players: 9,
+            maximum_players: 10,
+            ..Default::default()
+        };
+        assert!(record.has_available_player_sessions());
+        record.current_players = 10;
+        assert!(!record.has_available_player_sessions());
+        record.current_players = 0;
+        record.accepts_players = false;
+        assert!(!record.has_available_player_sessions());
+        record.accepts_players = true;
+        record.status = Some(GameSessionStatus::Activating);
+        assert!(!record.has_available_player_sessions());
+    }
+}

@@ -1,0 +1,22 @@
+-- The end of a process that did not end itself (prepended after the session helpers, whose sessions it ends).
+
+-- Declares a process lost (silent, unhealthy, not ready in time, or deaf to a terminate): it is retired, its
+-- sessions end, it is told to terminate at once, the event is recorded, and it leaves the fleet's listing; its
+-- record stays readable for retention_ms so that a process coming back learns what happened.
+local function lose(k, id, now, code, message, session_status, session_reason, retention_ms)
+  local key = k.server_prefix .. id
+  retire(k, id)
+  local instance = redis.call('HGET', key, 'instance')
+  if instance then redis.call('SREM', k.instance_prefix .. instance, id) end
+  redis.call('ZREM', k.servers, id)
+  -- A process told to terminate keeps the reason it was told; one lost otherwise takes the event's.
+  if redis.call('HGET', key, 'pstate') ~= 'TERMINATING' then redis.call('HSET', key, 'term_reason', code) end
+  redis.call('HSET', key, 'pstate', 'LOST', 'term_by_ms', now, 'term_force', '1')
+  redis.call('HDEL', key, 'claim_exp_ms', 'claim_id')
+  redis.call('HINCRBY', key, 'ver', 1)
+  end_sessions(k, key, session_status, session_reason, now)
+  redis.call('PEXPIRE', key, retention_ms)
+  redis.call('PEXPIRE', key .. ':sessions', retention_ms)
+  record_event(k, code, id, message, now)
+end
+

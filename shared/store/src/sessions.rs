@@ -1,0 +1,482 @@
+//! Typed calls over game sessions and player sessions. Every change is one script over the fleet's slot (see
+//! `sessions/lib.lua` for the keys): creation picks the server and places the session in the same step, and a
+//! player session's slot is taken by the script that checks the count, so that no race can overfill a session or
+//! place two sessions on one server. Replies are decoded here, in one place.
+
+use std::collections::HashMap;
+
+use berth_domain::game_session::{GameSessionRecord, GameSessionStatus, PlayerSessionRecord, PlayerSessionStatus};
+use redis::Value;
+
+use crate::game_servers::unexpected;
+use crate::keys::FleetKeys;
+use crate::processes::{Routing, process_call};
+use crate::scripts::scripts;
+use crate::{Store, StoreError};
+
+mod players;
+mod reads;
+
+pub use players::{
+    Accepted, NewPlayer, PlayersCreated, Removed, accept_player_session, create_player_sessions, remove_player_session,
+};
+pub use reads::{
+    Page, PlayerSource, list_game_sessions, list_player_sessions, read_game_sessions, read_player_sessions,
+    search_chunk,
+};
+
+/// Fields of a stored record by name.
+type Fields = HashMap<String, String>;
+
+pub(crate) fn strings(script: &str, value: &Value) -> Result<Vec<String>, StoreError> {
+    redis::from_redis_value_ref(value).map_err(|_| unexpected(script, "a malformed reply"))
+}
+
+fn fields(pairs: &[String]) -> Fields {
+    pairs
+        .chunks_exact(2)
+        .map(|pair| (pair[0].clone(), pair[1].clone()))
+        .collect()
+}
+
+fn ms(fields: &Fields, name: &str) -> Option<i64> {
+    fields.get(name).and_then(|value| value.parse().ok())
+}
+
+fn count(fields: &Fields, name: &str) -> u32 {
+    fields.get(name).and_then(|value| value.parse().ok()).unwrap_or(0)
+}
+
+fn take(fields: &mut Fields, name: &str) -> String {
+    fields.remove(name).unwrap_or_default()
+}
+
+/// A game session from its stored fields (a flat name/value list); `None` when empty (unknown or expired).
+pub(crate) fn game_session(pairs: &[String]) -> Result<Option<GameSessionRecord>, StoreError> {
+    if pairs.is_empty() {
+        return Ok(None);
+    }
+    let mut f = fields(pairs);
+    let properties: Vec<(String, String)> = match f.get("props").map(String::as_str) {
+        None | Some("") | Some("[]") | Some("{}") => Vec::new(),
+        Some(json) => serde_json::from_str(json).map_err(|err| unexpected("game session", err.to_string()))?,
+    };
+    Ok(Some(GameSessionRecord {
+        status: f.get("status").and_then(|status| GameSessionStatus::parse(status)),
+        creation_ms: ms(&f, "c_ms").unwrap_or(0),
+        activation_deadline_ms: ms(&f, "act_by_ms"),
+        activation_ms: ms(&f, "act_ms"),
+        termination_ms: ms(&f, "end_ms"),
+        current_players: count(&f, "cur"),
+        maximum_players: count(&f, "max"),
+        port: count(&f, "port"),
+        accepts_players: f.get("accept").map(String::as_str) == Some("1"),
+        protected: f.get("prot").map(String::as_str) == Some("1"),
+        properties,
+        game_session_id: take(&mut f, "id"),
+        fleet_id: take(&mut f, "fleet"),
+        location: take(&mut f, "loc"),
+        game_server_id: take(&mut f, "server"),
+        instance_id: take(&mut f, "inst"),
+        ip_address: take(&mut f, "ip"),
+        dns_name: take(&mut f, "dns"),
+        status_reason: take(&mut f, "reason"),
+        name: take(&mut f, "name"),
+        game_session_data: take(&mut f, "data"),
+        matchmaker_data: take(&mut f, "mm"),
+        creator_id: take(&mut f, "creator"),
+        placement_id: take(&mut f, "placement"),
+    }))
+}
+
+/// A player session from its stored fields and its game session's `{loc, ip, dns, port}`.
+pub(crate) fn player_session(fleet_id: &str, pairs: &[String], endpoint: &[String]) -> Option<PlayerSessionRecord> {
+    if pairs.is_empty() {
+        return None;
+    }
+    let mut f = fields(pairs);
+    let at = |i: usize| endpoint.get(i).cloned().unwrap_or_default();
+    Some(PlayerSessionRecord {
+        status: f.get("status").and_then(|status| PlayerSessionStatus::parse(status)),
+        creation_ms: ms(&f, "c_ms").unwrap_or(0),
+        reserved_until_ms: ms(&f, "until_ms"),
+        activation_ms: ms(&f, "act_ms"),
+        termination_ms: ms(&f, "end_ms"),
+        player_session_id: take(&mut f, "id"),
+        player_id: take(&mut f, "player"),
+        game_session_id: take(&mut f, "gs"),
+        player_data: take(&mut f, "data"),
+        fleet_id: fleet_id.to_owned(),
+        location: at(0),
+        ip_address: at(1),
+        dns_name: at(2),
+        port: at(3).parse().unwrap_or(0),
+    })
+}
+
+/// Decodes `{outcome, now_ms, replica, version, detail, session fields...}`.
+fn routed_session(
+    script: &str,
+    raw: &[String],
+) -> Result<(String, Routing, String, Option<GameSessionRecord>), StoreError> {
+    let [outcome, _now, replica, version, detail, session @ ..] = raw else {
+        return Err(unexpected(script, raw.len()));
+    };
+    let routing = Routing {
+        replica: replica.clone(),
+        version: version.parse().map_err(|_| unexpected(script, version))?,
+    };
+    Ok((outcome.clone(), routing, detail.clone(), game_session(session)?))
+}
+
+/// Timings and limits of the session service, as the scripts need them.
+#[derive(Clone, Copy, Debug)]
+pub struct SessionTimings {
+    /// How long a new game session may stay ACTIVATING.
+    pub activation_timeout_ms: u64,
+    /// How long a player session may stay RESERVED.
+    pub reservation_timeout_ms: u64,
+    /// How long an ended game session and its player sessions stay readable.
+    pub retention_ms: u64,
+    /// How long a TERMINATING session's server has to end it before it is forced.
+    pub termination_grace_ms: u64,
+}
+
+/// A game session to create.
+#[derive(Clone, Debug)]
+pub struct NewGameSession<'a> {
+    /// Its id (see `berth_domain::game_session::new_game_session_id`).
+    pub game_session_id: &'a str,
+    pub fleet_id: &'a str,
+    /// The process to place it on; `None` picks one.
+    pub game_server_id: Option<&'a str>,
+    /// Its location; empty for any.
+    pub location: &'a str,
+    pub maximum_players: u32,
+    pub accepts_players: bool,
+    pub protected: bool,
+    pub name: &'a str,
+    pub properties: &'a [(String, String)],
+    pub game_session_data: &'a str,
+    pub matchmaker_data: &'a str,
+    pub creator_id: &'a str,
+    /// Creations allowed per creator per period, and the period; 0 is unlimited.
+    pub creator_limit: (u32, u64),
+    pub idempotency_token: &'a str,
+    /// Tells a retry of this request from another request with the same token.
+    pub digest: &'a str,
+    pub placement_id: &'a str,
+}
+
+/// The outcome of creating a game session.
+#[derive(Debug)]
+pub enum Created {
+    /// Created, ACTIVATING, on a process whose stream `routing` tells where to announce it.
+    Created(Box<GameSessionRecord>, Routing),
+    /// The idempotency token was used for the same request: the session as it stands.
+    Existing(Box<GameSessionRecord>),
+    /// The idempotency token was used for another request.
+    TokenReused,
+    /// The fleet has no servers at all.
+    NoFleet,
+    /// No ready process has room for it.
+    NoServer,
+    /// The creator reached the limit; it may create again at this time (ms).
+    CreatorLimit(i64),
+    /// The named process is unknown.
+    ServerNotFound,
+    /// The named process cannot host it now.
+    ServerBusy,
+}
+
+/// Creates a game session, placing it on a process in the same step.
+pub async fn create_game_session(
+    store: &Store,
+    new: &NewGameSession<'_>,
+    timings: &SessionTimings,
+) -> Result<Created, StoreError> {
+    const SCRIPT: &str = "create_game_session";
+    let keys = FleetKeys::new(new.fleet_id);
+    let mut call = process_call(&scripts().create_game_session, &keys);
+    let properties = serde_json::to_string(new.properties).map_err(|err| unexpected(SCRIPT, err.to_string()))?;
+    call.arg(new.game_session_id)
+        .arg(new.game_server_id.unwrap_or(""))
+        .arg(new.location)
+        .arg(new.maximum_players)
+        .arg(timings.activation_timeout_ms)
+        .arg(timings.reservation_timeout_ms)
+        .arg(timings.retention_ms)
+        .arg(new.idempotency_token)
+        .arg(new.digest)
+        .arg(new.creator_id)
+        .arg(new.creator_limit.0)
+        .arg(new.creator_limit.1)
+        .arg(if new.accepts_players { "1" } else { "0" })
+        .arg(if new.protected { "1" } else { "0" })
+        .arg(new.name)
+        .arg(properties)
+        .arg(new.game_session_data)
+        .arg(new.matchmaker_data)
+        .arg(new.placement_id);
+    let raw: Vec<String> = store.invoke(&call).await?;
+    let (outcome, routing, detail, session) = routed_session(SCRIPT, &raw)?;
+    let present =
+        |session: Option<GameSessionRecord>| session.map(Box::new).ok_or_else(|| unexpected(SCRIPT, &outcome));
+    Ok(match outcome.as_str() {
+        "CREATED" => Created::Created(present(session)?, routing),
+        "EXISTING" => Created::Existing(present(session)?),
+        "TOKEN_REUSED" => Created::TokenReused,
+        "NO_FLEET" => Created::NoFleet,
+        "NO_SERVER" => Created::NoServer,
+        "CREATOR_LIMIT" => Created::CreatorLimit(detail.parse().map_err(|_| unexpected(SCRIPT, &detail))?),
+        "NOT_FOUND" => Created::ServerNotFound,
+        "BUSY" => Created::ServerBusy,
+        other => return Err(unexpected(SCRIPT, other)),
+    })
+}
+
+/// The outcome of activating a game session.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Activated {
+    /// It is ACTIVE.
+    Active(Box<GameSessionRecord>),
+    /// No such session.
+    NotFound,
+    /// The session is on another process.
+    NotYours,
+    /// The session has ended or is ending, as it stands.
+    Ended(Box<GameSessionRecord>),
+}
+
+/// Activates a game session on behalf of the process hosting it.
+pub async fn activate_game_session(
+    store: &Store,
+    fleet_id: &str,
+    game_server_id: &str,
+    game_session_id: &str,
+) -> Result<Activated, StoreError> {
+    const SCRIPT: &str = "activate_game_session";
+    let keys = FleetKeys::new(fleet_id);
+    let mut call = process_call(&scripts().activate_game_session, &keys);
+    call.arg(game_server_id).arg(game_session_id);
+    let raw: Vec<String> = store.invoke(&call).await?;
+    let [outcome, _now, session @ ..] = raw.as_slice() else {
+        return Err(unexpected(SCRIPT, raw.len()));
+    };
+    let present = || -> Result<Box<GameSessionRecord>, StoreError> {
+        game_session(session)?
+            .map(Box::new)
+            .ok_or_else(|| unexpected(SCRIPT, outcome))
+    };
+    Ok(match outcome.as_str() {
+        "ACTIVATED" => Activated::Active(present()?),
+        "ENDED" => Activated::Ended(present()?),
+        "NOT_FOUND" => Activated::NotFound,
+        "NOT_YOURS" => Activated::NotYours,
+        other => return Err(unexpected(SCRIPT, other)),
+    })
+}
+
+/// A change to a game session; `None` keeps a value.
+#[derive(Clone, Debug, Default)]
+pub struct GameSessionChange<'a> {
+    pub game_session_id: &'a str,
+    pub maximum_players: Option<u32>,
+    pub accepts_players: Option<bool>,
+    pub protected: Option<bool>,
+    pub name: Option<&'a str>,
+    pub matchmaker_data: Option<&'a str>,
+    /// Properties to set; an empty value removes the key.
+    pub properties: &'a [(String, String)],
+    /// Most properties a session may hold after the merge.
+    pub properties_max: usize,
+}
+
+/// The outcome of changing a game session.
+#[derive(Debug)]
+pub enum Updated {
+    /// Changed; its server is told through `routing` when it must be.
+    Updated(Box<GameSessionRecord>, Routing),
+    NotFound,
+    /// It has ended, with this status.
+    Ended(String),
+    /// The new maximum is below its player session count (given).
+    BelowCount(u32),
+    /// The merge would leave this many properties.
+    TooManyProperties(usize),
+}
+
+fn flag(value: Option<bool>) -> &'static str {
+    match value {
+        Some(true) => "1",
+        Some(false) => "0",
+        None => "",
+    }
+}
+
+/// Changes a game session.
+pub async fn update_game_session(
+    store: &Store,
+    fleet_id: &str,
+    change: &GameSessionChange<'_>,
+) -> Result<Updated, StoreError> {
+    const SCRIPT: &str = "update_game_session";
+    let keys = FleetKeys::new(fleet_id);
+    let mut call = process_call(&scripts().update_game_session, &keys);
+    let properties = serde_json::to_string(change.properties).map_err(|err| unexpected(SCRIPT, err.to_string()))?;
+    call.arg(change.game_session_id)
+        .arg(change.maximum_players.map(|max| max.to_string()).unwrap_or_default())
+        .arg(flag(change.accepts_players))
+        .arg(flag(change.protected))
+        .arg(if change.name.is_some() { "1" } else { "0" })
+        .arg(change.name.unwrap_or(""))
+        .arg(if change.matchmaker_data.is_some() { "1" } else { "0" })
+        .arg(change.matchmaker_data.unwrap_or(""))
+        .arg(properties)
+        .arg(change.properties_max);
+    let raw: Vec<String> = store.invoke(&call).await?;
+    let (outcome, routing, detail, session) = routed_session(SCRIPT, &raw)?;
+    let number = |detail: &str| detail.parse().map_err(|_| unexpected(SCRIPT, detail));
+    Ok(match outcome.as_str() {
+        "UPDATED" => Updated::Updated(
+            session.map(Box::new).ok_or_else(|| unexpected(SCRIPT, &outcome))?,
+            routing,
+        ),
+        "NOT_FOUND" => Updated::NotFound,
+        "ENDED" => Updated::Ended(detail),
+        "BELOW_COUNT" => Updated::BelowCount(number(&detail)?),
+        "TOO_MANY_PROPERTIES" => Updated::TooManyProperties(number(&detail)? as usize),
+        other => return Err(unexpected(SCRIPT, other)),
+    })
+}
+
+/// The outcome of TerminateGameSession.
+#[derive(Debug)]
+pub enum Terminated {
+    /// TERMINATED (forced) or TERMINATING (triggered); the hosting process (id, routing) is to be told.
+    Done(Box<GameSessionRecord>, String, Routing),
+    NotFound,
+    /// It had ended already, as it stands.
+    Ended(Box<GameSessionRecord>),
+}
+
+/// Ends a game session on request: at once (`force`) or through its server within `timings`' grace period.
+pub async fn terminate_game_session(
+    store: &Store,
+    fleet_id: &str,
+    game_session_id: &str,
+    force: bool,
+    timings: &SessionTimings,
+) -> Result<Terminated, StoreError> {
+    const SCRIPT: &str = "terminate_game_session";
+    let keys = FleetKeys::new(fleet_id);
+    let mut call = process_call(&scripts().terminate_game_session, &keys);
+    call.arg(game_session_id)
+        .arg(if force { "FORCE" } else { "TRIGGER" })
+        .arg(timings.termination_grace_ms);
+    let raw: Vec<String> = store.invoke(&call).await?;
+    let (outcome, routing, server, session) = routed_session(SCRIPT, &raw)?;
+    let present =
+        |session: Option<GameSessionRecord>| session.map(Box::new).ok_or_else(|| unexpected(SCRIPT, &outcome));
+    Ok(match outcome.as_str() {
+        "TERMINATED" | "TERMINATING" => Terminated::Done(present(session)?, server, routing),
+        "ENDED" => Terminated::Ended(present(session)?),
+        "NOT_FOUND" => Terminated::NotFound,
+        other => return Err(unexpected(SCRIPT, other)),
+    })
+}
+
+/// The outcome of a game server ending (or rejecting) a game session it hosts.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ServerEnded {
+    /// Ended, with this status; the process's desired state moved (`routing`).
+    Ended(String, Routing),
+    NotFound,
+    NotYours,
+    /// A reject of a session that is not ACTIVATING: its status.
+    WrongState(String),
+}
+
+/// A game server ends a game session it hosts (EndGameSession), or refuses one it was given (`reject`).
+pub async fn end_game_session(
+    store: &Store,
+    fleet_id: &str,
+    game_server_id: &str,
+    game_session_id: &str,
+    reject: bool,
+) -> Result<ServerEnded, StoreError> {
+    const SCRIPT: &str = "end_game_session";
+    let keys = FleetKeys::new(fleet_id);
+    let mut call = process_call(&scripts().end_game_session, &keys);
+    call.arg(game_server_id)
+        .arg(game_session_id)
+        .arg(if reject { "REJECT" } else { "END" });
+    let raw: Vec<String> = store.invoke(&call).await?;
+    let [outcome, _now, replica, version, status] = raw.as_slice() else {
+        return Err(unexpected(SCRIPT, raw.len()));
+    };
+    Ok(match outcome.as_str() {
+        "ENDED" => ServerEnded::Ended(
+            status.clone(),
+            Routing {
+                replica: replica.clone(),
+                version: version.parse().map_err(|_| unexpected(SCRIPT, version))?,
+            },
+        ),
+        "NOT_FOUND" => ServerEnded::NotFound,
+        "NOT_YOURS" => ServerEnded::NotYours,
+        "WRONG_STATE" => ServerEnded::WrongState(status.clone()),
+        other => return Err(unexpected(SCRIPT, other)),
+    })
+}
+
+/// What one sweep of a fleet's sessions did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SessionSweep {
+    /// Game sessions ended ACTIVATION_TIMEOUT.
+    pub activation_timeouts: u64,
+    /// TERMINATING game sessions forced to end.
+    pub forced: u64,
+    /// Player sessions ended TIMEDOUT.
+    pub player_timeouts: u64,
+    /// Ended game sessions deleted after their retention.
+    pub deleted: u64,
+    /// Processes whose desired state moved: (game-server id, routing), to announce.
+    pub moved: Vec<(String, Routing)>,
+}
+
+/// Sweeps one fleet's sessions: activation and reservation timeouts, forced terminations, retention.
+pub async fn sweep(
+    store: &Store,
+    fleet_id: &str,
+    limit: u32,
+    events_retention_ms: u64,
+) -> Result<SessionSweep, StoreError> {
+    const SCRIPT: &str = "sweep_sessions";
+    let keys = FleetKeys::new(fleet_id);
+    let mut call = process_call(&scripts().sweep_sessions, &keys);
+    call.arg(limit).arg(events_retention_ms);
+    let raw: Vec<String> = store.invoke(&call).await?;
+    let [activation, forced, players, deleted, moved @ ..] = raw.as_slice() else {
+        return Err(unexpected(SCRIPT, raw.len()));
+    };
+    let number = |text: &String| text.parse::<u64>().map_err(|_| unexpected(SCRIPT, text));
+    Ok(SessionSweep {
+        activation_timeouts: number(activation)?,
+        forced: number(forced)?,
+        player_timeouts: number(players)?,
+        deleted: number(deleted)?,
+        moved: moved
+            .chunks_exact(3)
+            .map(|entry| {
+                Ok((
+                    entry[0].clone(),
+                    Routing {
+                        replica: entry[1].clone(),
+                        version: number(&entry[2])?,
+                    },
+                ))
+            })
+            .collect::<Result<_, StoreError>>()?,
+    })
+}

@@ -1,0 +1,109 @@
+-- Creates a game session on a process of the fleet: the one named, or else one in the location with room for the
+-- session's players — first one already hosting sessions with a slot to spare (packing, so that whole instances
+-- empty out), then the first ready one of the pool (the claim order: ACTIVE instances first, then the longest
+-- idle). The process hosts it from now on (it leaves the pool; its desired state gets a new version), the session
+-- is ACTIVATING until the process activates it or its activation deadline passes.
+-- KEYS/ARGV[1..3]: see fleet_context(). ARGV[4] game session id, ARGV[5] game-server id ('' to pick one),
+-- ARGV[6] location ('' for any), ARGV[7] maximum players, ARGV[8] activation timeout ms, ARGV[9] reservation
+-- timeout ms, ARGV[10] retention ms, ARGV[11] idempotency token (''), ARGV[12] digest of the request,
+-- ARGV[13] creator id (''), ARGV[14] creations allowed per creator per period (0: unlimited), ARGV[15] the period
+-- ms, ARGV[16] accept players (1 | 0), ARGV[17] protected (1 | 0), ARGV[18] name, ARGV[19] properties (JSON),
+-- ARGV[20] game session data, ARGV[21] matchmaker data, ARGV[22] placement id.
+-- Reply: {outcome, now_ms, replica, version, detail, session fields...}. Outcomes: CREATED; EXISTING (the token
+-- was used with the same request: the session as it stands); TOKEN_REUSED (used with another request); NO_FLEET;
+-- NO_SERVER (none ready with room); CREATOR_LIMIT (detail: ms when the creator may create again); NOT_FOUND (the
+-- named server is unknown); BUSY (the named server cannot host it).
+local k = fleet_context()
+local now = now_ms()
+local sid, named, loc, max = ARGV[4], ARGV[5], ARGV[6], tonumber(ARGV[7])
+local token, creator, limit, period = ARGV[11], ARGV[13], tonumber(ARGV[14]), tonumber(ARGV[15])
+local function answer(outcome, detail, server_key, session_key)
+  local out = {outcome, tostring(now), '', '0', tostring(detail or '')}
+  if server_key then
+    local routing = redis.call('HMGET', server_key, 'replica', 'ver')
+    out[3], out[4] = routing[1] or '', routing[2] or '0'
+  end
+  if session_key then
+    local fields = redis.call('HGETALL', session_key)
+    for i = 1, #fields do out[#out + 1] = fields[i] end
+  end
+  return out
+end
+
+local idem = k.tag .. ':idem:' .. token
+if token ~= '' then
+  local existing = redis.call('GET', idem)
+  if existing then
+    local key = gkey(k, existing)
+    if redis.call('HGET', key, 'digest') ~= ARGV[12] then return answer('TOKEN_REUSED') end
+    return answer('EXISTING', nil, nil, key)
+  end
+end
+if redis.call('EXISTS', k.servers) == 0 then return answer('NO_FLEET') end
+local created_by = k.tag .. ':creator:' .. creator
+if creator ~= '' and limit > 0 then
+  redis.call('ZREMRANGEBYSCORE', created_by, '-inf', now - period)
+  if redis.call('ZCARD', created_by) >= limit then
+    local oldest = redis.call('ZRANGE', created_by, 0, 0, 'WITHSCORES')
+    return answer('CREATOR_LIMIT', tonumber(oldest[2]) + period)
+  end
+end
+
+-- Whether a process can take a session of `max` players in `loc` now.
+local function can_host(id)
+  local s = redis.call('HMGET', k.server_prefix .. id, 'pstate', 'loc', 'max_players', 'max_sess', 'health')
+  if s[1] ~= 'STANDING_BY' and s[1] ~= 'ACTIVE' then return false end
+  if (loc ~= '' and s[2] ~= loc) or tonumber(s[3] or '0') < max or s[5] == 'UNHEALTHY' then return false end
+  return redis.call('SCARD', k.server_prefix .. id .. ':sessions') < tonumber(s[4] or '1')
+end
+
+-- The first of up to 500 members of a sorted set that can host the session; a few hundred are looked at, not the
+-- whole fleet.
+local function first_host(set, min, max_score)
+  for offset = 0, 450, 50 do
+    local ids = redis.call('ZRANGEBYSCORE', set, min, max_score, 'LIMIT', offset, 50)
+    for _, candidate in ipairs(ids) do
+      if can_host(candidate) then return candidate end
+    end
+    if #ids < 50 then return nil end
+  end
+end
+
+local id = named
+if id ~= '' then
+  if not redis.call('HGET', k.server_prefix .. id, 'pstate') then return answer('NOT_FOUND') end
+  if not can_host(id) then return answer('BUSY', nil, k.server_prefix .. id) end
+else
+  -- The pool holds ready processes and FleetIQ servers alike; can_host tells them apart.
+  id = first_host(k.hosting, '-inf', '+inf') or first_host(k.pool, 0, '(' .. score_str(2 * TIER_SPAN))
+  if not id then return answer('NO_SERVER') end
+end
+
+local server_key = k.server_prefix .. id
+local server = redis.call('HMGET', server_key, 'loc', 'instance', 'ip', 'dns', 'port')
+local key = gkey(k, sid)
+local deadline = now + tonumber(ARGV[8])
+redis.call('HSET', key, 'id', sid, 'fleet', string.sub(k.tag, 10, -2), 'loc', server[1] or '', 'server', id,
+  'inst', server[2] or '', 'ip', server[3] or '', 'dns', server[4] or '', 'port', server[5] or '0',
+  'status', 'ACTIVATING', 'reason', '', 'c_ms', now, 'act_by_ms', deadline, 'cur', 0, 'max', max,
+  'accept', ARGV[16], 'prot', ARGV[17], 'name', ARGV[18], 'props', ARGV[19], 'data', ARGV[20], 'mm', ARGV[21],
+  'creator', creator, 'placement', ARGV[22], 'res_ms', ARGV[9], 'ret_ms', ARGV[10], 'idem', token,
+  'digest', ARGV[12])
+redis.call('SADD', server_key .. ':sessions', sid)
+redis.call('HSET', server_key, 'pstate', 'ACTIVE')
+redis.call('HINCRBY', server_key, 'ver', 1)
+redis.call('ZREM', k.pool, id)
+track_room(k, id)
+-- A claim on it is spent: the server now hosts this session, and must not lapse back into the pool.
+redis.call('ZREM', k.claims, id)
+redis.call('HDEL', server_key, 'claim_exp_ms', 'claim_id')
+redis.call('ZADD', k.tag .. ':sessions', now, sid)
+redis.call('ZADD', k.tag .. ':act_due', deadline, sid)
+-- The token lives as long as the session's record: the sweep that expires the record deletes it.
+if token ~= '' then redis.call('SET', idem, sid) end
+if creator ~= '' and limit > 0 then
+  redis.call('ZADD', created_by, now, sid)
+  redis.call('PEXPIRE', created_by, period)
+end
+session_event(k, 'GAME_SESSION_CREATED', key, now)
+return answer('CREATED', nil, server_key, key)

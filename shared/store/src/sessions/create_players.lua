@@ -1,0 +1,53 @@
+-- Reserves slots in an ACTIVE game session that accepts players, for one or more players, all or none: the count
+-- is checked against the maximum here, in the one script every creation runs, so no race can overfill a session.
+-- A player who already holds a RESERVED or ACTIVE player session in it with the same data gets that one back and
+-- takes no new slot.
+-- KEYS/ARGV[1..3]: see fleet_context(). ARGV[4] game session id, then per player: player id, player data, id for
+-- a new player session.
+-- Reply: {outcome, now_ms, detail, {loc, ip, dns, port}, {player session fields...}...}. Outcomes: CREATED;
+-- NOT_FOUND; NOT_ACTIVE (detail: its status); DENY_ALL; FULL (detail: free slots); PLAYER_CONFLICT (detail: the
+-- player holding a live player session with other data).
+local k = fleet_context()
+local now = now_ms()
+local sid = ARGV[4]
+local key = gkey(k, sid)
+local s = redis.call('HMGET', key, 'status', 'accept', 'cur', 'max', 'res_ms', 'loc', 'ip', 'dns', 'port')
+if not s[1] then return {'NOT_FOUND', tostring(now), ''} end
+if s[1] ~= 'ACTIVE' then return {'NOT_ACTIVE', tostring(now), s[1]} end
+if s[2] ~= '1' then return {'DENY_ALL', tostring(now), ''} end
+local live = key .. ':live'
+local held, fresh = {}, 0
+for i = 5, #ARGV, 3 do
+  local psid = redis.call('HGET', live, ARGV[i])
+  if psid then
+    if redis.call('HGET', pkey(k, psid), 'data') ~= ARGV[i + 1] then
+      return {'PLAYER_CONFLICT', tostring(now), ARGV[i]}
+    end
+    held[i] = psid
+  else
+    fresh = fresh + 1
+  end
+end
+local cur, max = tonumber(s[3]), tonumber(s[4])
+if cur + fresh > max then return {'FULL', tostring(now), tostring(max - cur)} end
+local until_ms = now + tonumber(s[5])
+local out = {'CREATED', tostring(now), '', {s[6], s[7], s[8], s[9]}}
+for i = 5, #ARGV, 3 do
+  local psid = held[i]
+  if not psid then
+    psid = ARGV[i + 2]
+    redis.call('HSET', pkey(k, psid), 'id', psid, 'player', ARGV[i], 'gs', sid, 'status', 'RESERVED',
+      'data', ARGV[i + 1], 'c_ms', now, 'until_ms', until_ms)
+    redis.call('HSET', live, ARGV[i], psid)
+    redis.call('ZADD', key .. ':ps', now, psid)
+    redis.call('ZADD', k.tag .. ':player:' .. ARGV[i], now, psid)
+    redis.call('ZADD', k.tag .. ':res_due', until_ms, psid)
+    session_event(k, 'PLAYER_SESSION_RESERVED', pkey(k, psid), now)
+  end
+  out[#out + 1] = redis.call('HGETALL', pkey(k, psid))
+end
+if fresh > 0 then
+  redis.call('HINCRBY', key, 'cur', fresh)
+  index_session(k, sid)
+end
+return out

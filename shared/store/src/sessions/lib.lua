@@ -1,0 +1,139 @@
+-- Helpers of the session scripts, and of the process scripts that end sessions (prepended after the process
+-- helpers).
+--
+-- Session keys are built from the fleet's tag (k.tag, `berth:{f:<fleet>}`), so they share the fleet's slot:
+--   gsess:<id>          a game session: id, fleet, loc, server, inst, ip, dns, port, status, reason, c_ms,
+--                       act_by_ms, act_ms, end_ms, cur (player sessions holding a slot), max, accept (1 | 0),
+--                       prot (1 | 0), name, props (JSON [[key, value], ...]), data, mm, creator, placement,
+--                       ret_ms (how long it stays readable once ended: the session service's setting, kept with it
+--                       so that the health service's scripts, which end sessions too, honour it), res_ms (the
+--                       reservation timeout of its player sessions), idem (its idempotency token), digest (of the
+--                       request that created it, to tell a retry from a reuse of the token)
+--   gsess:<id>:ps       its player session ids by creation ms
+--   gsess:<id>:live     player id → player session id of its RESERVED and ACTIVE player sessions
+--   psess:<id>          a player session: id, player, gs, status, data, c_ms, until_ms, act_ms, end_ms
+--   player:<player id>  the player's session ids in this fleet by creation ms
+--   sessions            the fleet's game session ids by creation ms
+--   act_due, res_due    ACTIVATING sessions by activation deadline; RESERVED player sessions by reservation deadline
+--   term_due            TERMINATING sessions by when they are forced to end
+--   hosting             processes hosting sessions with a slot to spare, by when they last took one (k.hosting)
+--   ended               ended game sessions by when their records expire
+--   idem:<token>        game session id created with an idempotency token
+--   creator:<id>        a creator's game session ids by creation ms
+--   idx:<loc>:<score>   ACTIVE sessions of a location ('*': every location) by created, players, max or free (slots
+--                       a player session could take now)
+--   sevents             stream of session events: type, t (ms), kind (g | p), then the record's fields
+
+local function gkey(k, sid) return k.tag .. ':gsess:' .. sid end
+
+-- Keeps a process in `hosting` while it hosts sessions and has room for another.
+local function track_room(k, id)
+  local key = k.server_prefix .. id
+  local s = redis.call('HMGET', key, 'pstate', 'max_sess')
+  local open = redis.call('SCARD', key .. ':sessions')
+  if s[1] == 'ACTIVE' and open > 0 and open < tonumber(s[2] or '1') then
+    if not redis.call('ZSCORE', k.hosting, id) then redis.call('ZADD', k.hosting, now_ms(), id) end
+  else
+    redis.call('ZREM', k.hosting, id)
+  end
+end
+local function pkey(k, psid) return k.tag .. ':psess:' .. psid end
+
+local INDEXES = {'created', 'players', 'max', 'free'}
+-- Events kept per fleet at most (besides the retention the sweep trims by), so that a burst cannot fill Redis.
+local SESSION_EVENTS_MAX = 1000000
+
+-- Keeps a game session's place in the search indexes: there while ACTIVE, scored by its current fields.
+local function index_session(k, sid)
+  local s = redis.call('HMGET', gkey(k, sid), 'status', 'loc', 'c_ms', 'cur', 'max', 'accept')
+  for _, loc in ipairs({s[2] or '', '*'}) do
+    local prefix = k.tag .. ':idx:' .. loc .. ':'
+    if s[1] == 'ACTIVE' then
+      local cur, max = tonumber(s[4]), tonumber(s[5])
+      local free = 0
+      if s[6] == '1' then free = max - cur end
+      local scores = {s[3], cur, max, free}
+      for i, name in ipairs(INDEXES) do redis.call('ZADD', prefix .. name, scores[i], sid) end
+    else
+      for _, name in ipairs(INDEXES) do redis.call('ZREM', prefix .. name, sid) end
+    end
+  end
+end
+
+-- Appends a transition to the session event stream, with the record as it is now (game sessions without their
+-- data and matchmaker data, which a watcher reads apart when it asks for them).
+local function session_event(k, type, key, now)
+  local fields = redis.call('HGETALL', key)
+  local entry = {'type', type, 't', now}
+  local kind = 'p'
+  if string.find(type, '^GAME_') then kind = 'g' end
+  entry[#entry + 1] = 'kind'
+  entry[#entry + 1] = kind
+  for i = 1, #fields, 2 do
+    if kind == 'p' or (fields[i] ~= 'data' and fields[i] ~= 'mm') then
+      entry[#entry + 1] = fields[i]
+      entry[#entry + 1] = fields[i + 1]
+    end
+  end
+  redis.call('XADD', k.tag .. ':sevents', 'MAXLEN', '~', SESSION_EVENTS_MAX, '*', unpack(entry))
+end
+
+-- Ends a RESERVED or ACTIVE player session (COMPLETED or TIMEDOUT) and frees its slot.
+local function end_player_session(k, psid, status, now)
+  local key = pkey(k, psid)
+  local p = redis.call('HMGET', key, 'status', 'gs', 'player')
+  if p[1] ~= 'RESERVED' and p[1] ~= 'ACTIVE' then return false end
+  redis.call('HSET', key, 'status', status, 'end_ms', now)
+  redis.call('HDEL', key, 'until_ms')
+  redis.call('ZREM', k.tag .. ':res_due', psid)
+  redis.call('HDEL', gkey(k, p[2]) .. ':live', p[3])
+  redis.call('HINCRBY', gkey(k, p[2]), 'cur', -1)
+  local event = 'PLAYER_SESSION_COMPLETED'
+  if status == 'TIMEDOUT' then event = 'PLAYER_SESSION_TIMED_OUT' end
+  session_event(k, event, key, now)
+  return true
+end
+
+-- Ends a game session (TERMINATED or ERROR, with a reason): its player sessions complete, it leaves the search
+-- indexes and every deadline, and its record expires its retention from now.
+local function end_game_session(k, sid, status, reason, now)
+  local key = gkey(k, sid)
+  local s = redis.call('HMGET', key, 'status', 'ret_ms', 'server')
+  if not s[1] or s[1] == 'TERMINATED' or s[1] == 'ERROR' then return false end
+  redis.call('SREM', k.server_prefix .. s[3] .. ':sessions', sid)
+  for _, psid in ipairs(redis.call('HVALS', key .. ':live')) do
+    end_player_session(k, psid, 'COMPLETED', now)
+  end
+  redis.call('HSET', key, 'status', status, 'reason', reason, 'end_ms', now)
+  redis.call('HDEL', key, 'act_by_ms')
+  redis.call('ZREM', k.tag .. ':act_due', sid)
+  redis.call('ZREM', k.tag .. ':term_due', sid)
+  redis.call('ZADD', k.tag .. ':ended', now + tonumber(s[2]), sid)
+  index_session(k, sid)
+  local event = 'GAME_SESSION_TERMINATED'
+  if status == 'ERROR' then event = 'GAME_SESSION_ERROR' end
+  session_event(k, event, key, now)
+  return true
+end
+
+-- Ends every open game session of a process.
+local function end_sessions(k, key, status, reason, now)
+  for _, sid in ipairs(redis.call('SMEMBERS', key .. ':sessions')) do
+    end_game_session(k, sid, status, reason, now)
+  end
+end
+
+-- A process whose game session ended without the process ending: its desired state drops the session (a new
+-- version), and with no session left open it is ready for another, back in the pool when it may wait there.
+-- Returns the process's key.
+local function release_process(k, id)
+  local key = k.server_prefix .. id
+  if not redis.call('HGET', key, 'pstate') then return nil end
+  redis.call('HINCRBY', key, 'ver', 1)
+  if redis.call('SCARD', key .. ':sessions') == 0 and redis.call('HGET', key, 'pstate') == 'ACTIVE' then
+    redis.call('HSET', key, 'pstate', 'STANDING_BY')
+    if poolable(key) then to_pool(k.pool, id, redis.call('HGET', key, 'istatus'), now_ms()) end
+  end
+  track_room(k, id)
+  return key
+end

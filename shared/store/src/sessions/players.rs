@@ -1,0 +1,152 @@
+//! Player sessions: reserving slots (one script checks the count and takes them, all or none), and the game
+//! server letting players in and out.
+
+use berth_domain::game_session::PlayerSessionRecord;
+use redis::Value;
+
+use super::{player_session, strings};
+use crate::game_servers::unexpected;
+use crate::keys::FleetKeys;
+use crate::processes::process_call;
+use crate::scripts::scripts;
+use crate::{Store, StoreError};
+
+/// A player to reserve a slot for: player id, player data, and the id a new player session gets.
+pub type NewPlayer<'a> = (&'a str, &'a str, String);
+
+/// The outcome of reserving player sessions.
+#[derive(Debug, PartialEq, Eq)]
+pub enum PlayersCreated {
+    /// One player session per player, in order (RESERVED, or the player's live one).
+    Created(Vec<PlayerSessionRecord>),
+    NotFound,
+    /// The game session is not ACTIVE: its status.
+    NotActive(String),
+    /// The game session takes no new players.
+    DenyAll,
+    /// Fewer slots are free (given) than the new players.
+    Full(u32),
+    /// This player holds a live player session in it with other data.
+    PlayerConflict(String),
+}
+
+/// Decodes `{outcome, now_ms, detail, {loc, ip, dns, port}?, {player session fields}...}` into the outcome word,
+/// its detail and the player sessions.
+fn decode(
+    script: &str,
+    fleet_id: &str,
+    raw: &[Value],
+) -> Result<(String, String, Vec<PlayerSessionRecord>), StoreError> {
+    let [outcome, _now, detail, rest @ ..] = raw else {
+        return Err(unexpected(script, raw.len()));
+    };
+    let text = |value: &Value| {
+        redis::from_redis_value_ref::<String>(value).map_err(|_| unexpected(script, "a malformed reply"))
+    };
+    let mut records = Vec::new();
+    if let [endpoint, sessions @ ..] = rest {
+        let endpoint = strings(script, endpoint)?;
+        for session in sessions {
+            let record = player_session(fleet_id, &strings(script, session)?, &endpoint)
+                .ok_or_else(|| unexpected(script, "an empty player session"))?;
+            records.push(record);
+        }
+    }
+    Ok((text(outcome)?, text(detail)?, records))
+}
+
+/// Reserves slots for `players` in a game session, all or none.
+pub async fn create_player_sessions(
+    store: &Store,
+    fleet_id: &str,
+    game_session_id: &str,
+    players: &[NewPlayer<'_>],
+) -> Result<PlayersCreated, StoreError> {
+    const SCRIPT: &str = "create_player_sessions";
+    let keys = FleetKeys::new(fleet_id);
+    let mut call = process_call(&scripts().create_player_sessions, &keys);
+    call.arg(game_session_id);
+    for (player_id, data, new_id) in players {
+        call.arg(*player_id).arg(*data).arg(new_id);
+    }
+    let raw: Vec<Value> = store.invoke(&call).await?;
+    let (outcome, detail, records) = decode(SCRIPT, fleet_id, &raw)?;
+    Ok(match outcome.as_str() {
+        "CREATED" if records.len() == players.len() => PlayersCreated::Created(records),
+        "NOT_FOUND" => PlayersCreated::NotFound,
+        "NOT_ACTIVE" => PlayersCreated::NotActive(detail),
+        "DENY_ALL" => PlayersCreated::DenyAll,
+        "FULL" => PlayersCreated::Full(detail.parse().map_err(|_| unexpected(SCRIPT, &detail))?),
+        "PLAYER_CONFLICT" => PlayersCreated::PlayerConflict(detail),
+        other => return Err(unexpected(SCRIPT, other)),
+    })
+}
+
+/// The outcome of a game server accepting a player session.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Accepted {
+    /// ACTIVE.
+    Accepted(Box<PlayerSessionRecord>),
+    /// No such player session in that game session.
+    NotFound,
+    /// The player session belongs to a game session of another server.
+    NotYours,
+    /// Its game session is not ACTIVE: the game session's status.
+    NotActive(String),
+    /// It ended: its status (COMPLETED, TIMEDOUT).
+    Ended(String),
+}
+
+/// A game server lets a player in: RESERVED → ACTIVE.
+pub async fn accept_player_session(
+    store: &Store,
+    fleet_id: &str,
+    game_server_id: &str,
+    game_session_id: &str,
+    player_session_id: &str,
+) -> Result<Accepted, StoreError> {
+    const SCRIPT: &str = "accept_player_session";
+    let keys = FleetKeys::new(fleet_id);
+    let mut call = process_call(&scripts().accept_player_session, &keys);
+    call.arg(game_server_id).arg(game_session_id).arg(player_session_id);
+    let raw: Vec<Value> = store.invoke(&call).await?;
+    let (outcome, detail, mut records) = decode(SCRIPT, fleet_id, &raw)?;
+    Ok(match outcome.as_str() {
+        "ACCEPTED" => Accepted::Accepted(Box::new(records.pop().ok_or_else(|| unexpected(SCRIPT, &outcome))?)),
+        "NOT_FOUND" => Accepted::NotFound,
+        "NOT_YOURS" => Accepted::NotYours,
+        "NOT_ACTIVE" => Accepted::NotActive(detail),
+        "ENDED" => Accepted::Ended(detail),
+        other => return Err(unexpected(SCRIPT, other)),
+    })
+}
+
+/// The outcome of a game server removing a player session.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Removed {
+    /// COMPLETED (now or before).
+    Removed,
+    NotFound,
+    NotYours,
+}
+
+/// A game server reports that a player left: the player session completes and frees its slot.
+pub async fn remove_player_session(
+    store: &Store,
+    fleet_id: &str,
+    game_server_id: &str,
+    game_session_id: &str,
+    player_session_id: &str,
+) -> Result<Removed, StoreError> {
+    const SCRIPT: &str = "remove_player_session";
+    let keys = FleetKeys::new(fleet_id);
+    let mut call = process_call(&scripts().remove_player_session, &keys);
+    call.arg(game_server_id).arg(game_session_id).arg(player_session_id);
+    let raw: Vec<String> = store.invoke(&call).await?;
+    match raw.first().map(String::as_str) {
+        Some("REMOVED") => Ok(Removed::Removed),
+        Some("NOT_FOUND") => Ok(Removed::NotFound),
+        Some("NOT_YOURS") => Ok(Removed::NotYours),
+        other => Err(unexpected(SCRIPT, other)),
+    }
+}

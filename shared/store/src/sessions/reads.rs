@@ -1,0 +1,199 @@
+//! Reading sessions: by id, a page of a listing, and a chunk of a search index.
+
+use berth_domain::game_session::{GameSessionRecord, PlayerSessionRecord};
+use redis::Value;
+
+use super::{game_session, player_session, strings};
+use crate::game_servers::unexpected;
+use crate::keys::FleetKeys;
+use crate::processes::process_call;
+use crate::scripts::scripts;
+use crate::{Store, StoreError};
+
+/// A player session read with its game session's `{loc, ip, dns, port}`.
+fn player_entry(script: &str, fleet_id: &str, value: &Value) -> Result<Option<PlayerSessionRecord>, StoreError> {
+    let parts: Vec<Value> = redis::from_redis_value_ref(value).map_err(|_| unexpected(script, "a malformed reply"))?;
+    match parts.as_slice() {
+        [] => Ok(None),
+        [fields, endpoint] => Ok(player_session(
+            fleet_id,
+            &strings(script, fields)?,
+            &strings(script, endpoint)?,
+        )),
+        _ => Err(unexpected(script, parts.len())),
+    }
+}
+
+/// Game sessions of one fleet by id, in order; `None` for an unknown (or expired) one.
+pub async fn read_game_sessions(
+    store: &Store,
+    fleet_id: &str,
+    ids: &[&str],
+) -> Result<Vec<Option<GameSessionRecord>>, StoreError> {
+    const SCRIPT: &str = "read_sessions";
+    let keys = FleetKeys::new(fleet_id);
+    let mut call = process_call(&scripts().read_sessions, &keys);
+    call.arg("g").arg(ids);
+    let raw: Vec<Value> = store.invoke(&call).await?;
+    raw.iter().map(|value| game_session(&strings(SCRIPT, value)?)).collect()
+}
+
+/// Player sessions of one fleet by id, in order; `None` for an unknown (or expired) one.
+pub async fn read_player_sessions(
+    store: &Store,
+    fleet_id: &str,
+    ids: &[&str],
+) -> Result<Vec<Option<PlayerSessionRecord>>, StoreError> {
+    const SCRIPT: &str = "read_sessions";
+    let keys = FleetKeys::new(fleet_id);
+    let mut call = process_call(&scripts().read_sessions, &keys);
+    call.arg("p").arg(ids);
+    let raw: Vec<Value> = store.invoke(&call).await?;
+    raw.iter().map(|value| player_entry(SCRIPT, fleet_id, value)).collect()
+}
+
+/// One page of a listing, and where the next starts (`None` on the last page).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Page<T> {
+    pub items: Vec<T>,
+    pub next: Option<String>,
+}
+
+/// What a page reads: a sorted set of session ids under the fleet's tag (`g`ame or `p`layer sessions), in an
+/// order (ASC | DESC), keeping the ids in a location and statuses (empty: any).
+struct Listing<'a> {
+    kind: &'a str,
+    set: &'a str,
+    order: &'a str,
+    location: &'a str,
+    statuses: &'a [&'a str],
+}
+
+fn page_call<'a>(
+    fleet_id: &str,
+    listing: &Listing<'_>,
+    after: Option<&str>,
+    size: usize,
+) -> redis::ScriptInvocation<'a> {
+    let keys = FleetKeys::new(fleet_id);
+    let mut call = process_call(&scripts().page_sessions, &keys);
+    call.arg(listing.kind)
+        .arg(listing.set)
+        .arg(listing.order)
+        .arg(after.unwrap_or(""))
+        .arg(size)
+        .arg(listing.location)
+        .arg(listing.statuses.join(" "));
+    call
+}
+
+fn split_page(script: &str, raw: &[Value]) -> Result<(Option<String>, Vec<Value>), StoreError> {
+    let [next, items @ ..] = raw else {
+        return Err(unexpected(script, "an empty reply"));
+    };
+    let next: String = redis::from_redis_value_ref(next).map_err(|_| unexpected(script, "a malformed position"))?;
+    Ok(((!next.is_empty()).then_some(next), items.to_vec()))
+}
+
+/// A page of a fleet's game sessions, newest first, in `location` (empty: any) and `statuses` (empty: any),
+/// starting after `after` (a position a previous page returned).
+pub async fn list_game_sessions(
+    store: &Store,
+    fleet_id: &str,
+    location: &str,
+    statuses: &[&str],
+    after: Option<&str>,
+    size: usize,
+) -> Result<Page<GameSessionRecord>, StoreError> {
+    const SCRIPT: &str = "page_sessions";
+    let listing = Listing {
+        kind: "g",
+        set: "sessions",
+        order: "DESC",
+        location,
+        statuses,
+    };
+    let call = page_call(fleet_id, &listing, after, size);
+    let raw: Vec<Value> = store.invoke(&call).await?;
+    let (next, items) = split_page(SCRIPT, &raw)?;
+    let items = items
+        .iter()
+        .filter_map(|value| {
+            strings(SCRIPT, value)
+                .and_then(|fields| game_session(&fields))
+                .transpose()
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(Page { items, next })
+}
+
+/// Whose player sessions to list.
+#[derive(Clone, Copy, Debug)]
+pub enum PlayerSource<'a> {
+    /// A game session's.
+    GameSession(&'a str),
+    /// A player's, in this fleet.
+    Player(&'a str),
+}
+
+/// A page of player sessions, oldest first, in `status` (empty: any), starting after `after`.
+pub async fn list_player_sessions(
+    store: &Store,
+    fleet_id: &str,
+    source: PlayerSource<'_>,
+    status: &str,
+    after: Option<&str>,
+    size: usize,
+) -> Result<Page<PlayerSessionRecord>, StoreError> {
+    const SCRIPT: &str = "page_sessions";
+    let set = match source {
+        PlayerSource::GameSession(id) => format!("gsess:{id}:ps"),
+        PlayerSource::Player(id) => format!("player:{id}"),
+    };
+    let statuses: Vec<&str> = if status.is_empty() { Vec::new() } else { vec![status] };
+    let listing = Listing {
+        kind: "p",
+        set: &set,
+        order: "ASC",
+        location: "",
+        statuses: &statuses,
+    };
+    let call = page_call(fleet_id, &listing, after, size);
+    let raw: Vec<Value> = store.invoke(&call).await?;
+    let (next, items) = split_page(SCRIPT, &raw)?;
+    let items = items
+        .iter()
+        .filter_map(|value| player_entry(SCRIPT, fleet_id, value).transpose())
+        .collect::<Result<_, _>>()?;
+    Ok(Page { items, next })
+}
+
+/// Up to `count` ACTIVE game sessions of a search index's range (`index`: created, players, max or free), from
+/// `offset` on, in score order. `location` empty searches every location.
+pub async fn search_chunk(
+    store: &Store,
+    fleet_id: &str,
+    location: &str,
+    index: &str,
+    range: (Option<i64>, Option<i64>),
+    offset: usize,
+    count: usize,
+) -> Result<Vec<GameSessionRecord>, StoreError> {
+    const SCRIPT: &str = "search_sessions";
+    let keys = FleetKeys::new(fleet_id);
+    let mut call = process_call(&scripts().search_sessions, &keys);
+    call.arg(if location.is_empty() { "*" } else { location })
+        .arg(index)
+        .arg(range.0.map_or_else(|| "-inf".to_owned(), |min| min.to_string()))
+        .arg(range.1.map_or_else(|| "+inf".to_owned(), |max| max.to_string()))
+        .arg(offset)
+        .arg(count);
+    let raw: Vec<Value> = store.invoke(&call).await?;
+    raw.iter()
+        .filter_map(|value| {
+            strings(SCRIPT, value)
+                .and_then(|fields| game_session(&fields))
+                .transpose()
+        })
+        .collect()
+}

@@ -1,0 +1,62 @@
+-- The session service's sweep of one fleet, safe with any number of replicas sweeping: ACTIVATING sessions past
+-- their activation deadline end TERMINATED (ACTIVATION_TIMEOUT) and free their server for another; TERMINATING
+-- sessions past the grace period end TERMINATED (FORCE_TERMINATED); RESERVED player sessions past their
+-- reservation end TIMEDOUT; ended sessions past their retention are deleted with their player sessions; events
+-- older than the retention are trimmed.
+-- KEYS/ARGV[1..3]: see fleet_context(). ARGV[4] most items of each kind per sweep, ARGV[5] events retention ms.
+-- Reply: {activation timeouts, forced, player timeouts, deleted, then (server id, replica, version) of each
+-- server whose desired state changed, so that it is told now rather than at its next heartbeat}.
+local k = fleet_context()
+local now = now_ms()
+local limit = tonumber(ARGV[4])
+local out = {0, 0, 0, 0}
+local function due(name)
+  return redis.call('ZRANGEBYSCORE', k.tag .. ':' .. name, '-inf', now, 'LIMIT', 0, limit)
+end
+local function release(sid, reason, slot)
+  local server = redis.call('HGET', gkey(k, sid), 'server')
+  if end_game_session(k, sid, 'TERMINATED', reason, now) then
+    out[slot] = out[slot] + 1
+    local key = server and release_process(k, server)
+    if key then
+      local routing = redis.call('HMGET', key, 'replica', 'ver')
+      out[#out + 1] = server
+      out[#out + 1] = routing[1] or ''
+      out[#out + 1] = routing[2] or '0'
+    end
+  end
+end
+for _, sid in ipairs(due('act_due')) do
+  redis.call('ZREM', k.tag .. ':act_due', sid)
+  release(sid, 'ACTIVATION_TIMEOUT', 1)
+end
+for _, sid in ipairs(due('term_due')) do
+  redis.call('ZREM', k.tag .. ':term_due', sid)
+  release(sid, 'FORCE_TERMINATED', 2)
+end
+for _, psid in ipairs(due('res_due')) do
+  redis.call('ZREM', k.tag .. ':res_due', psid)
+  local sid = redis.call('HGET', pkey(k, psid), 'gs')
+  if end_player_session(k, psid, 'TIMEDOUT', now) then
+    out[3] = out[3] + 1
+    index_session(k, sid)
+  end
+end
+for _, sid in ipairs(due('ended')) do
+  local key = gkey(k, sid)
+  for _, psid in ipairs(redis.call('ZRANGE', key .. ':ps', 0, -1)) do
+    local player = redis.call('HGET', pkey(k, psid), 'player')
+    if player then redis.call('ZREM', k.tag .. ':player:' .. player, psid) end
+    redis.call('DEL', pkey(k, psid))
+  end
+  local token = redis.call('HGET', key, 'idem')
+  if token and token ~= '' and redis.call('GET', k.tag .. ':idem:' .. token) == sid then
+    redis.call('DEL', k.tag .. ':idem:' .. token)
+  end
+  redis.call('DEL', key, key .. ':ps', key .. ':live')
+  redis.call('ZREM', k.tag .. ':sessions', sid)
+  redis.call('ZREM', k.tag .. ':ended', sid)
+  out[4] = out[4] + 1
+end
+redis.call('XTRIM', k.tag .. ':sevents', 'MINID', '~', tostring(now - tonumber(ARGV[5])))
+return out

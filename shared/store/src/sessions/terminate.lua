@@ -1,0 +1,47 @@
+-- Ends a game session on request (TerminateGameSession). FORCE: TERMINATED (FORCE_TERMINATED) at once.
+-- TRIGGER: TERMINATING until its server ends it, forced after the grace period. A server left hosting nothing
+-- else is told to end (GameLift's onProcessTerminate); one hosting other sessions only drops this one.
+-- KEYS/ARGV[1..3]: see fleet_context(). ARGV[4] game session id, ARGV[5] FORCE | TRIGGER, ARGV[6] grace ms.
+-- Reply: {outcome, now_ms, replica, version, server id, session fields...}. Outcomes: TERMINATED, TERMINATING,
+-- NOT_FOUND, ENDED (it had ended already).
+local k = fleet_context()
+local now = now_ms()
+local sid, force, deadline = ARGV[4], ARGV[5] == 'FORCE', now + tonumber(ARGV[6])
+local key = gkey(k, sid)
+local s = redis.call('HMGET', key, 'status', 'server')
+if not s[1] then return {'NOT_FOUND', tostring(now), '', '0', ''} end
+local outcome = 'TERMINATING'
+if s[1] == 'TERMINATED' or s[1] == 'ERROR' then
+  outcome = 'ENDED'
+elseif force then
+  outcome = 'TERMINATED'
+  end_game_session(k, sid, 'TERMINATED', 'FORCE_TERMINATED', now)
+elseif s[1] ~= 'TERMINATING' then
+  redis.call('HSET', key, 'status', 'TERMINATING', 'reason', '')
+  redis.call('HDEL', key, 'act_by_ms')
+  redis.call('ZREM', k.tag .. ':act_due', sid)
+  redis.call('ZADD', k.tag .. ':term_due', deadline, sid)
+  index_session(k, sid)
+  session_event(k, 'GAME_SESSION_TERMINATING', key, now)
+end
+local server_key = k.server_prefix .. s[2]
+local pstate = redis.call('HGET', server_key, 'pstate')
+if outcome ~= 'ENDED' and pstate and pstate ~= 'LOST' and pstate ~= 'TERMINATING' then
+  local others = 0
+  for _, other in ipairs(redis.call('SMEMBERS', server_key .. ':sessions')) do
+    if other ~= sid then others = others + 1 end
+  end
+  if others == 0 then
+    local stop = '0'
+    if force then stop = '1' end
+    ask_to_end(k, s[2], 'GAME_SESSION_TERMINATED', deadline, stop)
+  else
+    redis.call('HINCRBY', server_key, 'ver', 1)
+    track_room(k, s[2])
+  end
+end
+local routing = redis.call('HMGET', server_key, 'replica', 'ver')
+local out = {outcome, tostring(now), routing[1] or '', routing[2] or '0', s[2]}
+local fields = redis.call('HGETALL', key)
+for i = 1, #fields do out[#out + 1] = fields[i] end
+return out

@@ -1,0 +1,55 @@
+-- Changes a game session (UpdateGameSession); what is not given keeps its value. Its server is told through its
+-- desired state (a new version) unless only the protection changed.
+-- KEYS/ARGV[1..3]: see fleet_context(). ARGV[4] game session id, ARGV[5] maximum players (''), ARGV[6] accept
+-- players (1 | 0 | ''), ARGV[7] protected (1 | 0 | ''), ARGV[8] 1 to set the name to ARGV[9], ARGV[10] 1 to set the
+-- matchmaker data to ARGV[11], ARGV[12] properties to merge (JSON [[key, value], ...]; an empty value removes the
+-- key), ARGV[13] most properties a session may hold.
+-- Reply: {outcome, now_ms, replica, version, detail, session fields...}. Outcomes: UPDATED; NOT_FOUND; ENDED
+-- (detail: its status); BELOW_COUNT (detail: its player session count); TOO_MANY_PROPERTIES (detail: how many
+-- the merge would leave).
+local k = fleet_context()
+local now = now_ms()
+local sid = ARGV[4]
+local key = gkey(k, sid)
+local s = redis.call('HMGET', key, 'status', 'cur', 'props', 'server')
+if not s[1] then return {'NOT_FOUND', tostring(now), '', '0', ''} end
+if s[1] == 'TERMINATED' or s[1] == 'ERROR' then return {'ENDED', tostring(now), '', '0', s[1]} end
+if ARGV[5] ~= '' and tonumber(ARGV[5]) < tonumber(s[2]) then return {'BELOW_COUNT', tostring(now), '', '0', s[2]} end
+local props = cjson.decode(s[3])
+for _, change in ipairs(cjson.decode(ARGV[12])) do
+  local found = false
+  for i, prop in ipairs(props) do
+    if prop[1] == change[1] then
+      found = true
+      if change[2] == '' then table.remove(props, i) else prop[2] = change[2] end
+      break
+    end
+  end
+  if not found and change[2] ~= '' then props[#props + 1] = change end
+end
+if #props > tonumber(ARGV[13]) then return {'TOO_MANY_PROPERTIES', tostring(now), '', '0', tostring(#props)} end
+local told = false
+local function set(field, value, tell)
+  redis.call('HSET', key, field, value)
+  told = told or tell
+end
+if ARGV[5] ~= '' then set('max', ARGV[5], true) end
+if ARGV[6] ~= '' then set('accept', ARGV[6], true) end
+if ARGV[7] ~= '' then set('prot', ARGV[7], false) end
+if ARGV[8] == '1' then set('name', ARGV[9], true) end
+if ARGV[10] == '1' then set('mm', ARGV[11], true) end
+if #cjson.decode(ARGV[12]) > 0 then
+  -- cjson writes an empty table as an object; the record keeps a list.
+  local encoded = '[]'
+  if #props > 0 then encoded = cjson.encode(props) end
+  set('props', encoded, true)
+end
+index_session(k, sid)
+session_event(k, 'GAME_SESSION_UPDATED', key, now)
+local server_key = k.server_prefix .. s[4]
+if told and redis.call('HGET', server_key, 'pstate') then redis.call('HINCRBY', server_key, 'ver', 1) end
+local routing = redis.call('HMGET', server_key, 'replica', 'ver')
+local out = {'UPDATED', tostring(now), routing[1] or '', routing[2] or '0', ''}
+local fields = redis.call('HGETALL', key)
+for i = 1, #fields do out[#out + 1] = fields[i] end
+return out
