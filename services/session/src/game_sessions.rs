@@ -1,7 +1,6 @@
 //! GameSessionService: create a game session on a ready process of a fleet (picked and placed in one script, and
 //! the process told through its health replica), read, list, change and end it, and search the ACTIVE ones.
 
-use std::pin::Pin;
 use std::sync::Arc;
 
 use berth_domain::game_session::{GameSessionStatus, check, fleet_of, new_game_session_id};
@@ -10,7 +9,6 @@ use berth_proto::session::v1::{self as pb};
 use berth_store::processes::announce;
 use berth_store::sessions::{self as store, Created, GameSessionChange, NewGameSession, Terminated, Updated};
 use prost::Message;
-use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
 use crate::Context;
@@ -284,15 +282,14 @@ impl GameSessionService for GameSessions {
         ))
     }
 
-    type WatchSessionEventsStream = Pin<Box<dyn Stream<Item = Result<pb::WatchSessionEventsResponse, Status>> + Send>>;
+    type WatchSessionEventsStream = crate::watch::Events;
 
     async fn watch_session_events(
         &self,
         request: Request<pb::WatchSessionEventsRequest>,
     ) -> Result<Response<Self::WatchSessionEventsStream>, Status> {
-        check::check_watch_session_events(request.get_ref())?;
-        Err(Status::unimplemented(
-            "session events are recorded in each fleet's stream; the watch over them is not built yet",
-        ))
+        let req = request.into_inner();
+        check::check_watch_session_events(&req)?;
+        Ok(Response::new(crate::watch::open(self.context.clone(), req).await?))
     }
 }

@@ -7,6 +7,7 @@ mod player_sessions;
 mod search;
 mod sweeper;
 mod tokens;
+mod watch;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -82,6 +83,9 @@ pub(crate) struct Context {
     pub(crate) store: Store,
     pub(crate) args: SessionArgs,
     pub(crate) timings: SessionTimings,
+    /// Becomes true when the replica shuts down: watches then end with UNAVAILABLE and their clients resume
+    /// through another replica.
+    pub(crate) closing: tokio::sync::watch::Sender<bool>,
 }
 
 /// The session service over `store`, with its sweeper running in the background.
@@ -95,8 +99,10 @@ pub fn service(store: Store, args: &SessionArgs) -> ServiceDef {
             retention_ms: args.retention_ms,
             termination_grace_ms: args.termination_grace_ms,
         },
+        closing: tokio::sync::watch::Sender::new(false),
     });
     let sweeper = tokio::spawn(sweeper::run(context.clone(), Duration::from_millis(args.sweep_ms)));
+    let closing = context.clone();
     ServiceDef {
         name: "berth-session",
         grpc_services: &[
@@ -104,7 +110,10 @@ pub fn service(store: Store, args: &SessionArgs) -> ServiceDef {
             "berth.session.v1.PlayerSessionService",
         ],
         rules: RULES,
-        on_shutdown: Some(Box::new(move || sweeper.abort())),
+        on_shutdown: Some(Box::new(move || {
+            sweeper.abort();
+            closing.closing.send_replace(true);
+        })),
         routes: Routes::new(GameSessionServiceServer::new(GameSessions::new(context.clone())))
             .add_service(PlayerSessionServiceServer::new(PlayerSessions::new(context))),
     }

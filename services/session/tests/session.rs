@@ -551,6 +551,14 @@ async fn ended_sessions_stay_readable_for_the_retention_then_expire() {
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::NotFound);
+    // Its events are gone too: a watcher that far behind is told it missed some.
+    let err = stack
+        .games()
+        .await
+        .watch_session_events(watch_from(FLEET, "1-0"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::OutOfRange);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -625,4 +633,117 @@ async fn search_filters_sorts_and_pages_active_sessions() {
         .unwrap_err();
     assert_eq!(err.code(), Code::InvalidArgument);
     assert!(err.message().contains("filter_expression"), "{}", err.message());
+}
+
+async fn next_event(stream: &mut tonic::Streaming<pb::WatchSessionEventsResponse>) -> pb::SessionEvent {
+    loop {
+        let message = tokio::time::timeout(Duration::from_secs(10), stream.message())
+            .await
+            .expect("an event in time")
+            .unwrap()
+            .expect("the watch goes on");
+        if let Some(pb::watch_session_events_response::Kind::Event(event)) = message.kind {
+            return event;
+        }
+    }
+}
+
+fn watch_from(fleet: &str, after_cursor: &str) -> pb::WatchSessionEventsRequest {
+    pb::WatchSessionEventsRequest {
+        fleet_ids: vec![fleet.into()],
+        after_cursor: after_cursor.into(),
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_transition_is_streamed_to_watchers_in_order_and_a_watch_resumes_from_its_cursor() {
+    use pb::SessionEventType as T;
+    let stack = Stack::start(TestRedis::cluster(), &fast_sessions()).await;
+    let (server, mut events) = stack.server("gs-1", 1, "local").await;
+    let mut watch = stack
+        .games()
+        .await
+        .watch_session_events(watch_from(FLEET, ""))
+        .await
+        .unwrap()
+        .into_inner();
+
+    let session = active_session(&stack, &server, &mut events, create(2)).await;
+    let player = stack
+        .players()
+        .await
+        .create_player_session(join(&session, "alice"))
+        .await
+        .unwrap()
+        .into_inner()
+        .player_session
+        .unwrap();
+    server
+        .accept_player_session(session.clone(), player.player_session_id.clone())
+        .await
+        .unwrap();
+    server
+        .remove_player_session(session.clone(), player.player_session_id.clone())
+        .await
+        .unwrap();
+    server.end_game_session(session.clone()).await.unwrap();
+
+    let mut seen = Vec::new();
+    for _ in 0..6 {
+        seen.push(next_event(&mut watch).await);
+    }
+    let types: Vec<T> = seen.iter().map(|event| event.event_type()).collect();
+    assert_eq!(
+        types,
+        [
+            T::GameSessionCreated,
+            T::GameSessionActivated,
+            T::PlayerSessionReserved,
+            T::PlayerSessionActivated,
+            T::PlayerSessionCompleted,
+            T::GameSessionTerminated
+        ]
+    );
+    match &seen[3].subject {
+        Some(pb::session_event::Subject::PlayerSession(p)) => {
+            assert_eq!(p.player_session_id, player.player_session_id);
+            assert_eq!(p.status(), pb::PlayerSessionStatus::Active);
+            assert_eq!(p.endpoint.as_ref().unwrap().ip_address, "10.0.0.7");
+        }
+        other => panic!("expected a player session, got {other:?}"),
+    }
+    match &seen[5].subject {
+        Some(pb::session_event::Subject::GameSession(g)) => {
+            assert_eq!(g.game_session_id, session);
+            assert_eq!(g.status_reason(), pb::GameSessionStatusReason::EndedByServer);
+        }
+        other => panic!("expected a game session, got {other:?}"),
+    }
+
+    // A watcher that saw the first two resumes from its cursor and gets the rest, perhaps with repeats.
+    let mut resumed = stack
+        .games()
+        .await
+        .watch_session_events(watch_from(FLEET, &seen[1].cursor))
+        .await
+        .unwrap()
+        .into_inner();
+    let mut again = Vec::new();
+    while again.len() < 4 {
+        let event = next_event(&mut resumed).await;
+        if seen[2..].iter().any(|missed| missed.event_id == event.event_id) && !again.contains(&event.event_id) {
+            again.push(event.event_id);
+        }
+    }
+    let err = stack
+        .games()
+        .await
+        .watch_session_events(pb::WatchSessionEventsRequest {
+            after_cursor: "yesterday".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
 }

@@ -90,6 +90,11 @@ impl FleetKeys {
         format!("{}:events", self.tag)
     }
 
+    /// Stream of the fleet's session events (see `sessions/lib.lua`).
+    pub fn session_events(&self) -> String {
+        format!("{}:sevents", self.tag)
+    }
+
     /// What precedes a game-session id in its hash's key.
     pub fn game_session_prefix(&self) -> String {
         format!("{}:gsess:", self.tag)

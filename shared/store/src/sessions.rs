@@ -14,9 +14,13 @@ use crate::processes::{Routing, process_call};
 use crate::scripts::scripts;
 use crate::{Store, StoreError};
 
+mod events;
 mod players;
 mod reads;
 
+pub use events::{
+    SessionEventEntry, Subject, events_trimmed_after, game_session_data, parse_position, read_events, redis_now_ms,
+};
 pub use players::{
     Accepted, NewPlayer, PlayersCreated, Removed, accept_player_session, create_player_sessions, remove_player_session,
 };

@@ -22,7 +22,8 @@
 --   creator:<id>        a creator's game session ids by creation ms
 --   idx:<loc>:<score>   ACTIVE sessions of a location ('*': every location) by created, players, max or free (slots
 --                       a player session could take now)
---   sevents             stream of session events: type, t (ms), kind (g | p), then the record's fields
+--   sevents             stream of session events: type, t (ms), kind (g | p), then the record's fields (a player
+--                       session's with its game session's loc, ip, dns and port)
 
 local function gkey(k, sid) return k.tag .. ':gsess:' .. sid end
 
@@ -60,19 +61,26 @@ local function index_session(k, sid)
   end
 end
 
--- Appends a transition to the session event stream, with the record as it is now (game sessions without their
--- data and matchmaker data, which a watcher reads apart when it asks for them).
+-- Appends a transition to the session event stream, with the record as it is now: a game session without its
+-- data and matchmaker data (a watcher reads those apart when it asks for them), a player session with its game
+-- session's location and endpoint.
 local function session_event(k, type, key, now)
   local fields = redis.call('HGETALL', key)
-  local entry = {'type', type, 't', now}
   local kind = 'p'
   if string.find(type, '^GAME_') then kind = 'g' end
-  entry[#entry + 1] = 'kind'
-  entry[#entry + 1] = kind
+  local entry = {'type', type, 't', now, 'kind', kind}
   for i = 1, #fields, 2 do
     if kind == 'p' or (fields[i] ~= 'data' and fields[i] ~= 'mm') then
       entry[#entry + 1] = fields[i]
       entry[#entry + 1] = fields[i + 1]
+    end
+  end
+  if kind == 'p' then
+    local sid = redis.call('HGET', key, 'gs')
+    local s = redis.call('HMGET', gkey(k, sid), 'loc', 'ip', 'dns', 'port')
+    for i, name in ipairs({'loc', 'ip', 'dns', 'port'}) do
+      entry[#entry + 1] = name
+      entry[#entry + 1] = s[i] or ''
     end
   end
   redis.call('XADD', k.tag .. ':sevents', 'MAXLEN', '~', SESSION_EVENTS_MAX, '*', unpack(entry))

@@ -58,5 +58,7 @@ for _, sid in ipairs(due('ended')) do
   redis.call('ZREM', k.tag .. ':ended', sid)
   out[4] = out[4] + 1
 end
-redis.call('XTRIM', k.tag .. ':sevents', 'MINID', '~', tostring(now - tonumber(ARGV[5])))
+-- Exact, not '~': an approximate trim keeps whole blocks of 100 entries, so a quiet fleet would keep its old
+-- events for good.
+redis.call('XTRIM', k.tag .. ':sevents', 'MINID', tostring(now - tonumber(ARGV[5])))
 return out
