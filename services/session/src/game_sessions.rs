@@ -37,6 +37,15 @@ fn fleet(game_session_id: &str) -> Result<&str, Status> {
     fleet_of(game_session_id).ok_or_else(|| Status::not_found(format!("no game session {game_session_id:?}")))
 }
 
+/// NOT_FOUND for a fleet no server ever joined, as the contract asks of listings and searches.
+async fn known_fleet(store: &berth_store::Store, fleet_id: &str) -> Result<(), Status> {
+    if berth_store::game_servers::fleet_exists(store, fleet_id).await? {
+        Ok(())
+    } else {
+        Err(Status::not_found(format!("no fleet {fleet_id:?}")))
+    }
+}
+
 fn not_found(game_session_id: &str) -> Status {
     Status::not_found(format!("no game session {game_session_id:?}"))
 }
@@ -60,11 +69,7 @@ impl GameSessionService for GameSessions {
         let props = properties(&req.game_properties);
         let request_digest = digest(&[&req.encode_to_vec()]);
         let new = NewGameSession {
-            game_session_id: &game_session_id,
-            fleet_id: &req.fleet_id,
-            game_server_id: None,
             location: &req.location,
-            maximum_players: req.maximum_player_session_count,
             accepts_players: req.player_session_creation_policy() != pb::PlayerSessionCreationPolicy::DenyAll,
             protected: req.protection_policy() == pb::ProtectionPolicy::FullProtection,
             name: &req.name,
@@ -75,7 +80,7 @@ impl GameSessionService for GameSessions {
             creator_limit: (context.args.creator_limit, context.args.creator_limit_period_ms),
             idempotency_token: &req.idempotency_token,
             digest: &request_digest,
-            placement_id: "",
+            ..NewGameSession::new(&game_session_id, &req.fleet_id, req.maximum_player_session_count)
         };
         let session = match store::create_game_session(&context.store, &new, &context.timings).await? {
             Created::Created(record, routing) => {
@@ -179,6 +184,7 @@ impl GameSessionService for GameSessions {
         ]);
         let after = redeem(&selection, &req.page_token)?;
         let size = check::page_size(req.page_size, 100);
+        known_fleet(&self.context.store, &req.fleet_id).await?;
         let page = store::list_game_sessions(
             &self.context.store,
             &req.fleet_id,
@@ -277,6 +283,7 @@ impl GameSessionService for GameSessions {
     ) -> Result<Response<pb::SearchGameSessionsResponse>, Status> {
         let req = request.into_inner();
         let (filter, sort) = check::check_search_game_sessions(&req)?;
+        known_fleet(&self.context.store, &req.fleet_id).await?;
         Ok(Response::new(
             crate::search::search(&self.context.store, &req, &filter, &sort).await?,
         ))

@@ -217,7 +217,17 @@ async fn a_full_session_takes_exactly_its_slots(redis: TestRedis) {
     for player in 0..1000 {
         let mut client = clients[player % clients.len()].clone();
         let request = join(&session, &format!("player-{player}"));
-        racers.spawn(async move { client.create_player_session(request).await.map(|_| ()) });
+        // A call that timed out (UNAVAILABLE: the outcome is unknown) is retried as a client would: creation is
+        // idempotent per player, so a retry returns the slot the first call took, if it took one.
+        racers.spawn(async move {
+            let mut attempts = 0;
+            loop {
+                match client.create_player_session(request.clone()).await {
+                    Err(status) if status.code() == Code::Unavailable && attempts < 5 => attempts += 1,
+                    outcome => return outcome.map(|_| ()),
+                }
+            }
+        });
     }
     let (mut won, mut full) = (0, 0);
     while let Some(outcome) = racers.join_next().await {
@@ -633,6 +643,51 @@ async fn search_filters_sorts_and_pages_active_sessions() {
         .unwrap_err();
     assert_eq!(err.code(), Code::InvalidArgument);
     assert!(err.message().contains("filter_expression"), "{}", err.message());
+    let err = games
+        .search_game_sessions(pb::SearchGameSessionsRequest {
+            fleet_id: "nowhere".into(),
+            ..search("", "", 20, String::new())
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::NotFound);
+
+    // Listing pages newest first; a page token only continues the listing it came from.
+    let list = |statuses: Vec<i32>, page_token: String| pb::ListGameSessionsRequest {
+        fleet_id: FLEET.into(),
+        location: "local".into(),
+        statuses,
+        page_size: 5,
+        page_token,
+    };
+    let active = vec![pb::GameSessionStatus::Active as i32];
+    let mut names = Vec::new();
+    let mut token = String::new();
+    loop {
+        let page = games
+            .list_game_sessions(list(active.clone(), token))
+            .await
+            .unwrap()
+            .into_inner();
+        names.extend(page.game_sessions.into_iter().map(|s| s.name));
+        token = page.next_page_token;
+        if token.is_empty() {
+            break;
+        }
+    }
+    let newest_first: Vec<String> = (0..12).rev().map(|n| format!("match-{n}")).collect();
+    assert_eq!(names, newest_first);
+    let first = games
+        .list_game_sessions(list(active, String::new()))
+        .await
+        .unwrap()
+        .into_inner();
+    let ended = vec![pb::GameSessionStatus::Terminated as i32];
+    let err = games
+        .list_game_sessions(list(ended, first.next_page_token))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
 }
 
 async fn next_event(stream: &mut tonic::Streaming<pb::WatchSessionEventsResponse>) -> pb::SessionEvent {

@@ -2,8 +2,6 @@
 //! registers, becomes ready, hosts a game session, refuses a player it cannot check, honours a terminate by
 //! ending and exiting, and when killed outright is found dead and its session ended.
 
-use std::net::TcpListener as StdListener;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use berth_proto::health::v1 as pb;
@@ -13,8 +11,8 @@ use berth_store::Store;
 use berth_store::game_servers::pool_sizes;
 use berth_store::processes::{FleetEvent, recent_events};
 use berth_testkit::{
-    BinaryProcess, RunningService, TestRedis, game_session_status, place_game_session, spawn_service, token,
-    wait_for_health,
+    BinaryProcess, ExampleGameServer, RunningService, TestRedis, game_session_status, place_game_session,
+    spawn_service, token, wait_for_health,
 };
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tonic_health::pb::health_check_response::ServingStatus;
@@ -28,37 +26,6 @@ fn fast() -> berth_health::HealthArgs {
         monitor_sweep_ms: 50,
         ..Default::default()
     }
-}
-
-/// The example game server, killed when dropped.
-struct GameServerProcess {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for GameServerProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn spawn_game_server(endpoints: &str, fleet: &str, id: &str) -> GameServerProcess {
-    let port = StdListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let child = Command::new(env!("CARGO_BIN_EXE_berth-example-game-server"))
-        .env("BERTH_SDK_ENDPOINT", endpoints)
-        .env("BERTH_SDK_TOKEN", token(Role::GameServer, Some((fleet, id))))
-        .env("BERTH_FLEET_ID", fleet)
-        .env("BERTH_GAME_SERVER_ID", id)
-        .env("BERTH_INSTANCE_ID", "i-1")
-        .env("BERTH_LOCATION", "local")
-        .env("BERTH_SDK_PORT", port.to_string())
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("the example game server is built with the tests");
-    GameServerProcess { child, port }
 }
 
 async fn eventually<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
@@ -109,7 +76,7 @@ async fn the_example_game_server_hosts_a_session_and_honours_a_terminate() {
     let redis = TestRedis::single();
     let store = Store::connect(&redis.config()).await.unwrap();
     let (a, b) = replicas(&store).await;
-    let mut process = spawn_game_server(&format!("{},{}", a.endpoint(), b.endpoint()), "arena", "gs-1");
+    let mut process = ExampleGameServer::spawn(&format!("{},{}", a.endpoint(), b.endpoint()), "arena", "gs-1");
     let session = ready_with_session(&store, "arena", "gs-1").await;
 
     // A player whose session cannot be checked yet is turned away at the door.
@@ -152,7 +119,7 @@ async fn a_killed_game_server_is_found_dead_and_its_session_ends() {
     let redis = TestRedis::single();
     let store = Store::connect(&redis.config()).await.unwrap();
     let (a, b) = replicas(&store).await;
-    let process = spawn_game_server(&format!("{},{}", a.endpoint(), b.endpoint()), "arena", "gs-1");
+    let process = ExampleGameServer::spawn(&format!("{},{}", a.endpoint(), b.endpoint()), "arena", "gs-1");
     let session = ready_with_session(&store, "arena", "gs-1").await;
 
     drop(process);
@@ -191,7 +158,7 @@ async fn when_a_health_replica_is_killed_its_servers_move_and_none_is_declared_d
     let ids: Vec<String> = (0..8).map(|i| format!("gs-{i}")).collect();
     let _processes: Vec<_> = ids
         .iter()
-        .map(|id| spawn_game_server(&endpoints, "arena", id))
+        .map(|id| ExampleGameServer::spawn(&endpoints, "arena", id))
         .collect();
     eventually("all ready", async || {
         (pool_sizes(&store, "arena").await.unwrap().0 == 8).then_some(())

@@ -343,6 +343,12 @@ pub async fn fleets(store: &Store) -> Result<Vec<String>, StoreError> {
     store.query(redis::cmd("SMEMBERS").arg(FLEETS)).await
 }
 
+/// Whether a fleet is known: one of its game servers registered (fleets have no records of their own until the
+/// fleet service keeps them).
+pub async fn fleet_exists(store: &Store, fleet_id: &str) -> Result<bool, StoreError> {
+    store.query(redis::cmd("SISMEMBER").arg(FLEETS).arg(fleet_id)).await
+}
+
 /// Counts of one fleet's pool, for metrics: (claimable now, claimed now).
 pub async fn pool_sizes(store: &Store, fleet_id: &str) -> Result<(u64, u64), StoreError> {
     let keys = FleetKeys::new(fleet_id);

@@ -172,6 +172,31 @@ pub struct NewGameSession<'a> {
     pub placement_id: &'a str,
 }
 
+impl<'a> NewGameSession<'a> {
+    /// A session of up to `maximum_players` in any location of the fleet, on whichever process can host it, taking
+    /// players, unprotected, with nothing else set: set what a caller has with struct update syntax.
+    pub fn new(game_session_id: &'a str, fleet_id: &'a str, maximum_players: u32) -> NewGameSession<'a> {
+        NewGameSession {
+            game_session_id,
+            fleet_id,
+            game_server_id: None,
+            location: "",
+            maximum_players,
+            accepts_players: true,
+            protected: false,
+            name: "",
+            properties: &[],
+            game_session_data: "",
+            matchmaker_data: "",
+            creator_id: "",
+            creator_limit: (0, 1),
+            idempotency_token: "",
+            digest: "",
+            placement_id: "",
+        }
+    }
+}
+
 /// The outcome of creating a game session.
 #[derive(Debug)]
 pub enum Created {

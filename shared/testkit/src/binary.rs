@@ -5,6 +5,8 @@ use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
+use berth_runtime::auth::Role;
+
 /// A running Berth binary, killed when dropped.
 pub struct BinaryProcess {
     child: Child,
@@ -48,9 +50,46 @@ impl Drop for BinaryProcess {
     }
 }
 
+/// The example game server (`berth-example-game-server`) as a real process on the SDK, killed when dropped.
+pub struct ExampleGameServer {
+    /// The process, for a test that waits for it to exit.
+    pub child: Child,
+    /// The TCP port players join on.
+    pub port: u16,
+}
+
+impl ExampleGameServer {
+    /// Starts game server `id` of `fleet`, on a free port, speaking to the health replicas at `endpoints`
+    /// (comma-separated) with a token scoped to it, as a provisioner would launch it.
+    pub fn spawn(endpoints: &str, fleet: &str, id: &str) -> ExampleGameServer {
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let child = Command::new(binary("berth-example-game-server"))
+            .env("BERTH_SDK_ENDPOINT", endpoints)
+            .env("BERTH_SDK_TOKEN", crate::token(Role::GameServer, Some((fleet, id))))
+            .env("BERTH_FLEET_ID", fleet)
+            .env("BERTH_GAME_SERVER_ID", id)
+            .env("BERTH_INSTANCE_ID", "i-1")
+            .env("BERTH_LOCATION", "local")
+            .env("BERTH_SDK_PORT", port.to_string())
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the example game server is built with the tests");
+        ExampleGameServer { child, port }
+    }
+}
+
+impl Drop for ExampleGameServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// Where cargo put the workspace binary `name` (of any package): beside the directory of the running test
 /// executable.
-pub fn binary(name: &str) -> PathBuf {
+fn binary(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("the test knows where it runs");
     let dir = exe
         .parent()

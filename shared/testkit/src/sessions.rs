@@ -18,22 +18,9 @@ pub const SESSION_TIMINGS: SessionTimings = SessionTimings {
 pub async fn place_game_session(store: &Store, fleet_id: &str, game_server_id: &str, max_players: u32) -> String {
     let game_session_id = berth_domain::game_session::new_game_session_id(fleet_id);
     let new = NewGameSession {
-        game_session_id: &game_session_id,
-        fleet_id,
         game_server_id: Some(game_server_id),
-        location: "",
-        maximum_players: max_players,
-        accepts_players: true,
-        protected: false,
         name: "test match",
-        properties: &[],
-        game_session_data: "",
-        matchmaker_data: "",
-        creator_id: "",
-        creator_limit: (0, 1),
-        idempotency_token: "",
-        digest: "",
-        placement_id: "",
+        ..NewGameSession::new(&game_session_id, fleet_id, max_players)
     };
     match sessions::create_game_session(store, &new, &SESSION_TIMINGS)
         .await

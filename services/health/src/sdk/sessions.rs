@@ -25,6 +25,24 @@ fn unavailable(id: &str, err: impl std::fmt::Display) -> Reply {
     failed(id, Code::Unavailable, err.to_string())
 }
 
+/// A player session this process named that is not in the game session it named.
+fn not_in_session(id: &str, game_session_id: &str, player_session_id: &str) -> Reply {
+    failed(
+        id,
+        Code::NotFound,
+        format!("no player session {player_session_id:?} in game session {game_session_id:?}"),
+    )
+}
+
+/// A player session of a game session another server hosts: this one must not let that player in or out.
+fn not_yours(id: &str, player_session_id: &str) -> Reply {
+    failed(
+        id,
+        Code::PermissionDenied,
+        format!("player session {player_session_id:?} is for a game session another server hosts"),
+    )
+}
+
 fn game_session(id: &str, record: GameSessionRecord) -> Reply {
     reply(id, Code::Ok, "", Some(Answer::GameSession(record.into())))
 }
@@ -188,16 +206,8 @@ impl ProcessStream {
         .await;
         match accepted {
             Ok(Accepted::Accepted(record)) => reply(id, Code::Ok, "", Some(Answer::PlayerSession((*record).into()))),
-            Ok(Accepted::NotFound) => failed(
-                id,
-                Code::NotFound,
-                format!("no player session {player_session_id:?} in game session {game_session_id:?}"),
-            ),
-            Ok(Accepted::NotYours) => failed(
-                id,
-                Code::PermissionDenied,
-                format!("player session {player_session_id:?} is for a game session another server hosts"),
-            ),
+            Ok(Accepted::NotFound) => not_in_session(id, game_session_id, player_session_id),
+            Ok(Accepted::NotYours) => not_yours(id, player_session_id),
             Ok(Accepted::NotActive(status)) => failed(
                 id,
                 Code::FailedPrecondition,
@@ -236,16 +246,8 @@ impl ProcessStream {
                     Err(err) => unavailable(id, err),
                 }
             }
-            Ok(Removed::NotFound) => failed(
-                id,
-                Code::NotFound,
-                format!("no player session {player_session_id:?} in game session {game_session_id:?}"),
-            ),
-            Ok(Removed::NotYours) => failed(
-                id,
-                Code::PermissionDenied,
-                format!("player session {player_session_id:?} is for a game session another server hosts"),
-            ),
+            Ok(Removed::NotFound) => not_in_session(id, game_session_id, player_session_id),
+            Ok(Removed::NotYours) => not_yours(id, player_session_id),
             Err(err) => unavailable(id, err),
         }
     }

@@ -425,22 +425,8 @@ async fn a_lost_announcement_costs_one_heartbeat() {
     // Placed straight in the store, announced to nobody.
     let id = berth_domain::game_session::new_game_session_id("arena");
     let new = berth_store::sessions::NewGameSession {
-        game_session_id: &id,
-        fleet_id: "arena",
         game_server_id: Some("gs-1"),
-        location: "",
-        maximum_players: 2,
-        accepts_players: true,
-        protected: false,
-        name: "unannounced",
-        properties: &[],
-        game_session_data: "",
-        matchmaker_data: "",
-        creator_id: "",
-        creator_limit: (0, 1),
-        idempotency_token: "",
-        digest: "",
-        placement_id: "",
+        ..berth_store::sessions::NewGameSession::new(&id, "arena", 2)
     };
     let created = berth_store::sessions::create_game_session(&store, &new, &berth_testkit::SESSION_TIMINGS).await;
     assert!(matches!(created.unwrap(), berth_store::sessions::Created::Created(..)));

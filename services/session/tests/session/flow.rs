@@ -3,13 +3,9 @@
 //! is removed (the match is over), a second session is created and terminated, and the server ends with
 //! ProcessEnding.
 
-use std::net::TcpListener as StdListener;
-use std::process::{Command, Stdio};
-
 use berth_proto::session::v1::{self as pb, describe_player_sessions_request::Selector};
-use berth_runtime::auth::Role;
 use berth_store::processes::recent_events;
-use berth_testkit::{TestRedis, binary, token};
+use berth_testkit::{ExampleGameServer, TestRedis};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
@@ -53,20 +49,8 @@ async fn player_status(stack: &Stack, id: &str) -> pb::PlayerSessionStatus {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_whole_session_flow_runs_against_the_example_game_server() {
     let stack = Stack::start(TestRedis::single(), &fast_sessions()).await;
-    let port = StdListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let mut process = Command::new(binary("berth-example-game-server"))
-        .env("BERTH_SDK_ENDPOINT", stack.health.endpoint())
-        .env("BERTH_SDK_TOKEN", token(Role::GameServer, Some((FLEET, "gs-1"))))
-        .env("BERTH_FLEET_ID", FLEET)
-        .env("BERTH_GAME_SERVER_ID", "gs-1")
-        .env("BERTH_INSTANCE_ID", "i-1")
-        .env("BERTH_LOCATION", "local")
-        .env("BERTH_SDK_PORT", port.to_string())
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut process = ExampleGameServer::spawn(&stack.health.endpoint(), FLEET, "gs-1");
+    let port = process.port;
     let mut games = stack.games().await;
     let mut players = stack.players().await;
 
@@ -144,7 +128,7 @@ async fn the_whole_session_flow_runs_against_the_example_game_server() {
         done.status_reason(),
         pb::GameSessionStatusReason::TriggeredOnProcessTerminate
     );
-    let status = eventually("the process exits", async || process.try_wait().unwrap()).await;
+    let status = eventually("the process exits", async || process.child.try_wait().unwrap()).await;
     assert!(status.success(), "{status:?}");
     let events = recent_events(&stack.store, FLEET, 20).await.unwrap();
     assert!(
