@@ -8,6 +8,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use berth_domain::game_server::UtilizationChange;
+use berth_domain::game_session::GameSessionStatus;
 use berth_domain::process::{Registration, check_register};
 use berth_proto::health::v1::sdk_service_server::SdkService;
 use berth_proto::health::v1::{self as pb, attach_request::Kind as Ask, attach_response::Kind as Tell};
@@ -167,6 +168,7 @@ impl SdkService for Sdk {
             out,
             commands: commands.clone(),
             pushed_sessions: HashSet::new(),
+            pushed_endings: HashSet::new(),
             pushed_termination: None,
             pushed_version: 0,
         };
@@ -216,6 +218,8 @@ struct ProcessStream {
     out: Outbound,
     commands: mpsc::Sender<Command>,
     pushed_sessions: HashSet<String>,
+    /// Sessions whose termination request was pushed.
+    pushed_endings: HashSet<String>,
     /// Whether a termination was pushed, and whether it was forced: a forced one is pushed even after a graceful.
     pushed_termination: Option<bool>,
     pushed_version: u64,
@@ -261,8 +265,12 @@ impl ProcessStream {
 
     /// Records a desired state as told to the process, and returns it as the contract speaks it.
     fn mark_sent(&mut self, desired: &Desired) -> pb::DesiredState {
-        for (id, _) in assignments(desired) {
-            self.pushed_sessions.insert(id);
+        for hosted in &desired.sessions {
+            let id = &hosted.session.game_session_id;
+            self.pushed_sessions.insert(id.clone());
+            if hosted.session.status == Some(GameSessionStatus::Terminating) {
+                self.pushed_endings.insert(id.clone());
+            }
         }
         if let Some(termination) = &desired.termination {
             self.pushed_termination = Some(termination.force);
@@ -313,14 +321,25 @@ impl ProcessStream {
 
     /// Pushes what is new in a desired state: game sessions not pushed before, and a termination.
     async fn push(&mut self, desired: &Desired) -> Flow {
-        for (id, assignment) in assignments(desired) {
-            if self.pushed_sessions.insert(id) {
+        for ((id, assignment), hosted) in assignments(desired).into_iter().zip(&desired.sessions) {
+            if self.pushed_sessions.insert(id.clone()) {
                 let start = pb::StartGameSession {
-                    game_session: assignment.game_session,
+                    game_session: assignment.game_session.clone(),
                     initial_player_sessions: assignment.player_sessions,
                     state_version: desired.version,
                 };
                 self.send(response("", Tell::StartGameSession(start))).await;
+            }
+            // Asked to end one of its sessions: the process must end it (EndGameSession) before the deadline.
+            let terminating = hosted.session.status == Some(GameSessionStatus::Terminating);
+            if terminating && self.pushed_endings.insert(id) {
+                let update = pb::UpdateGameSession {
+                    game_session: assignment.game_session,
+                    reason: pb::GameSessionUpdateReason::TerminationRequested as i32,
+                    termination_deadline: hosted.session.termination_deadline_ms.map(timestamp),
+                    state_version: desired.version,
+                };
+                self.send(response("", Tell::UpdateGameSession(update))).await;
             }
         }
         if let Some(terminate) = terminate_process(desired)

@@ -65,6 +65,7 @@ impl GameSessionService for GameSessions {
         let req = request.into_inner();
         check::check_create_game_session(&req)?;
         let context = &self.context;
+        known_fleet(&context.store, &req.fleet_id).await?;
         let game_session_id = new_game_session_id(&req.fleet_id);
         let props = properties(&req.game_properties);
         let request_digest = digest(&[&req.encode_to_vec()]);
@@ -95,7 +96,6 @@ impl GameSessionService for GameSessions {
                     req.idempotency_token, req.fleet_id
                 )));
             }
-            Created::NoFleet => return Err(Status::not_found(format!("no fleet {:?}", req.fleet_id))),
             Created::NoServer => {
                 return Err(Status::resource_exhausted(format!(
                     "fleet {:?} has no ready server process{} with room for {} players: retry later or scale up",
@@ -241,6 +241,10 @@ impl GameSessionService for GameSessions {
             ))),
             Updated::BelowCount(current) => Err(Status::failed_precondition(format!(
                 "maximum_player_session_count {} is below the session's {current} player sessions",
+                req.maximum_player_session_count.unwrap_or_default()
+            ))),
+            Updated::AboveServer(most) => Err(Status::failed_precondition(format!(
+                "maximum_player_session_count {} is above the {most} players its game server takes",
                 req.maximum_player_session_count.unwrap_or_default()
             ))),
             Updated::TooManyProperties(count) => Err(Status::invalid_argument(format!(

@@ -29,7 +29,14 @@ pub(crate) async fn run(context: Arc<Context>, every: Duration) {
 async fn sweep(context: &Context) -> Result<(), berth_store::StoreError> {
     let store = &context.store;
     for fleet in fleets(store).await? {
-        let swept = sessions::sweep(store, &fleet, SWEEP_LIMIT, context.args.retention_ms).await?;
+        // One fleet failing (its cluster node unreachable) must not stop the sweep of the others.
+        let swept = match sessions::sweep(store, &fleet, SWEEP_LIMIT, context.args.retention_ms).await {
+            Ok(swept) => swept,
+            Err(err) => {
+                tracing::debug!(error = %err, fleet = %fleet, "session sweep of one fleet failed");
+                continue;
+            }
+        };
         for (name, count) in [
             (
                 "berth_game_sessions_activation_timed_out_total",

@@ -77,6 +77,11 @@ impl Stack {
 
     /// A game server process of the fleet, in-process on the SDK, ready.
     async fn server(&self, id: &str, sessions: u32, location: &str) -> (GameServer, Events) {
+        self.server_of(id, sessions, location, 0).await
+    }
+
+    /// A ready game server process hosting up to `sessions` sessions of up to `max_players` each (0: 1000).
+    async fn server_of(&self, id: &str, sessions: u32, location: &str, max_players: u32) -> (GameServer, Events) {
         let config = GameServerConfig {
             sdk_endpoint: self.health.endpoint(),
             token: token(Role::GameServer, Some((FLEET, id))),
@@ -91,7 +96,7 @@ impl Stack {
             },
             ports: Vec::new(),
             max_concurrent_game_sessions: sessions,
-            max_players: 0,
+            max_players,
             labels: Vec::new(),
             sdk_version: "berth-tests/1".into(),
             log_paths: Vec::new(),
@@ -801,4 +806,69 @@ async fn every_transition_is_streamed_to_watchers_in_order_and_a_watch_resumes_f
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::InvalidArgument);
+}
+
+/// The next UpdateGameSession a server is told of: (session id, reason).
+async fn updated(events: &mut Events) -> (String, berth_proto::health::v1::GameSessionUpdateReason) {
+    loop {
+        match tokio::time::timeout(Duration::from_secs(10), events.recv()).await {
+            Ok(Some(Event::UpdateGameSession {
+                game_session, reason, ..
+            })) => {
+                return (game_session.game_session_id, reason);
+            }
+            Ok(Some(_)) => continue,
+            other => panic!("expected update_game_session, got {other:?}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_hosting_several_sessions_is_told_to_end_the_one_terminated() {
+    use berth_proto::health::v1::GameSessionUpdateReason as Reason;
+    let stack = Stack::start(TestRedis::single(), &fast_sessions()).await;
+    let (server, mut events) = stack.server_of("gs-1", 3, "local", 10).await;
+    let a = active_session(&stack, &server, &mut events, create(4)).await;
+    let b = active_session(&stack, &server, &mut events, create(4)).await;
+    let mut games = stack.games().await;
+
+    // The maximum may not exceed what the server takes.
+    let err = games
+        .update_game_session(pb::UpdateGameSessionRequest {
+            game_session_id: a.clone(),
+            maximum_player_session_count: Some(11),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition);
+
+    // Asked to end A: the server is told, ends it, and goes on hosting B.
+    let terminate = |id: &str, mode: pb::TerminationMode| pb::TerminateGameSessionRequest {
+        game_session_id: id.into(),
+        termination_mode: mode as i32,
+    };
+    games
+        .terminate_game_session(terminate(&a, pb::TerminationMode::TriggerOnProcessTerminate))
+        .await
+        .unwrap();
+    assert_eq!(updated(&mut events).await, (a.clone(), Reason::TerminationRequested));
+    server.end_game_session(a.clone()).await.unwrap();
+    let ended = describe(&stack, &a).await;
+    assert_eq!(
+        ended.status_reason(),
+        pb::GameSessionStatusReason::TriggeredOnProcessTerminate
+    );
+    assert_eq!(describe(&stack, &b).await.status(), pb::GameSessionStatus::Active);
+
+    // B forced: the server is told to stop hosting it.
+    games
+        .terminate_game_session(terminate(&b, pb::TerminationMode::ForceTerminate))
+        .await
+        .unwrap();
+    assert_eq!(updated(&mut events).await, (b.clone(), Reason::ForceTerminated));
+    assert_eq!(
+        describe(&stack, &b).await.status_reason(),
+        pb::GameSessionStatusReason::ForceTerminated
+    );
 }

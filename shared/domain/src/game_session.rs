@@ -166,6 +166,8 @@ pub struct GameSessionRecord {
     pub activation_deadline_ms: Option<i64>,
     pub activation_ms: Option<i64>,
     pub termination_ms: Option<i64>,
+    /// While TERMINATING on request: when it is forced to end unless its server ends it first.
+    pub termination_deadline_ms: Option<i64>,
     /// Player sessions holding a slot (RESERVED and ACTIVE), and the most allowed.
     pub current_players: u32,
     pub maximum_players: u32,

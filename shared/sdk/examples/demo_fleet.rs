@@ -1,14 +1,28 @@
-//! A demo fleet and matchmaker for `make run`: checks that every service is SERVING and lists its services by
-//! reflection, registers game servers each with its own scoped token, then plays matchmaker — claims a server,
-//! starts a match on it (UTILIZED), and when the match ends the server process "restarts" (deregisters and
-//! registers again). Some claims are abandoned on purpose to show them lapse back to the pool, and one
-//! instance is draining so its servers are claimed last. A status line every second shows the pool, and that of
-//! the SDK processes (the example game servers `make run` starts), one of which is told to terminate now and then.
+//! A demo fleet and matchmakers for `make run`: checks that every service is SERVING and lists its services by
+//! reflection, then shows Berth's two ways of handing out game servers side by side.
+//!
+//! FleetIQ style, on fleet `demo`: registers game servers each with its own scoped token, then plays matchmaker —
+//! claims a server, starts a match on it (UTILIZED), and when the match ends the server process "restarts"
+//! (deregisters and registers again). Some claims are abandoned on purpose to show them lapse back to the pool, and
+//! one instance is draining so its servers are claimed last.
+//!
+//! GameLift session style, on the SDK fleet `demo-sdk` (the example game servers `make run` starts): every few
+//! seconds a session matchmaker creates a game session, waits for its server to activate it, reserves 2–4 player
+//! sessions, and each player connects to the server, JOINs with their player session, plays a few seconds and
+//! leaves; the server ends the game session when its last player has left. Now and then a reserved player never
+//! shows up, to show the reservation end TIMEDOUT. Matches overlap; when every server hosts one, the refusal (no
+//! server) is counted and later matches try again. A watch of the fleet's session events counts every transition.
+//!
+//! A status line every second shows the FleetIQ pool and that of the SDK processes (one of which is told to
+//! terminate now and then), and under it the session side.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant, SystemTime};
 
+use berth_proto::common::v1::KeyValue;
 use berth_proto::health::v1::game_server_service_client::GameServerServiceClient;
 use berth_proto::health::v1::{
     self as hpb, DeregisterGameServerRequest, ListGameServersRequest, RegisterGameServerRequest,
@@ -16,10 +30,21 @@ use berth_proto::health::v1::{
 };
 use berth_proto::placement::v1::ClaimGameServerRequest;
 use berth_proto::placement::v1::claim_service_client::ClaimServiceClient;
+use berth_proto::session::v1::game_session_service_client::GameSessionServiceClient;
+use berth_proto::session::v1::player_session_service_client::PlayerSessionServiceClient;
+use berth_proto::session::v1::watch_session_events_response::Kind;
+use berth_proto::session::v1::{
+    CreateGameSessionRequest, CreatePlayerSessionsRequest, DescribeGameSessionsRequest, DesiredPlayerSession,
+    GameSession, GameSessionStatus, ListGameSessionsRequest, PlayerSession, SessionEventType,
+    TerminateGameSessionRequest, TerminationMode, WatchSessionEventsRequest,
+};
 use berth_runtime::auth::{Role, TokenKey};
 use berth_sdk::{AuthedChannel, probe};
 use clap::Parser;
 use rand::Rng;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+use tokio::task::JoinSet;
 
 /// Runs a demo fleet against local Berth services.
 #[derive(Parser, Debug)]
@@ -50,6 +75,9 @@ struct Cli {
     /// How often one SDK process is told to terminate, in seconds (0: never).
     #[arg(long, default_value_t = 20)]
     terminate_every_seconds: u64,
+    /// How often the session matchmaker starts a match (a game session on the SDK fleet), in ms.
+    #[arg(long, default_value_t = 3000)]
+    session_every_ms: u64,
     /// Stop after this many seconds (0: run until interrupted).
     #[arg(long, default_value_t = 0)]
     duration_seconds: u64,
@@ -193,6 +221,313 @@ async fn terminate_one(operator: &mut GameServerServiceClient<AuthedChannel>, fl
     }
 }
 
+/// Players per game session at most.
+const MAX_PLAYERS: u32 = 4;
+/// How long a match waits for its game session to become ACTIVE before giving up on it.
+const ACTIVATION_WAIT: Duration = Duration::from_secs(10);
+/// How often a match looks whether its game session is ACTIVE yet.
+const ACTIVATION_POLL: Duration = Duration::from_millis(200);
+/// How long a player waits for the game server to answer JOIN.
+const JOIN_WAIT: Duration = Duration::from_secs(5);
+/// How long the players of a match with a no-show stay past the end of its reservation: the session service ends
+/// lapsed reservations on a sweep, a moment after they lapse.
+const LAPSE_MARGIN: Duration = Duration::from_secs(2);
+/// Event ids the watch remembers: a resumed watch repeats about a second of events, far fewer than this.
+const RECENT_EVENTS: usize = 4096;
+
+/// What the session side has seen, for the status line.
+#[derive(Default)]
+struct SessionStats {
+    /// Matches refused for want of a free server.
+    no_server: AtomicU64,
+    /// Session events seen on the watch, by type.
+    events: Mutex<BTreeMap<SessionEventType, u64>>,
+}
+
+impl SessionStats {
+    fn events(&self) -> std::sync::MutexGuard<'_, BTreeMap<SessionEventType, u64>> {
+        // Each change is a single increment, so the map is whole even if a holder panicked.
+        self.events.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A matchmaker in GameLift's way: a game session per match, on whichever server of the fleet Berth picks, and a
+/// player session per player, which the player presents to that server.
+#[derive(Clone)]
+struct SessionMatchmaker {
+    fleet: String,
+    game_sessions: GameSessionServiceClient<AuthedChannel>,
+    player_sessions: PlayerSessionServiceClient<AuthedChannel>,
+    stats: Arc<SessionStats>,
+    /// Whether a match is waiting out a no-show's reservation. One at a time: such a match holds its server for
+    /// the whole reservation timeout, and the fleet has few servers.
+    no_show_waiting: Arc<AtomicBool>,
+}
+
+impl SessionMatchmaker {
+    /// One match, from its game session to the last player leaving.
+    async fn play(mut self, number: u64) {
+        let name = format!("match-{number}");
+        let (mode, players, wants_no_show) = {
+            let mut rng = rand::rng();
+            let mode = if rng.random_bool(0.5) { "ranked" } else { "casual" };
+            (mode, rng.random_range(2..=MAX_PLAYERS), rng.random_ratio(1, 6))
+        };
+        let request = CreateGameSessionRequest {
+            fleet_id: self.fleet.clone(),
+            maximum_player_session_count: MAX_PLAYERS,
+            name: name.clone(),
+            game_properties: vec![KeyValue {
+                key: "mode".into(),
+                value: mode.into(),
+            }],
+            ..Default::default()
+        };
+        let id = match self.game_sessions.create_game_session(request).await {
+            Ok(created) => created.into_inner().game_session.unwrap_or_default().game_session_id,
+            // Every server hosts a match already: normal when busy, a later match tries again.
+            Err(status) if status.code() == tonic::Code::ResourceExhausted => {
+                self.stats.no_server.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            Err(status) => return println!("  {name}: could not create a game session: {}", status.message()),
+        };
+        let Some(session) = self.wait_active(&id).await else {
+            println!("  {name}: its game session did not become ACTIVE; ending it");
+            return self.abandon(&id).await;
+        };
+        let endpoint = session.endpoint.unwrap_or_default();
+        let host = if endpoint.ip_address.is_empty() {
+            endpoint.dns_name
+        } else {
+            endpoint.ip_address
+        };
+        let Ok(port) = u16::try_from(endpoint.port) else {
+            println!("  {name}: its game session has no usable port; ending it");
+            return self.abandon(&id).await;
+        };
+
+        let request = CreatePlayerSessionsRequest {
+            game_session_id: id.clone(),
+            players: (1..=players)
+                .map(|i| DesiredPlayerSession {
+                    player_id: format!("{name}-p{i}"),
+                    player_data: String::new(),
+                })
+                .collect(),
+        };
+        let reserved = match self.player_sessions.create_player_sessions(request).await {
+            Ok(created) => created.into_inner().player_sessions,
+            Err(status) => {
+                println!("  {name}: could not reserve players: {}", status.message());
+                return self.abandon(&id).await;
+            }
+        };
+        let no_show = wants_no_show && !self.no_show_waiting.swap(true, Ordering::Relaxed);
+        let (coming, wait_for_missing) = match reserved.split_last() {
+            Some((missing, others)) if no_show => {
+                // The others stay until the missing player's reservation has lapsed, so that the game session
+                // still runs then and the reservation ends TIMEDOUT: had the session ended first, it would have
+                // ended COMPLETED with it.
+                let lapses_in = missing
+                    .reserved_until_time
+                    .and_then(|until| SystemTime::try_from(until).ok())
+                    .and_then(|until| until.duration_since(SystemTime::now()).ok())
+                    .unwrap_or_default();
+                println!(
+                    "  {name}: {} will not connect; the others wait {} s for its reservation to end TIMEDOUT",
+                    missing.player_id,
+                    lapses_in.as_secs()
+                );
+                (others, lapses_in + LAPSE_MARGIN)
+            }
+            _ => (&reserved[..], Duration::ZERO),
+        };
+        let mut joins = JoinSet::new();
+        for player in coming {
+            let stay = Duration::from_secs(rand::rng().random_range(3..=10)).max(wait_for_missing);
+            joins.spawn(join(name.clone(), host.clone(), port, player.clone(), stay));
+        }
+        let joined = joins.join_all().await.into_iter().filter(|&joined| joined).count();
+        if no_show {
+            self.no_show_waiting.store(false, Ordering::Relaxed);
+        }
+        if joined == 0 {
+            self.abandon(&id).await;
+        }
+    }
+
+    /// The game session once ACTIVE; None when it ended instead, or is still not ACTIVE after [`ACTIVATION_WAIT`].
+    async fn wait_active(&mut self, id: &str) -> Option<GameSession> {
+        let deadline = Instant::now() + ACTIVATION_WAIT;
+        while Instant::now() < deadline {
+            tokio::time::sleep(ACTIVATION_POLL).await;
+            let request = DescribeGameSessionsRequest {
+                game_session_ids: vec![id.to_owned()],
+            };
+            let session = self
+                .game_sessions
+                .describe_game_sessions(request)
+                .await
+                .ok()?
+                .into_inner()
+                .game_sessions
+                .pop()?;
+            match session.status() {
+                GameSessionStatus::Active => return Some(session),
+                GameSessionStatus::Activating => {}
+                _ => return None,
+            }
+        }
+        None
+    }
+
+    /// Ends a game session no player will leave: its server ends a session when its last player leaves, so without
+    /// players it would host this one until the activation timeout, or for ever once ACTIVE. Forced, which also
+    /// stops the server process when it hosts nothing else; its supervisor then starts a fresh one.
+    async fn abandon(&mut self, id: &str) {
+        let request = TerminateGameSessionRequest {
+            game_session_id: id.to_owned(),
+            termination_mode: TerminationMode::ForceTerminate as i32,
+        };
+        match self.game_sessions.terminate_game_session(request).await {
+            Ok(_) => {}
+            // It has ended already.
+            Err(status) if status.code() == tonic::Code::FailedPrecondition => {}
+            Err(status) => println!("  could not end game session {id}: {}", status.message()),
+        }
+    }
+}
+
+/// A player taking their reserved slot: connects to the game server, presents their player session, stays for
+/// `stay` and leaves by closing the connection. Whether the server let them in.
+async fn join(name: String, host: String, port: u16, player: PlayerSession, stay: Duration) -> bool {
+    let handshake = async {
+        let mut connection = BufReader::new(TcpStream::connect((host.as_str(), port)).await?);
+        let line = format!("JOIN {} {}\n", player.game_session_id, player.player_session_id);
+        connection.get_mut().write_all(line.as_bytes()).await?;
+        let mut answer = String::new();
+        connection.read_line(&mut answer).await?;
+        Ok::<_, std::io::Error>((connection, answer))
+    };
+    match tokio::time::timeout(JOIN_WAIT, handshake).await {
+        Ok(Ok((connection, answer))) if answer.trim_end() == "WELCOME" => {
+            // The open connection is the player's presence in the game.
+            tokio::time::sleep(stay).await;
+            drop(connection);
+            true
+        }
+        Ok(Ok((_, answer))) => {
+            println!(
+                "  {name}: {} was turned away: {:?}",
+                player.player_id,
+                answer.trim_end()
+            );
+            false
+        }
+        Ok(Err(err)) => {
+            println!("  {name}: {} could not reach {host}:{port}: {err}", player.player_id);
+            false
+        }
+        Err(_) => {
+            println!("  {name}: {} had no answer from {host}:{port}", player.player_id);
+            false
+        }
+    }
+}
+
+/// Counts the fleet's session events for the status line, resuming from the last cursor when the stream breaks.
+async fn watch_events(mut client: GameSessionServiceClient<AuthedChannel>, fleet: String, stats: Arc<SessionStats>) {
+    let mut cursor = String::new();
+    // A resumed watch starts a little before its cursor and so repeats some events; their ids tell them apart.
+    let mut recent = VecDeque::new();
+    let mut seen = HashSet::new();
+    loop {
+        let request = WatchSessionEventsRequest {
+            fleet_ids: vec![fleet.clone()],
+            after_cursor: cursor.clone(),
+            ..Default::default()
+        };
+        let broken = match client.watch_session_events(request).await {
+            Ok(response) => {
+                let mut stream = response.into_inner();
+                loop {
+                    match stream.message().await {
+                        Ok(Some(message)) => match message.kind {
+                            Some(Kind::Event(event)) => {
+                                cursor = event.cursor.clone();
+                                if seen.insert(event.event_id.clone()) {
+                                    recent.push_back(event.event_id.clone());
+                                    if recent.len() > RECENT_EVENTS
+                                        && let Some(old) = recent.pop_front()
+                                    {
+                                        seen.remove(&old);
+                                    }
+                                    *stats.events().entry(event.event_type()).or_default() += 1;
+                                }
+                            }
+                            Some(Kind::Keepalive(keepalive)) => cursor = keepalive.cursor,
+                            None => {}
+                        },
+                        Ok(None) => break tonic::Status::unavailable("the stream ended"),
+                        Err(status) => break status,
+                    }
+                }
+            }
+            Err(status) => status,
+        };
+        if broken.code() == tonic::Code::OutOfRange {
+            // Events were missed: the counts go on from now.
+            cursor.clear();
+        }
+        println!("  session events watch broke ({}); resuming", broken.message());
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// The session side of the status line: the fleet's game sessions now, and the transitions seen since the start.
+async fn sessions_line(
+    client: &mut GameSessionServiceClient<AuthedChannel>,
+    fleet: &str,
+    stats: &SessionStats,
+) -> String {
+    // Each server hosts one game session at a time, so the live ones fit in a page.
+    let request = ListGameSessionsRequest {
+        fleet_id: fleet.into(),
+        statuses: vec![GameSessionStatus::Activating as i32, GameSessionStatus::Active as i32],
+        page_size: 1000,
+        ..Default::default()
+    };
+    let live = match client.list_game_sessions(request).await {
+        Ok(page) => {
+            let sessions = page.into_inner().game_sessions;
+            let activating = sessions
+                .iter()
+                .filter(|session| session.status() == GameSessionStatus::Activating)
+                .count();
+            format!("activating {activating} · active {}", sessions.len() - activating)
+        }
+        Err(status) => format!("unreadable ({})", status.message()),
+    };
+    let events = stats.events();
+    let seen = |kind| events.get(&kind).copied().unwrap_or(0);
+    let errors = match seen(SessionEventType::GameSessionError) {
+        0 => String::new(),
+        n => format!(" · error {n}"),
+    };
+    format!(
+        "game sessions {live} · terminated {}{errors}  | player sessions reserved {} · activated {} · completed {} · \
+         timed out {}  | no server {}  | events {}",
+        seen(SessionEventType::GameSessionTerminated),
+        seen(SessionEventType::PlayerSessionReserved),
+        seen(SessionEventType::PlayerSessionActivated),
+        seen(SessionEventType::PlayerSessionCompleted),
+        seen(SessionEventType::PlayerSessionTimedOut),
+        stats.no_server.load(Ordering::Relaxed),
+        events.values().sum::<u64>(),
+    )
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let cli = Cli::parse();
@@ -211,6 +546,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         GameServerServiceClient::new(berth_sdk::connect(health, &mint(&key, Role::Operator, None)).await?);
     let placement = endpoint_of(&services, "placement");
     let mut matchmaker = ClaimServiceClient::new(berth_sdk::connect(placement, &mint(&key, Role::Client, None)).await?);
+    let session = endpoint_of(&services, "session");
+    let session_channel = berth_sdk::connect(session, &mint(&key, Role::Client, None)).await?;
+    let mut game_sessions = GameSessionServiceClient::new(session_channel.clone());
+    let session_stats = Arc::new(SessionStats::default());
+    let session_matchmaker = SessionMatchmaker {
+        fleet: cli.sdk_fleet.clone(),
+        game_sessions: game_sessions.clone(),
+        player_sessions: PlayerSessionServiceClient::new(session_channel),
+        stats: session_stats.clone(),
+        no_show_waiting: Arc::default(),
+    };
 
     let fleet = cli.fleet.clone();
     let mut servers: BTreeMap<String, Server> = BTreeMap::new();
@@ -245,14 +591,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .await?;
     println!(
         "Registered {} game servers in fleet {fleet:?} over 4 instances; {fleet}-instance-3 is DRAINING. \
-         Matchmaking (Ctrl-C to stop):",
-        cli.servers
+         Matchmaking, and a game session on fleet {:?} every {} ms (Ctrl-C to stop):",
+        cli.servers, cli.sdk_fleet, cli.session_every_ms
     );
+    tokio::spawn(watch_events(
+        game_sessions.clone(),
+        cli.sdk_fleet.clone(),
+        session_stats.clone(),
+    ));
 
     let started = Instant::now();
     let mut claim_tick = tokio::time::interval(Duration::from_millis(cli.claim_every_ms));
     let mut status_tick = tokio::time::interval(Duration::from_secs(1));
-    let (mut matches, mut abandoned, mut refused) = (0u64, 0u64, 0u64);
+    let mut session_tick = tokio::time::interval(Duration::from_millis(cli.session_every_ms));
+    let (mut matches, mut abandoned, mut refused, mut session_matches) = (0u64, 0u64, 0u64, 0u64);
     loop {
         if cli.duration_seconds > 0 && started.elapsed().as_secs() >= cli.duration_seconds {
             return Ok(());
@@ -262,15 +614,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             _ = status_tick.tick() => {
                 let pool = pool_line(&mut operator, &fleet).await;
                 let sdk_pool = pool_line(&mut operator, &cli.sdk_fleet).await;
+                let sessions = sessions_line(&mut game_sessions, &cli.sdk_fleet, &session_stats).await;
                 let elapsed = started.elapsed().as_secs();
                 println!(
                     "  t={elapsed:>4}s  {pool}  | matches started {matches}, claims abandoned {abandoned}, no server \
-                     free {refused}  || {}: {sdk_pool}",
-                    cli.sdk_fleet
+                     free {refused}  || {sdk_fleet}: {sdk_pool}\n           {sdk_fleet}: {sessions}",
+                    sdk_fleet = cli.sdk_fleet
                 );
                 if cli.terminate_every_seconds > 0 && elapsed > 0 && elapsed.is_multiple_of(cli.terminate_every_seconds) {
                     terminate_one(&mut operator, &cli.sdk_fleet).await;
                 }
+            }
+            _ = session_tick.tick() => {
+                session_matches += 1;
+                tokio::spawn(session_matchmaker.clone().play(session_matches));
             }
             _ = claim_tick.tick() => {
                 let request = ClaimGameServerRequest { fleet_id: fleet.clone(), ..Default::default() };

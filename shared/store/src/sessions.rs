@@ -71,6 +71,7 @@ pub(crate) fn game_session(pairs: &[String]) -> Result<Option<GameSessionRecord>
         activation_deadline_ms: ms(&f, "act_by_ms"),
         activation_ms: ms(&f, "act_ms"),
         termination_ms: ms(&f, "end_ms"),
+        termination_deadline_ms: ms(&f, "term_by_ms"),
         current_players: count(&f, "cur"),
         maximum_players: count(&f, "max"),
         port: count(&f, "port"),
@@ -206,8 +207,6 @@ pub enum Created {
     Existing(Box<GameSessionRecord>),
     /// The idempotency token was used for another request.
     TokenReused,
-    /// The fleet has no servers at all.
-    NoFleet,
     /// No ready process has room for it.
     NoServer,
     /// The creator reached the limit; it may create again at this time (ms).
@@ -255,7 +254,6 @@ pub async fn create_game_session(
         "CREATED" => Created::Created(present(session)?, routing),
         "EXISTING" => Created::Existing(present(session)?),
         "TOKEN_REUSED" => Created::TokenReused,
-        "NO_FLEET" => Created::NoFleet,
         "NO_SERVER" => Created::NoServer,
         "CREATOR_LIMIT" => Created::CreatorLimit(detail.parse().map_err(|_| unexpected(SCRIPT, &detail))?),
         "NOT_FOUND" => Created::ServerNotFound,
@@ -331,6 +329,8 @@ pub enum Updated {
     Ended(String),
     /// The new maximum is below its player session count (given).
     BelowCount(u32),
+    /// The new maximum is above what its server takes (given).
+    AboveServer(u32),
     /// The merge would leave this many properties.
     TooManyProperties(usize),
 }
@@ -374,6 +374,7 @@ pub async fn update_game_session(
         "NOT_FOUND" => Updated::NotFound,
         "ENDED" => Updated::Ended(detail),
         "BELOW_COUNT" => Updated::BelowCount(number(&detail)?),
+        "ABOVE_SERVER" => Updated::AboveServer(number(&detail)?),
         "TOO_MANY_PROPERTIES" => Updated::TooManyProperties(number(&detail)? as usize),
         other => return Err(unexpected(SCRIPT, other)),
     })

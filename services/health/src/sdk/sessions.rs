@@ -172,6 +172,7 @@ impl ProcessStream {
         let change = GameSessionChange {
             game_session_id: &update.game_session_id,
             accepts_players: Some(accepts),
+            properties_max: berth_domain::game_session::check::PROPERTIES_MAX,
             ..Default::default()
         };
         match store::update_game_session(&self.context.store, &self.fleet_id, &change).await {
@@ -181,11 +182,12 @@ impl ProcessStream {
                 Code::FailedPrecondition,
                 format!("game session {:?} is {status}", update.game_session_id),
             ),
-            Ok(_) => failed(
+            Ok(Updated::NotFound) => failed(
                 id,
                 Code::NotFound,
                 format!("no game session {:?}", update.game_session_id),
             ),
+            Ok(other) => failed(id, Code::Internal, format!("a policy change was answered {other:?}")),
             Err(err) => unavailable(id, err),
         }
     }

@@ -11,7 +11,8 @@
 //!   version is ignored too: the desired state of that version either listed the session (so it was surfaced)
 //!   or no longer did (so it is over).
 //! - A session surfaced by a push newer than a desired state is kept even though that state does not list it.
-//! - Sessions a desired state no longer lists are forgotten, so memory follows the sessions hosted now, not every
+//! - Sessions a desired state no longer lists are over: the game is told to stop hosting them (FORCE_TERMINATED,
+//!   unless it was told so already) and they are forgotten, so memory follows the sessions hosted now, not every
 //!   session the process ever hosted. Property changes surface from pushes only (the SDK keeps no copy of the
 //!   sessions to compare against); starts, termination requests and the process's termination are level-triggered.
 
@@ -86,16 +87,40 @@ impl Reconciler {
             return Vec::new();
         }
         let version = state.version;
-        self.hosted.retain(|id, hosted| {
-            hosted.since_version > version
-                || state.game_sessions.iter().any(|assignment| {
-                    assignment
-                        .game_session
-                        .as_ref()
-                        .is_some_and(|s| s.game_session_id == *id)
-                })
-        });
+        let listed = |id: &str| {
+            state.game_sessions.iter().any(|assignment| {
+                assignment
+                    .game_session
+                    .as_ref()
+                    .is_some_and(|s| s.game_session_id == id)
+            })
+        };
+        // A session no longer listed is over for Berth (forced, timed out, or ended by the game itself): a game still
+        // hosting it must stop, or it would run a match on a slot Berth hands to the next session.
+        let dropped: Vec<String> = self
+            .hosted
+            .iter()
+            .filter(|(id, hosted)| hosted.since_version <= version && !listed(id))
+            .map(|(id, _)| id.clone())
+            .collect();
         let mut events = Vec::new();
+        for id in dropped {
+            if self
+                .hosted
+                .remove(&id)
+                .is_some_and(|hosted| hosted.ending < Ending::Forced)
+            {
+                events.push(Event::UpdateGameSession {
+                    game_session: GameSession {
+                        game_session_id: id,
+                        status: GameSessionStatus::Terminated as i32,
+                        ..GameSession::default()
+                    },
+                    reason: GameSessionUpdateReason::ForceTerminated,
+                    termination_deadline: None,
+                });
+            }
+        }
         for assignment in state.game_sessions {
             let Some(game_session) = assignment.game_session else {
                 continue;
@@ -344,7 +369,8 @@ mod tests {
                 "start A",
                 "start B",
                 "update A GAME_SESSION_UPDATE_REASON_TERMINATION_REQUESTED",
-                "terminate"
+                "terminate",
+                "update A GAME_SESSION_UPDATE_REASON_FORCE_TERMINATED"
             ]
         );
     }
@@ -383,14 +409,18 @@ mod tests {
     }
 
     #[test]
-    fn a_session_dropped_from_the_state_is_forgotten_and_its_late_pushes_ignored() {
+    fn a_session_dropped_from_the_state_is_stopped_once_and_forgotten_and_its_late_pushes_ignored() {
         use GameSessionStatus::Active;
         let (reconciler, events) = run([
             state(1, &[("A", Active)], false),
             state(2, &[], false),
+            state(3, &[], false),
             update("A", GameSessionUpdateReason::PropertiesUpdated, 3),
         ]);
-        assert_eq!(events, ["start A"]);
+        assert_eq!(
+            events,
+            ["start A", "update A GAME_SESSION_UPDATE_REASON_FORCE_TERMINATED"]
+        );
         assert!(reconciler.hosted.is_empty());
     }
 

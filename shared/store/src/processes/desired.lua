@@ -1,5 +1,6 @@
--- Reads what a process should be doing: its desired-state version and termination, and its open game sessions
--- (with the player sessions reserved in those not yet activated, which the process is handed as it starts them).
+-- Reads what a process should be doing: its desired-state version and termination, and its open game sessions —
+-- ACTIVATING and ACTIVE ones to host, TERMINATING ones to end (with the player sessions reserved in those not yet
+-- activated, which the process is handed as it starts them).
 -- KEYS/ARGV[1..3]: see fleet_context(). ARGV[4] game-server id.
 -- Reply: {version, pstate, term_reason, term_by_ms, term_force, {{session fields}, {player session fields}...},
 -- ...}; version -1 when the process is unknown.
@@ -10,7 +11,7 @@ if not s[2] then return {-1} end
 local out = {tonumber(s[1] or '0'), s[2], s[3] or '', s[4] or '0', s[5] or '0'}
 for _, sid in ipairs(redis.call('SMEMBERS', key .. ':sessions')) do
   local status = redis.call('HGET', gkey(k, sid), 'status')
-  if status == 'ACTIVATING' or status == 'ACTIVE' then
+  if status == 'ACTIVATING' or status == 'ACTIVE' or status == 'TERMINATING' then
     local session = {redis.call('HGETALL', gkey(k, sid))}
     if status == 'ACTIVATING' then
       for _, psid in ipairs(redis.call('HVALS', gkey(k, sid) .. ':live')) do

@@ -10,12 +10,18 @@ local k = fleet_context()
 local now = now_ms()
 local sid, psid = ARGV[5], ARGV[6]
 local pk = pkey(k, psid)
-local p = redis.call('HMGET', pk, 'gs', 'status')
+local p = redis.call('HMGET', pk, 'gs', 'status', 'until_ms')
 if not p[1] then return {'NOT_FOUND', tostring(now), ''} end
 local s = redis.call('HMGET', gkey(k, p[1]), 'server', 'loc', 'ip', 'dns', 'port', 'status')
 if s[1] ~= ARGV[4] then return {'NOT_YOURS', tostring(now), ''} end
 if p[1] ~= sid then return {'NOT_FOUND', tostring(now), ''} end
-if s[6] ~= 'ACTIVE' and (p[2] == 'RESERVED' or p[2] == 'ACTIVE') then return {'NOT_ACTIVE', tostring(now), s[6]} end
+-- A reservation past its deadline is over, whether or not the sweep got to it yet.
+if p[2] == 'RESERVED' and p[3] and tonumber(p[3]) <= now then
+  end_player_session(k, psid, 'TIMEDOUT', now)
+  index_session(k, sid)
+  return {'ENDED', tostring(now), 'TIMEDOUT'}
+end
+if s[6] ~= 'ACTIVE' and p[2] == 'RESERVED' then return {'NOT_ACTIVE', tostring(now), s[6]} end
 if p[2] == 'RESERVED' then
   redis.call('HSET', pk, 'status', 'ACTIVE', 'act_ms', now)
   redis.call('HDEL', pk, 'until_ms')

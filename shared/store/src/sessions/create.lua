@@ -10,7 +10,7 @@
 -- ms, ARGV[16] accept players (1 | 0), ARGV[17] protected (1 | 0), ARGV[18] name, ARGV[19] properties (JSON),
 -- ARGV[20] game session data, ARGV[21] matchmaker data, ARGV[22] placement id.
 -- Reply: {outcome, now_ms, replica, version, detail, session fields...}. Outcomes: CREATED; EXISTING (the token
--- was used with the same request: the session as it stands); TOKEN_REUSED (used with another request); NO_FLEET;
+-- was used with the same request: the session as it stands); TOKEN_REUSED (used with another request);
 -- NO_SERVER (none ready with room); CREATOR_LIMIT (detail: ms when the creator may create again); NOT_FOUND (the
 -- named server is unknown); BUSY (the named server cannot host it).
 local k = fleet_context()
@@ -39,7 +39,6 @@ if token ~= '' then
     return answer('EXISTING', nil, nil, key)
   end
 end
-if redis.call('EXISTS', k.servers) == 0 then return answer('NO_FLEET') end
 local created_by = k.tag .. ':creator:' .. creator
 if creator ~= '' and limit > 0 then
   redis.call('ZREMRANGEBYSCORE', created_by, '-inf', now - period)
@@ -49,11 +48,14 @@ if creator ~= '' and limit > 0 then
   end
 end
 
--- Whether a process can take a session of `max` players in `loc` now.
+-- Whether a process can take a session of `max` players in `loc` now: ready or hosting, healthy, on an instance
+-- that takes work, AVAILABLE and unclaimed (a claim or UTILIZED means another caller placed a game on it).
 local function can_host(id)
-  local s = redis.call('HMGET', k.server_prefix .. id, 'pstate', 'loc', 'max_players', 'max_sess', 'health')
+  local s = redis.call('HMGET', k.server_prefix .. id, 'pstate', 'loc', 'max_players', 'max_sess', 'health',
+    'istatus', 'util', 'claim_exp_ms')
   if s[1] ~= 'STANDING_BY' and s[1] ~= 'ACTIVE' then return false end
   if (loc ~= '' and s[2] ~= loc) or tonumber(s[3] or '0') < max or s[5] == 'UNHEALTHY' then return false end
+  if not tier_of(s[6]) or s[7] ~= 'AVAILABLE' or s[8] then return false end
   return redis.call('SCARD', k.server_prefix .. id .. ':sessions') < tonumber(s[4] or '1')
 end
 

@@ -12,7 +12,8 @@ if not s[1] then return {'NOT_FOUND', tostring(now), '', '0', ''} end
 if s[1] ~= id then return {'NOT_YOURS', tostring(now), '', '0', ''} end
 local status, reason = 'TERMINATED', 'ENDED_BY_SERVER'
 if ARGV[6] == 'REJECT' then
-  if s[2] ~= 'ACTIVATING' then return {'WRONG_STATE', tostring(now), '', '0', s[2]} end
+  local retried = s[2] == 'ERROR' and redis.call('HGET', gkey(k, sid), 'reason') == 'SERVER_REJECTED'
+  if s[2] ~= 'ACTIVATING' and not retried then return {'WRONG_STATE', tostring(now), '', '0', s[2]} end
   status, reason = 'ERROR', 'SERVER_REJECTED'
 elseif s[2] == 'TERMINATING' then
   reason = 'TRIGGERED_ON_PROCESS_TERMINATE'

@@ -5,6 +5,7 @@
 --   gsess:<id>          a game session: id, fleet, loc, server, inst, ip, dns, port, status, reason, c_ms,
 --                       act_by_ms, act_ms, end_ms, cur (player sessions holding a slot), max, accept (1 | 0),
 --                       prot (1 | 0), name, props (JSON [[key, value], ...]), data, mm, creator, placement,
+--                       term_by_ms (while TERMINATING on request: when it is forced),
 --                       ret_ms (how long it stays readable once ended: the session service's setting, kept with it
 --                       so that the health service's scripts, which end sessions too, honour it), res_ms (the
 --                       reservation timeout of its player sessions), idem (its idempotency token), digest (of the
@@ -108,12 +109,14 @@ local function end_game_session(k, sid, status, reason, now)
   local key = gkey(k, sid)
   local s = redis.call('HMGET', key, 'status', 'ret_ms', 'server')
   if not s[1] or s[1] == 'TERMINATED' or s[1] == 'ERROR' then return false end
+  -- Asked to end, it ended as asked, whatever else its server was doing.
+  if s[1] == 'TERMINATING' and reason == 'ENDED_BY_SERVER' then reason = 'TRIGGERED_ON_PROCESS_TERMINATE' end
   redis.call('SREM', k.server_prefix .. s[3] .. ':sessions', sid)
   for _, psid in ipairs(redis.call('HVALS', key .. ':live')) do
     end_player_session(k, psid, 'COMPLETED', now)
   end
   redis.call('HSET', key, 'status', status, 'reason', reason, 'end_ms', now)
-  redis.call('HDEL', key, 'act_by_ms')
+  redis.call('HDEL', key, 'act_by_ms', 'term_by_ms')
   redis.call('ZREM', k.tag .. ':act_due', sid)
   redis.call('ZREM', k.tag .. ':term_due', sid)
   redis.call('ZADD', k.tag .. ':ended', now + tonumber(s[2]), sid)

@@ -17,7 +17,7 @@ elseif force then
   outcome = 'TERMINATED'
   end_game_session(k, sid, 'TERMINATED', 'FORCE_TERMINATED', now)
 elseif s[1] ~= 'TERMINATING' then
-  redis.call('HSET', key, 'status', 'TERMINATING', 'reason', '')
+  redis.call('HSET', key, 'status', 'TERMINATING', 'reason', '', 'term_by_ms', deadline)
   redis.call('HDEL', key, 'act_by_ms')
   redis.call('ZREM', k.tag .. ':act_due', sid)
   redis.call('ZADD', k.tag .. ':term_due', deadline, sid)
@@ -26,12 +26,12 @@ elseif s[1] ~= 'TERMINATING' then
 end
 local server_key = k.server_prefix .. s[2]
 local pstate = redis.call('HGET', server_key, 'pstate')
-if outcome ~= 'ENDED' and pstate and pstate ~= 'LOST' and pstate ~= 'TERMINATING' then
+if outcome ~= 'ENDED' and pstate and pstate ~= 'LOST' then
   local others = 0
   for _, other in ipairs(redis.call('SMEMBERS', server_key .. ':sessions')) do
     if other ~= sid then others = others + 1 end
   end
-  if others == 0 then
+  if others == 0 and pstate ~= 'TERMINATING' then
     local stop = '0'
     if force then stop = '1' end
     ask_to_end(k, s[2], 'GAME_SESSION_TERMINATED', deadline, stop)

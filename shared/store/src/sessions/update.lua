@@ -5,8 +5,8 @@
 -- matchmaker data to ARGV[11], ARGV[12] properties to merge (JSON [[key, value], ...]; an empty value removes the
 -- key), ARGV[13] most properties a session may hold.
 -- Reply: {outcome, now_ms, replica, version, detail, session fields...}. Outcomes: UPDATED; NOT_FOUND; ENDED
--- (detail: its status); BELOW_COUNT (detail: its player session count); TOO_MANY_PROPERTIES (detail: how many
--- the merge would leave).
+-- (detail: its status); BELOW_COUNT (detail: its player session count); ABOVE_SERVER (detail: the most players
+-- its server takes); TOO_MANY_PROPERTIES (detail: how many the merge would leave).
 local k = fleet_context()
 local now = now_ms()
 local sid = ARGV[4]
@@ -15,6 +15,10 @@ local s = redis.call('HMGET', key, 'status', 'cur', 'props', 'server')
 if not s[1] then return {'NOT_FOUND', tostring(now), '', '0', ''} end
 if s[1] == 'TERMINATED' or s[1] == 'ERROR' then return {'ENDED', tostring(now), '', '0', s[1]} end
 if ARGV[5] ~= '' and tonumber(ARGV[5]) < tonumber(s[2]) then return {'BELOW_COUNT', tostring(now), '', '0', s[2]} end
+local server_max = redis.call('HGET', k.server_prefix .. s[4], 'max_players')
+if ARGV[5] ~= '' and server_max and tonumber(ARGV[5]) > tonumber(server_max) then
+  return {'ABOVE_SERVER', tostring(now), '', '0', server_max}
+end
 local props = cjson.decode(s[3])
 for _, change in ipairs(cjson.decode(ARGV[12])) do
   local found = false
