@@ -69,6 +69,13 @@ impl GameSessionService for GameSessions {
         let game_session_id = new_game_session_id(&req.fleet_id);
         let props = properties(&req.game_properties);
         let request_digest = digest(&[&req.encode_to_vec()]);
+        // Without a token of the caller's, one of this call's own: the Redis client retries a script whose answer
+        // timed out, and the retry must find the session the first attempt may have created, not make a second.
+        let token = if req.idempotency_token.is_empty() {
+            format!("auto-{}", uuid::Uuid::now_v7().simple())
+        } else {
+            req.idempotency_token.clone()
+        };
         let new = NewGameSession {
             location: &req.location,
             accepts_players: req.player_session_creation_policy() != pb::PlayerSessionCreationPolicy::DenyAll,
@@ -79,7 +86,7 @@ impl GameSessionService for GameSessions {
             matchmaker_data: &req.matchmaker_data,
             creator_id: &req.creator_id,
             creator_limit: (context.args.creator_limit, context.args.creator_limit_period_ms),
-            idempotency_token: &req.idempotency_token,
+            idempotency_token: &token,
             digest: &request_digest,
             ..NewGameSession::new(&game_session_id, &req.fleet_id, req.maximum_player_session_count)
         };

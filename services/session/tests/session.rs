@@ -872,3 +872,47 @@ async fn a_server_hosting_several_sessions_is_told_to_end_the_one_terminated() {
         pb::GameSessionStatusReason::ForceTerminated
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_creation_returns_the_first_session_and_creators_are_limited() {
+    let args = SessionArgs {
+        creator_limit: 2,
+        creator_limit_period_ms: 60_000,
+        ..fast_sessions()
+    };
+    let stack = Stack::start(TestRedis::single(), &args).await;
+    let (_server, _events) = stack.server("gs-1", 10, "local").await;
+    let mut games = stack.games().await;
+    let request = |token: &str, name: &str| pb::CreateGameSessionRequest {
+        idempotency_token: token.into(),
+        creator_id: "matchmaker-7".into(),
+        name: name.into(),
+        ..create(4)
+    };
+    let first = games
+        .create_game_session(request("t-1", "a"))
+        .await
+        .unwrap()
+        .into_inner();
+    let again = games
+        .create_game_session(request("t-1", "a"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        first.game_session.unwrap().game_session_id,
+        again.game_session.unwrap().game_session_id
+    );
+    let err = games.create_game_session(request("t-1", "b")).await.unwrap_err();
+    assert_eq!(err.code(), Code::AlreadyExists);
+    games.create_game_session(request("t-2", "b")).await.unwrap();
+    let err = games.create_game_session(request("t-3", "c")).await.unwrap_err();
+    assert_eq!(err.code(), Code::ResourceExhausted);
+    assert!(err.message().contains("matchmaker-7"), "{}", err.message());
+    // Another creator is not held back.
+    let other = pb::CreateGameSessionRequest {
+        creator_id: "matchmaker-8".into(),
+        ..request("t-4", "d")
+    };
+    games.create_game_session(other).await.unwrap();
+}
