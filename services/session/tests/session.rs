@@ -341,6 +341,29 @@ async fn a_batch_is_all_or_nothing_and_repeats_are_idempotent_per_player() {
         by_player.player_sessions[0].endpoint.as_ref().unwrap().ip_address,
         "10.0.0.7"
     );
+
+    // Pages of 7 go through all 25, though a batch's player sessions share their creation time.
+    let mut ids = Vec::new();
+    let mut token = String::new();
+    loop {
+        let page = players
+            .describe_player_sessions(pb::DescribePlayerSessionsRequest {
+                selector: Some(Selector::GameSessionId(session.clone())),
+                page_size: 7,
+                page_token: token,
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        ids.extend(page.player_sessions.into_iter().map(|p| p.player_session_id));
+        token = page.next_page_token;
+        if token.is_empty() {
+            break;
+        }
+    }
+    let distinct: std::collections::HashSet<_> = ids.iter().collect();
+    assert_eq!((ids.len(), distinct.len()), (25, 25));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
