@@ -1,20 +1,29 @@
-//! SearchGameSessions. The filter picks the narrowest range of one per-location index of ACTIVE sessions (creation
-//! time, player count, maximum, or free slots) that holds every match; only that range is read, a chunk per round
-//! trip, and the filter and sort are applied here. A filter with no usable bound reads every ACTIVE session of the
-//! location, so a search costs O(sessions in the range), plus a sort of the matches.
+//! SearchGameSessions over the per-location indexes of ACTIVE sessions (creation time, player count, maximum, free
+//! slots), so that a search reads what it could match, not the whole fleet:
+//! - When the sort is on an indexed operand (creationTimeMillis — the default —, playerSessionCount,
+//!   maximumSessions), the search reads that index in sort order (within the filter's range of it, when the filter
+//!   bounds the same operand) and stops once the page is full: the cost is the sessions read until enough match,
+//!   about (page end) / (fraction matching).
+//! - When the filter bounds another index narrowly (at most [`WHOLE_MAX`] sessions in the range), or the sort has no
+//!   index (names, properties, hasAvailablePlayerSessions), the filter's range is read whole and sorted here: the
+//!   cost is the sessions in that range, every session of the location for a filter with no numeric bound.
+//! Only the fields a filter and a sort look at are read per candidate; whole records only for the page returned.
 
 use berth_domain::game_session::{GameSessionRecord, check};
-use berth_domain::search::{Filter, IndexedOperand, Sort};
+use berth_domain::search::{Filter, IndexedOperand, SessionView, Sort};
 use berth_proto::session::v1 as pb;
 use berth_store::Store;
-use berth_store::sessions::search_chunk;
+use berth_store::sessions::{IndexScan, read_game_sessions, search_chunk, search_count};
 use tonic::Status;
 
 use crate::tokens::{digest, issue, redeem};
 
-/// Sessions read per round trip: large enough that a wide range takes few trips, small enough that one script
+/// Candidates read per round trip: large enough that a wide range takes few trips, small enough that one script
 /// does not hold Redis for long.
 const CHUNK: usize = 1000;
+/// A filter's range of another index than the sort's is read whole when it holds at most this many sessions;
+/// beyond, streaming the sort's index is cheaper for the first pages.
+const WHOLE_MAX: u64 = 5_000;
 
 fn index_name(operand: IndexedOperand) -> &'static str {
     match operand {
@@ -22,6 +31,90 @@ fn index_name(operand: IndexedOperand) -> &'static str {
         IndexedOperand::PlayerSessionCount => "players",
         IndexedOperand::MaximumSessions => "max",
         IndexedOperand::AvailableSlots => "free",
+    }
+}
+
+/// How a search reads its candidates.
+enum Plan<'a> {
+    /// The whole range, sorted afterwards.
+    Whole(IndexScan<'a>),
+    /// In sort order, until the page is full.
+    Stream(IndexScan<'a>),
+}
+
+async fn plan<'a>(
+    store: &Store,
+    req: &'a pb::SearchGameSessionsRequest,
+    filter: &Filter,
+    sort: &Sort,
+) -> Result<Option<Plan<'a>>, Status> {
+    let scan = |operand: IndexedOperand, range: (Option<i64>, Option<i64>), descending: bool| IndexScan {
+        location: &req.location,
+        index: index_name(operand),
+        range,
+        descending,
+    };
+    let hint = filter.index_hint();
+    if hint.is_some_and(|range| range.is_empty()) {
+        return Ok(None);
+    }
+    let everything = (None, None);
+    Ok(Some(match (hint, sort.index_order()) {
+        (Some(range), Some((operand, descending))) if range.operand == operand => {
+            Plan::Stream(scan(operand, (range.min, range.max), descending))
+        }
+        (Some(range), Some((operand, descending))) => {
+            let narrow = scan(range.operand, (range.min, range.max), false);
+            if search_count(store, &req.fleet_id, &narrow).await? <= WHOLE_MAX {
+                Plan::Whole(narrow)
+            } else {
+                Plan::Stream(scan(operand, everything, descending))
+            }
+        }
+        (None, Some((operand, descending))) => Plan::Stream(scan(operand, everything, descending)),
+        (Some(range), None) => Plan::Whole(scan(range.operand, (range.min, range.max), false)),
+        (None, None) => Plan::Whole(scan(IndexedOperand::CreationTimeMillis, everything, false)),
+    }))
+}
+
+/// Reads the matches of a plan: all of them (`Whole`), or (`Stream`) the first `needed` in sort order. Ties come in
+/// id order read upwards, which is the sort's tie order; read downwards they come reversed, so a descending read
+/// takes the rest of the last score's ties too and the sort puts them right.
+async fn matches(
+    store: &Store,
+    fleet_id: &str,
+    plan: &Plan<'_>,
+    filter: &Filter,
+    needed: usize,
+) -> Result<Vec<GameSessionRecord>, Status> {
+    let (scan, streaming) = match plan {
+        Plan::Whole(scan) => (scan, false),
+        Plan::Stream(scan) => (scan, true),
+    };
+    let mut found = Vec::new();
+    let mut boundary: Option<i64> = None;
+    let mut offset = 0;
+    loop {
+        let chunk = search_chunk(store, fleet_id, scan, offset, CHUNK).await?;
+        let read = chunk.len();
+        for (session, score) in chunk {
+            if boundary.is_some_and(|last| last != score) {
+                return Ok(found);
+            }
+            if filter.matches(&session) {
+                found.push(session);
+                if streaming && found.len() == needed {
+                    if !scan.descending {
+                        return Ok(found);
+                    }
+                    boundary = Some(score);
+                }
+            }
+        }
+        if read < CHUNK {
+            return Ok(found);
+        }
+        offset += read;
     }
 }
 
@@ -45,27 +138,22 @@ pub(crate) async fn search(
         None => 0,
     };
     let size = check::page_size(req.page_size, check::SEARCH_PAGE_SIZE_DEFAULT);
-    let (index, range) = match filter.index_hint() {
-        Some(range) if range.is_empty() => return Ok(pb::SearchGameSessionsResponse::default()),
-        Some(range) => (index_name(range.operand), (range.min, range.max)),
-        None => ("created", (None, None)),
+    let Some(plan) = plan(store, req, filter, sort).await? else {
+        return Ok(pb::SearchGameSessionsResponse::default());
     };
-    let mut matches: Vec<GameSessionRecord> = Vec::new();
-    let mut offset = 0;
-    loop {
-        let chunk = search_chunk(store, &req.fleet_id, &req.location, index, range, offset, CHUNK).await?;
-        let read = chunk.len();
-        matches.extend(chunk.into_iter().filter(|session| filter.matches(session)));
-        if read < CHUNK {
-            break;
-        }
-        offset += read;
-    }
-    matches.sort_by(|a, b| sort.compare(a, b));
-    let end = (start + size).min(matches.len());
-    let next = (end < matches.len()).then(|| end.to_string());
+    // One more than the page, to know whether another page follows.
+    let mut found = matches(store, &req.fleet_id, &plan, filter, start + size + 1).await?;
+    found.sort_by(|a, b| sort.compare(a, b));
+    let end = (start + size).min(found.len());
+    let next = (end < found.len()).then(|| end.to_string());
+    let ids: Vec<&str> = found[start.min(end)..end]
+        .iter()
+        .map(|session| session.game_session_id())
+        .collect();
+    // Whole records for the page only; one that ended since it was read is left out.
+    let sessions = read_game_sessions(store, &req.fleet_id, &ids).await?;
     Ok(pb::SearchGameSessionsResponse {
-        game_sessions: matches.drain(start.min(end)..end).map(Into::into).collect(),
+        game_sessions: sessions.into_iter().flatten().map(Into::into).collect(),
         next_page_token: issue(&selection, next),
     })
 }

@@ -657,6 +657,20 @@ async fn search_filters_sorts_and_pages_active_sessions() {
     assert_eq!(names, ["match-4"]);
     assert!(rest.next_page_token.is_empty());
 
+    // Read in sort order and stopped early; ties (two full sessions) come by id, across pages.
+    let mut tied = Vec::new();
+    let mut token = String::new();
+    for _ in 0..3 {
+        let page = games
+            .search_game_sessions(search("", "playerSessionCount DESC", 1, token))
+            .await
+            .unwrap()
+            .into_inner();
+        tied.extend(page.game_sessions.into_iter().map(|s| s.name));
+        token = page.next_page_token;
+    }
+    assert_eq!(tied, ["match-10", "match-11", "match-9"]);
+
     let open = games
         .search_game_sessions(search("hasAvailablePlayerSessions = false", "", 20, String::new()))
         .await

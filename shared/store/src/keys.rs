@@ -95,6 +95,11 @@ impl FleetKeys {
         format!("{}:sevents", self.tag)
     }
 
+    /// Search index `index` (created, players, max or free) of the ACTIVE sessions of `location` ('*': every one).
+    pub fn search_index(&self, location: &str, index: &str) -> String {
+        format!("{}:idx:{location}:{index}", self.tag)
+    }
+
     /// What precedes a game-session id in its hash's key.
     pub fn game_session_prefix(&self) -> String {
         format!("{}:gsess:", self.tag)

@@ -25,8 +25,8 @@ pub use players::{
     Accepted, NewPlayer, PlayersCreated, Removed, accept_player_session, create_player_sessions, remove_player_session,
 };
 pub use reads::{
-    Page, PlayerSource, list_game_sessions, list_player_sessions, read_game_sessions, read_player_sessions,
-    search_chunk,
+    IndexScan, Page, PlayerSource, list_game_sessions, list_player_sessions, read_game_sessions, read_player_sessions,
+    search_chunk, search_count,
 };
 
 /// Fields of a stored record by name.

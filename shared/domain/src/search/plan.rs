@@ -5,7 +5,7 @@
 //! search reads only the bounded range of that index and evaluates the full filter on what it reads; otherwise it
 //! scans. The range must never leave out a session the filter matches; it may hold sessions the filter rejects.
 
-use super::ast::{CmpOp, Comparison, Equality, Expr, Filter, IntegerOperand};
+use super::ast::{CmpOp, Comparison, Direction, Equality, Expr, Filter, IntegerOperand, Operand, Sort};
 
 /// A numeric value the session store indexes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -187,5 +187,20 @@ fn negate(op: CmpOp) -> CmpOp {
         CmpOp::Ge => CmpOp::Lt,
         CmpOp::Gt => CmpOp::Le,
         CmpOp::Le => CmpOp::Gt,
+    }
+}
+
+impl Sort {
+    /// The index whose score order is this sort's order, and whether it is read from the top (DESC): a search may
+    /// then read that index in order and stop once a page is full, instead of reading every candidate. `None` for a
+    /// sort on a name, a property or `hasAvailablePlayerSessions`.
+    pub fn index_order(&self) -> Option<(IndexedOperand, bool)> {
+        let operand = match self.operand {
+            Operand::Integer(IntegerOperand::CreationTimeMillis) => IndexedOperand::CreationTimeMillis,
+            Operand::Integer(IntegerOperand::PlayerSessionCount) => IndexedOperand::PlayerSessionCount,
+            Operand::Integer(IntegerOperand::MaximumSessions) => IndexedOperand::MaximumSessions,
+            _ => return None,
+        };
+        Some((operand, self.direction == Direction::Descending))
     }
 }

@@ -168,32 +168,76 @@ pub async fn list_player_sessions(
     Ok(Page { items, next })
 }
 
-/// Up to `count` ACTIVE game sessions of a search index's range (`index`: created, players, max or free), from
-/// `offset` on, in score order. `location` empty searches every location.
+/// A range of one search index (created, players, max or free) of one location (empty: every location), read
+/// in score order (`descending`: from the top).
+#[derive(Clone, Copy, Debug)]
+pub struct IndexScan<'a> {
+    pub location: &'a str,
+    pub index: &'a str,
+    pub range: (Option<i64>, Option<i64>),
+    pub descending: bool,
+}
+
+impl IndexScan<'_> {
+    fn set(&self) -> (&str, String, String) {
+        (
+            if self.location.is_empty() { "*" } else { self.location },
+            self.range.0.map_or_else(|| "-inf".to_owned(), |min| min.to_string()),
+            self.range.1.map_or_else(|| "+inf".to_owned(), |max| max.to_string()),
+        )
+    }
+}
+
+/// Up to `count` ACTIVE game sessions of a scan, from `offset` on, with what a filter and a sort look at (name,
+/// properties, counts, creation time, policy; the rest left empty), each with its index score.
 pub async fn search_chunk(
     store: &Store,
     fleet_id: &str,
-    location: &str,
-    index: &str,
-    range: (Option<i64>, Option<i64>),
+    scan: &IndexScan<'_>,
     offset: usize,
     count: usize,
-) -> Result<Vec<GameSessionRecord>, StoreError> {
+) -> Result<Vec<(GameSessionRecord, i64)>, StoreError> {
     const SCRIPT: &str = "search_sessions";
     let keys = FleetKeys::new(fleet_id);
     let mut call = process_call(&scripts().search_sessions, &keys);
-    call.arg(if location.is_empty() { "*" } else { location })
-        .arg(index)
-        .arg(range.0.map_or_else(|| "-inf".to_owned(), |min| min.to_string()))
-        .arg(range.1.map_or_else(|| "+inf".to_owned(), |max| max.to_string()))
+    let (location, min, max) = scan.set();
+    call.arg(location)
+        .arg(scan.index)
+        .arg(min)
+        .arg(max)
+        .arg(if scan.descending { "DESC" } else { "ASC" })
         .arg(offset)
         .arg(count);
     let raw: Vec<Value> = store.invoke(&call).await?;
     raw.iter()
-        .filter_map(|value| {
-            strings(SCRIPT, value)
-                .and_then(|fields| game_session(&fields))
-                .transpose()
+        .map(|value| {
+            let row = strings(SCRIPT, value)?;
+            let [id, score, name, props, max, cur, created, accept, status] = row.as_slice() else {
+                return Err(unexpected(SCRIPT, row.len()));
+            };
+            let pairs = [
+                ("id", id),
+                ("name", name),
+                ("props", props),
+                ("max", max),
+                ("cur", cur),
+                ("c_ms", created),
+                ("accept", accept),
+                ("status", status),
+            ]
+            .into_iter()
+            .flat_map(|(field, value)| [field.to_owned(), value.clone()])
+            .collect::<Vec<_>>();
+            let record = game_session(&pairs)?.ok_or_else(|| unexpected(SCRIPT, "an empty row"))?;
+            let score = score.parse::<f64>().map_err(|_| unexpected(SCRIPT, score))? as i64;
+            Ok((record, score))
         })
         .collect()
+}
+
+/// How many ACTIVE game sessions a scan's range holds.
+pub async fn search_count(store: &Store, fleet_id: &str, scan: &IndexScan<'_>) -> Result<u64, StoreError> {
+    let (location, min, max) = scan.set();
+    let key = FleetKeys::new(fleet_id).search_index(location, scan.index);
+    store.query(redis::cmd("ZCOUNT").arg(key).arg(min).arg(max)).await
 }

@@ -1,14 +1,21 @@
--- Reads the ACTIVE game sessions of one range of a search index, a chunk at a time; the caller evaluates the
--- filter and the sort on them. A selective filter reads a narrow range, so a search costs what it could match, not
--- what the fleet holds.
+-- Reads, in score order, a chunk of one range of a search index of ACTIVE game sessions, with just what a filter
+-- and a sort look at; the caller evaluates them and reads whole records only for the page it returns.
 -- KEYS/ARGV[1..3]: see fleet_context(). ARGV[4] location ('*' for every one), ARGV[5] index (created | players |
--- max | free), ARGV[6] lowest score ('-inf' or a number), ARGV[7] highest score ('+inf' or a number),
--- ARGV[8] offset in the range, ARGV[9] most sessions to read.
--- Reply: the sessions' fields, each a list; fewer than asked at the end of the range.
+-- max | free), ARGV[6] lowest score ('-inf' or a number), ARGV[7] highest score ('+inf' or a number), ARGV[8] ASC |
+-- DESC, ARGV[9] offset in the range, ARGV[10] most sessions to read.
+-- Reply: per session {id, score, name, props, max, cur, c_ms, accept, status}; fewer than asked at the range's end.
 local k = fleet_context()
 local set = k.tag .. ':idx:' .. ARGV[4] .. ':' .. ARGV[5]
+local ids
+if ARGV[8] == 'DESC' then
+  ids = redis.call('ZREVRANGEBYSCORE', set, ARGV[7], ARGV[6], 'WITHSCORES', 'LIMIT', ARGV[9], ARGV[10])
+else
+  ids = redis.call('ZRANGEBYSCORE', set, ARGV[6], ARGV[7], 'WITHSCORES', 'LIMIT', ARGV[9], ARGV[10])
+end
 local out = {}
-for _, sid in ipairs(redis.call('ZRANGEBYSCORE', set, ARGV[6], ARGV[7], 'LIMIT', ARGV[8], ARGV[9])) do
-  out[#out + 1] = redis.call('HGETALL', gkey(k, sid))
+for i = 1, #ids, 2 do
+  local s = redis.call('HMGET', gkey(k, ids[i]), 'name', 'props', 'max', 'cur', 'c_ms', 'accept', 'status')
+  out[#out + 1] = {ids[i], ids[i + 1], s[1] or '', s[2] or '[]', s[3] or '0', s[4] or '0', s[5] or '0', s[6] or '0',
+    s[7] or ''}
 end
 return out
