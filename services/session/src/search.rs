@@ -7,6 +7,7 @@
 //! - When the filter bounds another index narrowly (at most [`WHOLE_MAX`] sessions in the range), or the sort has no
 //!   index (names, properties, hasAvailablePlayerSessions), the filter's range is read whole and sorted here: the
 //!   cost is the sessions in that range, every session of the location for a filter with no numeric bound.
+//!
 //! Only the fields a filter and a sort look at are read per candidate; whole records only for the page returned.
 
 use berth_domain::game_session::{GameSessionRecord, check};
