@@ -18,7 +18,7 @@ if p[1] ~= sid then return {'NOT_FOUND', tostring(now), ''} end
 -- A reservation past its deadline is over, whether or not the sweep got to it yet.
 if p[2] == 'RESERVED' and p[3] and tonumber(p[3]) <= now then
   end_player_session(k, psid, 'TIMEDOUT', now)
-  index_session(k, sid)
+  index_counts(k, sid)
   return {'ENDED', tostring(now), 'TIMEDOUT'}
 end
 if s[6] ~= 'ACTIVE' and p[2] == 'RESERVED' then return {'NOT_ACTIVE', tostring(now), s[6]} end

@@ -34,23 +34,29 @@ end
 local cur, max = tonumber(s[3]), tonumber(s[4])
 if cur + fresh > max then return {'FULL', tostring(now), tostring(max - cur)} end
 local until_ms = now + tonumber(s[5])
-local out = {'CREATED', tostring(now), '', {s[6], s[7], s[8], s[9]}}
+local endpoint = {s[6], s[7], s[8], s[9]}
+local out = {'CREATED', tostring(now), '', endpoint}
+-- The hot path: a new player session's record is built here once and used for the hash, the event and the reply,
+-- rather than written and read back.
 for i = 5, #ARGV, 3 do
   local psid = held[i]
-  if not psid then
+  if psid then
+    out[#out + 1] = redis.call('HGETALL', pkey(k, psid))
+  else
     psid = ARGV[i + 2]
-    redis.call('HSET', pkey(k, psid), 'id', psid, 'player', ARGV[i], 'gs', sid, 'status', 'RESERVED',
-      'data', ARGV[i + 1], 'c_ms', now, 'until_ms', until_ms)
+    local fields = {'id', psid, 'player', ARGV[i], 'gs', sid, 'status', 'RESERVED', 'data', ARGV[i + 1], 'c_ms', now,
+      'until_ms', until_ms}
+    redis.call('HSET', pkey(k, psid), unpack(fields))
     redis.call('HSET', live, ARGV[i], psid)
     redis.call('ZADD', key .. ':ps', now, psid)
     redis.call('ZADD', k.tag .. ':player:' .. ARGV[i], now, psid)
     redis.call('ZADD', k.tag .. ':res_due', until_ms, psid)
-    session_event(k, 'PLAYER_SESSION_RESERVED', pkey(k, psid), now)
+    player_event(k, 'PLAYER_SESSION_RESERVED', fields, endpoint, now)
+    out[#out + 1] = fields
   end
-  out[#out + 1] = redis.call('HGETALL', pkey(k, psid))
 end
 if fresh > 0 then
   redis.call('HINCRBY', key, 'cur', fresh)
-  index_session(k, sid)
+  index_counts(k, sid)
 end
 return out

@@ -62,6 +62,33 @@ local function index_session(k, sid)
   end
 end
 
+-- Keeps the count-driven indexes (players, free) of an ACTIVE game session whose player count changed; the
+-- others do not move with it.
+local function index_counts(k, sid)
+  local s = redis.call('HMGET', gkey(k, sid), 'status', 'loc', 'cur', 'max', 'accept')
+  if s[1] ~= 'ACTIVE' then return end
+  local cur = tonumber(s[3])
+  local free = 0
+  if s[5] == '1' then free = tonumber(s[4]) - cur end
+  for _, loc in ipairs({s[2] or '', '*'}) do
+    local prefix = k.tag .. ':idx:' .. loc .. ':'
+    redis.call('ZADD', prefix .. 'players', cur, sid)
+    redis.call('ZADD', prefix .. 'free', free, sid)
+  end
+end
+
+-- Appends a player-session transition whose record the caller holds: `fields` its flat name/value list,
+-- `endpoint` its game session's {loc, ip, dns, port}.
+local function player_event(k, type, fields, endpoint, now)
+  local entry = {'type', type, 't', now, 'kind', 'p'}
+  for i = 1, #fields do entry[#entry + 1] = fields[i] end
+  for i, name in ipairs({'loc', 'ip', 'dns', 'port'}) do
+    entry[#entry + 1] = name
+    entry[#entry + 1] = endpoint[i] or ''
+  end
+  redis.call('XADD', k.tag .. ':sevents', 'MAXLEN', '~', SESSION_EVENTS_MAX, '*', unpack(entry))
+end
+
 -- Appends a transition to the session event stream, with the record as it is now: a game session without its
 -- data and matchmaker data (a watcher reads those apart when it asks for them), a player session with its game
 -- session's location and endpoint.
@@ -78,10 +105,10 @@ local function session_event(k, type, key, now)
   end
   if kind == 'p' then
     local sid = redis.call('HGET', key, 'gs')
-    local s = redis.call('HMGET', gkey(k, sid), 'loc', 'ip', 'dns', 'port')
+    local endpoint = redis.call('HMGET', gkey(k, sid), 'loc', 'ip', 'dns', 'port')
     for i, name in ipairs({'loc', 'ip', 'dns', 'port'}) do
       entry[#entry + 1] = name
-      entry[#entry + 1] = s[i] or ''
+      entry[#entry + 1] = endpoint[i] or ''
     end
   end
   redis.call('XADD', k.tag .. ':sevents', 'MAXLEN', '~', SESSION_EVENTS_MAX, '*', unpack(entry))

@@ -10,5 +10,5 @@ local owner = redis.call('HGET', pkey(k, psid), 'gs')
 if not owner then return {'NOT_FOUND', tostring(now)} end
 if redis.call('HGET', gkey(k, owner), 'server') ~= ARGV[4] then return {'NOT_YOURS', tostring(now)} end
 if owner ~= sid then return {'NOT_FOUND', tostring(now)} end
-if end_player_session(k, psid, 'COMPLETED', now) then index_session(k, sid) end
+if end_player_session(k, psid, 'COMPLETED', now) then index_counts(k, sid) end
 return {'REMOVED', tostring(now)}

@@ -39,7 +39,7 @@ for _, psid in ipairs(due('res_due')) do
   local sid = redis.call('HGET', pkey(k, psid), 'gs')
   if end_player_session(k, psid, 'TIMEDOUT', now) then
     out[3] = out[3] + 1
-    index_session(k, sid)
+    index_counts(k, sid)
   end
 end
 for _, sid in ipairs(due('ended')) do
