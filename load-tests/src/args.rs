@@ -15,8 +15,8 @@ pub struct Args {
     /// What to measure.
     #[arg(long, env = "BERTH_BENCH_SCENARIO", value_enum, default_value_t = Scenario::Claim)]
     pub scenario: Scenario,
-    /// Game servers: registered and claimed (claim), or connected as SDK processes (heartbeats); also the
-    /// number of calls in each floor.
+    /// Game servers: registered and claimed (claim), or connected as SDK processes (heartbeats); player sessions
+    /// created per call line, and ten per game session (sessions); also the number of calls in each floor.
     #[arg(
         long,
         env = "BERTH_BENCH_SERVERS",

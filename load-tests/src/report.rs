@@ -238,6 +238,15 @@ fn ms(micros: u64) -> String {
     format!("{:.2}", micros as f64 / 1000.0)
 }
 
+/// A rate with decimals only where whole numbers would hide it (a line of calls that take seconds).
+fn rate(ops_per_sec: f64) -> String {
+    if ops_per_sec < 100.0 {
+        format!("{ops_per_sec:.2}")
+    } else {
+        format!("{ops_per_sec:.0}")
+    }
+}
+
 impl<'a> Report<'a> {
     /// The report of a run with `settings`.
     pub fn new(settings: &'a Args, findings: Findings) -> Report<'a> {
@@ -269,8 +278,15 @@ impl<'a> Report<'a> {
             },
             self.cpus
         );
+        // As wide as the longest name, so that every column lines up.
+        let width = self
+            .findings
+            .lines
+            .iter()
+            .map(|line| line.name.chars().count())
+            .fold(14, usize::max);
         println!(
-            "{:<14} {:>8} {:>9} {:>8} {:>8} {:>8} {:>9} {:>8}  errors",
+            "{:<width$} {:>8} {:>9} {:>8} {:>8} {:>8} {:>9} {:>8}  errors",
             "line", "calls", "ops/s", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "max ms"
         );
         for line in &self.findings.lines {
@@ -286,10 +302,10 @@ impl<'a> Report<'a> {
                 counts.join(", ")
             };
             println!(
-                "{:<14} {:>8} {:>9.0} {:>8} {:>8} {:>8} {:>9} {:>8}  {errors}",
+                "{:<width$} {:>8} {:>9} {:>8} {:>8} {:>8} {:>9} {:>8}  {errors}",
                 line.name,
                 line.calls,
-                line.ops_per_sec,
+                rate(line.ops_per_sec),
                 ms(l.p50),
                 ms(l.p90),
                 ms(l.p99),
@@ -317,8 +333,14 @@ impl<'a> Report<'a> {
         if !self.findings.figures.is_empty() {
             println!();
         }
+        let width = self
+            .findings
+            .figures
+            .iter()
+            .map(|figure| figure.name.chars().count())
+            .fold(44, usize::max);
         for figure in &self.findings.figures {
-            println!("{:<44} {:>12.1} {}", figure.name, figure.value, figure.unit);
+            println!("{:<width$} {:>12.1} {}", figure.name, figure.value, figure.unit);
         }
         if !self.findings.targets.is_empty() {
             println!();

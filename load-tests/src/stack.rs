@@ -8,6 +8,7 @@ use std::time::Duration;
 use berth_placement::PlacementArgs;
 use berth_runtime::auth::Role;
 use berth_sdk::AuthedChannel;
+use berth_session::SessionArgs;
 use berth_store::{RedisConfig, Store};
 use berth_testkit::{RunningService, TestRedis, spawn_service, token};
 
@@ -69,6 +70,11 @@ impl Stack {
         };
         let placement = spawn_service(berth_placement::service(store.clone(), &placement_args), store.clone()).await;
         InProcess { health, placement }
+    }
+
+    /// Starts the session service in this process, over the stack's store, with `args`.
+    pub async fn session(&self, args: &SessionArgs) -> RunningService {
+        spawn_service(berth_session::service(self.store.clone(), args), self.store.clone()).await
     }
 
     /// Opens the configured number of connections to `service`, each presenting a token for `role`.

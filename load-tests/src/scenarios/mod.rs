@@ -4,6 +4,7 @@
 
 mod claim;
 mod heartbeats;
+mod sessions;
 
 use clap::ValueEnum;
 use serde::Serialize;
@@ -22,6 +23,9 @@ pub enum Scenario {
     /// Connect SDK processes to one health replica (a process of its own) and stream heartbeats: rate, ack
     /// latency, service memory per server, and how soon a silenced server is declared lost.
     Heartbeats,
+    /// Create game sessions and player sessions through the session service, accept the players, and search
+    /// 100,000 ACTIVE game sessions: rates, latency, and Redis memory per game session and per player session.
+    Sessions,
 }
 
 impl Scenario {
@@ -35,7 +39,7 @@ impl Scenario {
     /// The HTTP/2 connections it opens per service: `--connections`, or more when the scenario needs them.
     pub fn connections(self, args: &Args) -> u16 {
         match self {
-            Scenario::Claim => args.connections,
+            Scenario::Claim | Scenario::Sessions => args.connections,
             Scenario::Heartbeats => heartbeats::connections(args),
         }
     }
@@ -45,6 +49,7 @@ impl Scenario {
         match self {
             Scenario::Claim => claim::run(stack, args).await,
             Scenario::Heartbeats => heartbeats::run(stack, args).await,
+            Scenario::Sessions => sessions::run(stack, args).await,
         }
     }
 }
