@@ -19,8 +19,8 @@ use tonic::Status;
 
 use crate::tokens::{digest, issue, redeem};
 
-/// Candidates read per round trip: large enough that a wide range takes few trips, small enough that one script
-/// does not hold Redis for long.
+/// Most candidates read per round trip: enough that a wide range takes few trips, few enough that one script does
+/// not hold Redis for long. A stream starts with chunks the size of what it needs and grows them.
 const CHUNK: usize = 1000;
 /// A filter's range of another index than the sort's is read whole when it holds at most this many sessions;
 /// beyond, streaming the sort's index is cheaper for the first pages.
@@ -94,11 +94,30 @@ async fn matches(
     };
     let mut found = Vec::new();
     let mut boundary: Option<i64> = None;
-    let mut offset = 0;
+    let mut scan = *scan;
+    // Where the next chunk starts: the last score read, past the ties of it already read.
+    let (mut last, mut skip) = (None::<i64>, 0);
+    let mut want = if streaming {
+        (needed * 2).clamp(50, CHUNK)
+    } else {
+        CHUNK
+    };
     loop {
-        let chunk = search_chunk(store, fleet_id, scan, offset, CHUNK).await?;
+        if let Some(last) = last {
+            if scan.descending {
+                scan.range.1 = Some(last);
+            } else {
+                scan.range.0 = Some(last);
+            }
+        }
+        let chunk = search_chunk(store, fleet_id, &scan, skip, want).await?;
         let read = chunk.len();
         for (session, score) in chunk {
+            if last == Some(score) {
+                skip += 1;
+            } else {
+                (last, skip) = (Some(score), 1);
+            }
             if boundary.is_some_and(|last| last != score) {
                 return Ok(found);
             }
@@ -112,10 +131,10 @@ async fn matches(
                 }
             }
         }
-        if read < CHUNK {
+        if read < want {
             return Ok(found);
         }
-        offset += read;
+        want = (want * 4).min(CHUNK);
     }
 }
 

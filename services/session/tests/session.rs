@@ -953,3 +953,45 @@ async fn a_retried_creation_returns_the_first_session_and_creators_are_limited()
     };
     games.create_game_session(other).await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn search_pages_through_long_runs_of_ties_in_either_direction() {
+    let stack = Stack::start(TestRedis::single(), &fast_sessions()).await;
+    let (server, mut events) = stack.server("gs-1", 100, "local").await;
+    let (other, mut other_events) = stack.server("gs-2", 100, "local").await;
+    let mut ids = Vec::new();
+    for n in 0..130 {
+        let (host, host_events) = if n < 100 {
+            (&server, &mut events)
+        } else {
+            (&other, &mut other_events)
+        };
+        ids.push(active_session(&stack, host, host_events, create(4)).await);
+    }
+    ids.sort();
+    let mut games = stack.games().await;
+    for sort in ["playerSessionCount DESC", "playerSessionCount ASC"] {
+        let mut seen = Vec::new();
+        let mut token = String::new();
+        loop {
+            let page = games
+                .search_game_sessions(pb::SearchGameSessionsRequest {
+                    fleet_id: FLEET.into(),
+                    sort_expression: sort.into(),
+                    page_size: 50,
+                    page_token: token,
+                    ..Default::default()
+                })
+                .await
+                .unwrap()
+                .into_inner();
+            seen.extend(page.game_sessions.into_iter().map(|s| s.game_session_id));
+            token = page.next_page_token;
+            if token.is_empty() {
+                break;
+            }
+        }
+        // Every session has 0 players: all tie, and ties come by id whichever way the sort goes.
+        assert_eq!(seen, ids, "{sort}");
+    }
+}

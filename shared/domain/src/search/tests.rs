@@ -614,8 +614,14 @@ fn index_hints_need_a_conjunction_with_a_range() {
 fn a_sort_on_an_indexed_operand_names_its_index_and_direction() {
     let order = |text: &str| parse_sort(text).unwrap().index_order();
     assert_eq!(order(""), Some((IndexedOperand::CreationTimeMillis, false)));
-    assert_eq!(order("playerSessionCount DESC"), Some((IndexedOperand::PlayerSessionCount, true)));
-    assert_eq!(order("maximumSessions asc"), Some((IndexedOperand::MaximumSessions, false)));
+    assert_eq!(
+        order("playerSessionCount DESC"),
+        Some((IndexedOperand::PlayerSessionCount, true))
+    );
+    assert_eq!(
+        order("maximumSessions asc"),
+        Some((IndexedOperand::MaximumSessions, false))
+    );
     assert_eq!(order("gameSessionName ASC"), None);
     assert_eq!(order("hasAvailablePlayerSessions DESC"), None);
     assert_eq!(order("gameSessionProperties.mode DESC"), None);

@@ -188,13 +188,14 @@ impl IndexScan<'_> {
     }
 }
 
-/// Up to `count` ACTIVE game sessions of a scan, from `offset` on, with what a filter and a sort look at (name,
-/// properties, counts, creation time, policy; the rest left empty), each with its index score.
+/// Up to `count` ACTIVE game sessions of a scan, past the first `skip` of its range (ties of the range's first
+/// score that an earlier chunk read: narrow the range to go on from the last score read), with what a filter and a
+/// sort look at (name, properties, counts, creation time, policy; the rest left empty), each with its index score.
 pub async fn search_chunk(
     store: &Store,
     fleet_id: &str,
     scan: &IndexScan<'_>,
-    offset: usize,
+    skip: usize,
     count: usize,
 ) -> Result<Vec<(GameSessionRecord, i64)>, StoreError> {
     const SCRIPT: &str = "search_sessions";
@@ -206,7 +207,7 @@ pub async fn search_chunk(
         .arg(min)
         .arg(max)
         .arg(if scan.descending { "DESC" } else { "ASC" })
-        .arg(offset)
+        .arg(skip)
         .arg(count);
     let raw: Vec<Value> = store.invoke(&call).await?;
     raw.iter()

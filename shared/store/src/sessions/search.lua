@@ -2,7 +2,9 @@
 -- and a sort look at; the caller evaluates them and reads whole records only for the page it returns.
 -- KEYS/ARGV[1..3]: see fleet_context(). ARGV[4] location ('*' for every one), ARGV[5] index (created | players |
 -- max | free), ARGV[6] lowest score ('-inf' or a number), ARGV[7] highest score ('+inf' or a number), ARGV[8] ASC |
--- DESC, ARGV[9] offset in the range, ARGV[10] most sessions to read.
+-- DESC, ARGV[9] how many sessions at the start of the range (in reading order: the ties of its first score) were
+-- read before, ARGV[10] most sessions to read. A caller goes on from the last score it read, narrowing the range,
+-- so a chunk costs what it reads wherever it lies in the range.
 -- Reply: per session {id, score, name, props, max, cur, c_ms, accept, status}; fewer than asked at the range's end.
 local k = fleet_context()
 local set = k.tag .. ':idx:' .. ARGV[4] .. ':' .. ARGV[5]
