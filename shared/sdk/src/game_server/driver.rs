@@ -14,7 +14,10 @@ use berth_proto::health::v1::GameState;
 use berth_proto::health::v1::attach_request::Kind as RequestKind;
 use berth_proto::health::v1::attach_response::Kind as ResponseKind;
 use berth_proto::health::v1::sdk_service_client::SdkServiceClient;
-use berth_proto::health::v1::{AttachRequest, AttachResponse, Heartbeat, ProcessRegistered, RegisterProcess, Reply};
+use berth_proto::health::v1::{
+    AttachRequest, AttachResponse, EndGameSession, Heartbeat, ProcessRegistered, RegisterProcess, RejectGameSession,
+    Reply,
+};
 use rand::Rng;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::{Instant, Interval, MissedTickBehavior};
@@ -261,6 +264,12 @@ impl Driver {
     }
 
     fn send_command(&mut self, link: &Link, command: Command) {
+        // A session the game ends or refuses itself needs no word from Berth when it leaves the desired state.
+        if let RequestKind::EndGameSession(EndGameSession { game_session_id })
+        | RequestKind::RejectGameSession(RejectGameSession { game_session_id, .. }) = &command.kind
+        {
+            self.reconciler.ended_by_game(game_session_id);
+        }
         let request_id = self.next_request_id();
         link.send(request_id, command.kind.clone());
         self.pending.insert(self.last_request, command);

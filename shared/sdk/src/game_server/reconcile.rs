@@ -12,7 +12,7 @@
 //!   or no longer did (so it is over).
 //! - A session surfaced by a push newer than a desired state is kept even though that state does not list it.
 //! - Sessions a desired state no longer lists are over: the game is told to stop hosting them (FORCE_TERMINATED,
-//!   unless it was told so already) and they are forgotten, so memory follows the sessions hosted now, not every
+//!   unless it was told so already or ended the session itself) and they are forgotten, so memory follows the sessions hosted now, not every
 //!   session the process ever hosted. Property changes surface from pushes only (the SDK keeps no copy of the
 //!   sessions to compare against); starts, termination requests and the process's termination are level-triggered.
 
@@ -196,6 +196,13 @@ impl Reconciler {
             reason,
             termination_deadline: system_time(push.termination_deadline),
         }]
+    }
+
+    /// The game ended or refused a session itself: it is not to be told to stop hosting it.
+    pub(super) fn ended_by_game(&mut self, game_session_id: &str) {
+        if let Some(hosted) = self.hosted.get_mut(game_session_id) {
+            hosted.escalate(Ending::Forced);
+        }
     }
 
     /// A terminate_process push, or the termination of a desired state.
@@ -422,6 +429,25 @@ mod tests {
             ["start A", "update A GAME_SESSION_UPDATE_REASON_FORCE_TERMINATED"]
         );
         assert!(reconciler.hosted.is_empty());
+    }
+
+    #[test]
+    fn a_session_the_game_ended_itself_leaves_without_a_word() {
+        use GameSessionStatus::Active;
+        let mut reconciler = Reconciler::default();
+        let (mut events, ended) = (Vec::new(), "A");
+        events.extend(feed(&mut reconciler, state(1, &[("A", Active), ("B", Active)], false)));
+        reconciler.ended_by_game(ended);
+        events.extend(feed(&mut reconciler, state(2, &[], false)));
+        let events: Vec<String> = events.iter().map(describe).collect();
+        assert_eq!(
+            events,
+            [
+                "start A",
+                "start B",
+                "update B GAME_SESSION_UPDATE_REASON_FORCE_TERMINATED"
+            ]
+        );
     }
 
     #[test]
