@@ -995,3 +995,42 @@ async fn search_pages_through_long_runs_of_ties_in_either_direction() {
         assert_eq!(seen, ids, "{sort}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_of_a_server_told_to_end_take_no_new_players_and_leave_search() {
+    use berth_proto::health::v1::game_server_service_client::GameServerServiceClient;
+    use berth_proto::health::v1::{TerminateGameServerRequest, TerminationReason};
+    let stack = Stack::start(TestRedis::single(), &fast_sessions()).await;
+    let (server, mut events) = stack.server("gs-1", 1, "local").await;
+    let session = active_session(&stack, &server, &mut events, create(4)).await;
+    let mut games = stack.games().await;
+    let search = pb::SearchGameSessionsRequest {
+        fleet_id: FLEET.into(),
+        ..Default::default()
+    };
+    let found = games.search_game_sessions(search.clone()).await.unwrap().into_inner();
+    assert_eq!(found.game_sessions.len(), 1);
+
+    // Scale-in: the operator tells the server to end.
+    let operator = berth_sdk::connect(&stack.health.endpoint(), &token(Role::Operator, None))
+        .await
+        .unwrap();
+    GameServerServiceClient::new(operator)
+        .terminate_game_server(TerminateGameServerRequest {
+            fleet_id: FLEET.into(),
+            game_server_id: "gs-1".into(),
+            reason: TerminationReason::ScaleIn as i32,
+        })
+        .await
+        .unwrap();
+    let found = games.search_game_sessions(search).await.unwrap().into_inner();
+    assert!(found.game_sessions.is_empty(), "{:?}", found.game_sessions);
+    let err = stack
+        .players()
+        .await
+        .create_player_session(join(&session, "late"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition);
+    assert!(err.message().contains("ending"), "{}", err.message());
+}

@@ -38,20 +38,6 @@ local function retire(k, id)
   redis.call('ZREM', k.hosting, id)
 end
 
--- Tells a process to end by `deadline` (TERMINATING): it leaves the pool and must send ProcessEnding by then, or
--- the monitor force-ends it. `force` ('1' | '0') asks it to stop at once rather than wind down.
-local function ask_to_end(k, id, reason, deadline, force)
-  local key = k.server_prefix .. id
-  redis.call('HSET', key, 'pstate', 'TERMINATING', 'term_reason', reason, 'term_by_ms', deadline, 'term_force', force)
-  redis.call('HDEL', key, 'claim_exp_ms', 'claim_id')
-  redis.call('HINCRBY', key, 'ver', 1)
-  redis.call('ZREM', k.pool, id)
-  redis.call('ZREM', k.claims, id)
-  redis.call('ZREM', k.ready, id)
-  redis.call('ZREM', k.hosting, id)
-  redis.call('ZADD', k.term, deadline, id)
-end
-
 -- The reply of the process scripts: {outcome, now_ms, replica, version}.
 local function process_reply(outcome, now, key)
   local state = redis.call('HMGET', key, 'replica', 'ver')

@@ -1,4 +1,5 @@
--- The end of a process that did not end itself (prepended after the session helpers, whose sessions it ends).
+-- The end of a process that did not end itself, asked or declared lost (prepended after the session helpers,
+-- whose sessions it ends or closes).
 
 -- Declares a process lost (silent, unhealthy, not ready in time, or deaf to a terminate): it is retired, its
 -- sessions end, it is told to terminate at once, the event is recorded, and it leaves the fleet's listing; its
@@ -20,3 +21,18 @@ local function lose(k, id, now, code, message, session_status, session_reason, r
   record_event(k, code, id, message, now)
 end
 
+
+-- Tells a process to end by `deadline` (TERMINATING): it leaves the pool and must send ProcessEnding by then, or
+-- the monitor force-ends it. `force` ('1' | '0') asks it to stop at once rather than wind down.
+local function ask_to_end(k, id, reason, deadline, force)
+  local key = k.server_prefix .. id
+  redis.call('HSET', key, 'pstate', 'TERMINATING', 'term_reason', reason, 'term_by_ms', deadline, 'term_force', force)
+  redis.call('HDEL', key, 'claim_exp_ms', 'claim_id')
+  redis.call('HINCRBY', key, 'ver', 1)
+  redis.call('ZREM', k.pool, id)
+  redis.call('ZREM', k.claims, id)
+  redis.call('ZREM', k.ready, id)
+  redis.call('ZREM', k.hosting, id)
+  redis.call('ZADD', k.term, deadline, id)
+  server_ending(k, id)
+end

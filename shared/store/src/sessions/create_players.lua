@@ -11,12 +11,11 @@ local k = fleet_context()
 local now = now_ms()
 local sid = ARGV[4]
 local key = gkey(k, sid)
-local s = redis.call('HMGET', key, 'status', 'accept', 'cur', 'max', 'res_ms', 'loc', 'ip', 'dns', 'port', 'server')
+local s = redis.call('HMGET', key, 'status', 'accept', 'cur', 'max', 'res_ms', 'loc', 'ip', 'dns', 'port', 'srv_end')
 if not s[1] then return {'NOT_FOUND', tostring(now), ''} end
 if s[1] ~= 'ACTIVE' then return {'NOT_ACTIVE', tostring(now), s[1]} end
 -- Its server was told to end (scale-in, unhealthy…): the session ends with it, so nobody new should join.
-local pstate = redis.call('HGET', k.server_prefix .. s[10], 'pstate')
-if pstate ~= 'ACTIVE' then return {'NOT_ACTIVE', tostring(now), 'on a server that is ' .. (pstate or 'gone')} end
+if s[10] == '1' then return {'NOT_ACTIVE', tostring(now), 'ACTIVE on a server that is ending'} end
 if s[2] ~= '1' then return {'DENY_ALL', tostring(now), ''} end
 local live = key .. ':live'
 local held, fresh = {}, 0

@@ -5,7 +5,8 @@
 --   gsess:<id>          a game session: id, fleet, loc, server, inst, ip, dns, port, status, reason, c_ms,
 --                       act_by_ms, act_ms, end_ms, cur (player sessions holding a slot), max, accept (1 | 0),
 --                       prot (1 | 0), name, props (JSON [[key, value], ...]), data, mm, creator, placement,
---                       term_by_ms (while TERMINATING on request: when it is forced),
+--                       term_by_ms (while TERMINATING on request: when it is forced), srv_end (1 once its server
+--                       was told to end: it takes no new players and leaves the search indexes),
 --                       ret_ms (how long it stays readable once ended: the session service's setting, kept with it
 --                       so that the health service's scripts, which end sessions too, honour it), res_ms (the
 --                       reservation timeout of its player sessions), idem (its idempotency token), digest (of the
@@ -47,10 +48,10 @@ local SESSION_EVENTS_MAX = 1000000
 
 -- Keeps a game session's place in the search indexes: there while ACTIVE, scored by its current fields.
 local function index_session(k, sid)
-  local s = redis.call('HMGET', gkey(k, sid), 'status', 'loc', 'c_ms', 'cur', 'max', 'accept')
+  local s = redis.call('HMGET', gkey(k, sid), 'status', 'loc', 'c_ms', 'cur', 'max', 'accept', 'srv_end')
   for _, loc in ipairs({s[2] or '', '*'}) do
     local prefix = k.tag .. ':idx:' .. loc .. ':'
-    if s[1] == 'ACTIVE' then
+    if s[1] == 'ACTIVE' and s[7] ~= '1' then
       local cur, max = tonumber(s[4]), tonumber(s[5])
       local free = 0
       if s[6] == '1' then free = max - cur end
@@ -65,8 +66,8 @@ end
 -- Keeps the count-driven indexes (players, free) of an ACTIVE game session whose player count changed; the
 -- others do not move with it.
 local function index_counts(k, sid)
-  local s = redis.call('HMGET', gkey(k, sid), 'status', 'loc', 'cur', 'max', 'accept')
-  if s[1] ~= 'ACTIVE' then return end
+  local s = redis.call('HMGET', gkey(k, sid), 'status', 'loc', 'cur', 'max', 'accept', 'srv_end')
+  if s[1] ~= 'ACTIVE' or s[6] == '1' then return end
   local cur = tonumber(s[3])
   local free = 0
   if s[5] == '1' then free = tonumber(s[4]) - cur end
@@ -74,6 +75,15 @@ local function index_counts(k, sid)
     local prefix = k.tag .. ':idx:' .. loc .. ':'
     redis.call('ZADD', prefix .. 'players', cur, sid)
     redis.call('ZADD', prefix .. 'free', free, sid)
+  end
+end
+
+-- A process was told to end: its sessions take no new players and leave the search indexes, though they run
+-- until the process ends them.
+local function server_ending(k, id)
+  for _, sid in ipairs(redis.call('SMEMBERS', k.server_prefix .. id .. ':sessions')) do
+    redis.call('HSET', gkey(k, sid), 'srv_end', '1')
+    index_session(k, sid)
   end
 end
 
