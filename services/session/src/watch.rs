@@ -47,8 +47,10 @@ async fn start(context: &Context, req: &pb::WatchSessionEventsRequest, fleet_ids
         return Ok("0-0".into());
     }
     if req.after_cursor.is_empty() {
+        // Everything of this millisecond on: an event appended in the same ms as the watch began is delivered
+        // rather than lost (one from just before may come too).
         let now = store::redis_now_ms(&context.store).await?;
-        return Ok(format!("{now}-0"));
+        return Ok(format!("{}-{}", now - 1, u64::MAX));
     }
     let (ms, _) = store::parse_position(&req.after_cursor).ok_or_else(|| {
         Status::invalid_argument("after_cursor is malformed: pass a cursor from an event or keepalive")
