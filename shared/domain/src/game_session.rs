@@ -58,11 +58,6 @@ impl GameSessionStatus {
         GameSessionStatus::parse(status.as_str_name().trim_start_matches("GAME_SESSION_STATUS_"))
     }
 
-    /// Whether it is TERMINATED or ERROR.
-    pub fn has_ended(self) -> bool {
-        matches!(self, GameSessionStatus::Terminated | GameSessionStatus::Error)
-    }
-
     fn to_proto(self) -> pb::GameSessionStatus {
         match self {
             GameSessionStatus::Activating => pb::GameSessionStatus::Activating,
