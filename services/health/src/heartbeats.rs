@@ -11,13 +11,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use berth_proto::health::v1::{self as pb, attach_response::Kind as Tell};
 use berth_store::processes::{self as store, Heartbeat};
 use futures::future::join_all;
 use tokio::sync::mpsc;
 
 use crate::Context;
-use crate::sdk::{Outbound, reply};
+use crate::sdk::{Outbound, heartbeat_ack, reply};
 use crate::streams::Command;
 
 /// Heartbeats that may wait for the writer; past that, streams wait to queue theirs (backpressure).
@@ -106,17 +105,7 @@ fn acknowledge(beat: Beat, version: Option<u64>) {
             });
         }
         Some(version) => {
-            let ack = pb::HeartbeatAck {
-                sequence: beat.sequence,
-                state_version: version,
-                desired_state: None,
-                next_maintenance_time: None,
-            };
-            // The request id moves into the answer: an ack is sent per heartbeat, so no copy is made.
-            let answer = pb::AttachResponse {
-                request_id: beat.request_id,
-                kind: Some(Tell::HeartbeatAck(ack)),
-            };
+            let answer = heartbeat_ack(beat.request_id, beat.sequence, version, None);
             let _ = beat.answers.try_send(Box::new(Ok(answer)));
         }
     }

@@ -58,6 +58,25 @@ fn response(request_id: &str, kind: Tell) -> pb::AttachResponse {
     }
 }
 
+/// The answer to a heartbeat. The request id moves into it: an ack is sent per heartbeat, so no copy is made.
+pub(crate) fn heartbeat_ack(
+    request_id: String,
+    sequence: u64,
+    state_version: u64,
+    desired_state: Option<pb::DesiredState>,
+) -> pb::AttachResponse {
+    let ack = pb::HeartbeatAck {
+        sequence,
+        state_version,
+        desired_state,
+        next_maintenance_time: None,
+    };
+    pb::AttachResponse {
+        request_id,
+        kind: Some(Tell::HeartbeatAck(ack)),
+    }
+}
+
 pub(crate) fn reply(
     request_id: &str,
     code: Code,
@@ -299,13 +318,8 @@ impl ProcessStream {
                     Ok(Some(desired)) => Some(self.mark_sent(&desired)),
                     Ok(None) | Err(_) => None,
                 };
-                let ack = pb::HeartbeatAck {
-                    sequence,
-                    state_version: version,
-                    desired_state,
-                    next_maintenance_time: None,
-                };
-                self.send(response(&request_id, Tell::HeartbeatAck(ack))).await;
+                self.send(heartbeat_ack(request_id, sequence, version, desired_state))
+                    .await;
                 Flow::Continue
             }
             Command::Lost => {

@@ -55,16 +55,21 @@ fn take(fields: &mut Fields, name: &str) -> String {
     fields.remove(name).unwrap_or_default()
 }
 
+/// Game properties as stored: JSON `[[key, value], ...]` (Lua's cjson writes an empty list as `{}`).
+pub(crate) fn properties(json: &str) -> Result<Vec<(String, String)>, StoreError> {
+    match json {
+        "" | "[]" | "{}" => Ok(Vec::new()),
+        json => serde_json::from_str(json).map_err(|err| unexpected("game session", err.to_string())),
+    }
+}
+
 /// A game session from its stored fields (a flat name/value list); `None` when empty (unknown or expired).
 pub(crate) fn game_session(pairs: &[String]) -> Result<Option<GameSessionRecord>, StoreError> {
     if pairs.is_empty() {
         return Ok(None);
     }
     let mut f = fields(pairs);
-    let properties: Vec<(String, String)> = match f.get("props").map(String::as_str) {
-        None | Some("") | Some("[]") | Some("{}") => Vec::new(),
-        Some(json) => serde_json::from_str(json).map_err(|err| unexpected("game session", err.to_string()))?,
-    };
+    let properties = properties(f.get("props").map_or("", String::as_str))?;
     Ok(Some(GameSessionRecord {
         status: f.get("status").and_then(|status| GameSessionStatus::parse(status)),
         creation_ms: ms(&f, "c_ms").unwrap_or(0),

@@ -17,26 +17,13 @@ local k = fleet_context()
 local now = now_ms()
 local sid, named, loc, max = ARGV[4], ARGV[5], ARGV[6], tonumber(ARGV[7])
 local token, creator, limit, period = ARGV[11], ARGV[13], tonumber(ARGV[14]), tonumber(ARGV[15])
-local function answer(outcome, detail, server_key, session_key)
-  local out = {outcome, tostring(now), '', '0', tostring(detail or '')}
-  if server_key then
-    local routing = redis.call('HMGET', server_key, 'replica', 'ver')
-    out[3], out[4] = routing[1] or '', routing[2] or '0'
-  end
-  if session_key then
-    local fields = redis.call('HGETALL', session_key)
-    for i = 1, #fields do out[#out + 1] = fields[i] end
-  end
-  return out
-end
-
 local idem = k.tag .. ':idem:' .. token
 if token ~= '' then
   local existing = redis.call('GET', idem)
   if existing then
     local key = gkey(k, existing)
-    if redis.call('HGET', key, 'digest') ~= ARGV[12] then return answer('TOKEN_REUSED') end
-    return answer('EXISTING', nil, nil, key)
+    if redis.call('HGET', key, 'digest') ~= ARGV[12] then return session_reply('TOKEN_REUSED', now) end
+    return session_reply('EXISTING', now, nil, nil, key)
   end
 end
 local created_by = k.tag .. ':creator:' .. creator
@@ -44,7 +31,7 @@ if creator ~= '' and limit > 0 then
   redis.call('ZREMRANGEBYSCORE', created_by, '-inf', now - period)
   if redis.call('ZCARD', created_by) >= limit then
     local oldest = redis.call('ZRANGE', created_by, 0, 0, 'WITHSCORES')
-    return answer('CREATOR_LIMIT', tonumber(oldest[2]) + period)
+    return session_reply('CREATOR_LIMIT', now, tonumber(oldest[2]) + period)
   end
 end
 
@@ -73,12 +60,12 @@ end
 
 local id = named
 if id ~= '' then
-  if not redis.call('HGET', k.server_prefix .. id, 'pstate') then return answer('NOT_FOUND') end
-  if not can_host(id) then return answer('BUSY', nil, k.server_prefix .. id) end
+  if not redis.call('HGET', k.server_prefix .. id, 'pstate') then return session_reply('NOT_FOUND', now) end
+  if not can_host(id) then return session_reply('BUSY', now, nil, k.server_prefix .. id) end
 else
   -- The pool holds ready processes and FleetIQ servers alike; can_host tells them apart.
   id = first_host(k.hosting, '-inf', '+inf') or first_host(k.pool, 0, '(' .. score_str(2 * TIER_SPAN))
-  if not id then return answer('NO_SERVER') end
+  if not id then return session_reply('NO_SERVER', now) end
 end
 
 local server_key = k.server_prefix .. id
@@ -108,4 +95,4 @@ if creator ~= '' and limit > 0 then
   redis.call('PEXPIRE', created_by, period)
 end
 session_event(k, 'GAME_SESSION_CREATED', key, now)
-return answer('CREATED', nil, server_key, key)
+return session_reply('CREATED', now, nil, server_key, key)

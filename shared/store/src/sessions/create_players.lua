@@ -56,6 +56,6 @@ for i = 5, #ARGV, 3 do
 end
 if fresh > 0 then
   redis.call('HINCRBY', key, 'cur', fresh)
-  index_counts(k, sid)
+  index_counts(k, sid, {s[1], s[6], cur + fresh, max, s[2], s[10]})
 end
 return out

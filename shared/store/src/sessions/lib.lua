@@ -63,10 +63,10 @@ local function index_session(k, sid)
   end
 end
 
--- Keeps the count-driven indexes (players, free) of an ACTIVE game session whose player count changed; the
--- others do not move with it.
-local function index_counts(k, sid)
-  local s = redis.call('HMGET', gkey(k, sid), 'status', 'loc', 'cur', 'max', 'accept', 'srv_end')
+-- Keeps the count-driven indexes (players, free) of a game session whose player count changed; the others do not
+-- move with it. `s` is its {status, loc, cur, max, accept, srv_end} as they stand now, for a caller that holds them.
+local function index_counts(k, sid, s)
+  s = s or redis.call('HMGET', gkey(k, sid), 'status', 'loc', 'cur', 'max', 'accept', 'srv_end')
   if s[1] ~= 'ACTIVE' or s[6] == '1' then return end
   local cur = tonumber(s[3])
   local free = 0
@@ -76,6 +76,21 @@ local function index_counts(k, sid)
     redis.call('ZADD', prefix .. 'players', cur, sid)
     redis.call('ZADD', prefix .. 'free', free, sid)
   end
+end
+
+-- The reply of the scripts that change a game session: {outcome, now_ms, replica, version, detail, session
+-- fields...}, with the routing of `server_key`'s process and the fields of `session_key` when they are given.
+local function session_reply(outcome, now, detail, server_key, session_key)
+  local out = {outcome, tostring(now), '', '0', tostring(detail or '')}
+  if server_key then
+    local routing = redis.call('HMGET', server_key, 'replica', 'ver')
+    out[3], out[4] = routing[1] or '', routing[2] or '0'
+  end
+  if session_key then
+    local fields = redis.call('HGETALL', session_key)
+    for i = 1, #fields do out[#out + 1] = fields[i] end
+  end
+  return out
 end
 
 -- A process was told to end: its sessions take no new players and leave the search indexes, though they run

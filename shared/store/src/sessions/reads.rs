@@ -1,9 +1,9 @@
 //! Reading sessions: by id, a page of a listing, and a chunk of a search index.
 
-use berth_domain::game_session::{GameSessionRecord, PlayerSessionRecord};
+use berth_domain::game_session::{GameSessionRecord, GameSessionStatus, PlayerSessionRecord};
 use redis::Value;
 
-use super::{game_session, player_session, strings};
+use super::{game_session, player_session, properties, strings};
 use crate::game_servers::unexpected;
 use crate::keys::FleetKeys;
 use crate::processes::process_call;
@@ -216,22 +216,19 @@ pub async fn search_chunk(
             let [id, score, name, props, max, cur, created, accept, status] = row.as_slice() else {
                 return Err(unexpected(SCRIPT, row.len()));
             };
-            let pairs = [
-                ("id", id),
-                ("name", name),
-                ("props", props),
-                ("max", max),
-                ("cur", cur),
-                ("c_ms", created),
-                ("accept", accept),
-                ("status", status),
-            ]
-            .into_iter()
-            .flat_map(|(field, value)| [field.to_owned(), value.clone()])
-            .collect::<Vec<_>>();
-            let record = game_session(&pairs)?.ok_or_else(|| unexpected(SCRIPT, "an empty row"))?;
-            let score = score.parse::<f64>().map_err(|_| unexpected(SCRIPT, score))? as i64;
-            Ok((record, score))
+            let number = |text: &String| text.parse::<f64>().map_err(|_| unexpected(SCRIPT, text));
+            let record = GameSessionRecord {
+                game_session_id: id.clone(),
+                name: name.clone(),
+                properties: properties(props)?,
+                maximum_players: number(max)? as u32,
+                current_players: number(cur)? as u32,
+                creation_ms: number(created)? as i64,
+                accepts_players: accept == "1",
+                status: GameSessionStatus::parse(status),
+                ..GameSessionRecord::default()
+            };
+            Ok((record, number(score)? as i64))
         })
         .collect()
 }

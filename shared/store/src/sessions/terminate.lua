@@ -9,7 +9,7 @@ local now = now_ms()
 local sid, force, deadline = ARGV[4], ARGV[5] == 'FORCE', now + tonumber(ARGV[6])
 local key = gkey(k, sid)
 local s = redis.call('HMGET', key, 'status', 'server')
-if not s[1] then return {'NOT_FOUND', tostring(now), '', '0', ''} end
+if not s[1] then return session_reply('NOT_FOUND', now) end
 local outcome = 'TERMINATING'
 if s[1] == 'TERMINATED' or s[1] == 'ERROR' then
   outcome = 'ENDED'
@@ -40,8 +40,4 @@ if outcome ~= 'ENDED' and pstate and pstate ~= 'LOST' then
     track_room(k, s[2])
   end
 end
-local routing = redis.call('HMGET', server_key, 'replica', 'ver')
-local out = {outcome, tostring(now), routing[1] or '', routing[2] or '0', s[2]}
-local fields = redis.call('HGETALL', key)
-for i = 1, #fields do out[#out + 1] = fields[i] end
-return out
+return session_reply(outcome, now, s[2], server_key, key)

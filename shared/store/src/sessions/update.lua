@@ -12,12 +12,12 @@ local now = now_ms()
 local sid = ARGV[4]
 local key = gkey(k, sid)
 local s = redis.call('HMGET', key, 'status', 'cur', 'props', 'server')
-if not s[1] then return {'NOT_FOUND', tostring(now), '', '0', ''} end
-if s[1] == 'TERMINATED' or s[1] == 'ERROR' then return {'ENDED', tostring(now), '', '0', s[1]} end
-if ARGV[5] ~= '' and tonumber(ARGV[5]) < tonumber(s[2]) then return {'BELOW_COUNT', tostring(now), '', '0', s[2]} end
+if not s[1] then return session_reply('NOT_FOUND', now) end
+if s[1] == 'TERMINATED' or s[1] == 'ERROR' then return session_reply('ENDED', now, s[1]) end
+if ARGV[5] ~= '' and tonumber(ARGV[5]) < tonumber(s[2]) then return session_reply('BELOW_COUNT', now, s[2]) end
 local server_max = redis.call('HGET', k.server_prefix .. s[4], 'max_players')
 if ARGV[5] ~= '' and server_max and tonumber(ARGV[5]) > tonumber(server_max) then
-  return {'ABOVE_SERVER', tostring(now), '', '0', server_max}
+  return session_reply('ABOVE_SERVER', now, server_max)
 end
 local props = cjson.decode(s[3])
 for _, change in ipairs(cjson.decode(ARGV[12])) do
@@ -31,7 +31,7 @@ for _, change in ipairs(cjson.decode(ARGV[12])) do
   end
   if not found and change[2] ~= '' then props[#props + 1] = change end
 end
-if #props > tonumber(ARGV[13]) then return {'TOO_MANY_PROPERTIES', tostring(now), '', '0', tostring(#props)} end
+if #props > tonumber(ARGV[13]) then return session_reply('TOO_MANY_PROPERTIES', now, tostring(#props)) end
 local told = false
 local function set(field, value, tell)
   redis.call('HSET', key, field, value)
@@ -52,8 +52,4 @@ index_session(k, sid)
 session_event(k, 'GAME_SESSION_UPDATED', key, now)
 local server_key = k.server_prefix .. s[4]
 if told and redis.call('HGET', server_key, 'pstate') then redis.call('HINCRBY', server_key, 'ver', 1) end
-local routing = redis.call('HMGET', server_key, 'replica', 'ver')
-local out = {'UPDATED', tostring(now), routing[1] or '', routing[2] or '0', ''}
-local fields = redis.call('HGETALL', key)
-for i = 1, #fields do out[#out + 1] = fields[i] end
-return out
+return session_reply('UPDATED', now, nil, server_key, key)
