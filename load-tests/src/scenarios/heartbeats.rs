@@ -28,7 +28,7 @@ use berth_proto::health::v1::{
 };
 use berth_runtime::auth::Role;
 use berth_store::Store;
-use berth_store::processes::{self as store, Attach, Attached, Heartbeat, ProcessRef, Timings};
+use berth_store::processes::{self as store, Attach, Attached, Beaten, Heartbeat, ProcessRef, Timings};
 use berth_testkit::token;
 use tokio::sync::{Notify, Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
@@ -703,7 +703,7 @@ async fn floors(
                 .map(|row| rows[(row % servers) as usize].clone())
                 .collect();
             match store::record_heartbeats(&store, RAW_FLEET, &beats, &timings).await {
-                Ok(versions) if versions.iter().all(Option::is_some) => Ok(()),
+                Ok(found) if found.iter().all(|beaten| matches!(beaten, Beaten::Version(_))) => Ok(()),
                 // A lost process takes the script's short path: the floor would no longer do the replica's work.
                 Ok(_) => Err(Code::FailedPrecondition),
                 Err(err) => Err(Status::from(err).code()),
@@ -758,7 +758,7 @@ async fn raw_attach(store: &Store, index: u64, timings: &Timings) -> Outcome {
         fields: &fields,
     };
     match store::attach(store, &attach, timings).await {
-        Ok(Attached::Registered(_)) => {}
+        Ok(Attached::Registered(..)) => {}
         Ok(Attached::Exists) => return Err(Code::AlreadyExists),
         Ok(_) => return Err(Code::FailedPrecondition),
         Err(err) => return Err(Status::from(err).code()),
@@ -780,6 +780,7 @@ fn raw_heartbeat(index: u64) -> Heartbeat {
     Heartbeat {
         game_server_id: fleet::server(index).id.into(),
         registration_id: raw_registration(index).into(),
+        attach: 1,
         healthy: true,
         game_state: "STANDING_BY",
         players: 0,

@@ -180,7 +180,7 @@ async fn host(store: &Store, fleet_id: &str, index: u64, max_sessions: u64) -> O
         fields: &fields,
     };
     match processes::attach(store, &attach, &PROCESS_TIMINGS).await {
-        Ok(Attached::Registered(_)) => {}
+        Ok(Attached::Registered(..)) => {}
         Ok(Attached::Exists) => return Err(Code::AlreadyExists),
         Ok(_) => return Err(Code::FailedPrecondition),
         Err(err) => return Err(Status::from(err).code()),
@@ -596,9 +596,7 @@ fn created_code(created: &Created) -> Code {
     match created {
         Created::Created(..) | Created::Existing(_) => Code::Ok,
         Created::TokenReused => Code::AlreadyExists,
-        Created::ServerNotFound => Code::NotFound,
         Created::NoServer | Created::CreatorLimit(_) => Code::ResourceExhausted,
-        Created::ServerBusy => Code::FailedPrecondition,
     }
 }
 

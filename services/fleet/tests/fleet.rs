@@ -1,12 +1,16 @@
 //! The fleet service process: it serves health and reflection, and its RPCs are open to operators only and
-//! answer UNIMPLEMENTED until the fleet-service issue builds them.
+//! answer UNIMPLEMENTED until the fleet-service issue builds them. What every service's edge does (insecure mode
+//! on loopback, metric labels) is tested here, on the binary.
+
+use std::time::Duration;
 
 use berth_proto::fleet::v1::ListFleetsRequest;
 use berth_proto::fleet::v1::fleet_service_client::FleetServiceClient;
 use berth_runtime::auth::Role;
 use berth_store::Store;
-use berth_testkit::{TestRedis, assert_serves, spawn_service, token};
+use berth_testkit::{BinaryProcess, TestRedis, assert_serves, spawn_service, token, wait_for_health};
 use tonic::Code;
+use tonic_health::pb::health_check_response::ServingStatus;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serves_health_reflection_and_guards_its_rpcs() {
@@ -31,4 +35,88 @@ async fn serves_health_reflection_and_guards_its_rpcs() {
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::Unimplemented);
+}
+
+/// What a Prometheus scrape of `/metrics` on `port` returns.
+async fn scrape(port: u16) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    stream.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").await.unwrap();
+    let mut body = String::new();
+    stream.read_to_string(&mut body).await.unwrap();
+    body
+}
+
+/// Whether `/proc/net/tcp{,6}` lists a socket listening on `port` at the address given in the kernel's hex form.
+fn listening(port: u16, address: &str, table: &str) -> bool {
+    let wanted = format!("{address}:{port:04X}");
+    std::fs::read_to_string(table).unwrap_or_default().lines().any(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        fields.get(1) == Some(&wanted.as_str()) && fields.get(3) == Some(&"0A")
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn insecure_mode_listens_on_loopback_only_and_unknown_methods_mint_no_metric_labels() {
+    use std::io::BufRead;
+    let redis = TestRedis::single();
+    let metrics_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let port = berth_fleet::GRPC_PORT;
+    assert!(
+        std::net::TcpListener::bind(("0.0.0.0", port)).is_ok(),
+        "port {port} is taken: stop whatever runs Berth here (make run) before the tests"
+    );
+    let envs = [
+        ("BERTH_INSECURE_NO_AUTH", "true".to_owned()),
+        ("BERTH_REDIS_URL", redis.config().urls[0].clone()),
+        ("BERTH_METRICS_LISTEN", format!("127.0.0.1:{metrics_port}")),
+        ("BERTH_LOG", "warn".to_owned()),
+    ];
+    let (fleet, mut logs) = BinaryProcess::spawn_with_defaults("berth-fleet", port, &envs);
+    let warning = tokio::task::spawn_blocking(move || {
+        let mut line = String::new();
+        while logs.read_line(&mut line).unwrap() > 0 {
+            if line.contains("BERTH_INSECURE_NO_AUTH") {
+                return line;
+            }
+            line.clear();
+        }
+        panic!("berth-fleet ended without the insecure-mode warning");
+    });
+    let warning = tokio::time::timeout(Duration::from_secs(30), warning)
+        .await
+        .expect("the warning in time")
+        .unwrap();
+    assert!(warning.contains(&format!("127.0.0.1:{port}")), "{warning}");
+    wait_for_health(&fleet.endpoint(), "", ServingStatus::Serving).await;
+    assert!(
+        listening(port, "0100007F", "/proc/net/tcp"),
+        "listens on 127.0.0.1:{port}"
+    );
+    assert!(!listening(port, "00000000", "/proc/net/tcp"), "not on 0.0.0.0:{port}");
+    assert!(
+        !listening(port, &"0".repeat(32), "/proc/net/tcp6"),
+        "not on [::]:{port}"
+    );
+
+    // Without a token (insecure mode), a method the contract does not define is UNIMPLEMENTED and counted under
+    // `unknown`, not under a label of its own.
+    let channel = tonic::transport::Endpoint::from_shared(fleet.endpoint())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut grpc = tonic::client::Grpc::new(channel);
+    grpc.ready().await.unwrap();
+    let invented = http::uri::PathAndQuery::from_static("/berth.fleet.v1.FleetService/Invented4711");
+    let codec = tonic_prost::ProstCodec::<(), ()>::default();
+    let err = grpc.unary(tonic::Request::new(()), invented, codec).await.unwrap_err();
+    assert_eq!(err.code(), Code::Unimplemented);
+    let metrics = scrape(metrics_port).await;
+    assert!(!metrics.contains("Invented4711"), "{metrics}");
+    assert!(metrics.contains("method=\"unknown\""), "{metrics}");
 }

@@ -11,12 +11,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use berth_store::processes::{self as store, Heartbeat};
+use berth_store::processes::{self as store, Beaten, Heartbeat};
 use futures::future::join_all;
 use tokio::sync::mpsc;
 
 use crate::Context;
-use crate::sdk::{Outbound, heartbeat_ack, reply};
+use crate::sdk::{Outbound, heartbeat_ack, refusal};
 use crate::streams::Command;
 
 /// Heartbeats that may wait for the writer; past that, streams wait to queue theirs (backpressure).
@@ -84,7 +84,7 @@ async fn write(context: &Context, fleet_id: Arc<str>, beats: Vec<Beat>) {
             tracing::warn!(error = %err, fleet = %fleet_id, "writing heartbeats failed");
             let status = tonic::Status::from(err);
             for beat in beats {
-                let answer = reply(&beat.request_id, status.code(), status.message(), None);
+                let answer = refusal(&beat.request_id, &status);
                 let _ = beat.answers.try_send(Box::new(Ok(answer)));
             }
         }
@@ -92,19 +92,22 @@ async fn write(context: &Context, fleet_id: Arc<str>, beats: Vec<Beat>) {
 }
 
 // A stream whose queue is full or gone misses this ack; its process sends the next heartbeat regardless.
-fn acknowledge(beat: Beat, version: Option<u64>) {
-    match version {
-        None => {
+fn acknowledge(beat: Beat, beaten: Beaten) {
+    match beaten {
+        Beaten::Lost => {
             let _ = beat.commands.try_send(Command::Lost);
         }
-        Some(version) if beat.applied < version => {
+        Beaten::Superseded => {
+            let _ = beat.commands.try_send(Command::Superseded(u64::MAX));
+        }
+        Beaten::Version(version) if beat.applied < version => {
             let _ = beat.commands.try_send(Command::Behind {
                 request_id: beat.request_id,
                 sequence: beat.sequence,
                 version,
             });
         }
-        Some(version) => {
+        Beaten::Version(version) => {
             let answer = heartbeat_ack(beat.request_id, beat.sequence, version, None);
             let _ = beat.answers.try_send(Box::new(Ok(answer)));
         }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use berth_store::Subscription;
 use berth_store::keys::push_channel;
-use berth_store::processes::{self, Routing};
+use berth_store::processes::{self, Announcement, Routing};
 
 use crate::Context;
 use crate::streams::Command;
@@ -38,10 +38,12 @@ pub(crate) async fn listen(context: Arc<Context>) {
         };
         while let Some(payload) = subscription.next().await {
             let payload = String::from_utf8_lossy(&payload);
-            if let Some((fleet_id, game_server_id, version)) = processes::parse_announcement(&payload) {
-                context
-                    .streams
-                    .tell(fleet_id, game_server_id, Command::Announce(version));
+            if let Some((fleet_id, game_server_id, what)) = processes::parse_announcement(&payload) {
+                let command = match what {
+                    Announcement::Version(version) => Command::Announce(version),
+                    Announcement::Superseded(attach) => Command::Superseded(attach),
+                };
+                context.streams.tell(fleet_id, game_server_id, command);
             }
         }
     }

@@ -3,18 +3,24 @@
 //! writer, and commands for the process are pushed as they are announced. A failed request is answered with a
 //! code and leaves the stream open; only protocol violations and a lost registration end it.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Instant;
 
 use berth_domain::game_server::UtilizationChange;
-use berth_domain::game_session::GameSessionStatus;
-use berth_domain::process::{Registration, check_register};
+use berth_domain::game_session::{GameSessionRecord, GameSessionStatus};
+use berth_domain::process::{Registration, check_register, check_update_server};
+use berth_domain::validate::{Violations, invalid};
+use berth_proto::common::v1::{Endpoint, KeyValue};
 use berth_proto::health::v1::sdk_service_server::SdkService;
 use berth_proto::health::v1::{self as pb, attach_request::Kind as Ask, attach_response::Kind as Tell};
 use berth_runtime::auth::Caller;
-use berth_store::game_servers::{self as registry, Update, Updated};
-use berth_store::processes::{self as store, Attach, Attached, Desired, ProcessRef};
+use berth_store::game_servers::{Update, Updated};
+use berth_store::processes::{
+    self as store, Announcement, Attach, Attached, Described, Desired, ProcessRef, ProcessUpdated,
+};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::{Stream, StreamExt};
@@ -34,6 +40,8 @@ mod sessions;
 const QUEUE: usize = 16;
 /// Longest request id.
 const REQUEST_ID_MAX: usize = 64;
+/// Most messages a process may send per second; more ends its stream with RESOURCE_EXHAUSTED.
+const MESSAGES_PER_SECOND: f64 = 100.0;
 
 /// Where a stream's answers and pushes queue to go out. Boxed: a channel allocates its slots 32 at a time, and a
 /// slot the size of a message would cost each connected server ~20 KiB before it sends anything.
@@ -94,7 +102,52 @@ pub(crate) fn reply(
     )
 }
 
+/// The reply for a refused request, with the field violations its status carries.
+pub(crate) fn refusal(request_id: &str, status: &Status) -> pb::AttachResponse {
+    use tonic_types::StatusExt;
+    let field_violations = status
+        .get_details_bad_request()
+        .map(|bad| {
+            bad.field_violations
+                .into_iter()
+                .map(|violation| pb::ReplyFieldViolation {
+                    field: violation.field,
+                    description: violation.description,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    response(
+        request_id,
+        Tell::Reply(pb::Reply {
+            code: status.code() as i32,
+            message: status.message().to_owned(),
+            field_violations,
+            result: None,
+        }),
+    )
+}
+
+/// Checks a request id: 1 to 64 printable ASCII characters.
+fn check_request_id(request_id: &str) -> Result<(), Status> {
+    let mut v = Violations::new();
+    v.printable("request_id", request_id, 1, REQUEST_ID_MAX);
+    v.into_result()
+}
+
 fn stored_fields(req: &pb::RegisterProcess, registration: &Registration) -> Vec<(&'static str, String)> {
+    let labels: Vec<(&str, &str)> = req
+        .labels
+        .iter()
+        .map(|label| (label.key.as_str(), label.value.as_str()))
+        .collect();
+    let ports: Vec<(&str, u32, i32)> = req
+        .ports
+        .iter()
+        .map(|port| (port.name.as_str(), port.port, port.protocol))
+        .collect();
+    // Tuples of strings and numbers always encode.
+    let json = |value: serde_json::Result<String>| value.unwrap_or_else(|_| "[]".to_owned());
     vec![
         ("conn", registration.connection_info()),
         ("data", req.game_server_data.clone()),
@@ -105,6 +158,8 @@ fn stored_fields(req: &pb::RegisterProcess, registration: &Registration) -> Vec<
         ("max_sess", registration.max_sessions.to_string()),
         ("max_players", registration.max_players.to_string()),
         ("sdkv", registration.sdk_version.clone()),
+        ("labels", json(serde_json::to_string(&labels))),
+        ("ports", json(serde_json::to_string(&ports))),
     ]
 }
 
@@ -122,6 +177,7 @@ impl SdkService for Sdk {
             .message()
             .await?
             .ok_or_else(|| Status::invalid_argument("the stream ended before register_process"))?;
+        check_request_id(&first.request_id)?;
         let Some(Ask::RegisterProcess(mut register)) = first.kind else {
             return Err(Status::failed_precondition(
                 "the first message of a stream must be register_process",
@@ -147,9 +203,24 @@ impl SdkService for Sdk {
             replica: &context.replica,
             fields: &fields,
         };
-        let (record, resumed) = match store::attach(&context.store, &attach, &context.timings).await? {
-            Attached::Registered(record) => (record, false),
-            Attached::Resumed(record) => (record, true),
+        let (record, attach, resumed) = match store::attach(&context.store, &attach, &context.timings).await? {
+            Attached::Registered(record, attach) => (record, attach, false),
+            Attached::Resumed(record, attach, superseded) => {
+                // The stream this one replaces ends with ABORTED: here when this replica holds it (see
+                // Streams::insert), else through the replica that does.
+                if superseded != context.replica {
+                    let what = Announcement::Superseded(attach);
+                    store::tell(
+                        &context.store,
+                        &superseded,
+                        &register.fleet_id,
+                        &register.game_server_id,
+                        what,
+                    )
+                    .await;
+                }
+                (record, attach, true)
+            }
             Attached::Exists => {
                 return Err(Status::already_exists(format!(
                     "game server {:?} has a live registration; resume it with resume_registration_id, or wait until \
@@ -184,8 +255,12 @@ impl SdkService for Sdk {
             fleet_id: register.fleet_id.clone().into(),
             game_server_id: register.game_server_id.as_str().into(),
             registration_id: registration_id.as_str().into(),
+            attach,
             out,
             commands: commands.clone(),
+            budget: Budget::new(),
+            reported: None,
+            shapes: HashMap::new(),
             pushed_sessions: HashSet::new(),
             pushed_endings: HashSet::new(),
             pushed_termination: None,
@@ -207,13 +282,18 @@ impl SdkService for Sdk {
             .await;
         let generation = context
             .streams
-            .insert(&register.fleet_id, &register.game_server_id, commands);
+            .insert(&register.fleet_id, &register.game_server_id, attach, commands);
         tokio::spawn(async move {
             stream.serve(inbound, commands_rx).await;
             stream
                 .context
                 .streams
                 .remove(&stream.fleet_id, &stream.game_server_id, generation);
+            // Gone without ProcessEnding (which removed the record, so this then changes nothing): should the
+            // process stay away past its deadline, it crashed rather than hung.
+            if let Err(err) = store::detach(&stream.context.store, &stream.process(), stream.attach).await {
+                tracing::debug!(error = %err, "a closed stream could not be recorded");
+            }
         });
         Ok(Response::new(Box::pin(
             ReceiverStream::new(out_rx).map(|message| *message),
@@ -228,14 +308,107 @@ enum Flow {
     End(Option<Status>),
 }
 
+/// How many messages a stream may still send: a bucket of [`MESSAGES_PER_SECOND`] refilled at that rate, so it
+/// runs dry only when some second saw more.
+struct Budget {
+    left: f64,
+    at: Instant,
+}
+
+impl Budget {
+    fn new() -> Budget {
+        Budget {
+            left: MESSAGES_PER_SECOND,
+            at: Instant::now(),
+        }
+    }
+
+    /// Spends one message; `false` when none is left.
+    fn spend(&mut self) -> bool {
+        let now = Instant::now();
+        let refill = now.duration_since(self.at).as_secs_f64() * MESSAGES_PER_SECOND;
+        self.left = (self.left + refill).min(MESSAGES_PER_SECOND);
+        self.at = now;
+        if self.left < 1.0 {
+            return false;
+        }
+        self.left -= 1.0;
+        true
+    }
+}
+
+/// What the last heartbeat of this stream reported, for DescribeServer (the store has it only after the writer's
+/// next batch).
+struct Reported {
+    healthy: bool,
+    game_state: i32,
+    players: Vec<String>,
+}
+
+/// What a hosted game session looked like when the process was last told of it, to tell it what changed.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Shape {
+    maximum_players: u32,
+    accepts_players: bool,
+    /// Name and properties, hashed.
+    properties: u64,
+    /// Matchmaker data, hashed.
+    matchmaker_data: u64,
+}
+
+impl Shape {
+    fn of(session: &GameSessionRecord) -> Shape {
+        let hash = |value: &dyn Fn(&mut DefaultHasher)| {
+            let mut hasher = DefaultHasher::new();
+            value(&mut hasher);
+            hasher.finish()
+        };
+        Shape {
+            maximum_players: session.maximum_players,
+            accepts_players: session.accepts_players,
+            properties: hash(&|h| (&session.name, &session.properties).hash(h)),
+            matchmaker_data: hash(&|h| session.matchmaker_data.hash(h)),
+        }
+    }
+
+    /// The reason to tell of a change from `self` to `now`, if anything changed. One update carries the whole
+    /// session; when one request changed several things, the first of these names it.
+    fn change(self, now: Shape) -> Option<pb::GameSessionUpdateReason> {
+        use pb::GameSessionUpdateReason as Reason;
+        [
+            (
+                self.maximum_players != now.maximum_players,
+                Reason::MaximumPlayersUpdated,
+            ),
+            (
+                self.accepts_players != now.accepts_players,
+                Reason::PlayerSessionCreationPolicyUpdated,
+            ),
+            (
+                self.matchmaker_data != now.matchmaker_data,
+                Reason::MatchmakerDataUpdated,
+            ),
+            (self.properties != now.properties, Reason::PropertiesUpdated),
+        ]
+        .into_iter()
+        .find_map(|(changed, reason)| changed.then_some(reason))
+    }
+}
+
 /// The task serving one process's stream.
 struct ProcessStream {
     context: Arc<Context>,
     fleet_id: Arc<str>,
     game_server_id: Arc<str>,
     registration_id: Arc<str>,
+    /// This stream's attach number: a resume through a newer stream supersedes it.
+    attach: u64,
     out: Outbound,
     commands: mpsc::Sender<Command>,
+    budget: Budget,
+    reported: Option<Reported>,
+    /// Hosted sessions as last told, by id.
+    shapes: HashMap<String, Shape>,
     pushed_sessions: HashSet<String>,
     /// Sessions whose termination request was pushed.
     pushed_endings: HashSet<String>,
@@ -266,6 +439,9 @@ impl ProcessStream {
                     "this health replica is shutting down; resume through another",
                 ))),
                 message = inbound.message() => match message {
+                    Ok(Some(_)) if !self.budget.spend() => Flow::End(Some(Status::resource_exhausted(format!(
+                        "more than {MESSAGES_PER_SECOND} messages in a second: slow down, then resume"
+                    )))),
                     Ok(Some(message)) => self.handle(message).await,
                     Ok(None) => return,
                     // A message that does not decode, or a transport that broke: say why, if anyone still listens.
@@ -286,6 +462,7 @@ impl ProcessStream {
     fn mark_sent(&mut self, desired: &Desired) -> pb::DesiredState {
         for hosted in &desired.sessions {
             let id = &hosted.session.game_session_id;
+            self.shapes.insert(id.clone(), Shape::of(&hosted.session));
             self.pushed_sessions.insert(id.clone());
             if hosted.session.status == Some(GameSessionStatus::Terminating) {
                 self.pushed_endings.insert(id.clone());
@@ -314,14 +491,24 @@ impl ProcessStream {
                 sequence,
                 version,
             } => {
-                let desired_state = match self.desired().await {
-                    Ok(Some(desired)) => Some(self.mark_sent(&desired)),
-                    Ok(None) | Err(_) => None,
+                let (desired_state, updates) = match self.desired().await {
+                    Ok(Some(desired)) => {
+                        let updates = self.updates(&desired);
+                        (Some(self.mark_sent(&desired)), updates)
+                    }
+                    Ok(None) | Err(_) => (None, Vec::new()),
                 };
                 self.send(heartbeat_ack(request_id, sequence, version, desired_state))
                     .await;
+                for update in updates {
+                    self.send(response("", Tell::UpdateGameSession(update))).await;
+                }
                 Flow::Continue
             }
+            Command::Superseded(by) if by > self.attach => Flow::End(Some(Status::aborted(
+                "a newer stream resumed this registration; this one is closed",
+            ))),
+            Command::Superseded(_) => Flow::Continue,
             Command::Lost => {
                 if let Ok(Some(desired)) = self.desired().await {
                     self.push(&desired).await;
@@ -333,8 +520,39 @@ impl ProcessStream {
         }
     }
 
-    /// Pushes what is new in a desired state: game sessions not pushed before, and a termination.
+    /// UpdateGameSession pushes for the hosted sessions that changed since the process was last told of them
+    /// (a termination request is pushed apart), and remembers them as told.
+    fn updates(&mut self, desired: &Desired) -> Vec<pb::UpdateGameSession> {
+        let mut updates = Vec::new();
+        for hosted in &desired.sessions {
+            let now = Shape::of(&hosted.session);
+            let Some(before) = self.shapes.insert(hosted.session.game_session_id.clone(), now) else {
+                continue;
+            };
+            if let Some(reason) = before.change(now) {
+                updates.push(pb::UpdateGameSession {
+                    game_session: Some(hosted.session.clone().into()),
+                    reason: reason as i32,
+                    termination_deadline: None,
+                    state_version: desired.version,
+                });
+            }
+        }
+        let open: HashSet<&str> = desired
+            .sessions
+            .iter()
+            .map(|hosted| hosted.session.game_session_id.as_str())
+            .collect();
+        self.shapes.retain(|id, _| open.contains(id.as_str()));
+        updates
+    }
+
+    /// Pushes what is new in a desired state: game sessions not pushed before, changes to those pushed, and a
+    /// termination.
     async fn push(&mut self, desired: &Desired) -> Flow {
+        for update in self.updates(desired) {
+            self.send(response("", Tell::UpdateGameSession(update))).await;
+        }
         for ((id, assignment), hosted) in assignments(desired).into_iter().zip(&desired.sessions) {
             if self.pushed_sessions.insert(id.clone()) {
                 let start = pb::StartGameSession {
@@ -368,14 +586,14 @@ impl ProcessStream {
 
     async fn handle(&mut self, message: pb::AttachRequest) -> Flow {
         let id = message.request_id;
-        if id.is_empty() || id.len() > REQUEST_ID_MAX {
-            return Flow::End(Some(Status::invalid_argument(format!(
-                "request_id must be 1 to {REQUEST_ID_MAX} bytes long, got {}",
-                id.len()
-            ))));
+        if let Err(status) = check_request_id(&id) {
+            return Flow::End(Some(status));
         }
         let Some(kind) = message.kind else {
-            return Flow::End(Some(Status::invalid_argument(format!("message {id:?} has no kind"))));
+            return Flow::End(Some(invalid(
+                "kind",
+                format!("message {id:?} has none: set exactly one"),
+            )));
         };
         let answer = match kind {
             Ask::RegisterProcess(_) => {
@@ -419,7 +637,7 @@ impl ProcessStream {
                     let none = pb::TerminationTime { termination_time: None };
                     reply(&id, Code::Ok, "", Some(pb::reply::Result::TerminationTime(none)))
                 }
-                Err(status) => reply(&id, status.code(), status.message(), None),
+                Err(status) => refusal(&id, &status),
             },
             Ask::DescribeServer(_) => self.describe(&id).await,
             Ask::UpdateServer(update) => self.update(&id, update).await,
@@ -443,24 +661,26 @@ impl ProcessStream {
     async fn heartbeat(&mut self, request_id: String, heartbeat: pb::Heartbeat) -> Flow {
         let health = heartbeat.health();
         if health == pb::ProcessHealth::Unspecified {
-            self.send(reply(
-                &request_id,
-                Code::InvalidArgument,
-                "health must be HEALTHY or UNHEALTHY",
-                None,
-            ))
-            .await;
+            let status = invalid("heartbeat.health", "must be HEALTHY or UNHEALTHY");
+            self.send(refusal(&request_id, &status)).await;
             return Flow::Continue;
         }
         let game_state = heartbeat.game_state().as_str_name().trim_start_matches("GAME_STATE_");
+        let players = u32::try_from(heartbeat.connected_player_ids.len()).unwrap_or(u32::MAX);
+        self.reported = Some(Reported {
+            healthy: health == pb::ProcessHealth::Healthy,
+            game_state: heartbeat.game_state,
+            players: heartbeat.connected_player_ids,
+        });
         let beat = Beat {
             fleet_id: self.fleet_id.clone(),
             heartbeat: store::Heartbeat {
                 game_server_id: self.game_server_id.clone(),
                 registration_id: self.registration_id.clone(),
+                attach: self.attach,
                 healthy: health == pb::ProcessHealth::Healthy,
                 game_state: if game_state == "UNSPECIFIED" { "" } else { game_state },
-                players: u32::try_from(heartbeat.connected_player_ids.len()).unwrap_or(u32::MAX),
+                players,
             },
             request_id,
             sequence: heartbeat.sequence,
@@ -476,36 +696,83 @@ impl ProcessStream {
         Flow::Continue
     }
 
-    async fn describe(&self, id: &str) -> pb::AttachResponse {
-        match registry::describe(&self.context.store, &self.fleet_id, &self.game_server_id).await {
-            Ok(Some(record)) => {
-                let description = pb::ServerDescription {
-                    game_server: Some(record.into()),
-                    registration_id: self.registration_id.to_string(),
-                    game_session_ids: self.pushed_sessions.iter().cloned().collect(),
-                    ..Default::default()
-                };
-                reply(id, Code::Ok, "", Some(pb::reply::Result::Server(description)))
+    /// The server as it describes itself: its record, what it registered and last reported, its open sessions.
+    async fn description(&self, server: Described) -> Result<pb::ServerDescription, Status> {
+        let desired = self.desired().await?;
+        let Described { record, details } = server;
+        let (healthy, game_state, players) = match &self.reported {
+            Some(reported) => (reported.healthy, reported.game_state, reported.players.clone()),
+            None => {
+                let state = pb::GameState::from_str_name(&format!("GAME_STATE_{}", details.game_state));
+                (details.healthy, state.unwrap_or_default() as i32, Vec::new())
             }
+        };
+        let health = if healthy {
+            pb::ProcessHealth::Healthy
+        } else {
+            pb::ProcessHealth::Unhealthy
+        };
+        Ok(pb::ServerDescription {
+            game_server: Some(record.into()),
+            registration_id: self.registration_id.to_string(),
+            game_state,
+            health: health as i32,
+            labels: details
+                .labels
+                .into_iter()
+                .map(|(key, value)| KeyValue { key, value })
+                .collect(),
+            counters: details
+                .counters
+                .into_iter()
+                .map(|(name, count, capacity)| pb::ServerCounter { name, count, capacity })
+                .collect(),
+            reserved_until_time: None,
+            game_session_ids: desired
+                .map(|desired| {
+                    desired
+                        .sessions
+                        .into_iter()
+                        .map(|hosted| hosted.session.game_session_id)
+                        .collect()
+                })
+                .unwrap_or_default(),
+            connected_player_ids: players,
+            max_concurrent_game_sessions: details.max_sessions,
+            max_players: details.max_players,
+            location: details.location,
+            endpoint: Some(Endpoint {
+                ip_address: details.ip_address,
+                dns_name: details.dns_name,
+                port: details.port,
+            }),
+            ports: details
+                .ports
+                .into_iter()
+                .map(|(name, port, protocol)| pb::ServerPort { name, port, protocol })
+                .collect(),
+        })
+    }
+
+    /// The reply carrying the server's description.
+    async fn described(&self, id: &str, server: Described) -> pb::AttachResponse {
+        match self.description(server).await {
+            Ok(description) => reply(id, Code::Ok, "", Some(pb::reply::Result::Server(description))),
+            Err(status) => refusal(id, &status),
+        }
+    }
+
+    async fn describe(&self, id: &str) -> pb::AttachResponse {
+        match store::describe(&self.context.store, &self.fleet_id, &self.game_server_id).await {
+            Ok(Some(server)) => self.described(id, server).await,
             Ok(None) => reply(id, Code::NotFound, "this process is no longer registered", None),
             Err(err) => reply(id, Code::Unavailable, err.to_string(), None),
         }
     }
 
     async fn update(&self, id: &str, update: pb::UpdateServer) -> pb::AttachResponse {
-        if update.labels.is_some() || !update.counters.is_empty() {
-            return reply(id, Code::Unimplemented, "labels and counters are not stored yet", None);
-        }
-        if let Some(data) = &update.game_server_data {
-            let mut v = berth_domain::validate::Violations::new();
-            v.text(
-                "update_server.game_server_data",
-                data,
-                berth_domain::game_server::GAME_SERVER_DATA_MAX,
-            );
-            if let Err(status) = v.into_result() {
-                return reply(id, status.code(), status.message(), None);
-            }
+        if let Err(status) = check_update_server(&update) {
+            return refusal(id, &status);
         }
         let change = Update {
             fleet_id: &self.fleet_id,
@@ -520,25 +787,42 @@ impl ProcessStream {
             claim_id: None,
             claimant_only: false,
         };
-        match registry::update(&self.context.store, &change).await {
-            Ok(Updated::Done(record)) => {
-                let description = pb::ServerDescription {
-                    game_server: Some((*record).into()),
-                    registration_id: self.registration_id.to_string(),
-                    ..Default::default()
-                };
-                reply(id, Code::Ok, "", Some(pb::reply::Result::Server(description)))
+        let labels: Option<Vec<(String, String)>> = update.labels.map(|labels| {
+            labels
+                .labels
+                .into_iter()
+                .map(|label| (label.key, label.value))
+                .collect()
+        });
+        let counters: Vec<(String, i64, i64)> = update
+            .counters
+            .into_iter()
+            .map(|counter| (counter.name, counter.count, counter.capacity))
+            .collect();
+        match store::update(&self.context.store, &change, labels.as_deref(), &counters).await {
+            Ok(ProcessUpdated::Updated(Updated::Done(server))) => self.described(id, *server).await,
+            Ok(ProcessUpdated::Updated(Updated::NotFound)) => {
+                reply(id, Code::NotFound, "this process is no longer registered", None)
             }
-            Ok(Updated::NotFound) => reply(id, Code::NotFound, "this process is no longer registered", None),
-            Ok(Updated::ClaimLapsed) => reply(
+            Ok(ProcessUpdated::Updated(Updated::ClaimLapsed)) => reply(
                 id,
                 Code::FailedPrecondition,
                 "its claim lapsed; it is in the pool again",
                 None,
             ),
-            Ok(Updated::AlreadyUtilized | Updated::NotClaimant) => {
+            Ok(ProcessUpdated::Updated(Updated::AlreadyUtilized | Updated::NotClaimant)) => {
                 reply(id, Code::FailedPrecondition, "it is UTILIZED already", None)
             }
+            Ok(ProcessUpdated::TooManyCounters) => refusal(
+                id,
+                &invalid(
+                    "update_server.counters",
+                    format!(
+                        "would leave the server more than {} counters; remove some (count and capacity 0)",
+                        berth_domain::process::COUNTERS_MAX
+                    ),
+                ),
+            ),
             Err(err) => reply(id, Code::Unavailable, err.to_string(), None),
         }
     }

@@ -21,6 +21,8 @@ pub(crate) enum Command {
     },
     /// A heartbeat found the process declared lost: tell it what it missed and end the stream.
     Lost,
+    /// A stream with this attach number resumed the registration: a stream with a lower one ends with ABORTED.
+    Superseded(u64),
 }
 
 /// Fleet id and game-server id, joined with a NUL (which ids cannot contain).
@@ -41,14 +43,25 @@ pub(crate) struct Streams {
 }
 
 impl Streams {
-    /// Records the stream of a process; returns its generation, for [`Streams::remove`].
-    pub(crate) fn insert(&self, fleet_id: &str, game_server_id: &str, commands: mpsc::Sender<Command>) -> u64 {
+    /// Records the stream of a process, attached as number `attach`; returns its generation, for
+    /// [`Streams::remove`]. An older stream of the process held here is told it was superseded.
+    pub(crate) fn insert(
+        &self,
+        fleet_id: &str,
+        game_server_id: &str,
+        attach: u64,
+        commands: mpsc::Sender<Command>,
+    ) -> u64 {
         let generation = self.generations.fetch_add(1, Ordering::Relaxed);
         let entry = Entry { generation, commands };
-        self.entries
+        let replaced = self
+            .entries
             .lock()
             .expect("streams lock")
             .insert(key(fleet_id, game_server_id), entry);
+        if let Some(old) = replaced {
+            let _ = old.commands.try_send(Command::Superseded(attach));
+        }
         metrics::gauge!("berth_sdk_streams").increment(1.0);
         generation
     }

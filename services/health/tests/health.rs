@@ -1,7 +1,9 @@
 //! The health service's game-server registry through real gRPC against a real Redis: registration rules, scoped
 //! game-server tokens, paging, instance status, and what every Berth process serves (health, reflection). The SDK
-//! stream's tests are in `health/stream.rs`.
+//! stream's tests are in `health/stream.rs`, and what its contract promises beyond the flow in `health/contract.rs`.
 
+#[path = "health/contract.rs"]
+mod contract;
 #[path = "health/stream.rs"]
 mod stream;
 

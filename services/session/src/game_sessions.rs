@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use berth_domain::game_session::{GameSessionStatus, check, fleet_of, new_game_session_id};
+use berth_domain::validate::invalid;
 use berth_proto::session::v1::game_session_service_server::GameSessionService;
 use berth_proto::session::v1::{self as pb};
 use berth_store::processes::announce;
@@ -12,7 +13,7 @@ use prost::Message;
 use tonic::{Request, Response, Status};
 
 use crate::Context;
-use crate::tokens::{digest, issue, redeem};
+use berth_domain::page_token::{digest, issue, redeem};
 
 /// The handler.
 pub struct GameSessions {
@@ -123,11 +124,6 @@ impl GameSessionService for GameSessions {
                     context.args.creator_limit_period_ms,
                     when(until_ms)
                 )));
-            }
-            Created::ServerNotFound | Created::ServerBusy => {
-                return Err(Status::internal(
-                    "a named server was reported for a create that names none",
-                ));
             }
         };
         Ok(Response::new(pb::CreateGameSessionResponse {
@@ -254,10 +250,13 @@ impl GameSessionService for GameSessions {
                 "maximum_player_session_count {} is above the {most} players its game server takes",
                 req.maximum_player_session_count.unwrap_or_default()
             ))),
-            Updated::TooManyProperties(count) => Err(Status::invalid_argument(format!(
-                "game_properties: the session would hold {count} properties, at most {}",
-                check::PROPERTIES_MAX
-            ))),
+            Updated::TooManyProperties(count) => Err(invalid(
+                "game_properties",
+                format!(
+                    "would leave the session {count} properties, at most {}",
+                    check::PROPERTIES_MAX
+                ),
+            )),
         }
     }
 

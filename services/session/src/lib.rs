@@ -6,7 +6,6 @@ mod game_sessions;
 mod player_sessions;
 mod search;
 mod sweeper;
-mod tokens;
 mod watch;
 
 use std::sync::Arc;
@@ -59,6 +58,11 @@ pub struct SessionArgs {
     /// The period of the creator limit, in ms.
     #[arg(long, env = "BERTH_CREATOR_LIMIT_PERIOD_MS", default_value_t = 900_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub creator_limit_period_ms: u64,
+    /// Most session events each fleet keeps besides the retention; the oldest are trimmed first. Each takes about
+    /// 0.5 KiB of Redis memory (see the README), so the default holds about 500 MiB per busy fleet. A watcher can
+    /// resume from a cursor only while the events after it are kept.
+    #[arg(long, env = "BERTH_SESSION_EVENTS_MAX", default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub events_max: u64,
     /// How often timeouts and retention are swept, in ms.
     #[arg(long, env = "BERTH_SESSION_SWEEP_MS", default_value_t = 250, value_parser = clap::value_parser!(u64).range(1..))]
     pub sweep_ms: u64,
@@ -73,6 +77,7 @@ impl Default for SessionArgs {
             termination_grace_ms: 300_000,
             creator_limit: 0,
             creator_limit_period_ms: 900_000,
+            events_max: 1_000_000,
             sweep_ms: 250,
         }
     }

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use berth_domain::game_session::{PlayerSessionStatus, check, fleet_of, new_player_session_id};
+use berth_domain::validate::invalid;
 use berth_proto::session::v1::player_session_service_server::PlayerSessionService;
 use berth_proto::session::v1::{self as pb, describe_player_sessions_request::Selector};
 use berth_store::game_servers::fleets;
@@ -11,7 +12,7 @@ use berth_store::sessions::{self as store, Page, PlayerSource, PlayersCreated};
 use tonic::{Request, Response, Status};
 
 use crate::Context;
-use crate::tokens::{digest, issue, redeem};
+use berth_domain::page_token::{digest, issue, redeem};
 
 /// The handler.
 pub struct PlayerSessions {
@@ -129,7 +130,12 @@ impl PlayerSessionService for PlayerSessions {
                 }
             }
             Some(Selector::PlayerId(player_id)) => self.by_player(player_id, status, &req.page_token, size).await?,
-            None => return Err(Status::invalid_argument("selector must be set")),
+            None => {
+                return Err(invalid(
+                    "selector",
+                    "must be set: player_session_id, game_session_id or player_id",
+                ));
+            }
         };
         Ok(Response::new(pb::DescribePlayerSessionsResponse {
             player_sessions: page.items.into_iter().map(Into::into).collect(),

@@ -12,12 +12,13 @@
 
 use berth_domain::game_session::{GameSessionRecord, check};
 use berth_domain::search::{Filter, IndexedOperand, SessionView, Sort};
+use berth_domain::validate::invalid;
 use berth_proto::session::v1 as pb;
 use berth_store::Store;
 use berth_store::sessions::{IndexScan, read_game_sessions, search_chunk, search_count};
 use tonic::Status;
 
-use crate::tokens::{digest, issue, redeem};
+use berth_domain::page_token::{digest, issue, redeem};
 
 /// Most candidates read per round trip: enough that a wide range takes few trips, few enough that one script does
 /// not hold Redis for long. A stream starts with chunks the size of what it needs and grows them.
@@ -154,7 +155,7 @@ pub(crate) async fn search(
     let start: usize = match redeem(&selection, &req.page_token)? {
         Some(position) => position
             .parse()
-            .map_err(|_| Status::invalid_argument("page_token is malformed; start again without it"))?,
+            .map_err(|_| invalid("page_token", "is malformed; start again without it"))?,
         None => 0,
     };
     let size = check::page_size(req.page_size, check::SEARCH_PAGE_SIZE_DEFAULT);

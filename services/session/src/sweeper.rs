@@ -30,7 +30,11 @@ async fn sweep(context: &Context) -> Result<(), berth_store::StoreError> {
     let store = &context.store;
     for fleet in fleets(store).await? {
         // One fleet failing (its cluster node unreachable) must not stop the sweep of the others.
-        let swept = match sessions::sweep(store, &fleet, SWEEP_LIMIT, context.args.retention_ms).await {
+        let events = sessions::EventRetention {
+            retention_ms: context.args.retention_ms,
+            max_events: context.args.events_max,
+        };
+        let swept = match sessions::sweep(store, &fleet, SWEEP_LIMIT, events).await {
             Ok(swept) => swept,
             Err(err) => {
                 tracing::debug!(error = %err, fleet = %fleet, "session sweep of one fleet failed");

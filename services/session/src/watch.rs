@@ -3,21 +3,21 @@
 //!
 //! Each fleet has its own stream (a script may only touch its fleet's slot), so a watch reads the streams of the
 //! fleets it covers in turn, polling each every [`POLL`] while nothing arrives; blocking reads would hold a
-//! connection that every other call shares. A cursor is one stream position (`<ms>-<seq>` from Redis' clock) for
-//! all fleets: a watch keeps each fleet's exact position while it lives, and hands out as cursor the earliest point
-//! every fleet has been read up to (a fleet read to its end counts as read up to the time of that read). A resumed
-//! watch starts [`RESUME_MARGIN_MS`] before its cursor in every fleet, so that events appended at the same moment in
-//! another fleet (or on a cluster node whose clock lags by less than the margin) are delivered — perhaps twice,
-//! which the event ids let a client see.
+//! connection that every other call shares. The watch merges the fleets into one order — by stream position
+//! (`<ms>-<seq>` from Redis' clock), then fleet id — and delivers an event only once every fleet has been read
+//! past it: each read also returns the clock of the node holding the fleet, after which that fleet can only get
+//! later positions. So a single position, with the fleet it was in, says exactly what has been delivered, and the
+//! cursor of each event is the position just after it: a resumed watch starts with the next event. On a Redis
+//! Cluster whose nodes' clocks differ, events wait until the slowest node's clock has passed them.
 
-use std::collections::HashMap;
+use std::cmp::Ordering;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use berth_domain::game_session::fleet_of;
+use berth_domain::validate::invalid;
 use berth_proto::session::v1::{self as pb, watch_session_events_response::Kind};
-use berth_store::game_servers::fleets;
 use berth_store::sessions::{self as store, SessionEventEntry, Subject};
 use tokio::sync::mpsc;
 use tokio_stream::Stream;
@@ -30,10 +30,6 @@ use crate::Context;
 const POLL: Duration = Duration::from_millis(100);
 /// How long a watch sends nothing before it sends a keepalive.
 const KEEPALIVE: Duration = Duration::from_secs(15);
-/// How often a watch of every fleet looks for new fleets.
-const FLEETS_REFRESH: Duration = Duration::from_secs(5);
-/// How far before its cursor a resumed watch starts reading, in ms.
-const RESUME_MARGIN_MS: u64 = 1_000;
 /// Events read from one fleet per round trip.
 const BATCH: usize = 200;
 /// Messages waiting to go out before the watch waits for its client.
@@ -41,29 +37,110 @@ const QUEUE: usize = 64;
 
 pub(crate) type Events = Pin<Box<dyn Stream<Item = Result<pb::WatchSessionEventsResponse, Status>> + Send>>;
 
-/// Where a watch starts, from a checked request.
-async fn start(context: &Context, req: &pb::WatchSessionEventsRequest, fleet_ids: &[String]) -> Result<String, Status> {
-    if req.from_oldest {
-        return Ok("0-0".into());
-    }
-    if req.after_cursor.is_empty() {
-        // Everything of this millisecond on: an event appended in the same ms as the watch began is delivered
-        // rather than lost (one from just before may come too).
-        let now = store::redis_now_ms(&context.store).await?;
-        return Ok(format!("{}-{}", now - 1, u64::MAX));
-    }
-    let (ms, _) = store::parse_position(&req.after_cursor).ok_or_else(|| {
-        Status::invalid_argument("after_cursor is malformed: pass a cursor from an event or keepalive")
-    })?;
-    for fleet_id in fleet_ids {
-        if store::events_trimmed_after(&context.store, fleet_id, &req.after_cursor).await? {
-            return Err(Status::out_of_range(format!(
-                "events of fleet {fleet_id:?} after this cursor are no longer retained: describe what you track, \
-                 then watch from now"
-            )));
+/// A place in the merged order of every fleet's events: everything up to stream position `at` — in every fleet
+/// when `fleet` is `None`, else in the fleets whose ids sort up to `fleet` — and nothing after. As a cursor:
+/// `<ms>-<seq>` or `<ms>-<seq>/<fleet>` (fleet ids hold no '/').
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Mark {
+    at: (u64, u64),
+    fleet: Option<String>,
+}
+
+impl Mark {
+    /// Just after an event of `fleet` at `at`.
+    fn after(at: (u64, u64), fleet: &str) -> Mark {
+        Mark {
+            at,
+            fleet: Some(fleet.to_owned()),
         }
     }
-    Ok(format!("{}-0", ms.saturating_sub(RESUME_MARGIN_MS)))
+
+    /// Everything before time `ms`, in every fleet.
+    fn before(ms: u64) -> Mark {
+        Mark {
+            at: (ms.saturating_sub(1), u64::MAX),
+            fleet: None,
+        }
+    }
+
+    fn parse(cursor: &str) -> Option<Mark> {
+        let (position, fleet) = match cursor.split_once('/') {
+            Some((position, fleet)) if !fleet.is_empty() => (position, Some(fleet.to_owned())),
+            Some(_) => return None,
+            None => (cursor, None),
+        };
+        Some(Mark {
+            at: store::parse_position(position)?,
+            fleet,
+        })
+    }
+
+    fn cursor(&self) -> String {
+        let (ms, seq) = self.at;
+        match &self.fleet {
+            Some(fleet) => format!("{ms}-{seq}/{fleet}"),
+            None => format!("{ms}-{seq}"),
+        }
+    }
+
+    /// Where reading `fleet` starts to get exactly what comes after this mark: past `at`, or at `at` itself for a
+    /// fleet sorting after the one the mark stopped in.
+    fn start(&self, fleet: &str) -> String {
+        let (ms, seq) = self.at;
+        match &self.fleet {
+            Some(stopped) if fleet > stopped.as_str() => format!("{ms}-{seq}"),
+            _ => format!("({ms}-{seq}"),
+        }
+    }
+}
+
+impl Ord for Mark {
+    fn cmp(&self, other: &Mark) -> Ordering {
+        // `None` stands for every fleet, so it sorts after any one.
+        let fleet = |mark: &Mark| (mark.fleet.is_none(), mark.fleet.clone());
+        self.at.cmp(&other.at).then_with(|| fleet(self).cmp(&fleet(other)))
+    }
+}
+
+impl PartialOrd for Mark {
+    fn partial_cmp(&self, other: &Mark) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// Where a watch starts, from a checked request.
+async fn start(context: &Context, req: &pb::WatchSessionEventsRequest, fleet_ids: &[String]) -> Result<Mark, Status> {
+    if req.from_oldest {
+        return Ok(Mark {
+            at: (0, 0),
+            fleet: None,
+        });
+    }
+    if req.after_cursor.is_empty() {
+        let now = store::redis_now_ms(&context.store).await?;
+        return Ok(Mark::before(u64::try_from(now).unwrap_or_default()));
+    }
+    let mark = Mark::parse(&req.after_cursor)
+        .ok_or_else(|| invalid("after_cursor", "is malformed: pass a cursor from an event or keepalive"))?;
+    let (ms, seq) = mark.at;
+    for fleet_id in fleet_ids {
+        let position = format!("{ms}-{seq}");
+        if store::read_events(&context.store, fleet_id, &position, &position, 0)
+            .await?
+            .trimmed
+        {
+            return Err(trimmed_after(fleet_id));
+        }
+    }
+    Ok(mark)
+}
+
+/// Events of a fleet after the watcher's position were trimmed before it read them.
+fn trimmed_after(fleet_id: &str) -> Status {
+    Status::out_of_range(format!(
+        "events of fleet {fleet_id:?} after this cursor are no longer retained: describe what you track, then watch \
+         from now"
+    ))
 }
 
 /// Opens a watch for a checked request.
@@ -72,16 +149,14 @@ pub(crate) async fn open(context: Arc<Context>, req: pb::WatchSessionEventsReque
     let fleet_ids = if fixed {
         req.fleet_ids.clone()
     } else {
-        fleets(&context.store).await?
+        store::fleets_now(&context.store).await?.1
     };
-    let start = start(&context, &req, &fleet_ids).await?;
+    let delivered = start(&context, &req, &fleet_ids).await?;
     let (out, out_rx) = mpsc::channel(QUEUE);
-    let first = store::parse_position(&start).unwrap_or_default();
     let watch = Watch {
         context,
-        caught: fleet_ids.iter().map(|fleet| (fleet.clone(), first)).collect(),
-        positions: fleet_ids.into_iter().map(|fleet| (fleet, start.clone())).collect(),
-        start,
+        fleet_ids,
+        delivered,
         fixed,
         sessions: req.game_session_ids.clone(),
         types: req.event_types().collect(),
@@ -94,12 +169,9 @@ pub(crate) async fn open(context: Arc<Context>, req: pb::WatchSessionEventsReque
 
 struct Watch {
     context: Arc<Context>,
-    /// Each fleet's position: its last event read.
-    positions: HashMap<String, String>,
-    /// Where fleets found after the watch began start.
-    start: String,
-    /// How far each fleet has been read: its last event, or the time of a read that reached its end.
-    caught: HashMap<String, (u64, u64)>,
+    fleet_ids: Vec<String>,
+    /// How far the merged order has been delivered.
+    delivered: Mark,
     /// Whether the request named its fleets (else every fleet is watched, new ones as they appear).
     fixed: bool,
     sessions: Vec<String>,
@@ -112,18 +184,7 @@ impl Watch {
     async fn run(mut self) {
         let mut closing = self.context.closing.subscribe();
         let mut last_sent = Instant::now();
-        let mut fleets_read = Instant::now();
         loop {
-            if !self.fixed && fleets_read.elapsed() >= FLEETS_REFRESH {
-                fleets_read = Instant::now();
-                if let Ok(names) = fleets(&self.context.store).await {
-                    let first = store::parse_position(&self.start).unwrap_or_default();
-                    for name in names {
-                        self.caught.entry(name.clone()).or_insert(first);
-                        self.positions.entry(name).or_insert_with(|| self.start.clone());
-                    }
-                }
-            }
             let read = match self.round().await {
                 Ok(read) => read,
                 Err(status) => {
@@ -136,7 +197,7 @@ impl Watch {
             } else if last_sent.elapsed() >= KEEPALIVE {
                 last_sent = Instant::now();
                 let keepalive = pb::WatchKeepalive {
-                    cursor: self.cursor(None),
+                    cursor: self.delivered.cursor(),
                     server_time: Some(prost_types::Timestamp::from(std::time::SystemTime::now())),
                 };
                 if !self.send(Kind::Keepalive(keepalive)).await {
@@ -167,44 +228,82 @@ impl Watch {
             .is_ok()
     }
 
-    /// The cursor to hand out: the earliest point every fleet has been read up to, and not past `event`.
-    fn cursor(&self, event: Option<(u64, u64)>) -> String {
-        let (ms, seq) = self.caught.values().copied().chain(event).min().unwrap_or_default();
-        format!("{ms}-{seq}")
-    }
-
-    /// Reads every fleet once and sends what matches.
+    /// Reads every fleet once, and delivers in order what every fleet has been read past.
     async fn round(&mut self) -> Result<Round, Status> {
         let mut round = Round::default();
-        let now = u64::try_from(store::redis_now_ms(&self.context.store).await?).unwrap_or_default();
-        let fleet_ids: Vec<String> = self.positions.keys().cloned().collect();
-        for fleet_id in fleet_ids {
-            let after = self.positions[&fleet_id].clone();
-            let entries = store::read_events(&self.context.store, &fleet_id, &after, BATCH).await?;
-            let caught_up = entries.len() < BATCH;
-            round.full |= !caught_up;
-            for entry in entries {
-                self.positions.insert(fleet_id.clone(), entry.position.clone());
-                if let Some(event) = self.event(&fleet_id, entry).await? {
-                    if !self.send(Kind::Event(event)).await {
-                        round.gone = true;
-                        return Ok(round);
-                    }
-                    round.sent += 1;
-                }
-            }
-            let reached = if caught_up {
-                (now, 0)
-            } else {
-                store::parse_position(&self.positions[&fleet_id]).unwrap_or_default()
-            };
-            self.caught.insert(fleet_id, reached);
+        // A fleet is known here before anything of it can be delivered: a fleet added after this read has only
+        // positions after its time.
+        let mut reached = None;
+        if !self.fixed {
+            let (now, fleet_ids) = store::fleets_now(&self.context.store).await?;
+            self.fleet_ids = fleet_ids;
+            reached = Some(Mark::before(now));
         }
+        let mut entries = Vec::new();
+        let (ms, seq) = self.delivered.at;
+        let read_up_to = format!("{ms}-{seq}");
+        for fleet_id in &self.fleet_ids {
+            let start = self.delivered.start(fleet_id);
+            let store::EventsRead {
+                now_ms: now,
+                trimmed,
+                entries: read,
+            } = store::read_events(&self.context.store, fleet_id, &start, &read_up_to, BATCH).await?;
+            if trimmed {
+                return Err(trimmed_after(fleet_id));
+            }
+            let full = read.len() == BATCH;
+            round.full |= full;
+            let last = read
+                .last()
+                .and_then(|entry| store::parse_position(&entry.position))
+                .map(|at| Mark::after(at, fleet_id));
+            // Read to its end, the fleet gets nothing more before the node's time (or its last event, should that
+            // be later); with more waiting, it has been read up to its last event.
+            let fleet_reached = match last {
+                Some(last) if full => last,
+                last => last
+                    .into_iter()
+                    .chain([Mark::before(now)])
+                    .max()
+                    .unwrap_or(Mark::before(now)),
+            };
+            reached = reached.into_iter().chain([fleet_reached]).min();
+            entries.extend(read.into_iter().map(|entry| (fleet_id.clone(), entry)));
+        }
+        let Some(reached) = reached else {
+            return Ok(round);
+        };
+        let mut ready: Vec<(Mark, String, SessionEventEntry)> = entries
+            .into_iter()
+            .filter_map(|(fleet_id, entry)| {
+                let mark = Mark::after(store::parse_position(&entry.position)?, &fleet_id);
+                (mark <= reached).then_some((mark, fleet_id, entry))
+            })
+            .collect();
+        ready.sort_by(|a, b| a.0.cmp(&b.0));
+        for (mark, fleet_id, entry) in ready {
+            let event = self.event(&fleet_id, &mark, entry).await?;
+            self.delivered = mark;
+            if let Some(event) = event {
+                if !self.send(Kind::Event(event)).await {
+                    round.gone = true;
+                    return Ok(round);
+                }
+                round.sent += 1;
+            }
+        }
+        self.delivered = self.delivered.clone().max(reached);
         Ok(round)
     }
 
     /// The event as the contract speaks it, when it passes the filters.
-    async fn event(&self, fleet_id: &str, entry: SessionEventEntry) -> Result<Option<pb::SessionEvent>, Status> {
+    async fn event(
+        &self,
+        fleet_id: &str,
+        mark: &Mark,
+        entry: SessionEventEntry,
+    ) -> Result<Option<pb::SessionEvent>, Status> {
         let Some(event_type) = pb::SessionEventType::from_str_name(&format!("SESSION_EVENT_TYPE_{}", entry.event_type))
         else {
             return Ok(None);
@@ -232,10 +331,9 @@ impl Watch {
             }
             Subject::PlayerSession(record) => pb::session_event::Subject::PlayerSession((*record).into()),
         };
-        let cursor = self.cursor(store::parse_position(&entry.position));
         Ok(Some(pb::SessionEvent {
             event_id: format!("{fleet_id}/{}", entry.position),
-            cursor,
+            cursor: mark.cursor(),
             event_type: event_type as i32,
             event_time: Some(berth_domain::game_server::timestamp(entry.time_ms)),
             subject: Some(subject),
@@ -252,4 +350,34 @@ struct Round {
     full: bool,
     /// Whether the client went away.
     gone: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_round_trip_and_order_by_position_then_fleet() {
+        for mark in [Mark::after((5, 2), "arena"), Mark::before(1_700_000_000_000)] {
+            assert_eq!(Mark::parse(&mark.cursor()), Some(mark));
+        }
+        assert_eq!(Mark::parse("12-3/"), None);
+        assert_eq!(Mark::parse("12/arena"), None);
+        let a = Mark::after((5, 2), "a");
+        let b = Mark::after((5, 2), "b");
+        let every = Mark {
+            at: (5, 2),
+            fleet: None,
+        };
+        assert!(a < b && b < every && every < Mark::after((5, 3), "a"));
+    }
+
+    #[test]
+    fn a_mark_resumes_each_fleet_just_after_it() {
+        let mark = Mark::after((5, 2), "m");
+        assert_eq!(mark.start("a"), "(5-2");
+        assert_eq!(mark.start("m"), "(5-2");
+        assert_eq!(mark.start("z"), "5-2");
+        assert_eq!(Mark::before(10).start("z"), format!("(9-{}", u64::MAX));
+    }
 }

@@ -3,6 +3,7 @@
 
 pub mod game_server;
 pub mod game_session;
+pub mod page_token;
 pub mod process;
 pub mod search;
 pub mod validate;

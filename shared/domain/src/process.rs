@@ -3,6 +3,7 @@
 
 use std::collections::HashSet;
 
+use berth_proto::common::v1::KeyValue;
 use berth_proto::health::v1 as pb;
 use tonic::Status;
 
@@ -109,25 +110,7 @@ pub fn check_register(req: &pb::RegisterProcess) -> Result<Registration, Status>
             format!("must be at most {PLAYERS_MAX}, got {}", req.max_players),
         );
     }
-    if req.labels.len() > LABELS_MAX {
-        v.add(
-            "labels",
-            format!("must have at most {LABELS_MAX} entries, got {}", req.labels.len()),
-        );
-    }
-    let mut keys = HashSet::new();
-    for (i, label) in req.labels.iter().enumerate() {
-        let len = label.key.chars().count();
-        if !(1..=32).contains(&len) {
-            v.add(
-                &format!("labels[{i}].key"),
-                format!("must be 1 to 32 characters long, got {len}"),
-            );
-        } else if !keys.insert(label.key.as_str()) {
-            v.add(&format!("labels[{i}].key"), format!("{:?} is given twice", label.key));
-        }
-        v.text(&format!("labels[{i}].value"), &label.value, 96);
-    }
+    check_labels(&mut v, "labels", &req.labels);
     let sdk_len = req.sdk_version.chars().count();
     if !(1..=64).contains(&sdk_len) {
         v.add("sdk_version", format!("must be 1 to 64 characters long, got {sdk_len}"));
@@ -160,6 +143,81 @@ pub fn check_register(req: &pb::RegisterProcess) -> Result<Registration, Status>
     let mut v = Violations::new();
     v.text("endpoint", &registration.connection_info(), CONNECTION_INFO_MAX);
     v.into_result().map(|()| registration)
+}
+
+/// Checks a server's labels: at most [`LABELS_MAX`], keys unique and 1 to 32 characters, values at most 96.
+fn check_labels(v: &mut Violations, field: &str, labels: &[KeyValue]) {
+    if labels.len() > LABELS_MAX {
+        v.add(
+            field,
+            format!("must have at most {LABELS_MAX} entries, got {}", labels.len()),
+        );
+    }
+    let mut keys = HashSet::new();
+    for (i, label) in labels.iter().enumerate() {
+        let len = label.key.chars().count();
+        if !(1..=32).contains(&len) {
+            v.add(
+                &format!("{field}[{i}].key"),
+                format!("must be 1 to 32 characters long, got {len}"),
+            );
+        } else if !keys.insert(label.key.as_str()) {
+            v.add(&format!("{field}[{i}].key"), format!("{:?} is given twice", label.key));
+        }
+        v.text(&format!("{field}[{i}].value"), &label.value, 96);
+    }
+}
+
+/// Most counters one process keeps, and one UpdateServer sets.
+pub const COUNTERS_MAX: usize = 16;
+/// Largest counter value or capacity: 2^62.
+pub const COUNTER_MAX: i64 = 1 << 62;
+
+/// Checks an UpdateServer message against the contract's limits (the per-process counter limit is checked where
+/// the counters are merged, atomically).
+pub fn check_update_server(req: &pb::UpdateServer) -> Result<(), Status> {
+    let mut v = Violations::new();
+    if let Some(data) = &req.game_server_data {
+        v.text("update_server.game_server_data", data, GAME_SERVER_DATA_MAX);
+    }
+    if let Some(labels) = &req.labels {
+        check_labels(&mut v, "update_server.labels.labels", &labels.labels);
+    }
+    if req.counters.len() > COUNTERS_MAX {
+        v.add(
+            "update_server.counters",
+            format!("must have at most {COUNTERS_MAX} entries, got {}", req.counters.len()),
+        );
+    }
+    let mut names = HashSet::new();
+    for (i, counter) in req.counters.iter().enumerate() {
+        let field = format!("update_server.counters[{i}]");
+        v.id(&format!("{field}.name"), &counter.name, 1, 32);
+        if !names.insert(counter.name.as_str()) {
+            v.add(&format!("{field}.name"), format!("{:?} is given twice", counter.name));
+        }
+        if !(0..=COUNTER_MAX).contains(&counter.capacity) {
+            v.add(
+                &format!("{field}.capacity"),
+                format!("must be 0 (no limit) to 2^62, got {}", counter.capacity),
+            );
+        }
+        let most = if counter.capacity == 0 {
+            COUNTER_MAX
+        } else {
+            counter.capacity
+        };
+        if !(0..=most).contains(&counter.count) {
+            v.add(
+                &format!("{field}.count"),
+                format!(
+                    "must be 0 to {most} (its capacity, or 2^62 without one), got {}",
+                    counter.count
+                ),
+            );
+        }
+    }
+    v.into_result()
 }
 
 #[cfg(test)]

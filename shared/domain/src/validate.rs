@@ -36,6 +36,16 @@ impl Violations {
         }
     }
 
+    /// Checks a token of printable ASCII (space to tilde): `min..=max` characters.
+    pub fn printable(&mut self, field: &str, value: &str, min: usize, max: usize) {
+        let len = value.chars().count();
+        if len < min || len > max {
+            self.add(field, format!("must be {min} to {max} characters long, got {len}"));
+        } else if let Some(bad) = value.chars().find(|c| !(' '..='~').contains(c)) {
+            self.add(field, format!("may hold only printable ASCII characters, got {bad:?}"));
+        }
+    }
+
     /// Checks free text: at most `max` characters.
     pub fn text(&mut self, field: &str, value: &str, max: usize) {
         let len = value.chars().count();
@@ -63,6 +73,14 @@ impl Violations {
     }
 }
 
+/// `INVALID_ARGUMENT` for one broken rule, with its field violation: for checks that need state (a page token
+/// redeemed, a cursor parsed) and so run after the request's own checks.
+pub fn invalid(field: &str, description: impl Into<String>) -> Status {
+    let mut v = Violations::new();
+    v.add(field, description);
+    v.into_result().expect_err("a violation was recorded")
+}
+
 fn is_id_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-')
 }
@@ -86,7 +104,25 @@ mod tests {
         assert!(status.message().contains("at most 512"));
     }
 
+    #[test]
+    fn one_invalid_field_carries_its_violation() {
+        let status = invalid("page_token", "was not issued by this call");
+        assert_eq!(status.code(), Code::InvalidArgument);
+        let bad = status.get_details_bad_request().expect("field violations attached");
+        assert_eq!(bad.field_violations[0].field, "page_token");
+    }
+
     proptest! {
+        #[test]
+        fn printable_tokens_are_space_to_tilde(value in "\\PC{0,70}|[\\x00-\\x7f]{0,70}") {
+            let mut v = Violations::new();
+            v.printable("request_id", &value, 1, 64);
+            let len = value.chars().count();
+            let valid = (1..=64).contains(&len) && value.chars().all(|c| (' '..='~').contains(&c));
+            prop_assert_eq!(v.into_result().is_ok(), valid);
+        }
+
+
         #[test]
         fn ids_accepted_exactly_when_in_the_alphabet_and_length(value in "\\PC{0,140}") {
             let mut v = Violations::new();

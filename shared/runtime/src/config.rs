@@ -87,10 +87,10 @@ impl CommonArgs {
 }
 
 /// Where a service listens. Each service flattens one of these into its flags; unset addresses take the
-/// service's own default ports (see the README), on all interfaces.
+/// service's own default ports (see the README), on all interfaces — but gRPC only on loopback in insecure mode.
 #[derive(Args, Clone, Debug)]
 pub struct ListenArgs {
-    /// Address for gRPC [default: 0.0.0.0 and the service's port].
+    /// Address for gRPC [default: 0.0.0.0 and the service's port; 127.0.0.1 with BERTH_INSECURE_NO_AUTH].
     #[arg(long, env = "BERTH_LISTEN")]
     pub listen: Option<SocketAddr>,
     /// Address for Prometheus `/metrics`, or `off` [default: 0.0.0.0 and the service's metrics port].
@@ -99,10 +99,11 @@ pub struct ListenArgs {
 }
 
 impl ListenArgs {
-    /// The gRPC address, or the service's default.
-    pub fn grpc(&self, default_port: u16) -> SocketAddr {
-        self.listen
-            .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], default_port)))
+    /// The gRPC address, or the service's default: every interface, or only loopback when `insecure` (every
+    /// caller is an operator then, so nobody else on the network may be one unless the address is asked for).
+    pub fn grpc(&self, default_port: u16, insecure: bool) -> SocketAddr {
+        let any = if insecure { [127, 0, 0, 1] } else { [0, 0, 0, 0] };
+        self.listen.unwrap_or_else(|| SocketAddr::from((any, default_port)))
     }
 
     /// The metrics address, the service's default, or `None` when turned off.

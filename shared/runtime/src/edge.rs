@@ -2,19 +2,58 @@
 //! check (the caller is put in the request's extensions for handlers' scope checks), and the request count and
 //! latency metrics by method and status code.
 
+use std::collections::HashSet;
 use std::convert::Infallible;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::task::{Context, Poll};
 use std::time::Instant;
 
 use futures::future::BoxFuture;
 use http::{Request, Response};
+use prost::Message;
 use tonic::body::Body;
 use tower::{Layer, Service};
 use tracing::Instrument;
 
 use crate::auth::{AccessRules, AuthMode, PUBLIC_PATHS, authenticate};
 use crate::telemetry::adopt_remote_parent;
+
+/// Every method path the served contracts define (Berth's own, health and reflection): the only values the
+/// metrics' `method` label takes besides `unknown`, so that no caller can mint a new series by inventing a path.
+static METHODS: LazyLock<HashSet<String>> = LazyLock::new(|| {
+    let sets = [
+        berth_proto::FILE_DESCRIPTOR_SET,
+        tonic_health::pb::FILE_DESCRIPTOR_SET,
+        tonic_reflection::pb::v1::FILE_DESCRIPTOR_SET,
+        tonic_reflection::pb::v1alpha::FILE_DESCRIPTOR_SET,
+    ];
+    sets.into_iter()
+        .flat_map(|encoded| {
+            prost_types::FileDescriptorSet::decode(encoded)
+                .expect("compiled-in descriptor sets decode")
+                .file
+        })
+        .flat_map(|file| {
+            let package = file.package().to_owned();
+            file.service.into_iter().flat_map(move |service| {
+                let prefix = format!("/{package}.{}/", service.name());
+                service
+                    .method
+                    .into_iter()
+                    .map(move |method| format!("{prefix}{}", method.name()))
+            })
+        })
+        .collect()
+});
+
+/// The `method` label of a request path.
+fn method_label(path: &str) -> String {
+    if METHODS.contains(path) {
+        path.to_owned()
+    } else {
+        "unknown".to_owned()
+    }
+}
 
 /// What the edge needs to know.
 #[derive(Clone)]
@@ -62,10 +101,7 @@ where
         let config = self.config.clone();
         Box::pin(async move {
             let path = request.uri().path().to_owned();
-            // Label metrics only with paths Berth serves, so that callers cannot mint endless series.
-            let known = PUBLIC_PATHS.iter().any(|public| path.starts_with(public))
-                || config.rules.iter().any(|(prefix, _)| path.starts_with(prefix));
-            let method = if known { path.clone() } else { "unknown".to_owned() };
+            let method = method_label(&path);
             let span = tracing::info_span!("rpc", service = config.service, path = %path);
             adopt_remote_parent(&span, request.headers());
             let started = Instant::now();
@@ -110,4 +146,28 @@ fn record(method: String, code: i32, started: Instant) {
         .increment(1);
     metrics::histogram!("berth_grpc_request_duration_seconds", "method" => method)
         .record(started.elapsed().as_secs_f64());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_methods_of_the_contracts_are_labels() {
+        for path in [
+            "/berth.session.v1.GameSessionService/CreateGameSession",
+            "/berth.health.v1.SdkService/Attach",
+            "/grpc.health.v1.Health/Check",
+            "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+        ] {
+            assert_eq!(method_label(path), path);
+        }
+        for path in [
+            "/berth.session.v1.GameSessionService/Invented",
+            "/berth.session.v1.GameSessionService/",
+            "/elsewhere.Service/Call",
+        ] {
+            assert_eq!(method_label(path), "unknown");
+        }
+    }
 }

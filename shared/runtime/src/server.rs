@@ -108,10 +108,7 @@ impl ServeOptions {
             (Some(secret), false) => {
                 AuthMode::Tokens(TokenKey::new(secret).map_err(|err| ServeError::Config(err.to_string()))?)
             }
-            (None, true) => {
-                tracing::warn!("BERTH_INSECURE_NO_AUTH: every caller is an operator; for local development only");
-                AuthMode::Insecure
-            }
+            (None, true) => AuthMode::Insecure,
             (None, false) => {
                 return Err(ServeError::Config(
                     "no token key: set BERTH_AUTH_KEY_FILE (or BERTH_AUTH_KEY), or for local development only \
@@ -335,7 +332,14 @@ async fn run_service(
     let options = ServeOptions::from_args(common)?;
     let metrics_addr = listen.metrics(ports.metrics).map_err(ServeError::Config)?;
     crate::metrics::install(metrics_addr).map_err(|err| ServeError::Config(format!("metrics: {err}")))?;
-    let addr = listen.grpc(ports.grpc);
+    let insecure = matches!(options.auth, AuthMode::Insecure);
+    let addr = listen.grpc(ports.grpc, insecure);
+    if insecure {
+        tracing::warn!(
+            %addr,
+            "BERTH_INSECURE_NO_AUTH: every caller reaching {addr} is an operator; for local development only"
+        );
+    }
     let listener = bind(addr).await?;
     let store = Store::new(common.redis());
     tokio::spawn(preload_scripts(store.clone()));

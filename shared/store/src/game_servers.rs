@@ -2,6 +2,7 @@
 //! so one round trip, and each script's reply is decoded here in one place.
 
 use berth_domain::game_server::{ClaimTiers, GameServerRecord, InstanceStatus, UtilizationChange};
+use berth_domain::process::COUNTERS_MAX;
 
 use crate::keys::{FLEETS, FleetKeys};
 use crate::scripts::scripts;
@@ -11,6 +12,8 @@ use crate::{Store, StoreError};
 pub(crate) struct Reply {
     pub(crate) outcome: String,
     server: Option<GameServerRecord>,
+    /// The server's hash as field/value pairs, for the process details the registry record leaves out.
+    pub(crate) fields: Vec<String>,
 }
 
 fn decode_fields(fleet_id: &str, now_ms: i64, fields: &[String]) -> Result<GameServerRecord, StoreError> {
@@ -33,6 +36,7 @@ pub(crate) fn decode_reply(fleet_id: &str, raw: Vec<String>) -> Result<Reply, St
     Ok(Reply {
         outcome: outcome.clone(),
         server,
+        fields: fields.to_vec(),
     })
 }
 
@@ -120,9 +124,9 @@ pub struct Update<'a> {
 
 /// The outcome of an update.
 #[derive(Debug)]
-pub enum Updated {
+pub enum Updated<T = Box<GameServerRecord>> {
     /// Done; the server after it.
-    Done(Box<GameServerRecord>),
+    Done(T),
     /// No such server.
     NotFound,
     /// The caller does not hold the server's claim; nothing changed.
@@ -135,6 +139,33 @@ pub enum Updated {
 
 /// Reports utilization, health or data.
 pub async fn update(store: &Store, update: &Update<'_>) -> Result<Updated, StoreError> {
+    let reply = update_call(store, update, None, "").await?;
+    updated(reply, |reply| Ok(Box::new(present(reply, "update")?)))
+}
+
+/// Decodes the outcome of the update script, the server after it by `done`.
+pub(crate) fn updated<T>(
+    reply: Reply,
+    done: impl FnOnce(Reply) -> Result<T, StoreError>,
+) -> Result<Updated<T>, StoreError> {
+    match reply.outcome.as_str() {
+        "NOT_FOUND" => Ok(Updated::NotFound),
+        "UPDATED" => Ok(Updated::Done(done(reply)?)),
+        "NOT_CLAIMANT" => Ok(Updated::NotClaimant),
+        "LAPSED" => Ok(Updated::ClaimLapsed),
+        "UTILIZED" => Ok(Updated::AlreadyUtilized),
+        other => Err(unexpected("update", other)),
+    }
+}
+
+/// Runs the update script; `labels` replace the server's when given (JSON `[[key, value], ...]`), `counters` are
+/// merged into its own (JSON `[[name, count, capacity], ...]`, numbers as strings).
+pub(crate) async fn update_call(
+    store: &Store,
+    update: &Update<'_>,
+    labels: Option<&str>,
+    counters: &str,
+) -> Result<Reply, StoreError> {
     let keys = FleetKeys::new(update.fleet_id);
     let utilization = match update.utilization {
         UtilizationChange::Keep => "",
@@ -151,16 +182,12 @@ pub async fn update(store: &Store, update: &Update<'_>) -> Result<Updated, Store
         .arg(utilization)
         .arg(flag(update.healthy))
         .arg(update.claim_id.unwrap_or(""))
-        .arg(flag(update.claimant_only));
-    let reply = decode_reply(update.fleet_id, store.invoke(&call).await?)?;
-    match reply.outcome.as_str() {
-        "NOT_FOUND" => Ok(Updated::NotFound),
-        "UPDATED" => Ok(Updated::Done(Box::new(present(reply, "update")?))),
-        "NOT_CLAIMANT" => Ok(Updated::NotClaimant),
-        "LAPSED" => Ok(Updated::ClaimLapsed),
-        "UTILIZED" => Ok(Updated::AlreadyUtilized),
-        other => Err(unexpected("update", other)),
-    }
+        .arg(flag(update.claimant_only))
+        .arg(flag(labels.is_some()))
+        .arg(labels.unwrap_or(""))
+        .arg(if counters.is_empty() { "[]" } else { counters })
+        .arg(COUNTERS_MAX);
+    decode_reply(update.fleet_id, store.invoke(&call).await?)
 }
 
 /// The outcome of a deregistration.

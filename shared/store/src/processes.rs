@@ -8,7 +8,7 @@ use berth_domain::game_server::GameServerRecord;
 use berth_domain::game_session::{GameSessionRecord, PlayerSessionRecord};
 use redis::{ScriptInvocation, Value};
 
-use crate::game_servers::{decode_reply, present, unexpected};
+use crate::game_servers::{Reply, Update, Updated, decode_reply, present, unexpected, update_call, updated};
 use crate::keys::{FLEETS, FleetKeys, push_channel};
 use crate::scripts::{LuaScript, scripts};
 use crate::sessions::{game_session, player_session, strings};
@@ -27,6 +27,135 @@ pub struct Timings {
     pub unhealthy_threshold: u32,
     /// How long the record of a lost process stays readable.
     pub retention_ms: u64,
+}
+
+/// What an SDK process said of itself and last reported, beside its registry record.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProcessDetails {
+    /// Location of its instance.
+    pub location: String,
+    /// Address players connect to.
+    pub ip_address: String,
+    /// DNS name players connect to.
+    pub dns_name: String,
+    /// Main game port.
+    pub port: u32,
+    /// Most game sessions at once.
+    pub max_sessions: u32,
+    /// Most players per game session.
+    pub max_players: u32,
+    /// Game state last reported, by its contract name without the prefix; empty before any.
+    pub game_state: String,
+    /// Whether the last heartbeat said HEALTHY.
+    pub healthy: bool,
+    /// Labels, in the order given.
+    pub labels: Vec<(String, String)>,
+    /// Other ports: name, number, transport (the contract's enum value).
+    pub ports: Vec<(String, u32, i32)>,
+    /// Counters: name, count, capacity.
+    pub counters: Vec<(String, i64, i64)>,
+}
+
+impl ProcessDetails {
+    /// Reads the details from a server hash's field/value pairs.
+    fn from_fields(fields: &[String]) -> Result<ProcessDetails, StoreError> {
+        let mut details = ProcessDetails {
+            healthy: true,
+            ..ProcessDetails::default()
+        };
+        let bad = |field: &str, value: &str| unexpected("process record", format!("{field} = {value:?}"));
+        for pair in fields.chunks_exact(2) {
+            let (field, value) = (pair[0].as_str(), pair[1].as_str());
+            let number = || value.parse::<u32>().map_err(|_| bad(field, value));
+            match field {
+                "loc" => details.location = value.to_owned(),
+                "ip" => details.ip_address = value.to_owned(),
+                "dns" => details.dns_name = value.to_owned(),
+                "port" => details.port = number()?,
+                "max_sess" => details.max_sessions = number()?,
+                "max_players" => details.max_players = number()?,
+                "gstate" => details.game_state = value.to_owned(),
+                "health" => details.healthy = value != "UNHEALTHY",
+                "labels" => details.labels = serde_json::from_str(value).map_err(|_| bad(field, value))?,
+                "ports" => details.ports = serde_json::from_str(value).map_err(|_| bad(field, value))?,
+                "counters" => {
+                    let stored: Vec<(String, String, String)> =
+                        serde_json::from_str(value).map_err(|_| bad(field, value))?;
+                    details.counters = stored
+                        .into_iter()
+                        .map(|(name, count, capacity)| {
+                            Ok((
+                                name,
+                                count.parse().map_err(|_| bad(field, value))?,
+                                capacity.parse().map_err(|_| bad(field, value))?,
+                            ))
+                        })
+                        .collect::<Result<_, StoreError>>()?;
+                }
+                _ => {}
+            }
+        }
+        Ok(details)
+    }
+}
+
+/// A process as it describes itself: its registry record and its details.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Described {
+    pub record: GameServerRecord,
+    pub details: ProcessDetails,
+}
+
+fn described(reply: Reply, script: &str) -> Result<Described, StoreError> {
+    let details = ProcessDetails::from_fields(&reply.fields)?;
+    Ok(Described {
+        record: present(reply, script)?,
+        details,
+    })
+}
+
+/// Reads a process with its details; `None` when it is not registered.
+pub async fn describe(store: &Store, fleet_id: &str, game_server_id: &str) -> Result<Option<Described>, StoreError> {
+    let keys = FleetKeys::new(fleet_id);
+    let mut call = scripts().describe_game_server.prepare();
+    call.key(keys.game_server(game_server_id));
+    let reply = decode_reply(fleet_id, store.invoke(&call).await?)?;
+    match reply.outcome.as_str() {
+        "FOUND" => Ok(Some(described(reply, "describe")?)),
+        "NOT_FOUND" => Ok(None),
+        other => Err(unexpected("describe", other)),
+    }
+}
+
+/// The outcome of a process changing its own record.
+#[derive(Debug)]
+pub enum ProcessUpdated {
+    /// As an update of the registry goes.
+    Updated(Updated<Box<Described>>),
+    /// The counters would be more than a process may keep; nothing changed.
+    TooManyCounters,
+}
+
+/// Changes a process's own record (UpdateServer): data and utilization as [`crate::game_servers::update`] does,
+/// labels replaced when given, counters merged (a count and capacity of 0 removes one).
+pub async fn update(
+    store: &Store,
+    update: &Update<'_>,
+    labels: Option<&[(String, String)]>,
+    counters: &[(String, i64, i64)],
+) -> Result<ProcessUpdated, StoreError> {
+    let bad = |err: serde_json::Error| unexpected("update", err.to_string());
+    let labels = labels.map(serde_json::to_string).transpose().map_err(bad)?;
+    let counters: Vec<(&str, String, String)> = counters
+        .iter()
+        .map(|(name, count, capacity)| (name.as_str(), count.to_string(), capacity.to_string()))
+        .collect();
+    let counters = serde_json::to_string(&counters).map_err(bad)?;
+    let reply = update_call(store, update, labels.as_deref(), &counters).await?;
+    if reply.outcome == "TOO_MANY_COUNTERS" {
+        return Ok(ProcessUpdated::TooManyCounters);
+    }
+    updated(reply, |reply| described(reply, "update").map(Box::new)).map(ProcessUpdated::Updated)
 }
 
 /// Starts a call of a process script with the keys and arguments every process script takes first.
@@ -51,23 +180,53 @@ fn number<T: std::str::FromStr>(script: &str, text: &str) -> Result<T, StoreErro
         .map_err(|_| unexpected(script, format!("{text:?} where a number belongs")))
 }
 
+/// What a health replica is told about a process whose stream it holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Announcement {
+    /// Its desired state moved to this version.
+    Version(u64),
+    /// A stream with this attach number resumed its registration: an older stream must end.
+    Superseded(u64),
+}
+
 /// Tells the health replica holding a process's stream, through its channel, that the process's desired state
 /// moved to `routing.version`. Best effort: a lost announcement is carried by the process's next heartbeat ack.
 pub async fn announce(store: &Store, routing: &Routing, fleet_id: &str, game_server_id: &str) {
-    if routing.replica.is_empty() {
+    tell(
+        store,
+        &routing.replica,
+        fleet_id,
+        game_server_id,
+        Announcement::Version(routing.version),
+    )
+    .await;
+}
+
+/// Tells `replica` something about a process whose stream it holds. Best effort: a lost version is carried by the
+/// next heartbeat ack, and a superseded stream learns it from its next heartbeat.
+pub async fn tell(store: &Store, replica: &str, fleet_id: &str, game_server_id: &str, what: Announcement) {
+    if replica.is_empty() {
         return;
     }
-    let payload = format!("{fleet_id}\n{game_server_id}\n{}", routing.version);
-    if let Err(err) = store.publish(&push_channel(&routing.replica), &payload).await {
+    let what = match what {
+        Announcement::Version(version) => version.to_string(),
+        Announcement::Superseded(attach) => format!("superseded {attach}"),
+    };
+    let payload = format!("{fleet_id}\n{game_server_id}\n{what}");
+    if let Err(err) = store.publish(&push_channel(replica), &payload).await {
         tracing::debug!(error = %err, "announcement lost; the next heartbeat carries it");
     }
 }
 
-/// An announcement as [`announce`] sends it: (fleet id, game-server id, version).
-pub fn parse_announcement(payload: &str) -> Option<(&str, &str, u64)> {
+/// An announcement as [`tell`] sends it: (fleet id, game-server id, what).
+pub fn parse_announcement(payload: &str) -> Option<(&str, &str, Announcement)> {
     let mut parts = payload.splitn(3, '\n');
-    let (fleet_id, game_server_id, version) = (parts.next()?, parts.next()?, parts.next()?);
-    Some((fleet_id, game_server_id, version.parse().ok()?))
+    let (fleet_id, game_server_id, what) = (parts.next()?, parts.next()?, parts.next()?);
+    let what = match what.strip_prefix("superseded ") {
+        Some(attach) => Announcement::Superseded(attach.parse().ok()?),
+        None => Announcement::Version(what.parse().ok()?),
+    };
+    Some((fleet_id, game_server_id, what))
 }
 
 /// Where a process's stream is held and how far its desired state has moved.
@@ -114,10 +273,11 @@ pub struct Attach<'a> {
 /// The outcome of opening a stream.
 #[derive(Debug)]
 pub enum Attached {
-    /// A new registration.
-    Registered(Box<GameServerRecord>),
-    /// The registration resumed, with its state.
-    Resumed(Box<GameServerRecord>),
+    /// A new registration; the stream's attach number.
+    Registered(Box<GameServerRecord>, u64),
+    /// The registration resumed, with its state; the stream's attach number and the replica that held the stream
+    /// it supersedes.
+    Resumed(Box<GameServerRecord>, u64, String),
     /// The id has a live registration.
     Exists,
     /// The registration to resume was declared lost.
@@ -146,9 +306,25 @@ pub async fn attach(store: &Store, attach: &Attach<'_>, timings: &Timings) -> Re
     // Written first and idempotently, as for registrations: the monitor visits the fleets listed here.
     let _: i64 = store.query(redis::cmd("SADD").arg(FLEETS).arg(attach.fleet_id)).await?;
     let reply = decode_reply(attach.fleet_id, store.invoke(&call).await?)?;
+    let field = |name: &str| {
+        reply
+            .fields
+            .chunks_exact(2)
+            .find(|pair| pair[0] == name)
+            .map(|pair| pair[1].clone())
+            .unwrap_or_default()
+    };
+    let (number, superseded) = (field("attach"), field("superseded"));
     match reply.outcome.as_str() {
-        "REGISTERED" => Ok(Attached::Registered(Box::new(present(reply, "attach")?))),
-        "RESUMED" => Ok(Attached::Resumed(Box::new(present(reply, "attach")?))),
+        "REGISTERED" => Ok(Attached::Registered(
+            Box::new(present(reply, "attach")?),
+            self::number("attach", &number)?,
+        )),
+        "RESUMED" => Ok(Attached::Resumed(
+            Box::new(present(reply, "attach")?),
+            self::number("attach", &number)?,
+            superseded,
+        )),
         "EXISTS" => Ok(Attached::Exists),
         "LOST" => Ok(Attached::Lost),
         "UNKNOWN" => Ok(Attached::Unknown),
@@ -165,6 +341,18 @@ pub struct ProcessRef<'a> {
     pub game_server_id: &'a str,
     /// Its registration.
     pub registration_id: &'a str,
+}
+
+/// Records that a process's stream closed without ProcessEnding (unless a newer stream took over); `false` when
+/// nothing changed.
+pub async fn detach(store: &Store, process: &ProcessRef<'_>, attach: u64) -> Result<bool, StoreError> {
+    let keys = FleetKeys::new(process.fleet_id);
+    let mut call = process_call(&scripts().detach_process, &keys);
+    call.arg(process.game_server_id)
+        .arg(process.registration_id)
+        .arg(attach);
+    let unlinked: i64 = store.invoke(&call).await?;
+    Ok(unlinked == 1)
 }
 
 /// Marks a process ready; `None` when its registration is lost.
@@ -186,6 +374,8 @@ pub struct Heartbeat {
     pub game_server_id: Arc<str>,
     /// Its registration.
     pub registration_id: Arc<str>,
+    /// The attach number of the stream it came over.
+    pub attach: u64,
     /// Whether it reported itself healthy.
     pub healthy: bool,
     /// The game state it reported, by its contract name.
@@ -198,14 +388,25 @@ pub struct Heartbeat {
 /// pass a command at most ~8,000 arguments.
 pub const HEARTBEATS_PER_CALL: usize = 1_000;
 
-/// Records a batch of one fleet's heartbeats (at most [`HEARTBEATS_PER_CALL`]); for each, in order, the
-/// desired-state version, or `None` when the process is lost (and must end).
+/// What recording one heartbeat found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Beaten {
+    /// Recorded; the process's desired-state version.
+    Version(u64),
+    /// The process was declared lost, and must end.
+    Lost,
+    /// A newer stream resumed the registration; this one must close.
+    Superseded,
+}
+
+/// Records a batch of one fleet's heartbeats (at most [`HEARTBEATS_PER_CALL`]); for each, in order, what it
+/// found.
 pub async fn record_heartbeats(
     store: &Store,
     fleet_id: &str,
     heartbeats: &[Heartbeat],
     timings: &Timings,
-) -> Result<Vec<Option<u64>>, StoreError> {
+) -> Result<Vec<Beaten>, StoreError> {
     if heartbeats.len() > HEARTBEATS_PER_CALL {
         return Err(unexpected(
             "heartbeats",
@@ -223,6 +424,7 @@ pub async fn record_heartbeats(
     for beat in heartbeats {
         call.arg(&*beat.game_server_id)
             .arg(&*beat.registration_id)
+            .arg(beat.attach)
             .arg(if beat.healthy { "HEALTHY" } else { "UNHEALTHY" })
             .arg(beat.game_state)
             .arg(beat.players);
@@ -236,7 +438,11 @@ pub async fn record_heartbeats(
     }
     Ok(versions
         .into_iter()
-        .map(|version| u64::try_from(version).ok())
+        .map(|version| match u64::try_from(version) {
+            Ok(version) => Beaten::Version(version),
+            Err(_) if version == -2 => Beaten::Superseded,
+            Err(_) => Beaten::Lost,
+        })
         .collect())
 }
 

@@ -28,6 +28,8 @@ pub struct Scripts {
     pub expire_claims: LuaScript,
     /// Registers or resumes an SDK process.
     pub attach_process: LuaScript,
+    /// Unlinks a process whose stream closed.
+    pub detach_process: LuaScript,
     /// Marks a process ready.
     pub process_ready: LuaScript,
     /// Records a batch of heartbeats.
@@ -64,6 +66,10 @@ pub struct Scripts {
     pub page_sessions: LuaScript,
     /// Reads a chunk of a search index.
     pub search_sessions: LuaScript,
+    /// Reads a fleet's session events with its node's clock.
+    pub read_events: LuaScript,
+    /// Reads the fleets with their node's clock.
+    pub fleets_now: LuaScript,
 }
 
 /// One script, with its source kept for preloading.
@@ -109,6 +115,7 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
         claim_game_server: with_lib(lib, include_str!("game_servers/claim.lua")),
         expire_claims: with_lib(lib, include_str!("game_servers/expire_claims.lua")),
         attach_process: process(include_str!("processes/attach.lua")),
+        detach_process: process(include_str!("processes/detach.lua")),
         process_ready: process(include_str!("processes/ready.lua")),
         heartbeats: process(include_str!("processes/heartbeats.lua")),
         sweep_processes: process(include_str!("processes/sweep.lua")),
@@ -127,6 +134,8 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
         read_sessions: process(include_str!("sessions/read.lua")),
         page_sessions: process(include_str!("sessions/page.lua")),
         search_sessions: process(include_str!("sessions/search.lua")),
+        read_events: with_lib("", include_str!("sessions/read_events.lua")),
+        fleets_now: with_lib("", include_str!("sessions/fleets_now.lua")),
     }
 });
 
@@ -148,6 +157,7 @@ pub async fn preload(store: &Store) -> Result<(), StoreError> {
         &s.claim_game_server,
         &s.expire_claims,
         &s.attach_process,
+        &s.detach_process,
         &s.process_ready,
         &s.heartbeats,
         &s.sweep_processes,
@@ -166,6 +176,8 @@ pub async fn preload(store: &Store) -> Result<(), StoreError> {
         &s.read_sessions,
         &s.page_sessions,
         &s.search_sessions,
+        &s.read_events,
+        &s.fleets_now,
     ] {
         let mut load = redis::cmd("SCRIPT");
         load.arg("LOAD").arg(&script.source);

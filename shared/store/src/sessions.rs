@@ -19,7 +19,7 @@ mod players;
 mod reads;
 
 pub use events::{
-    SessionEventEntry, Subject, events_trimmed_after, game_session_data, parse_position, read_events, redis_now_ms,
+    EventsRead, SessionEventEntry, Subject, fleets_now, game_session_data, parse_position, read_events, redis_now_ms,
 };
 pub use players::{
     Accepted, NewPlayer, PlayersCreated, Removed, accept_player_session, create_player_sessions, remove_player_session,
@@ -212,14 +212,10 @@ pub enum Created {
     Existing(Box<GameSessionRecord>),
     /// The idempotency token was used for another request.
     TokenReused,
-    /// No ready process has room for it.
+    /// No ready process has room for it (or the one named is unknown or cannot host it).
     NoServer,
     /// The creator reached the limit; it may create again at this time (ms).
     CreatorLimit(i64),
-    /// The named process is unknown.
-    ServerNotFound,
-    /// The named process cannot host it now.
-    ServerBusy,
 }
 
 /// Creates a game session, placing it on a process in the same step.
@@ -261,8 +257,6 @@ pub async fn create_game_session(
         "TOKEN_REUSED" => Created::TokenReused,
         "NO_SERVER" => Created::NoServer,
         "CREATOR_LIMIT" => Created::CreatorLimit(detail.parse().map_err(|_| unexpected(SCRIPT, &detail))?),
-        "NOT_FOUND" => Created::ServerNotFound,
-        "BUSY" => Created::ServerBusy,
         other => return Err(unexpected(SCRIPT, other)),
     })
 }
@@ -480,17 +474,26 @@ pub struct SessionSweep {
     pub moved: Vec<(String, Routing)>,
 }
 
+/// How long and how many session events a fleet keeps.
+#[derive(Clone, Copy, Debug)]
+pub struct EventRetention {
+    /// Events older than this are trimmed, ms.
+    pub retention_ms: u64,
+    /// At most this many are kept (the oldest go first; approximately, in blocks of about 100).
+    pub max_events: u64,
+}
+
 /// Sweeps one fleet's sessions: activation and reservation timeouts, forced terminations, retention.
 pub async fn sweep(
     store: &Store,
     fleet_id: &str,
     limit: u32,
-    events_retention_ms: u64,
+    events: EventRetention,
 ) -> Result<SessionSweep, StoreError> {
     const SCRIPT: &str = "sweep_sessions";
     let keys = FleetKeys::new(fleet_id);
     let mut call = process_call(&scripts().sweep_sessions, &keys);
-    call.arg(limit).arg(events_retention_ms);
+    call.arg(limit).arg(events.retention_ms).arg(events.max_events);
     let raw: Vec<String> = store.invoke(&call).await?;
     let [activation, forced, players, deleted, moved @ ..] = raw.as_slice() else {
         return Err(unexpected(SCRIPT, raw.len()));

@@ -1,9 +1,10 @@
 //! Berth's own binaries as real processes, for tests that kill one outright (SIGKILL) as a crash or an orchestrator
 //! would. The binaries are those `cargo test --workspace --all-targets` builds beside the test executables.
 
+use std::io::BufReader;
 use std::net::TcpListener;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStderr, Command, Stdio};
 
 use berth_runtime::auth::Role;
 
@@ -30,6 +31,24 @@ impl BinaryProcess {
             .spawn()
             .unwrap_or_else(|err| panic!("starting {}: {err}", path.display()));
         BinaryProcess { child, port }
+    }
+
+    /// Starts `name` with nothing chosen for it but `envs` — so on its default gRPC port, `port` — with its log
+    /// lines on a pipe: for tests of what a service does when left to its defaults.
+    pub fn spawn_with_defaults(
+        name: &str,
+        port: u16,
+        envs: &[(&str, String)],
+    ) -> (BinaryProcess, BufReader<ChildStderr>) {
+        let path = binary(name);
+        let mut child = Command::new(&path)
+            .envs(envs.iter().map(|(key, value)| (*key, value.as_str())))
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|err| panic!("starting {}: {err}", path.display()));
+        let stderr = BufReader::new(child.stderr.take().expect("stderr is piped"));
+        (BinaryProcess { child, port }, stderr)
     }
 
     /// Its `http://` endpoint.

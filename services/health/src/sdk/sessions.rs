@@ -3,17 +3,22 @@
 //! only on sessions it hosts: a session of another fleet is unknown to it, one of another server of its fleet is
 //! refused.
 
-use berth_domain::game_session::check::{check_game_session_id, check_player_session_id};
-use berth_domain::game_session::{GameSessionRecord, fleet_of};
-use berth_domain::validate::Violations;
+use std::collections::HashSet;
+
+use berth_domain::game_session::check::{
+    check_describe_player_sessions, check_game_session_id, check_player_session_id, page_size,
+};
+use berth_domain::game_session::{GameSessionRecord, PlayerSessionRecord, PlayerSessionStatus, fleet_of};
+use berth_domain::page_token::{digest, issue, redeem};
+use berth_domain::validate::{Violations, invalid};
 use berth_proto::health::v1::{self as pb, reply::Result as Answer};
 use berth_proto::session::v1 as session;
 use berth_store::sessions::{
-    self as store, Accepted, Activated, GameSessionChange, PlayerSource, Removed, ServerEnded, Updated,
+    self as store, Accepted, Activated, GameSessionChange, Page, PlayerSource, Removed, ServerEnded, Updated,
 };
-use tonic::Code;
+use tonic::{Code, Status};
 
-use super::{ProcessStream, reply};
+use super::{ProcessStream, Shape, refusal, reply};
 
 type Reply = pb::AttachResponse;
 
@@ -57,7 +62,7 @@ impl ProcessStream {
             check_player_session_id(&mut v, "player_session_id", player_session_id);
         }
         if let Err(status) = v.into_result() {
-            return Err(Box::new(failed(id, status.code(), status.message())));
+            return Err(Box::new(refusal(id, &status)));
         }
         let foreign = [Some(game_session_id), player_session_id]
             .into_iter()
@@ -176,7 +181,13 @@ impl ProcessStream {
             ..Default::default()
         };
         match store::update_game_session(&self.context.store, &self.fleet_id, &change).await {
-            Ok(Updated::Updated(record, _)) => game_session(id, *record),
+            Ok(Updated::Updated(record, _)) => {
+                // The process asked for this change: it is not told of it again as an UpdateGameSession.
+                if let Some(shape) = self.shapes.get_mut(&record.game_session_id) {
+                    *shape = Shape::of(&record);
+                }
+                game_session(id, *record)
+            }
             Ok(Updated::Ended(status)) => failed(
                 id,
                 Code::FailedPrecondition,
@@ -254,34 +265,14 @@ impl ProcessStream {
         }
     }
 
-    /// DescribePlayerSessions of one of its own game sessions.
+    /// DescribePlayerSessions, as PlayerSessionService answers it, over the player sessions of game sessions this
+    /// process hosts or hosted: any other is, to it, no player session at all.
     pub(super) async fn describe_players(
         &mut self,
         id: &str,
         describe: session::DescribePlayerSessionsRequest,
     ) -> Reply {
-        use session::describe_player_sessions_request::Selector;
-        let Some(Selector::GameSessionId(game_session_id)) = &describe.selector else {
-            return failed(
-                id,
-                Code::InvalidArgument,
-                "selector: on the SDK stream, player sessions are described by game_session_id",
-            );
-        };
-        if let Err(answer) = self.own_ids(id, game_session_id, None) {
-            return *answer;
-        }
-        match self.read(game_session_id).await {
-            Ok(Some(record)) if record.game_server_id == *self.game_server_id => {}
-            Ok(_) => return failed(id, Code::NotFound, format!("no game session {game_session_id:?}")),
-            Err(err) => return unavailable(id, err),
-        }
-        let status = berth_domain::game_session::PlayerSessionStatus::from_proto(describe.status_filter())
-            .map_or("", |status| status.as_str());
-        let after = (!describe.page_token.is_empty()).then_some(describe.page_token.as_str());
-        let size = berth_domain::game_session::check::page_size(describe.page_size, 100).min(1000);
-        let source = PlayerSource::GameSession(game_session_id);
-        match store::list_player_sessions(&self.context.store, &self.fleet_id, source, status, after, size).await {
+        match self.player_sessions(&describe).await {
             Ok(page) => {
                 let answer = session::DescribePlayerSessionsResponse {
                     player_sessions: page.items.into_iter().map(Into::into).collect(),
@@ -289,7 +280,91 @@ impl ProcessStream {
                 };
                 reply(id, Code::Ok, "", Some(Answer::PlayerSessions(answer)))
             }
-            Err(err) => unavailable(id, err),
+            Err(status) => refusal(id, &status),
         }
+    }
+
+    async fn player_sessions(
+        &self,
+        describe: &session::DescribePlayerSessionsRequest,
+    ) -> Result<Page<PlayerSessionRecord>, Status> {
+        use session::describe_player_sessions_request::Selector;
+        check_describe_player_sessions(describe)?;
+        let status = PlayerSessionStatus::from_proto(describe.status_filter()).map_or("", PlayerSessionStatus::as_str);
+        let size = page_size(describe.page_size, 100);
+        let store = &self.context.store;
+        let fleet_id = &*self.fleet_id;
+        let not_found = |what: &str, id: &str| Status::not_found(format!("no {what} {id:?}"));
+        match describe.selector.as_ref() {
+            Some(Selector::PlayerSessionId(player_session_id)) => {
+                let record = match fleet_of(player_session_id) {
+                    Some(fleet) if fleet == fleet_id => {
+                        store::read_player_sessions(store, fleet_id, &[player_session_id])
+                            .await?
+                            .pop()
+                            .flatten()
+                    }
+                    _ => None,
+                };
+                let record = record.ok_or_else(|| not_found("player session", player_session_id))?;
+                let mut mine = self.hosted(vec![record]).await?;
+                let record = mine
+                    .pop()
+                    .ok_or_else(|| not_found("player session", player_session_id))?;
+                let shown = status.is_empty() || record.status.map(PlayerSessionStatus::as_str) == Some(status);
+                Ok(Page {
+                    items: if shown { vec![record] } else { Vec::new() },
+                    next: None,
+                })
+            }
+            Some(Selector::GameSessionId(game_session_id)) => {
+                match self.read(game_session_id).await? {
+                    Some(record)
+                        if fleet_of(game_session_id) == Some(fleet_id)
+                            && record.game_server_id == *self.game_server_id => {}
+                    _ => return Err(not_found("game session", game_session_id)),
+                }
+                let selection = digest(&[b"g", game_session_id.as_bytes(), status.as_bytes()]);
+                let after = redeem(&selection, &describe.page_token)?;
+                let source = PlayerSource::GameSession(game_session_id);
+                let page = store::list_player_sessions(store, fleet_id, source, status, after, size).await?;
+                Ok(Page {
+                    next: page.next.map(|next| issue(&selection, Some(next))),
+                    items: page.items,
+                })
+            }
+            Some(Selector::PlayerId(player_id)) => {
+                let selection = digest(&[b"p", player_id.as_bytes(), status.as_bytes()]);
+                let after = redeem(&selection, &describe.page_token)?;
+                let source = PlayerSource::Player(player_id);
+                let page = store::list_player_sessions(store, fleet_id, source, status, after, size).await?;
+                Ok(Page {
+                    next: page.next.map(|next| issue(&selection, Some(next))),
+                    items: self.hosted(page.items).await?,
+                })
+            }
+            None => Err(invalid(
+                "selector",
+                "must be set: player_session_id, game_session_id or player_id",
+            )),
+        }
+    }
+
+    /// The player sessions, of those given, whose game session this process hosts or hosted.
+    async fn hosted(&self, records: Vec<PlayerSessionRecord>) -> Result<Vec<PlayerSessionRecord>, Status> {
+        let mut ids: Vec<&str> = records.iter().map(|record| record.game_session_id.as_str()).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let sessions = store::read_game_sessions(&self.context.store, &self.fleet_id, &ids).await?;
+        let mine: HashSet<&str> = sessions
+            .iter()
+            .flatten()
+            .filter(|session| session.game_server_id == *self.game_server_id)
+            .map(|session| session.game_session_id.as_str())
+            .collect();
+        Ok(records
+            .into_iter()
+            .filter(|record| mine.contains(record.game_session_id.as_str()))
+            .collect())
     }
 }

@@ -19,7 +19,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Code, Status, Streaming};
 
 /// Fast deadlines: heartbeats every 100 ms, lost after 3 missed (300 ms) or 3 UNHEALTHY in a row.
-fn fast() -> berth_health::HealthArgs {
+pub(crate) fn fast() -> berth_health::HealthArgs {
     berth_health::HealthArgs {
         heartbeat_interval_ms: 100,
         failure_threshold: 3,
@@ -32,20 +32,20 @@ fn fast() -> berth_health::HealthArgs {
     }
 }
 
-async fn replica(store: &Store, args: &berth_health::HealthArgs) -> RunningService {
+pub(crate) async fn replica(store: &Store, args: &berth_health::HealthArgs) -> RunningService {
     spawn_service(berth_health::service(store.clone(), args), store.clone()).await
 }
 
 /// A game-server process, spoken by hand.
-struct Process {
-    requests: mpsc::Sender<AttachRequest>,
-    responses: Streaming<AttachResponse>,
-    pushes: Vec<Tell>,
+pub(crate) struct Process {
+    pub(crate) requests: mpsc::Sender<AttachRequest>,
+    pub(crate) responses: Streaming<AttachResponse>,
+    pub(crate) pushes: Vec<Tell>,
     next: u64,
-    registered: pb::ProcessRegistered,
+    pub(crate) registered: pb::ProcessRegistered,
 }
 
-fn register(fleet: &str, id: &str) -> pb::RegisterProcess {
+pub(crate) fn register(fleet: &str, id: &str) -> pb::RegisterProcess {
     pb::RegisterProcess {
         fleet_id: fleet.into(),
         game_server_id: id.into(),
@@ -62,7 +62,7 @@ fn register(fleet: &str, id: &str) -> pb::RegisterProcess {
     }
 }
 
-async fn attach_with(endpoint: &str, token: &str, register: pb::RegisterProcess) -> Result<Process, Status> {
+pub(crate) async fn attach_with(endpoint: &str, token: &str, register: pb::RegisterProcess) -> Result<Process, Status> {
     let (requests, rx) = mpsc::channel(64);
     let first = AttachRequest {
         request_id: "r0".into(),
@@ -87,7 +87,7 @@ async fn attach_with(endpoint: &str, token: &str, register: pb::RegisterProcess)
     })
 }
 
-async fn attach(endpoint: &str, fleet: &str, id: &str) -> Process {
+pub(crate) async fn attach(endpoint: &str, fleet: &str, id: &str) -> Process {
     attach_with(
         endpoint,
         &token(Role::GameServer, Some((fleet, id))),
@@ -99,7 +99,7 @@ async fn attach(endpoint: &str, fleet: &str, id: &str) -> Process {
 
 impl Process {
     /// Sends a request and waits for its answer, keeping the pushes that arrive meanwhile.
-    async fn ask(&mut self, kind: Ask) -> Result<Tell, Status> {
+    pub(crate) async fn ask(&mut self, kind: Ask) -> Result<Tell, Status> {
         let request_id = format!("r{}", self.next);
         self.next += 1;
         let request = AttachRequest {
@@ -121,7 +121,7 @@ impl Process {
         }
     }
 
-    async fn heartbeat(&mut self, health: pb::ProcessHealth, applied: u64) -> Result<Tell, Status> {
+    pub(crate) async fn heartbeat(&mut self, health: pb::ProcessHealth, applied: u64) -> Result<Tell, Status> {
         let beat = pb::Heartbeat {
             sequence: self.next,
             health: health as i32,
@@ -133,7 +133,7 @@ impl Process {
     }
 
     /// Waits for a push (keeping the stream alive with heartbeats) until `wanted` picks one.
-    async fn push<T>(&mut self, wanted: impl Fn(&Tell) -> Option<T>) -> T {
+    pub(crate) async fn push<T>(&mut self, wanted: impl Fn(&Tell) -> Option<T>) -> T {
         for _ in 0..100 {
             if let Some(found) = self.pushes.iter().find_map(&wanted) {
                 return found;
@@ -164,7 +164,7 @@ impl Process {
     }
 }
 
-fn ok(answer: Tell) -> Option<pb::reply::Result> {
+pub(crate) fn ok(answer: Tell) -> Option<pb::reply::Result> {
     match answer {
         Tell::Reply(reply) => {
             assert_eq!(reply.code, 0, "{}", reply.message);
@@ -174,14 +174,14 @@ fn ok(answer: Tell) -> Option<pb::reply::Result> {
     }
 }
 
-fn code(answer: Tell) -> Code {
+pub(crate) fn code(answer: Tell) -> Code {
     match answer {
         Tell::Reply(reply) => Code::from_i32(reply.code),
         other => panic!("expected a reply, got {other:?}"),
     }
 }
 
-fn started(tell: &Tell) -> Option<String> {
+pub(crate) fn started(tell: &Tell) -> Option<String> {
     match tell {
         Tell::StartGameSession(start) => start
             .game_session
@@ -191,14 +191,14 @@ fn started(tell: &Tell) -> Option<String> {
     }
 }
 
-fn terminate(tell: &Tell) -> Option<pb::TerminateProcess> {
+pub(crate) fn terminate(tell: &Tell) -> Option<pb::TerminateProcess> {
     match tell {
         Tell::TerminateProcess(terminate) => Some(*terminate),
         _ => None,
     }
 }
 
-async fn operator(service: &RunningService) -> GameServerServiceClient<berth_sdk::AuthedChannel> {
+pub(crate) async fn operator(service: &RunningService) -> GameServerServiceClient<berth_sdk::AuthedChannel> {
     GameServerServiceClient::new(
         berth_sdk::connect(&service.endpoint(), &token(Role::Operator, None))
             .await
@@ -206,7 +206,7 @@ async fn operator(service: &RunningService) -> GameServerServiceClient<berth_sdk
     )
 }
 
-async fn wait_for_event(store: &Store, fleet: &str, wanted: &str) -> berth_store::processes::FleetEvent {
+pub(crate) async fn wait_for_event(store: &Store, fleet: &str, wanted: &str) -> berth_store::processes::FleetEvent {
     for _ in 0..100 {
         let events = recent_events(store, fleet, 20).await.unwrap();
         if let Some(event) = events.into_iter().find(|event| event.code == wanted) {
@@ -218,7 +218,10 @@ async fn wait_for_event(store: &Store, fleet: &str, wanted: &str) -> berth_store
 }
 
 /// A single-node Redis, one replica with `args`, and process gs-1 of fleet arena attached to it (and ready).
-async fn one_process(args: &berth_health::HealthArgs, ready: bool) -> (TestRedis, Store, RunningService, Process) {
+pub(crate) async fn one_process(
+    args: &berth_health::HealthArgs,
+    ready: bool,
+) -> (TestRedis, Store, RunningService, Process) {
     let redis = TestRedis::single();
     let store = Store::connect(&redis.config()).await.unwrap();
     let service = replica(&store, args).await;

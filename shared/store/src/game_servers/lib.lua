@@ -4,7 +4,8 @@
 -- util (AVAILABLE | UTILIZED), istatus (ACTIVE | DRAINING | SPOT_TERMINATING), reg_ms (registered),
 -- claim_ms (last claimed), claim_exp_ms (while claimed: when the claim lapses), claim_id (the live claim's id,
 -- kept once the claimer makes it UTILIZED), hc_ms (last HEALTHY),
--- util_ms (became UTILIZED). Times are ms since the epoch, from Redis' own clock.
+-- util_ms (became UTILIZED), labels (JSON [[key, value], ...]), counters (JSON [[name, count, capacity], ...],
+-- numbers as strings). Times are ms since the epoch, from Redis' own clock.
 --
 -- The pool holds the AVAILABLE, unclaimed servers that may be claimed, scored tier * TIER_SPAN + idle-since ms:
 -- servers on ACTIVE instances (tier 0) come before DRAINING ones (tier 1), the longest idle first.

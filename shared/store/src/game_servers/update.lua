@@ -3,8 +3,11 @@
 -- ARGV[1] game-server id, ARGV[2] '1' to set the data to ARGV[3],
 -- ARGV[4] 'UTILIZED' to mark it utilized, 'AVAILABLE' to assert it is not, '' to leave it,
 -- ARGV[5] '1' to record a HEALTHY check now,
--- ARGV[6] the caller's claim id ('' for none), ARGV[7] '1' when the caller may act only as the claimant
--- Reply: {UPDATED | NOT_FOUND | NOT_CLAIMANT | LAPSED | UTILIZED, now_ms, fields...}.
+-- ARGV[6] the caller's claim id ('' for none), ARGV[7] '1' when the caller may act only as the claimant,
+-- ARGV[8] '1' to replace the labels with ARGV[9] (JSON [[key, value], ...]), ARGV[10] counters to set (JSON
+-- [[name, count, capacity], ...], numbers as strings since they exceed a double's precision; capacity and count
+-- '0' remove one), ARGV[11] most counters a server may keep.
+-- Reply: {UPDATED | NOT_FOUND | NOT_CLAIMANT | LAPSED | UTILIZED | TOO_MANY_COUNTERS, now_ms, fields...}.
 -- NOT_CLAIMANT: a claim id was given, or had to be, and it is not the server's live claim (or the claim that made
 -- it UTILIZED). LAPSED: the claim made on it lapsed and it went back to the pool, so it may not be marked UTILIZED
 -- without a new claim. UTILIZED: AVAILABLE was asked of a server that is UTILIZED, which never goes back.
@@ -19,6 +22,23 @@ end
 if ARGV[4] == 'AVAILABLE' and util == 'UTILIZED' then return reply('UTILIZED', now, KEYS[1]) end
 local utilize = ARGV[4] == 'UTILIZED' and util == 'AVAILABLE'
 if utilize and claimed_once and not live then return reply('LAPSED', now, KEYS[1]) end
+local changes = cjson.decode(ARGV[10])
+local counters
+if #changes > 0 then
+  counters = cjson.decode(redis.call('HGET', KEYS[1], 'counters') or '[]')
+  for _, change in ipairs(changes) do
+    local found = false
+    for i, counter in ipairs(counters) do
+      if counter[1] == change[1] then
+        found = true
+        if change[2] == '0' and change[3] == '0' then table.remove(counters, i) else counters[i] = change end
+        break
+      end
+    end
+    if not found and not (change[2] == '0' and change[3] == '0') then counters[#counters + 1] = change end
+  end
+  if #counters > tonumber(ARGV[11]) then return reply('TOO_MANY_COUNTERS', now, KEYS[1]) end
+end
 if utilize then
   redis.call('HSET', KEYS[1], 'util', 'UTILIZED', 'util_ms', now)
   redis.call('HDEL', KEYS[1], 'claim_exp_ms')
@@ -27,4 +47,7 @@ if utilize then
 end
 if ARGV[2] == '1' then redis.call('HSET', KEYS[1], 'data', ARGV[3]) end
 if ARGV[5] == '1' then redis.call('HSET', KEYS[1], 'hc_ms', now) end
+if ARGV[8] == '1' then redis.call('HSET', KEYS[1], 'labels', ARGV[9]) end
+-- cjson writes an empty table as an object; the record keeps a list.
+if counters then redis.call('HSET', KEYS[1], 'counters', #counters > 0 and cjson.encode(counters) or '[]') end
 return reply('UPDATED', now, KEYS[1])

@@ -3,10 +3,11 @@
 -- ARGV[4] game-server id, ARGV[5] instance id, ARGV[6] new registration id, ARGV[7] registration id to resume
 -- ('' for a new registration), ARGV[8] replica id, ARGV[9] ms until the first heartbeat is due (initial delay +
 -- heartbeat window), ARGV[10] ms until ready is due, ARGV[11] heartbeat window ms, ARGV[12..] field/value pairs of
--- the registration (conn, data, loc, ip, dns, port, max_sess, max_players, sdkv).
--- Reply: {REGISTERED | RESUMED | EXISTS | LOST | UNKNOWN, now_ms, fields...}. EXISTS: the id has a live
--- registration (resume it, or wait until it is declared lost). LOST: the registration to resume was declared lost
--- or ended. UNKNOWN: no such registration.
+-- the registration (conn, data, loc, ip, dns, port, max_sess, max_players, sdkv, labels, ports).
+-- Reply: {REGISTERED | RESUMED | EXISTS | LOST | UNKNOWN, now_ms, fields...}; after RESUMED's fields, the pair
+-- 'superseded', the replica that held the stream it replaces. EXISTS: the id has a live registration (resume it,
+-- or wait until it is declared lost). LOST: the registration to resume was declared lost or ended. UNKNOWN: no
+-- such registration.
 local k = fleet_context()
 local now = now_ms()
 local id = ARGV[4]
@@ -15,10 +16,15 @@ local current = redis.call('HMGET', key, 'reg', 'pstate')
 if ARGV[7] ~= '' then
   if current[1] ~= ARGV[7] then return reply('UNKNOWN', now) end
   if current[2] == 'LOST' or not redis.call('ZSCORE', k.hb, id) then return reply('LOST', now, key) end
-  redis.call('HSET', key, 'replica', ARGV[8])
+  local superseded = redis.call('HGET', key, 'replica')
+  redis.call('HSET', key, 'replica', ARGV[8], 'linked', 1)
+  redis.call('HINCRBY', key, 'attach', 1)
   -- Coming back counts as a heartbeat: the process must not be swept before its first one on the new stream.
   redis.call('ZADD', k.hb, 'XX', now + tonumber(ARGV[11]), id)
-  return reply('RESUMED', now, key)
+  local out = reply('RESUMED', now, key)
+  out[#out + 1] = 'superseded'
+  out[#out + 1] = superseded
+  return out
 end
 if redis.call('EXISTS', key) == 1 then
   if current[2] ~= 'LOST' then return reply('EXISTS', now, key) end
@@ -26,7 +32,8 @@ if redis.call('EXISTS', key) == 1 then
 end
 local istatus = redis.call('HGET', KEYS[10], ARGV[5]) or 'ACTIVE'
 redis.call('HSET', key, 'id', id, 'instance', ARGV[5], 'util', 'AVAILABLE', 'istatus', istatus, 'reg_ms', now,
-  'reg', ARGV[6], 'pstate', 'INITIALIZING', 'replica', ARGV[8], 'ver', 0, 'health', 'HEALTHY', 'unh', 0)
+  'reg', ARGV[6], 'pstate', 'INITIALIZING', 'replica', ARGV[8], 'attach', 1, 'linked', 1, 'ver', 0,
+  'health', 'HEALTHY', 'unh', 0)
 for i = 12, #ARGV, 2 do redis.call('HSET', key, ARGV[i], ARGV[i + 1]) end
 redis.call('ZADD', k.servers, 0, id)
 redis.call('SADD', KEYS[9], id)

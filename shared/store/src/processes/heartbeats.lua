@@ -1,22 +1,27 @@
 -- Records a batch of heartbeats of one fleet's processes: each pushes its heartbeat deadline out, and records
 -- health, game state and player count when they changed. A process that reports UNHEALTHY `threshold` times in a
--- row is declared lost. A heartbeat from a lost or superseded registration changes nothing.
+-- row is declared lost. A heartbeat from a lost registration, or over a stream that a newer one replaced, changes
+-- nothing.
 -- KEYS/ARGV[1..3]: see fleet_context(). ARGV[4] heartbeat window ms, ARGV[5] unhealthy threshold,
--- ARGV[6] retention ms of lost records, then per heartbeat five arguments: game-server id, registration id,
--- health (HEALTHY | UNHEALTHY), game state, connected players.
--- Reply: one integer per heartbeat, in order: the process's desired-state version, or -1 when it is lost.
+-- ARGV[6] retention ms of lost records, then per heartbeat six arguments: game-server id, registration id, the
+-- stream's attach number, health (HEALTHY | UNHEALTHY), game state, connected players.
+-- Reply: one integer per heartbeat, in order: the process's desired-state version, -1 when it is lost, -2 when
+-- the stream was superseded.
 -- The deadlines are pushed out by one ZADD per batch: a redis.call costs more than the reading it saves.
 local k = fleet_context()
 local now = now_ms()
 local window, threshold, retention = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local due = now + window
 local out, deadlines = {}, {}
-for i = 7, #ARGV, 5 do
-  local id, reg, health, gstate, players = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
+for i = 7, #ARGV, 6 do
+  local id, reg, attach, health, gstate, players = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4],
+    ARGV[i + 5]
   local key = k.server_prefix .. id
-  local s = redis.call('HMGET', key, 'reg', 'pstate', 'unh', 'ver', 'health', 'gstate', 'players')
+  local s = redis.call('HMGET', key, 'reg', 'pstate', 'unh', 'ver', 'health', 'gstate', 'players', 'attach')
   if s[1] ~= reg or s[2] == 'LOST' then
     out[#out + 1] = -1
+  elseif s[8] ~= attach then
+    out[#out + 1] = -2
   else
     local unhealthy = 0
     if health == 'UNHEALTHY' then unhealthy = tonumber(s[3] or '0') + 1 end

@@ -10,10 +10,12 @@ local k = fleet_context()
 local now = now_ms()
 local limit, retention = tonumber(ARGV[4]), tonumber(ARGV[5])
 local out = {'', ''}
-local function sweep(deadlines, code, message, session_status, session_reason)
+-- `why(id)` gives the event code, its message, and the status and reason its game sessions end with.
+local function sweep(deadlines, why)
   for _, id in ipairs(redis.call('ZRANGEBYSCORE', deadlines, '-inf', now, 'LIMIT', 0, limit)) do
     local replica = redis.call('HGET', k.server_prefix .. id, 'replica')
     if replica then
+      local code, message, session_status, session_reason = why(id)
       lose(k, id, now, code, message, session_status, session_reason, retention)
       out[#out + 1] = id
       out[#out + 1] = replica
@@ -25,11 +27,23 @@ local function sweep(deadlines, code, message, session_status, session_reason)
   end
 end
 if ARGV[6] == '1' then
-  sweep(k.hb, 'SERVER_PROCESS_CRASHED', 'no heartbeat within the health window', 'ERROR', 'SERVER_CRASHED')
+  -- Silent with its stream open is unhealthy (hung); silent with its stream gone, and not back, is crashed.
+  sweep(k.hb, function(id)
+    if redis.call('HGET', k.server_prefix .. id, 'linked') == '1' then
+      return 'SERVER_PROCESS_TERMINATED_UNHEALTHY', 'no heartbeat within the health window over an open stream',
+        'ERROR', 'SERVER_UNHEALTHY'
+    end
+    return 'SERVER_PROCESS_CRASHED', 'stream gone and no heartbeat within the health window', 'ERROR',
+      'SERVER_CRASHED'
+  end)
 end
-sweep(k.ready, 'SERVER_PROCESS_READY_TIMEOUT', 'not ready within the ready timeout', 'ERROR', 'SERVER_CRASHED')
-sweep(k.term, 'SERVER_PROCESS_FORCE_TERMINATED', 'no ProcessEnding within the termination grace period',
-  'TERMINATED', 'FORCE_TERMINATED')
+sweep(k.ready, function()
+  return 'SERVER_PROCESS_READY_TIMEOUT', 'not ready within the ready timeout', 'ERROR', 'SERVER_CRASHED'
+end)
+sweep(k.term, function()
+  return 'SERVER_PROCESS_FORCE_TERMINATED', 'no ProcessEnding within the termination grace period', 'TERMINATED',
+    'FORCE_TERMINATED'
+end)
 out[1] = tostring(redis.call('ZCARD', k.hb))
 out[2] = tostring(redis.call('SCARD', k.unhealthy))
 return out

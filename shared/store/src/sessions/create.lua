@@ -11,8 +11,8 @@
 -- ARGV[20] game session data, ARGV[21] matchmaker data, ARGV[22] placement id.
 -- Reply: {outcome, now_ms, replica, version, detail, session fields...}. Outcomes: CREATED; EXISTING (the token
 -- was used with the same request: the session as it stands); TOKEN_REUSED (used with another request);
--- NO_SERVER (none ready with room); CREATOR_LIMIT (detail: ms when the creator may create again); NOT_FOUND (the
--- named server is unknown); BUSY (the named server cannot host it).
+-- NO_SERVER (none ready with room, or the named server is unknown or cannot host it: either way the caller looks
+-- elsewhere); CREATOR_LIMIT (detail: ms when the creator may create again).
 local k = fleet_context()
 local now = now_ms()
 local sid, named, loc, max = ARGV[4], ARGV[5], ARGV[6], tonumber(ARGV[7])
@@ -60,8 +60,9 @@ end
 
 local id = named
 if id ~= '' then
-  if not redis.call('HGET', k.server_prefix .. id, 'pstate') then return session_reply('NOT_FOUND', now) end
-  if not can_host(id) then return session_reply('BUSY', now, nil, k.server_prefix .. id) end
+  if not redis.call('HGET', k.server_prefix .. id, 'pstate') or not can_host(id) then
+    return session_reply('NO_SERVER', now)
+  end
 else
   -- The pool holds ready processes and FleetIQ servers alike; can_host tells them apart.
   id = first_host(k.hosting, '-inf', '+inf') or first_host(k.pool, 0, '(' .. score_str(2 * TIER_SPAN))

@@ -1,5 +1,5 @@
 -- A game server ends a game session it hosts (EndGameSession: TERMINATED, ENDED_BY_SERVER, or
--- TRIGGERED_ON_PROCESS_TERMINATE when it had been asked to) or refuses one it was given (RejectGameSession: an
+-- TRIGGERED_ON_PROCESS_TERMINATE when it had been asked to end the session or itself) or refuses one it was given (RejectGameSession: an
 -- ACTIVATING session becomes ERROR, SERVER_REJECTED). The server is then free for another session.
 -- KEYS/ARGV[1..3]: see fleet_context(). ARGV[4] game-server id, ARGV[5] game session id, ARGV[6] END | REJECT.
 -- Reply: {ENDED | NOT_FOUND | NOT_YOURS | WRONG_STATE, now_ms, replica, version, status}. WRONG_STATE: a reject
@@ -15,7 +15,7 @@ if ARGV[6] == 'REJECT' then
   local retried = s[2] == 'ERROR' and redis.call('HGET', gkey(k, sid), 'reason') == 'SERVER_REJECTED'
   if s[2] ~= 'ACTIVATING' and not retried then return {'WRONG_STATE', tostring(now), '', '0', s[2]} end
   status, reason = 'ERROR', 'SERVER_REJECTED'
-elseif s[2] == 'TERMINATING' then
+elseif s[2] == 'TERMINATING' or redis.call('HGET', k.server_prefix .. id, 'pstate') == 'TERMINATING' then
   reason = 'TRIGGERED_ON_PROCESS_TERMINATE'
 end
 if end_game_session(k, sid, status, reason, now) then release_process(k, id) end

@@ -2,13 +2,11 @@
 //! read by watchers. A position is a Redis stream id (`<ms>-<seq>`), taken from Redis' clock at the append.
 
 use berth_domain::game_session::{GameSessionRecord, PlayerSessionRecord};
-use std::collections::HashMap;
-
-use redis::Value;
 
 use super::{game_session, player_session};
 use crate::game_servers::unexpected;
-use crate::keys::FleetKeys;
+use crate::keys::{FLEETS, FleetKeys};
+use crate::scripts::scripts;
 use crate::{Store, StoreError};
 
 /// What an event is about, as it was just after the transition.
@@ -55,68 +53,57 @@ fn decode(fleet_id: &str, position: String, pairs: &[String]) -> Result<SessionE
     })
 }
 
-/// Up to `count` events of a fleet after `after` (a position; "0-0" for the oldest retained), oldest first.
+/// What one read of a fleet's events found.
+#[derive(Clone, Debug)]
+pub struct EventsRead {
+    /// The time, ms since the epoch, on the node holding them when they were read: any event appended later has a
+    /// position at or after it.
+    pub now_ms: u64,
+    /// Whether events after the reader's position were trimmed before it read them.
+    pub trimmed: bool,
+    /// The events, oldest first.
+    pub entries: Vec<SessionEventEntry>,
+}
+
+/// Up to `count` events of a fleet from `start` (an XRANGE start: a position, which it includes, or a position
+/// after '(', which it excludes), and whether any after `read_up_to` (a position) were trimmed unread.
 pub async fn read_events(
     store: &Store,
     fleet_id: &str,
-    after: &str,
+    start: &str,
+    read_up_to: &str,
     count: usize,
-) -> Result<Vec<SessionEventEntry>, StoreError> {
-    let entries: Vec<(String, Vec<String>)> = store
-        .query(
-            redis::cmd("XRANGE")
-                .arg(FleetKeys::new(fleet_id).session_events())
-                .arg(format!("({after}"))
-                .arg("+")
-                .arg("COUNT")
-                .arg(count),
-        )
-        .await?;
-    entries
+) -> Result<EventsRead, StoreError> {
+    let mut call = scripts().read_events.prepare();
+    call.key(FleetKeys::new(fleet_id).session_events())
+        .arg(start)
+        .arg(count)
+        .arg(read_up_to);
+    let (now, trimmed, entries): (String, i64, Vec<(String, Vec<String>)>) = store.invoke(&call).await?;
+    let entries = entries
         .into_iter()
         .map(|(position, pairs)| decode(fleet_id, position, &pairs))
-        .collect()
+        .collect::<Result<_, _>>()?;
+    Ok(EventsRead {
+        now_ms: now.parse().map_err(|_| unexpected("read_events", &now))?,
+        trimmed: trimmed == 1,
+        entries,
+    })
+}
+
+/// Every fleet with session events, and the time, ms since the epoch, on the node holding their list when it was
+/// read: a fleet added later is added at or after it.
+pub async fn fleets_now(store: &Store) -> Result<(u64, Vec<String>), StoreError> {
+    let mut call = scripts().fleets_now.prepare();
+    call.key(FLEETS);
+    let (now, fleets): (String, Vec<String>) = store.invoke(&call).await?;
+    Ok((now.parse().map_err(|_| unexpected("fleets_now", &now))?, fleets))
 }
 
 /// A position as a comparable pair; `None` when malformed.
 pub fn parse_position(position: &str) -> Option<(u64, u64)> {
     let (ms, seq) = position.split_once('-')?;
     Some((ms.parse().ok()?, seq.parse().ok()?))
-}
-
-/// Whether events after `position` were trimmed from a fleet's stream (by retention or its length cap), so that a
-/// watcher resuming there would miss some: trimming removes the oldest entries, so that is when entries were removed
-/// and `position` is older than the oldest one left (or than the last one ever added, when none is left).
-pub async fn events_trimmed_after(store: &Store, fleet_id: &str, position: &str) -> Result<bool, StoreError> {
-    let key = FleetKeys::new(fleet_id).session_events();
-    let exists: bool = store.query(redis::cmd("EXISTS").arg(&key)).await?;
-    if !exists {
-        return Ok(false);
-    }
-    let info: HashMap<String, Value> = store.query(redis::cmd("XINFO").arg("STREAM").arg(&key)).await?;
-    let number = |name: &str| {
-        info.get(name)
-            .and_then(|value| redis::from_redis_value_ref::<u64>(value).ok())
-    };
-    let id = |name: &str| {
-        info.get(name)
-            .and_then(|value| redis::from_redis_value_ref::<String>(value).ok())
-            .and_then(|id| parse_position(&id))
-    };
-    let (Some(length), Some(added), Some(after)) =
-        (number("length"), number("entries-added"), parse_position(position))
-    else {
-        return Err(unexpected("XINFO STREAM", "a reply without length or entries-added"));
-    };
-    if added == length {
-        return Ok(false);
-    }
-    let oldest_left = if length > 0 {
-        id("recorded-first-entry-id")
-    } else {
-        id("last-generated-id")
-    };
-    Ok(oldest_left.is_some_and(|oldest| after < oldest))
 }
 
 /// Redis' clock, ms since the epoch: the position a watch that starts now starts after.

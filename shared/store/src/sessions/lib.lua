@@ -43,8 +43,6 @@ end
 local function pkey(k, psid) return k.tag .. ':psess:' .. psid end
 
 local INDEXES = {'created', 'players', 'max', 'free'}
--- Events kept per fleet at most (besides the retention the sweep trims by), so that a burst cannot fill Redis.
-local SESSION_EVENTS_MAX = 1000000
 
 -- Keeps a game session's place in the search indexes: there while ACTIVE, scored by its current fields.
 local function index_session(k, sid)
@@ -111,7 +109,8 @@ local function player_event(k, type, fields, endpoint, now)
     entry[#entry + 1] = name
     entry[#entry + 1] = endpoint[i] or ''
   end
-  redis.call('XADD', k.tag .. ':sevents', 'MAXLEN', '~', SESSION_EVENTS_MAX, '*', unpack(entry))
+  -- The session sweep trims the stream to the retention and the deployment's cap (BERTH_SESSION_EVENTS_MAX).
+  redis.call('XADD', k.tag .. ':sevents', '*', unpack(entry))
 end
 
 -- Appends a transition to the session event stream, with the record as it is now: a game session without its
@@ -136,7 +135,8 @@ local function session_event(k, type, key, now)
       entry[#entry + 1] = endpoint[i] or ''
     end
   end
-  redis.call('XADD', k.tag .. ':sevents', 'MAXLEN', '~', SESSION_EVENTS_MAX, '*', unpack(entry))
+  -- The session sweep trims the stream to the retention and the deployment's cap (BERTH_SESSION_EVENTS_MAX).
+  redis.call('XADD', k.tag .. ':sevents', '*', unpack(entry))
 end
 
 -- Ends a RESERVED or ACTIVE player session (COMPLETED or TIMEDOUT) and frees its slot.

@@ -3,7 +3,8 @@
 -- sessions past the grace period end TERMINATED (FORCE_TERMINATED); RESERVED player sessions past their
 -- reservation end TIMEDOUT; ended sessions past their retention are deleted with their player sessions; events
 -- older than the retention are trimmed.
--- KEYS/ARGV[1..3]: see fleet_context(). ARGV[4] most items of each kind per sweep, ARGV[5] events retention ms.
+-- KEYS/ARGV[1..3]: see fleet_context(). ARGV[4] most items of each kind per sweep, ARGV[5] events retention ms,
+-- ARGV[6] most events kept.
 -- Reply: {activation timeouts, forced, player timeouts, deleted, then (server id, replica, version) of each
 -- server whose desired state changed, so that it is told now rather than at its next heartbeat}.
 local k = fleet_context()
@@ -61,4 +62,6 @@ end
 -- Exact, not '~': an approximate trim keeps whole blocks of 100 entries, so a quiet fleet would keep its old
 -- events for good.
 redis.call('XTRIM', k.tag .. ':sevents', 'MINID', tostring(now - tonumber(ARGV[5])))
+-- Approximate here: the cap bounds memory, and whole blocks trim far cheaper than single entries.
+redis.call('XTRIM', k.tag .. ':sevents', 'MAXLEN', '~', ARGV[6])
 return out

@@ -2,11 +2,12 @@
 //! request's selection, so a token handed back with other filters is refused instead of silently paging
 //! something else.
 
+use crate::validate::invalid;
 use tonic::Status;
 
 /// FNV-1a, 64 bits: stable across builds and replicas, unlike std's hasher, which matters for tokens that one
 /// replica issues and another reads.
-pub(crate) fn digest(parts: &[&[u8]]) -> String {
+pub fn digest(parts: &[&[u8]]) -> String {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     for part in parts {
         for byte in part.iter().chain(std::iter::once(&0xff)) {
@@ -18,7 +19,7 @@ pub(crate) fn digest(parts: &[&[u8]]) -> String {
 }
 
 /// A page token for `position` under a selection digest.
-pub(crate) fn issue(selection: &str, position: Option<String>) -> String {
+pub fn issue(selection: &str, position: Option<String>) -> String {
     position
         .map(|position| format!("{selection}.{position}"))
         .unwrap_or_default()
@@ -26,14 +27,15 @@ pub(crate) fn issue(selection: &str, position: Option<String>) -> String {
 
 /// The position a page token holds, checked against the selection it was issued for; `None` for the first
 /// page.
-pub(crate) fn redeem<'t>(selection: &str, token: &'t str) -> Result<Option<&'t str>, Status> {
+pub fn redeem<'t>(selection: &str, token: &'t str) -> Result<Option<&'t str>, Status> {
     if token.is_empty() {
         return Ok(None);
     }
     match token.split_once('.') {
         Some((issued, position)) if issued == selection && !position.is_empty() => Ok(Some(position)),
-        _ => Err(Status::invalid_argument(
-            "page_token was not issued by this call with the same selection; start again without it",
+        _ => Err(invalid(
+            "page_token",
+            "was not issued by this call with the same selection; start again without it",
         )),
     }
 }

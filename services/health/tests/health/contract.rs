@@ -1,0 +1,374 @@
+//! What `sdk.proto` promises beyond the flow of `stream.rs`, spoken by hand as a client written from the protos
+//! would: a superseded stream learns it with ABORTED, a message rate limit, printable request ids, a complete
+//! DescribeServer, labels and counters kept, player sessions looked up every way the session service allows, and
+//! the reasons sessions end with when their server hangs or is asked to end.
+
+use std::time::Duration;
+
+use berth_domain::game_session::new_player_session_id;
+use berth_proto::common::v1::{Endpoint, KeyValue};
+use berth_proto::health::v1::{self as pb, AttachRequest, attach_request::Kind as Ask, attach_response::Kind as Tell};
+use berth_proto::session::v1 as session;
+use berth_runtime::auth::Role;
+use berth_store::Store;
+use berth_store::sessions::{PlayersCreated, create_player_sessions};
+use berth_testkit::{TestRedis, game_session_status, place_game_session, token};
+use tonic::{Code, Status};
+use tonic_types::StatusExt;
+
+use super::stream::{
+    Process, attach, attach_with, code, fast, ok, one_process, operator, register, replica, started, terminate,
+    wait_for_event,
+};
+
+/// Reads the stream until it ends, keeping what it pushed; the status it ended with.
+async fn ending(process: &mut Process) -> Status {
+    loop {
+        match tokio::time::timeout(Duration::from_secs(5), process.responses.message()).await {
+            Ok(Ok(Some(message))) => process.pushes.extend(message.kind),
+            Ok(Ok(None)) => return Status::ok("ended"),
+            Ok(Err(status)) => return status,
+            Err(_) => panic!("the stream did not end"),
+        }
+    }
+}
+
+fn description(answer: Tell) -> pb::ServerDescription {
+    match ok(answer) {
+        Some(pb::reply::Result::Server(description)) => description,
+        other => panic!("expected a server description, got {other:?}"),
+    }
+}
+
+fn violations(answer: &Tell) -> Vec<String> {
+    match answer {
+        Tell::Reply(reply) => reply.field_violations.iter().map(|v| v.field.clone()).collect(),
+        other => panic!("expected a reply, got {other:?}"),
+    }
+}
+
+async fn superseded_streams_end_aborted(redis: TestRedis) {
+    let store = Store::connect(&redis.config()).await.unwrap();
+    let (a, b) = (replica(&store, &fast()).await, replica(&store, &fast()).await);
+    let own = token(Role::GameServer, Some(("arena", "gs-1")));
+    let mut first = attach(&a.endpoint(), "arena", "gs-1").await;
+    let mut resume = register("arena", "gs-1");
+    resume.resume_registration_id = first.registered.registration_id.clone();
+
+    // The same process attaches again through the other replica while its first stream is still open.
+    let mut second = attach_with(&b.endpoint(), &own, resume.clone()).await.unwrap();
+    assert!(second.registered.resumed);
+    assert_eq!(ending(&mut first).await.code(), Code::Aborted);
+    // And once more through the first replica: the stream on the second ends too.
+    let mut third = attach_with(&a.endpoint(), &own, resume.clone()).await.unwrap();
+    assert_eq!(ending(&mut second).await.code(), Code::Aborted);
+    // Through the same replica as the live one.
+    let mut fourth = attach_with(&a.endpoint(), &own, resume).await.unwrap();
+    assert_eq!(ending(&mut third).await.code(), Code::Aborted);
+    assert!(matches!(
+        fourth.heartbeat(pb::ProcessHealth::Healthy, 0).await,
+        Ok(Tell::HeartbeatAck(_))
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_superseded_stream_ends_aborted_on_a_single_node() {
+    superseded_streams_end_aborted(TestRedis::single()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_superseded_stream_ends_aborted_on_a_cluster() {
+    superseded_streams_end_aborted(TestRedis::cluster()).await;
+}
+
+fn describe_request(id: usize) -> AttachRequest {
+    AttachRequest {
+        request_id: format!("d{id}"),
+        kind: Some(Ask::DescribeServer(pb::DescribeServer {})),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn more_than_a_hundred_messages_a_second_end_the_stream() {
+    let (_redis, store, service, mut process) = one_process(&fast(), false).await;
+    // 50 a second for two seconds is within the limit: every request is answered.
+    for id in 0..100 {
+        process.requests.send(describe_request(id)).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut answered = 0;
+    while answered < 100 {
+        let message = process.responses.message().await.unwrap().unwrap();
+        if message.request_id.starts_with('d') {
+            answered += 1;
+        }
+    }
+    // 150 at once is not.
+    for id in 0..150 {
+        if process.requests.send(describe_request(id)).await.is_err() {
+            break;
+        }
+    }
+    assert_eq!(ending(&mut process).await.code(), Code::ResourceExhausted);
+    drop(store);
+    drop(service);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_ids_must_be_printable_ascii() {
+    let (_redis, _store, _service, mut process) = one_process(&fast(), false).await;
+    let bad = AttachRequest {
+        request_id: "\u{1}\u{2}".into(),
+        kind: Some(Ask::DescribeServer(pb::DescribeServer {})),
+    };
+    process.requests.send(bad).await.unwrap();
+    let status = ending(&mut process).await;
+    assert_eq!(status.code(), Code::InvalidArgument);
+    let bad_request = status.get_details_bad_request().expect("a field violation");
+    assert_eq!(bad_request.field_violations[0].field, "request_id");
+}
+
+async fn describe_and_update(redis: TestRedis) {
+    let store = Store::connect(&redis.config()).await.unwrap();
+    let service = replica(&store, &fast()).await;
+    let mut registration = register("arena", "gs-1");
+    registration.location = "eu-west".into();
+    registration.max_concurrent_game_sessions = 3;
+    registration.max_players = 8;
+    registration.endpoint = Some(Endpoint {
+        ip_address: "10.0.0.9".into(),
+        dns_name: "gs-1.example".into(),
+        port: 7001,
+    });
+    registration.labels = vec![KeyValue {
+        key: "map".into(),
+        value: "harbor".into(),
+    }];
+    registration.ports = vec![pb::ServerPort {
+        name: "voice".into(),
+        port: 7002,
+        protocol: pb::TransportProtocol::Tcp as i32,
+    }];
+    let own = token(Role::GameServer, Some(("arena", "gs-1")));
+    let mut process = attach_with(&service.endpoint(), &own, registration).await.unwrap();
+    ok(process.ask(Ask::Ready(pb::ProcessReady::default())).await.unwrap());
+    let session = place_game_session(&store, "arena", "gs-1", 2).await;
+    process.push(started).await;
+    let beat = pb::Heartbeat {
+        sequence: 100,
+        health: pb::ProcessHealth::Healthy as i32,
+        game_state: pb::GameState::Active as i32,
+        connected_player_ids: vec!["alice".into()],
+        applied_state_version: 0,
+    };
+    process.ask(Ask::Heartbeat(beat)).await.unwrap();
+
+    let described = description(process.ask(Ask::DescribeServer(pb::DescribeServer {})).await.unwrap());
+    assert_eq!(described.max_concurrent_game_sessions, 3);
+    assert_eq!(described.max_players, 8);
+    assert_eq!(described.location, "eu-west");
+    let endpoint = described.endpoint.clone().unwrap();
+    assert_eq!((endpoint.ip_address.as_str(), endpoint.port), ("10.0.0.9", 7001));
+    assert_eq!(endpoint.dns_name, "gs-1.example");
+    assert_eq!(described.game_state(), pb::GameState::Active);
+    assert_eq!(described.health(), pb::ProcessHealth::Healthy);
+    assert_eq!(described.connected_player_ids, ["alice"]);
+    assert_eq!(described.game_session_ids, [session]);
+    assert_eq!(described.labels[0].value, "harbor");
+    assert_eq!(described.ports[0].name, "voice");
+    assert_eq!(described.ports[0].protocol(), pb::TransportProtocol::Tcp);
+
+    // Labels are replaced, counters merged; both are kept.
+    let counter = |name: &str, count: i64, capacity: i64| pb::ServerCounter {
+        name: name.into(),
+        count,
+        capacity,
+    };
+    let update = pb::UpdateServer {
+        labels: Some(pb::ServerLabels {
+            labels: vec![KeyValue {
+                key: "mode".into(),
+                value: "duel".into(),
+            }],
+        }),
+        counters: vec![counter("rooms", 2, 4), counter("spectators", 1 << 62, 0)],
+        ..Default::default()
+    };
+    let updated = description(process.ask(Ask::UpdateServer(update)).await.unwrap());
+    assert_eq!(updated.labels.len(), 1);
+    assert_eq!(updated.labels[0].key, "mode");
+    assert_eq!(updated.counters.len(), 2);
+    let update = pb::UpdateServer {
+        counters: vec![counter("rooms", 3, 4), counter("spectators", 0, 0)],
+        ..Default::default()
+    };
+    process.ask(Ask::UpdateServer(update)).await.unwrap();
+    let described = description(process.ask(Ask::DescribeServer(pb::DescribeServer {})).await.unwrap());
+    assert_eq!(described.labels[0].key, "mode");
+    assert_eq!(described.counters, [counter("rooms", 3, 4)]);
+
+    // A count above its capacity, and more than 16 counters in all, are refused by field and change nothing.
+    let over = pb::UpdateServer {
+        counters: vec![counter("rooms", 5, 4)],
+        ..Default::default()
+    };
+    let answer = process.ask(Ask::UpdateServer(over)).await.unwrap();
+    assert_eq!(violations(&answer), ["update_server.counters[0].count"]);
+    let many = |from: usize| pb::UpdateServer {
+        counters: (from..from + 10).map(|i| counter(&format!("c{i}"), 1, 0)).collect(),
+        ..Default::default()
+    };
+    process.ask(Ask::UpdateServer(many(0))).await.unwrap();
+    let answer = process.ask(Ask::UpdateServer(many(10))).await.unwrap();
+    assert_eq!(violations(&answer), ["update_server.counters"]);
+    let described = description(process.ask(Ask::DescribeServer(pb::DescribeServer {})).await.unwrap());
+    assert_eq!(described.counters.len(), 11);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn describe_server_is_complete_and_labels_and_counters_are_kept_on_a_single_node() {
+    describe_and_update(TestRedis::single()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn describe_server_is_complete_and_labels_and_counters_are_kept_on_a_cluster() {
+    describe_and_update(TestRedis::cluster()).await;
+}
+
+fn player_sessions(answer: Tell) -> session::DescribePlayerSessionsResponse {
+    match ok(answer) {
+        Some(pb::reply::Result::PlayerSessions(page)) => page,
+        other => panic!("expected player sessions, got {other:?}"),
+    }
+}
+
+fn describe_players(selector: session::describe_player_sessions_request::Selector, token: &str) -> Ask {
+    Ask::DescribePlayerSessions(session::DescribePlayerSessionsRequest {
+        selector: Some(selector),
+        page_size: 1,
+        page_token: token.into(),
+        ..Default::default()
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn player_sessions_are_described_by_every_selector_but_only_its_own() {
+    use session::describe_player_sessions_request::Selector;
+    let redis = TestRedis::single();
+    let store = Store::connect(&redis.config()).await.unwrap();
+    let service = replica(&store, &fast()).await;
+    let mut one = attach(&service.endpoint(), "arena", "gs-1").await;
+    let mut two = attach(&service.endpoint(), "arena", "gs-2").await;
+    let mut sessions = Vec::new();
+    for (process, id) in [(&mut one, "gs-1"), (&mut two, "gs-2")] {
+        ok(process.ask(Ask::Ready(pb::ProcessReady::default())).await.unwrap());
+        let game_session = place_game_session(&store, "arena", id, 4).await;
+        process.push(started).await;
+        let activate = Ask::ActivateGameSession(pb::ActivateGameSession {
+            game_session_id: game_session.clone(),
+        });
+        ok(process.ask(activate).await.unwrap());
+        let players = [
+            ("alice", "", new_player_session_id("arena")),
+            ("bob", "", new_player_session_id("arena")),
+        ];
+        let created = create_player_sessions(&store, "arena", &game_session, &players)
+            .await
+            .unwrap();
+        let PlayersCreated::Created(created) = created else {
+            panic!("players join an ACTIVE session: {created:?}");
+        };
+        sessions.push(created);
+    }
+
+    // By player session: its own, and another server's is no player session at all.
+    let mine = &sessions[0][0].player_session_id;
+    let found = player_sessions(
+        one.ask(describe_players(Selector::PlayerSessionId(mine.clone()), ""))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(found.player_sessions[0].player_session_id, *mine);
+    let theirs = &sessions[1][0].player_session_id;
+    let answer = one
+        .ask(describe_players(Selector::PlayerSessionId(theirs.clone()), ""))
+        .await
+        .unwrap();
+    assert_eq!(code(answer), Code::NotFound);
+
+    // By player: only the sessions of this server's games, paged.
+    let found = player_sessions(
+        one.ask(describe_players(Selector::PlayerId("alice".into()), ""))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(found.player_sessions.len(), 1);
+    assert_eq!(found.player_sessions[0].player_session_id, *mine);
+    let by_game = Selector::GameSessionId(sessions[0][0].game_session_id.clone());
+    let first = player_sessions(one.ask(describe_players(by_game.clone(), "")).await.unwrap());
+    assert!(!first.next_page_token.is_empty());
+    let second = player_sessions(
+        one.ask(describe_players(by_game.clone(), &first.next_page_token))
+            .await
+            .unwrap(),
+    );
+    assert_ne!(first.player_sessions, second.player_sessions);
+
+    // A page token not issued for this selection is refused by field.
+    let answer = one.ask(describe_players(by_game, "forged.123")).await.unwrap();
+    assert_eq!(violations(&answer), ["page_token"]);
+    let answer = one
+        .ask(describe_players(
+            Selector::PlayerId("alice".into()),
+            &first.next_page_token,
+        ))
+        .await
+        .unwrap();
+    assert_eq!(violations(&answer), ["page_token"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_that_hangs_with_its_stream_open_ends_its_sessions_unhealthy() {
+    let (_redis, store, _service, mut process) = one_process(&fast(), true).await;
+    let session = place_game_session(&store, "arena", "gs-1", 2).await;
+    assert_eq!(process.push(started).await, session);
+    // It stops heartbeating but keeps its stream: it is told to end at once, as unhealthy.
+    let told = loop {
+        let message = tokio::time::timeout(Duration::from_secs(5), process.responses.message())
+            .await
+            .expect("told in time")
+            .unwrap()
+            .expect("the stream stays open");
+        if let Some(told) = message.kind.as_ref().and_then(terminate) {
+            break told;
+        }
+    };
+    assert_eq!(told.reason(), pb::TerminationReason::Unhealthy);
+    assert!(told.force);
+    wait_for_event(&store, "arena", "SERVER_PROCESS_TERMINATED_UNHEALTHY").await;
+    let status = game_session_status(&store, &session).await;
+    assert_eq!(status, Some(("ERROR".into(), "SERVER_UNHEALTHY".into())));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_ended_after_its_server_was_told_to_terminate_was_triggered_by_it() {
+    let (_redis, store, service, mut process) = one_process(&fast(), true).await;
+    let session = place_game_session(&store, "arena", "gs-1", 2).await;
+    assert_eq!(process.push(started).await, session);
+    let request = pb::TerminateGameServerRequest {
+        fleet_id: "arena".into(),
+        game_server_id: "gs-1".into(),
+        reason: pb::TerminationReason::ScaleIn as i32,
+    };
+    operator(&service).await.terminate_game_server(request).await.unwrap();
+    process.push(terminate).await;
+    let end = Ask::EndGameSession(pb::EndGameSession {
+        game_session_id: session.clone(),
+    });
+    ok(process.ask(end).await.unwrap());
+    let status = game_session_status(&store, &session).await;
+    assert_eq!(
+        status,
+        Some(("TERMINATED".into(), "TRIGGERED_ON_PROCESS_TERMINATE".into()))
+    );
+}

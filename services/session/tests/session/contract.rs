@@ -1,0 +1,199 @@
+//! What the session contracts promise beyond the flow, as a client written from the protos reads them: a watch
+//! cursor is the position just after its event, a server is told of an UpdateGameSession with its reason, every
+//! refused page token names its field, and the event cap is a setting a watcher behind it learns of.
+
+use berth_proto::health::v1::GameSessionUpdateReason as Reason;
+use berth_proto::session::v1::{self as pb, describe_player_sessions_request::Selector};
+use berth_session::SessionArgs;
+use berth_testkit::TestRedis;
+use tonic::{Code, Status};
+use tonic_types::StatusExt;
+
+use crate::{FLEET, Stack, active_session, create, fast_sessions, join, next_event, updated, watch_from};
+
+/// Reserves `count` players in a session, 25 at a time; each is an event.
+async fn reserve(stack: &Stack, game_session_id: &str, count: usize) {
+    let mut players = stack.players().await;
+    for batch in 0..count.div_ceil(25) {
+        let request = pb::CreatePlayerSessionsRequest {
+            game_session_id: game_session_id.into(),
+            players: (batch * 25..((batch + 1) * 25).min(count))
+                .map(|n| pb::DesiredPlayerSession {
+                    player_id: format!("p{n}"),
+                    player_data: String::new(),
+                })
+                .collect(),
+        };
+        players.create_player_sessions(request).await.unwrap();
+    }
+}
+
+async fn cursors_resume_just_after_their_event(redis: TestRedis) {
+    let stack = Stack::start(redis, &fast_sessions()).await;
+    let (server, mut events) = stack.server("gs-1", 1, "local").await;
+    let session = active_session(&stack, &server, &mut events, create(8)).await;
+    reserve(&stack, &session, 4).await;
+    // Created, activated, four players: six events, read from the oldest retained.
+    for fleet_ids in [vec![FLEET.to_owned()], Vec::new()] {
+        let oldest = pb::WatchSessionEventsRequest {
+            fleet_ids: fleet_ids.clone(),
+            from_oldest: true,
+            ..Default::default()
+        };
+        let mut games = stack.games().await;
+        let mut watch = games.watch_session_events(oldest).await.unwrap().into_inner();
+        let mut seen = Vec::new();
+        for _ in 0..6 {
+            seen.push(next_event(&mut watch).await);
+        }
+        let cursors: Vec<&str> = seen.iter().map(|event| event.cursor.as_str()).collect();
+        let mut distinct = cursors.clone();
+        distinct.dedup();
+        assert_eq!(distinct, cursors, "each event has its own cursor");
+        // Resuming after any event starts with the one after it.
+        for at in 0..5 {
+            let resume = pb::WatchSessionEventsRequest {
+                fleet_ids: fleet_ids.clone(),
+                after_cursor: seen[at].cursor.clone(),
+                ..Default::default()
+            };
+            let mut resumed = games.watch_session_events(resume).await.unwrap().into_inner();
+            for expected in &seen[at + 1..] {
+                assert_eq!(next_event(&mut resumed).await.event_id, expected.event_id);
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_resumes_just_after_the_event_whose_cursor_it_gives_on_a_single_node() {
+    cursors_resume_just_after_their_event(TestRedis::single()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_resumes_just_after_the_event_whose_cursor_it_gives_on_a_cluster() {
+    cursors_resume_just_after_their_event(TestRedis::cluster()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_server_is_told_of_an_update_with_its_reason() {
+    let stack = Stack::start(TestRedis::single(), &fast_sessions()).await;
+    let (server, mut events) = stack.server("gs-1", 1, "local").await;
+    let session = active_session(&stack, &server, &mut events, create(4)).await;
+    let mut games = stack.games().await;
+    let update = pb::UpdateGameSessionRequest {
+        game_session_id: session.clone(),
+        maximum_player_session_count: Some(6),
+        ..Default::default()
+    };
+    games.update_game_session(update).await.unwrap();
+    assert_eq!(
+        updated(&mut events).await,
+        (session.clone(), Reason::MaximumPlayersUpdated)
+    );
+    let update = pb::UpdateGameSessionRequest {
+        game_session_id: session.clone(),
+        player_session_creation_policy: pb::PlayerSessionCreationPolicy::DenyAll as i32,
+        ..Default::default()
+    };
+    games.update_game_session(update).await.unwrap();
+    assert_eq!(
+        updated(&mut events).await,
+        (session.clone(), Reason::PlayerSessionCreationPolicyUpdated)
+    );
+    let update = pb::UpdateGameSessionRequest {
+        game_session_id: session.clone(),
+        matchmaker_data: Some("{\"backfill\":true}".into()),
+        ..Default::default()
+    };
+    games.update_game_session(update).await.unwrap();
+    assert_eq!(updated(&mut events).await, (session, Reason::MatchmakerDataUpdated));
+}
+
+fn refused_page_token(status: Status) {
+    assert_eq!(status.code(), Code::InvalidArgument);
+    let bad = status.get_details_bad_request().expect("a field violation");
+    let fields: Vec<&str> = bad.field_violations.iter().map(|v| v.field.as_str()).collect();
+    assert_eq!(fields, ["page_token"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_token_not_issued_by_the_call_is_refused_by_field() {
+    let stack = Stack::start(TestRedis::single(), &fast_sessions()).await;
+    let (server, mut events) = stack.server("gs-1", 1, "local").await;
+    let session = active_session(&stack, &server, &mut events, create(4)).await;
+    let mut games = stack.games().await;
+    let list = pb::ListGameSessionsRequest {
+        fleet_id: FLEET.into(),
+        page_token: "forged.1".into(),
+        ..Default::default()
+    };
+    refused_page_token(games.list_game_sessions(list).await.unwrap_err());
+    let search = pb::SearchGameSessionsRequest {
+        fleet_id: FLEET.into(),
+        page_token: "forged.1".into(),
+        ..Default::default()
+    };
+    refused_page_token(games.search_game_sessions(search).await.unwrap_err());
+    for selector in [Selector::GameSessionId(session), Selector::PlayerId("p".into())] {
+        let describe = pb::DescribePlayerSessionsRequest {
+            selector: Some(selector),
+            page_token: "forged.1".into(),
+            ..Default::default()
+        };
+        let err = stack
+            .players()
+            .await
+            .describe_player_sessions(describe)
+            .await
+            .unwrap_err();
+        refused_page_token(err);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_past_the_cap_are_trimmed_and_a_watcher_behind_them_is_told() {
+    let args = SessionArgs {
+        events_max: 50,
+        ..fast_sessions()
+    };
+    let stack = Stack::start(TestRedis::single(), &args).await;
+    let (server, mut events) = stack.server("gs-1", 1, "local").await;
+    let mut games = stack.games().await;
+    let mut watch = games
+        .watch_session_events(watch_from(FLEET, ""))
+        .await
+        .unwrap()
+        .into_inner();
+    let session = active_session(&stack, &server, &mut events, create(300)).await;
+    let first = next_event(&mut watch).await;
+    drop(watch);
+    reserve(&stack, &session, 250).await;
+    // The sweep trims the oldest (in whole blocks) down to about the cap: a watcher behind them is told.
+    crate::eventually("the cap trims the oldest events", async || {
+        let resume = watch_from(FLEET, &first.cursor);
+        match stack.games().await.watch_session_events(resume).await {
+            Err(err) if err.code() == Code::OutOfRange => Some(()),
+            _ => None,
+        }
+    })
+    .await;
+    // One that is not behind them resumes.
+    let mut watch = games
+        .watch_session_events(watch_from(FLEET, ""))
+        .await
+        .unwrap()
+        .into_inner();
+    let mut players = stack.players().await;
+    players.create_player_session(join(&session, "late-1")).await.unwrap();
+    let late = next_event(&mut watch).await;
+    players.create_player_session(join(&session, "late-2")).await.unwrap();
+    let mut resumed = games
+        .watch_session_events(watch_from(FLEET, &late.cursor))
+        .await
+        .unwrap()
+        .into_inner();
+    let next = next_event(&mut resumed).await;
+    assert_eq!(next.event_type(), pb::SessionEventType::PlayerSessionReserved);
+    assert_ne!(next.event_id, late.event_id);
+}
