@@ -768,7 +768,7 @@ async fn raw_attach(store: &Store, index: u64, timings: &Timings) -> Outcome {
         game_server_id: &server.id,
         registration_id: &registration_id,
     };
-    match store::ready(store, &process).await {
+    match store::ready(store, &process, None).await {
         Ok(Some(_)) => Ok(()),
         Ok(None) => Err(Code::FailedPrecondition),
         Err(err) => Err(Status::from(err).code()),

@@ -190,7 +190,7 @@ async fn host(store: &Store, fleet_id: &str, index: u64, max_sessions: u64) -> O
         game_server_id: &server.id,
         registration_id: &registration_id,
     };
-    match processes::ready(store, &process).await {
+    match processes::ready(store, &process, None).await {
         Ok(Some(_)) => Ok(()),
         Ok(None) => Err(Code::FailedPrecondition),
         Err(err) => Err(Status::from(err).code()),

@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use berth_domain::game_server::UtilizationChange;
 use berth_domain::game_session::{GameSessionRecord, GameSessionStatus};
-use berth_domain::process::{Registration, check_register, check_update_server};
+use berth_domain::process::{Registration, check_ready, check_register, check_update_server};
 use berth_domain::validate::{Violations, invalid};
 use berth_proto::common::v1::{Endpoint, KeyValue};
 use berth_proto::health::v1::sdk_service_server::SdkService;
@@ -19,7 +19,7 @@ use berth_proto::health::v1::{self as pb, attach_request::Kind as Ask, attach_re
 use berth_runtime::auth::Caller;
 use berth_store::game_servers::{Update, Updated};
 use berth_store::processes::{
-    self as store, Announcement, Attach, Attached, Described, Desired, ProcessRef, ProcessUpdated,
+    self as store, Announcement, Attach, Attached, Described, Desired, LateEndpoint, ProcessRef, ProcessUpdated,
 };
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -176,7 +176,7 @@ impl SdkService for Sdk {
         let first = inbound
             .message()
             .await?
-            .ok_or_else(|| Status::invalid_argument("the stream ended before register_process"))?;
+            .ok_or_else(|| invalid("register_process", "the stream ended before it was sent"))?;
         check_request_id(&first.request_id)?;
         let Some(Ask::RegisterProcess(mut register)) = first.kind else {
             return Err(Status::failed_precondition(
@@ -602,10 +602,23 @@ impl ProcessStream {
                 )));
             }
             Ask::Heartbeat(heartbeat) => return self.heartbeat(id, heartbeat).await,
-            Ask::Ready(_) => match store::ready(&self.context.store, &self.process()).await {
-                Ok(Some(_)) => reply(&id, Code::Ok, "", None),
-                Ok(None) => return Flow::End(Some(Status::failed_precondition("this process was declared lost"))),
-                Err(err) => reply(&id, Code::Unavailable, err.to_string(), None),
+            Ask::Ready(ready) => match check_ready(&ready) {
+                Err(status) => refusal(&id, &status),
+                Ok(endpoint) => {
+                    let endpoint = endpoint.as_ref().map(|(endpoint, connection_info)| LateEndpoint {
+                        ip_address: &endpoint.ip_address,
+                        dns_name: &endpoint.dns_name,
+                        port: endpoint.port,
+                        connection_info,
+                    });
+                    match store::ready(&self.context.store, &self.process(), endpoint.as_ref()).await {
+                        Ok(Some(_)) => reply(&id, Code::Ok, "", None),
+                        Ok(None) => {
+                            return Flow::End(Some(Status::failed_precondition("this process was declared lost")));
+                        }
+                        Err(err) => reply(&id, Code::Unavailable, err.to_string(), None),
+                    }
+                }
             },
             Ask::ActivateGameSession(activate) => self.activate(&id, &activate.game_session_id).await,
             Ask::ProcessEnding(ending) => {

@@ -3,7 +3,7 @@
 
 use std::collections::HashSet;
 
-use berth_proto::common::v1::KeyValue;
+use berth_proto::common::v1::{Endpoint, KeyValue};
 use berth_proto::health::v1 as pb;
 use tonic::Status;
 
@@ -26,7 +26,7 @@ pub const LABELS_MAX: usize = 64;
 pub const LOG_PATHS_MAX: usize = 16;
 
 /// A registration as stored: the defaults filled in.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Registration {
     /// Location of its instance.
     pub location: String,
@@ -64,14 +64,7 @@ pub fn check_register(req: &pb::RegisterProcess) -> Result<Registration, Status>
     v.id("instance_id", &req.instance_id, INSTANCE_ID_LEN.0, INSTANCE_ID_LEN.1);
     v.id("location", &req.location, LOCATION_LEN.0, LOCATION_LEN.1);
     let endpoint = req.endpoint.clone().unwrap_or_default();
-    if endpoint.ip_address.is_empty() && endpoint.dns_name.is_empty() {
-        v.add("endpoint", "must have ip_address or dns_name");
-    }
-    v.text("endpoint.ip_address", &endpoint.ip_address, 64);
-    v.text("endpoint.dns_name", &endpoint.dns_name, 256);
-    if !(1..=65535).contains(&endpoint.port) {
-        v.add("endpoint.port", format!("must be 1 to 65535, got {}", endpoint.port));
-    }
+    check_endpoint(&mut v, "endpoint", &endpoint);
     if req.ports.len() > PORTS_MAX {
         v.add(
             "ports",
@@ -115,15 +108,7 @@ pub fn check_register(req: &pb::RegisterProcess) -> Result<Registration, Status>
     if !(1..=64).contains(&sdk_len) {
         v.add("sdk_version", format!("must be 1 to 64 characters long, got {sdk_len}"));
     }
-    if req.log_paths.len() > LOG_PATHS_MAX {
-        v.add(
-            "log_paths",
-            format!("must have at most {LOG_PATHS_MAX} entries, got {}", req.log_paths.len()),
-        );
-    }
-    for (i, path) in req.log_paths.iter().enumerate() {
-        v.text(&format!("log_paths[{i}]"), path, 1024);
-    }
+    check_log_paths(&mut v, "log_paths", &req.log_paths);
     v.text("game_server_data", &req.game_server_data, GAME_SERVER_DATA_MAX);
     v.text("resume_registration_id", &req.resume_registration_id, 64);
     v.into_result()?;
@@ -143,6 +128,54 @@ pub fn check_register(req: &pb::RegisterProcess) -> Result<Registration, Status>
     let mut v = Violations::new();
     v.text("endpoint", &registration.connection_info(), CONNECTION_INFO_MAX);
     v.into_result().map(|()| registration)
+}
+
+/// Checks where players connect: an address or a DNS name, and a port.
+fn check_endpoint(v: &mut Violations, field: &str, endpoint: &Endpoint) {
+    if endpoint.ip_address.is_empty() && endpoint.dns_name.is_empty() {
+        v.add(field, "must have ip_address or dns_name");
+    }
+    v.text(&format!("{field}.ip_address"), &endpoint.ip_address, 64);
+    v.text(&format!("{field}.dns_name"), &endpoint.dns_name, 256);
+    if !(1..=65535).contains(&endpoint.port) {
+        v.add(&format!("{field}.port"), format!("must be 1 to 65535, got {}", endpoint.port));
+    }
+}
+
+fn check_log_paths(v: &mut Violations, field: &str, paths: &[String]) {
+    if paths.len() > LOG_PATHS_MAX {
+        v.add(
+            field,
+            format!("must have at most {LOG_PATHS_MAX} entries, got {}", paths.len()),
+        );
+    }
+    for (i, path) in paths.iter().enumerate() {
+        v.text(&format!("{field}[{i}]"), path, 1024);
+    }
+}
+
+/// Checks a ProcessReady message; the new endpoint, when it gives one, with the connection info FleetIQ-style
+/// callers see.
+pub fn check_ready(req: &pb::ProcessReady) -> Result<Option<(Endpoint, String)>, Status> {
+    let mut v = Violations::new();
+    if let Some(endpoint) = &req.endpoint {
+        check_endpoint(&mut v, "ready.endpoint", endpoint);
+    }
+    check_log_paths(&mut v, "ready.log_paths", &req.log_paths);
+    v.into_result()?;
+    let Some(endpoint) = req.endpoint.clone() else {
+        return Ok(None);
+    };
+    let registration = Registration {
+        ip_address: endpoint.ip_address.clone(),
+        dns_name: endpoint.dns_name.clone(),
+        port: endpoint.port,
+        ..Registration::default()
+    };
+    let connection_info = registration.connection_info();
+    let mut v = Violations::new();
+    v.text("ready.endpoint", &connection_info, CONNECTION_INFO_MAX);
+    v.into_result().map(|()| Some((endpoint, connection_info)))
 }
 
 /// Checks a server's labels: at most [`LABELS_MAX`], keys unique and 1 to 32 characters, values at most 96.

@@ -355,11 +355,34 @@ pub async fn detach(store: &Store, process: &ProcessRef<'_>, attach: u64) -> Res
     Ok(unlinked == 1)
 }
 
-/// Marks a process ready; `None` when its registration is lost.
-pub async fn ready(store: &Store, process: &ProcessRef<'_>) -> Result<Option<Routing>, StoreError> {
+/// Where players connect, as a process gives it late: address, DNS name, port, and the connection info
+/// FleetIQ-style callers see.
+#[derive(Clone, Debug)]
+pub struct LateEndpoint<'a> {
+    pub ip_address: &'a str,
+    pub dns_name: &'a str,
+    pub port: u32,
+    pub connection_info: &'a str,
+}
+
+/// Marks a process ready, moving its endpoint first when it gives one; `None` when its registration is lost.
+pub async fn ready(
+    store: &Store,
+    process: &ProcessRef<'_>,
+    endpoint: Option<&LateEndpoint<'_>>,
+) -> Result<Option<Routing>, StoreError> {
     let keys = FleetKeys::new(process.fleet_id);
     let mut call = process_call(&scripts().process_ready, &keys);
     call.arg(process.game_server_id).arg(process.registration_id);
+    match endpoint {
+        Some(endpoint) => call
+            .arg("1")
+            .arg(endpoint.ip_address)
+            .arg(endpoint.dns_name)
+            .arg(endpoint.port)
+            .arg(endpoint.connection_info),
+        None => call.arg("0").arg("").arg("").arg(0).arg(""),
+    };
     match routed("ready", store.invoke(&call).await?)? {
         (outcome, routing) if outcome == "READY" => Ok(Some(routing)),
         (outcome, _) if outcome == "LOST" => Ok(None),

@@ -155,11 +155,8 @@ impl ProcessStream {
             session::PlayerSessionCreationPolicy::AcceptAll => true,
             session::PlayerSessionCreationPolicy::DenyAll => false,
             session::PlayerSessionCreationPolicy::Unspecified => {
-                return failed(
-                    id,
-                    Code::InvalidArgument,
-                    "player_session_creation_policy must be ACCEPT_ALL or DENY_ALL",
-                );
+                let field = "update_player_session_creation_policy.player_session_creation_policy";
+                return refusal(id, &invalid(field, "must be ACCEPT_ALL or DENY_ALL"));
             }
         };
         // The server a session is placed on never changes, so reading it first is as good as checking it inside.

@@ -1,6 +1,6 @@
 //! What `sdk.proto` promises beyond the flow of `stream.rs`, spoken by hand as a client written from the protos
 //! would: a superseded stream learns it with ABORTED, a message rate limit, printable request ids, a complete
-//! DescribeServer, labels and counters kept, player sessions looked up every way the session service allows, and
+//! DescribeServer (with the endpoint ready gave), labels and counters kept, player sessions looked up every way the session service allows, and
 //! the reasons sessions end with when their server hangs or is asked to end.
 
 use std::time::Duration;
@@ -151,7 +151,16 @@ async fn describe_and_update(redis: TestRedis) {
     }];
     let own = token(Role::GameServer, Some(("arena", "gs-1")));
     let mut process = attach_with(&service.endpoint(), &own, registration).await.unwrap();
-    ok(process.ask(Ask::Ready(pb::ProcessReady::default())).await.unwrap());
+    // It learned its port only once loaded.
+    let ready = pb::ProcessReady {
+        endpoint: Some(Endpoint {
+            ip_address: "10.0.0.10".into(),
+            dns_name: String::new(),
+            port: 7005,
+        }),
+        log_paths: Vec::new(),
+    };
+    ok(process.ask(Ask::Ready(ready)).await.unwrap());
     let session = place_game_session(&store, "arena", "gs-1", 2).await;
     process.push(started).await;
     let beat = pb::Heartbeat {
@@ -168,8 +177,9 @@ async fn describe_and_update(redis: TestRedis) {
     assert_eq!(described.max_players, 8);
     assert_eq!(described.location, "eu-west");
     let endpoint = described.endpoint.clone().unwrap();
-    assert_eq!((endpoint.ip_address.as_str(), endpoint.port), ("10.0.0.9", 7001));
-    assert_eq!(endpoint.dns_name, "gs-1.example");
+    assert_eq!((endpoint.ip_address.as_str(), endpoint.port), ("10.0.0.10", 7005));
+    assert_eq!(endpoint.dns_name, "");
+    assert_eq!(described.game_server.as_ref().unwrap().connection_info, "10.0.0.10:7005");
     assert_eq!(described.game_state(), pb::GameState::Active);
     assert_eq!(described.health(), pb::ProcessHealth::Healthy);
     assert_eq!(described.connected_player_ids, ["alice"]);
