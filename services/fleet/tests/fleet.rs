@@ -56,15 +56,18 @@ fn listening(port: u16, address: &str, table: &str) -> bool {
     })
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn insecure_mode_listens_on_loopback_only_and_unknown_methods_mint_no_metric_labels() {
-    use std::io::BufRead;
-    let redis = TestRedis::single();
-    let metrics_port = std::net::TcpListener::bind("127.0.0.1:0")
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
-        .port();
+        .port()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn insecure_mode_listens_on_loopback_only_and_says_where() {
+    use std::io::BufRead;
+    let redis = TestRedis::single();
     let port = berth_fleet::GRPC_PORT;
     assert!(
         std::net::TcpListener::bind(("0.0.0.0", port)).is_ok(),
@@ -73,7 +76,7 @@ async fn insecure_mode_listens_on_loopback_only_and_unknown_methods_mint_no_metr
     let envs = [
         ("BERTH_INSECURE_NO_AUTH", "true".to_owned()),
         ("BERTH_REDIS_URL", redis.config().urls[0].clone()),
-        ("BERTH_METRICS_LISTEN", format!("127.0.0.1:{metrics_port}")),
+        ("BERTH_METRICS_LISTEN", "off".to_owned()),
         ("BERTH_LOG", "warn".to_owned()),
     ];
     let (fleet, mut logs) = BinaryProcess::spawn_with_defaults("berth-fleet", port, &envs);
@@ -102,9 +105,21 @@ async fn insecure_mode_listens_on_loopback_only_and_unknown_methods_mint_no_metr
         !listening(port, &"0".repeat(32), "/proc/net/tcp6"),
         "not on [::]:{port}"
     );
+}
 
-    // Without a token (insecure mode), a method the contract does not define is UNIMPLEMENTED and counted under
-    // `unknown`, not under a label of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_method_the_contracts_do_not_define_mints_no_metric_label() {
+    let redis = TestRedis::single();
+    let metrics_port = free_port();
+    let envs = [
+        ("BERTH_INSECURE_NO_AUTH", "true".to_owned()),
+        ("BERTH_REDIS_URL", redis.config().urls[0].clone()),
+        ("BERTH_METRICS_LISTEN", format!("127.0.0.1:{metrics_port}")),
+    ];
+    let fleet = BinaryProcess::spawn("berth-fleet", &envs);
+    wait_for_health(&fleet.endpoint(), "", ServingStatus::Serving).await;
+    // A method the contract does not define is UNIMPLEMENTED and counted under `unknown`, not under a label of its
+    // own.
     let channel = tonic::transport::Endpoint::from_shared(fleet.endpoint())
         .unwrap()
         .connect()

@@ -138,7 +138,10 @@ fn check_endpoint(v: &mut Violations, field: &str, endpoint: &Endpoint) {
     v.text(&format!("{field}.ip_address"), &endpoint.ip_address, 64);
     v.text(&format!("{field}.dns_name"), &endpoint.dns_name, 256);
     if !(1..=65535).contains(&endpoint.port) {
-        v.add(&format!("{field}.port"), format!("must be 1 to 65535, got {}", endpoint.port));
+        v.add(
+            &format!("{field}.port"),
+            format!("must be 1 to 65535, got {}", endpoint.port),
+        );
     }
 }
 

@@ -17,8 +17,8 @@ use tonic::{Code, Status};
 use tonic_types::StatusExt;
 
 use super::stream::{
-    Process, attach, attach_with, code, fast, ok, one_process, operator, register, replica, started, terminate,
-    wait_for_event,
+    Process, attach, attach_with, code, fast, ok, one_process, one_process_on, operator, register, replica, started,
+    terminate, wait_for_event,
 };
 
 /// Reads the stream until it ends, keeping what it pushed; the status it ended with.
@@ -179,7 +179,10 @@ async fn describe_and_update(redis: TestRedis) {
     let endpoint = described.endpoint.clone().unwrap();
     assert_eq!((endpoint.ip_address.as_str(), endpoint.port), ("10.0.0.10", 7005));
     assert_eq!(endpoint.dns_name, "");
-    assert_eq!(described.game_server.as_ref().unwrap().connection_info, "10.0.0.10:7005");
+    assert_eq!(
+        described.game_server.as_ref().unwrap().connection_info,
+        "10.0.0.10:7005"
+    );
     assert_eq!(described.game_state(), pb::GameState::Active);
     assert_eq!(described.health(), pb::ProcessHealth::Healthy);
     assert_eq!(described.connected_player_ids, ["alice"]);
@@ -261,10 +264,8 @@ fn describe_players(selector: session::describe_player_sessions_request::Selecto
     })
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn player_sessions_are_described_by_every_selector_but_only_its_own() {
+async fn player_sessions_by_every_selector(redis: TestRedis) {
     use session::describe_player_sessions_request::Selector;
-    let redis = TestRedis::single();
     let store = Store::connect(&redis.config()).await.unwrap();
     let service = replica(&store, &fast()).await;
     let mut one = attach(&service.endpoint(), "arena", "gs-1").await;
@@ -338,8 +339,17 @@ async fn player_sessions_are_described_by_every_selector_but_only_its_own() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_process_that_hangs_with_its_stream_open_ends_its_sessions_unhealthy() {
-    let (_redis, store, _service, mut process) = one_process(&fast(), true).await;
+async fn player_sessions_are_described_by_every_selector_but_only_its_own_on_a_single_node() {
+    player_sessions_by_every_selector(TestRedis::single()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn player_sessions_are_described_by_every_selector_but_only_its_own_on_a_cluster() {
+    player_sessions_by_every_selector(TestRedis::cluster()).await;
+}
+
+async fn hung_with_its_stream_open(redis: TestRedis) {
+    let (_redis, store, _service, mut process) = one_process_on(redis, &fast(), true).await;
     let session = place_game_session(&store, "arena", "gs-1", 2).await;
     assert_eq!(process.push(started).await, session);
     // It stops heartbeating but keeps its stream: it is told to end at once, as unhealthy.
@@ -361,8 +371,17 @@ async fn a_process_that_hangs_with_its_stream_open_ends_its_sessions_unhealthy()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_session_ended_after_its_server_was_told_to_terminate_was_triggered_by_it() {
-    let (_redis, store, service, mut process) = one_process(&fast(), true).await;
+async fn a_process_that_hangs_with_its_stream_open_ends_its_sessions_unhealthy_on_a_single_node() {
+    hung_with_its_stream_open(TestRedis::single()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_that_hangs_with_its_stream_open_ends_its_sessions_unhealthy_on_a_cluster() {
+    hung_with_its_stream_open(TestRedis::cluster()).await;
+}
+
+async fn ended_after_a_terminate(redis: TestRedis) {
+    let (_redis, store, service, mut process) = one_process_on(redis, &fast(), true).await;
     let session = place_game_session(&store, "arena", "gs-1", 2).await;
     assert_eq!(process.push(started).await, session);
     let request = pb::TerminateGameServerRequest {
@@ -381,4 +400,14 @@ async fn a_session_ended_after_its_server_was_told_to_terminate_was_triggered_by
         status,
         Some(("TERMINATED".into(), "TRIGGERED_ON_PROCESS_TERMINATE".into()))
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_ended_after_its_server_was_told_to_terminate_was_triggered_by_it_on_a_single_node() {
+    ended_after_a_terminate(TestRedis::single()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_ended_after_its_server_was_told_to_terminate_was_triggered_by_it_on_a_cluster() {
+    ended_after_a_terminate(TestRedis::cluster()).await;
 }

@@ -222,7 +222,15 @@ pub(crate) async fn one_process(
     args: &berth_health::HealthArgs,
     ready: bool,
 ) -> (TestRedis, Store, RunningService, Process) {
-    let redis = TestRedis::single();
+    one_process_on(TestRedis::single(), args, ready).await
+}
+
+/// As [`one_process`], on `redis`.
+pub(crate) async fn one_process_on(
+    redis: TestRedis,
+    args: &berth_health::HealthArgs,
+    ready: bool,
+) -> (TestRedis, Store, RunningService, Process) {
     let store = Store::connect(&redis.config()).await.unwrap();
     let service = replica(&store, args).await;
     let mut process = attach(&service.endpoint(), "arena", "gs-1").await;

@@ -75,9 +75,8 @@ async fn a_watch_resumes_just_after_the_event_whose_cursor_it_gives_on_a_cluster
     cursors_resume_just_after_their_event(TestRedis::cluster()).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_server_is_told_of_an_update_with_its_reason() {
-    let stack = Stack::start(TestRedis::single(), &fast_sessions()).await;
+async fn told_of_updates(redis: TestRedis) {
+    let stack = Stack::start(redis, &fast_sessions()).await;
     let (server, mut events) = stack.server("gs-1", 1, "local").await;
     let session = active_session(&stack, &server, &mut events, create(4)).await;
     let mut games = stack.games().await;
@@ -108,6 +107,16 @@ async fn the_server_is_told_of_an_update_with_its_reason() {
     };
     games.update_game_session(update).await.unwrap();
     assert_eq!(updated(&mut events).await, (session, Reason::MatchmakerDataUpdated));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_server_is_told_of_an_update_with_its_reason_on_a_single_node() {
+    told_of_updates(TestRedis::single()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_server_is_told_of_an_update_with_its_reason_on_a_cluster() {
+    told_of_updates(TestRedis::cluster()).await;
 }
 
 fn refused_page_token(status: Status) {
