@@ -751,13 +751,13 @@ impl ProcessStream {
                 })
                 .unwrap_or_default(),
             connected_player_ids: players,
-            max_concurrent_game_sessions: details.max_sessions,
-            max_players: details.max_players,
-            location: details.location,
+            max_concurrent_game_sessions: details.registration.max_sessions,
+            max_players: details.registration.max_players,
+            location: details.registration.location,
             endpoint: Some(Endpoint {
-                ip_address: details.ip_address,
-                dns_name: details.dns_name,
-                port: details.port,
+                ip_address: details.registration.ip_address,
+                dns_name: details.registration.dns_name,
+                port: details.registration.port,
             }),
             ports: details
                 .ports

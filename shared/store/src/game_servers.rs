@@ -226,12 +226,24 @@ pub async fn describe(
     fleet_id: &str,
     game_server_id: &str,
 ) -> Result<Option<GameServerRecord>, StoreError> {
+    describe_reply(store, fleet_id, game_server_id)
+        .await?
+        .map(|reply| present(reply, "describe"))
+        .transpose()
+}
+
+/// The describe script's reply for one server; `None` when it is not registered.
+pub(crate) async fn describe_reply(
+    store: &Store,
+    fleet_id: &str,
+    game_server_id: &str,
+) -> Result<Option<Reply>, StoreError> {
     let keys = FleetKeys::new(fleet_id);
     let mut call = scripts().describe_game_server.prepare();
     call.key(keys.game_server(game_server_id));
     let reply = decode_reply(fleet_id, store.invoke(&call).await?)?;
     match reply.outcome.as_str() {
-        "FOUND" => Ok(Some(present(reply, "describe")?)),
+        "FOUND" => Ok(Some(reply)),
         "NOT_FOUND" => Ok(None),
         other => Err(unexpected("describe", other)),
     }

@@ -6,9 +6,12 @@ use std::sync::Arc;
 
 use berth_domain::game_server::GameServerRecord;
 use berth_domain::game_session::{GameSessionRecord, PlayerSessionRecord};
+use berth_domain::process::Registration;
 use redis::{ScriptInvocation, Value};
 
-use crate::game_servers::{Reply, Update, Updated, decode_reply, present, unexpected, update_call, updated};
+use crate::game_servers::{
+    Reply, Update, Updated, decode_reply, describe_reply, present, unexpected, update_call, updated,
+};
 use crate::keys::{FLEETS, FleetKeys, push_channel};
 use crate::scripts::{LuaScript, scripts};
 use crate::sessions::{game_session, player_session, strings};
@@ -32,18 +35,8 @@ pub struct Timings {
 /// What an SDK process said of itself and last reported, beside its registry record.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ProcessDetails {
-    /// Location of its instance.
-    pub location: String,
-    /// Address players connect to.
-    pub ip_address: String,
-    /// DNS name players connect to.
-    pub dns_name: String,
-    /// Main game port.
-    pub port: u32,
-    /// Most game sessions at once.
-    pub max_sessions: u32,
-    /// Most players per game session.
-    pub max_players: u32,
+    /// What it registered (with the endpoint ready may have moved).
+    pub registration: Registration,
     /// Game state last reported, by its contract name without the prefix; empty before any.
     pub game_state: String,
     /// Whether the last heartbeat said HEALTHY.
@@ -68,12 +61,13 @@ impl ProcessDetails {
             let (field, value) = (pair[0].as_str(), pair[1].as_str());
             let number = || value.parse::<u32>().map_err(|_| bad(field, value));
             match field {
-                "loc" => details.location = value.to_owned(),
-                "ip" => details.ip_address = value.to_owned(),
-                "dns" => details.dns_name = value.to_owned(),
-                "port" => details.port = number()?,
-                "max_sess" => details.max_sessions = number()?,
-                "max_players" => details.max_players = number()?,
+                "loc" => details.registration.location = value.to_owned(),
+                "ip" => details.registration.ip_address = value.to_owned(),
+                "dns" => details.registration.dns_name = value.to_owned(),
+                "port" => details.registration.port = number()?,
+                "max_sess" => details.registration.max_sessions = number()?,
+                "max_players" => details.registration.max_players = number()?,
+                "sdkv" => details.registration.sdk_version = value.to_owned(),
                 "gstate" => details.game_state = value.to_owned(),
                 "health" => details.healthy = value != "UNHEALTHY",
                 "labels" => details.labels = serde_json::from_str(value).map_err(|_| bad(field, value))?,
@@ -116,15 +110,10 @@ fn described(reply: Reply, script: &str) -> Result<Described, StoreError> {
 
 /// Reads a process with its details; `None` when it is not registered.
 pub async fn describe(store: &Store, fleet_id: &str, game_server_id: &str) -> Result<Option<Described>, StoreError> {
-    let keys = FleetKeys::new(fleet_id);
-    let mut call = scripts().describe_game_server.prepare();
-    call.key(keys.game_server(game_server_id));
-    let reply = decode_reply(fleet_id, store.invoke(&call).await?)?;
-    match reply.outcome.as_str() {
-        "FOUND" => Ok(Some(described(reply, "describe")?)),
-        "NOT_FOUND" => Ok(None),
-        other => Err(unexpected("describe", other)),
-    }
+    describe_reply(store, fleet_id, game_server_id)
+        .await?
+        .map(|reply| described(reply, "describe"))
+        .transpose()
 }
 
 /// The outcome of a process changing its own record.

@@ -321,23 +321,16 @@ impl ProcessStream {
                             && record.game_server_id == *self.game_server_id => {}
                     _ => return Err(not_found("game session", game_session_id)),
                 }
-                let selection = digest(&[b"g", game_session_id.as_bytes(), status.as_bytes()]);
-                let after = redeem(&selection, &describe.page_token)?;
                 let source = PlayerSource::GameSession(game_session_id);
-                let page = store::list_player_sessions(store, fleet_id, source, status, after, size).await?;
-                Ok(Page {
-                    next: page.next.map(|next| issue(&selection, Some(next))),
-                    items: page.items,
-                })
+                self.page(source, status, &describe.page_token, size).await
             }
             Some(Selector::PlayerId(player_id)) => {
-                let selection = digest(&[b"p", player_id.as_bytes(), status.as_bytes()]);
-                let after = redeem(&selection, &describe.page_token)?;
-                let source = PlayerSource::Player(player_id);
-                let page = store::list_player_sessions(store, fleet_id, source, status, after, size).await?;
+                let page = self
+                    .page(PlayerSource::Player(player_id), status, &describe.page_token, size)
+                    .await?;
                 Ok(Page {
-                    next: page.next.map(|next| issue(&selection, Some(next))),
                     items: self.hosted(page.items).await?,
+                    next: page.next,
                 })
             }
             None => Err(invalid(
@@ -345,6 +338,28 @@ impl ProcessStream {
                 "must be set: player_session_id, game_session_id or player_id",
             )),
         }
+    }
+
+    /// A page of the fleet's player sessions from `source`, behind a page token bound to the selection.
+    async fn page(
+        &self,
+        source: PlayerSource<'_>,
+        status: &str,
+        token: &str,
+        size: usize,
+    ) -> Result<Page<PlayerSessionRecord>, Status> {
+        let (kind, id) = match source {
+            PlayerSource::GameSession(id) => (b"g", id),
+            PlayerSource::Player(id) => (b"p", id),
+        };
+        let selection = digest(&[kind, id.as_bytes(), status.as_bytes()]);
+        let after = redeem(&selection, token)?;
+        let page =
+            store::list_player_sessions(&self.context.store, &self.fleet_id, source, status, after, size).await?;
+        Ok(Page {
+            next: page.next.map(|next| issue(&selection, Some(next))),
+            items: page.items,
+        })
     }
 
     /// The player sessions, of those given, whose game session this process hosts or hosted.
