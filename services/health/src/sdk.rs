@@ -40,8 +40,8 @@ mod sessions;
 const QUEUE: usize = 16;
 /// Longest request id.
 const REQUEST_ID_MAX: usize = 64;
-/// Most messages a process may send per second; more ends its stream with RESOURCE_EXHAUSTED.
-const MESSAGES_PER_SECOND: f64 = 100.0;
+/// Most messages a process may send within a second; more ends its stream with RESOURCE_EXHAUSTED.
+const MESSAGES_PER_SECOND: usize = 100;
 
 /// Where a stream's answers and pushes queue to go out. Boxed: a channel allocates its slots 32 at a time, and a
 /// slot the size of a message would cost each connected server ~20 KiB before it sends anything.
@@ -126,6 +126,18 @@ pub(crate) fn refusal(request_id: &str, status: &Status) -> pb::AttachResponse {
             result: None,
         }),
     )
+}
+
+/// A refusal whose field violations the shared checks name bare, as fields of the request `kind` (the path from
+/// the AttachRequest, e.g. `describe_player_sessions.page_token`).
+pub(crate) fn refusal_of(request_id: &str, kind: &str, status: &Status) -> pb::AttachResponse {
+    let mut answer = refusal(request_id, status);
+    if let Some(Tell::Reply(reply)) = &mut answer.kind {
+        for violation in &mut reply.field_violations {
+            violation.field = format!("{kind}.{}", violation.field);
+        }
+    }
+    answer
 }
 
 /// Checks a request id: 1 to 64 printable ASCII characters.
@@ -308,31 +320,36 @@ enum Flow {
     End(Option<Status>),
 }
 
-/// How many messages a stream may still send: a bucket of [`MESSAGES_PER_SECOND`] refilled at that rate, so it
-/// runs dry only when some second saw more.
+/// When a stream's last [`MESSAGES_PER_SECOND`] messages came, so that the one more that would make more than
+/// that within a second is caught exactly. Times are ms since the stream began, wrapping (a u32 spans 49 days;
+/// only differences under a second matter).
 struct Budget {
-    left: f64,
-    at: Instant,
+    began: Instant,
+    times: Box<[u32; MESSAGES_PER_SECOND]>,
+    /// Where the next time goes: the oldest of the last [`MESSAGES_PER_SECOND`] once that many came.
+    next: usize,
+    full: bool,
 }
 
 impl Budget {
     fn new() -> Budget {
         Budget {
-            left: MESSAGES_PER_SECOND,
-            at: Instant::now(),
+            began: Instant::now(),
+            times: Box::new([0; MESSAGES_PER_SECOND]),
+            next: 0,
+            full: false,
         }
     }
 
-    /// Spends one message; `false` when none is left.
+    /// Counts one message; `false` when it makes more than [`MESSAGES_PER_SECOND`] within a second.
     fn spend(&mut self) -> bool {
-        let now = Instant::now();
-        let refill = now.duration_since(self.at).as_secs_f64() * MESSAGES_PER_SECOND;
-        self.left = (self.left + refill).min(MESSAGES_PER_SECOND);
-        self.at = now;
-        if self.left < 1.0 {
+        let now = self.began.elapsed().as_millis() as u32;
+        if self.full && now.wrapping_sub(self.times[self.next]) < 1000 {
             return false;
         }
-        self.left -= 1.0;
+        self.times[self.next] = now;
+        self.next = (self.next + 1) % MESSAGES_PER_SECOND;
+        self.full |= self.next == 0;
         true
     }
 }

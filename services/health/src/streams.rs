@@ -3,6 +3,7 @@
 //! leaves the new one in place.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry as Slot;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -32,6 +33,8 @@ fn key(fleet_id: &str, game_server_id: &str) -> String {
 
 struct Entry {
     generation: u64,
+    /// The stream's attach number: a higher one supersedes it.
+    attach: u64,
     commands: mpsc::Sender<Command>,
 }
 
@@ -44,7 +47,8 @@ pub(crate) struct Streams {
 
 impl Streams {
     /// Records the stream of a process, attached as number `attach`; returns its generation, for
-    /// [`Streams::remove`]. An older stream of the process held here is told it was superseded.
+    /// [`Streams::remove`]. Of two streams of a process held here, the one attached later stays and the other is
+    /// told it was superseded, whichever of them came here first.
     pub(crate) fn insert(
         &self,
         fleet_id: &str,
@@ -53,14 +57,26 @@ impl Streams {
         commands: mpsc::Sender<Command>,
     ) -> u64 {
         let generation = self.generations.fetch_add(1, Ordering::Relaxed);
-        let entry = Entry { generation, commands };
-        let replaced = self
-            .entries
-            .lock()
-            .expect("streams lock")
-            .insert(key(fleet_id, game_server_id), entry);
-        if let Some(old) = replaced {
-            let _ = old.commands.try_send(Command::Superseded(attach));
+        let mut entries = self.entries.lock().expect("streams lock");
+        let entry = Entry {
+            generation,
+            attach,
+            commands,
+        };
+        let superseded = match entries.entry(key(fleet_id, game_server_id)) {
+            Slot::Occupied(held) if held.get().attach > attach => Some((entry.commands, held.get().attach)),
+            Slot::Occupied(mut held) => {
+                let old = std::mem::replace(held.get_mut(), entry);
+                Some((old.commands, attach))
+            }
+            Slot::Vacant(vacant) => {
+                vacant.insert(entry);
+                None
+            }
+        };
+        drop(entries);
+        if let Some((commands, by)) = superseded {
+            let _ = commands.try_send(Command::Superseded(by));
         }
         metrics::gauge!("berth_sdk_streams").increment(1.0);
         generation

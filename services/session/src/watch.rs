@@ -11,6 +11,7 @@
 //! Cluster whose nodes' clocks differ, events wait until the slowest node's clock has passed them.
 
 use std::cmp::Ordering;
+use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -69,10 +70,9 @@ impl Mark {
             Some(_) => return None,
             None => (cursor, None),
         };
-        Some(Mark {
-            at: store::parse_position(position)?,
-            fleet,
-        })
+        // No event is ever at the last millisecond, and nothing could be read after it.
+        let at = store::parse_position(position).filter(|(ms, _)| *ms < u64::MAX)?;
+        Some(Mark { at, fleet })
     }
 
     fn cursor(&self) -> String {
@@ -108,55 +108,62 @@ impl PartialOrd for Mark {
     }
 }
 
-/// Where a watch starts, from a checked request.
-async fn start(context: &Context, req: &pb::WatchSessionEventsRequest, fleet_ids: &[String]) -> Result<Mark, Status> {
-    if req.from_oldest {
-        return Ok(Mark {
-            at: (0, 0),
-            fleet: None,
-        });
-    }
-    if req.after_cursor.is_empty() {
-        let now = store::redis_now_ms(&context.store).await?;
-        return Ok(Mark::before(u64::try_from(now).unwrap_or_default()));
-    }
-    let mark = Mark::parse(&req.after_cursor)
-        .ok_or_else(|| invalid("after_cursor", "is malformed: pass a cursor from an event or keepalive"))?;
-    let (ms, seq) = mark.at;
-    for fleet_id in fleet_ids {
-        let position = format!("{ms}-{seq}");
-        if store::read_events(&context.store, fleet_id, &position, &position, 0)
-            .await?
-            .trimmed
-        {
-            return Err(trimmed_after(fleet_id));
-        }
-    }
-    Ok(mark)
-}
-
-/// Events of a fleet after the watcher's position were trimmed before it read them.
-fn trimmed_after(fleet_id: &str) -> Status {
-    Status::out_of_range(format!(
-        "events of fleet {fleet_id:?} after this cursor are no longer retained: describe what you track, then watch \
-         from now"
-    ))
+/// What a watch knows of a fleet when it opens: its node's time and its last event trimmed.
+async fn survey(context: &Context, fleet_id: &str) -> Result<(u64, Option<(u64, u64)>), Status> {
+    let read = store::read_events(&context.store, fleet_id, "-", 0).await?;
+    Ok((read.now_ms, read.gone))
 }
 
 /// Opens a watch for a checked request.
 pub(crate) async fn open(context: Arc<Context>, req: pb::WatchSessionEventsRequest) -> Result<Events, Status> {
     let fixed = !req.fleet_ids.is_empty();
-    let fleet_ids = if fixed {
-        req.fleet_ids.clone()
+    let (listed_at, mut fleet_ids) = if fixed {
+        (None, req.fleet_ids.clone())
     } else {
-        store::fleets_now(&context.store).await?.1
+        let (now, fleet_ids) = store::fleets_now(&context.store).await?;
+        (Some(now), fleet_ids)
     };
-    let delivered = start(&context, &req, &fleet_ids).await?;
+    fleet_ids.sort_unstable();
+    fleet_ids.dedup();
+    let mut earliest = listed_at;
+    let mut floors = HashMap::new();
+    let resume = match req.after_cursor.as_str() {
+        "" => None,
+        cursor => Some(
+            Mark::parse(cursor)
+                .ok_or_else(|| invalid("after_cursor", "is malformed: pass a cursor from an event or keepalive"))?,
+        ),
+    };
+    for fleet_id in &fleet_ids {
+        let (now, gone) = survey(&context, fleet_id).await?;
+        earliest = earliest.into_iter().chain([now]).min();
+        let Some(gone) = gone.map(|gone| Mark::after(gone, fleet_id)) else {
+            continue;
+        };
+        if resume.as_ref().is_some_and(|mark| gone > *mark) {
+            return Err(trimmed_after(fleet_id));
+        }
+        if req.from_oldest {
+            // The oldest retained event is the first after the last one trimmed.
+            floors.insert(fleet_id.clone(), gone);
+        }
+    }
+    // A watch from now starts at the earliest clock among the nodes it reads, so that no event of a node whose
+    // clock lags is taken for one from before it began.
+    let delivered = match resume {
+        Some(mark) => mark,
+        None if req.from_oldest => Mark {
+            at: (0, 0),
+            fleet: None,
+        },
+        None => Mark::before(earliest.unwrap_or_default()),
+    };
     let (out, out_rx) = mpsc::channel(QUEUE);
     let watch = Watch {
         context,
         fleet_ids,
         delivered,
+        floors,
         fixed,
         sessions: req.game_session_ids.clone(),
         types: req.event_types().collect(),
@@ -167,11 +174,21 @@ pub(crate) async fn open(context: Arc<Context>, req: pb::WatchSessionEventsReque
     Ok(Box::pin(ReceiverStream::new(out_rx)))
 }
 
+/// Events of a fleet after the watcher's position were trimmed before it read them.
+fn trimmed_after(fleet_id: &str) -> Status {
+    Status::out_of_range(format!(
+        "events of fleet {fleet_id:?} after this cursor are no longer retained: describe what you track, then watch \
+         from now"
+    ))
+}
+
 struct Watch {
     context: Arc<Context>,
     fleet_ids: Vec<String>,
     /// How far the merged order has been delivered.
     delivered: Mark,
+    /// For a watch from the oldest event: each fleet's last event trimmed when it began, which it never expected.
+    floors: HashMap<String, Mark>,
     /// Whether the request named its fleets (else every fleet is watched, new ones as they appear).
     fixed: bool,
     sessions: Vec<String>,
@@ -207,7 +224,9 @@ impl Watch {
             if read.gone {
                 return;
             }
-            if !read.full {
+            // Read again at once only while a fleet has more waiting and the watch moves: a node whose clock lags
+            // can hold everything back.
+            if !read.full || !read.moved {
                 tokio::select! {
                     _ = tokio::time::sleep(POLL) => {}
                     _ = closing.changed() => {
@@ -240,18 +259,19 @@ impl Watch {
             reached = Some(Mark::before(now));
         }
         let mut entries = Vec::new();
-        let (ms, seq) = self.delivered.at;
-        let read_up_to = format!("{ms}-{seq}");
+        let before = self.delivered.clone();
         for fleet_id in &self.fleet_ids {
             let start = self.delivered.start(fleet_id);
-            let store::EventsRead {
-                now_ms: now,
-                trimmed,
-                entries: read,
-            } = store::read_events(&self.context.store, fleet_id, &start, &read_up_to, BATCH).await?;
-            if trimmed {
+            let read = store::read_events(&self.context.store, fleet_id, &start, BATCH).await?;
+            // Missed: the last event trimmed comes after what was delivered (and, from the oldest, after the last
+            // one trimmed when the watch began).
+            let missed = read.gone.map(|gone| Mark::after(gone, fleet_id)).is_some_and(|gone| {
+                gone > self.delivered && self.floors.get(fleet_id).is_none_or(|floor| gone > *floor)
+            });
+            if missed {
                 return Err(trimmed_after(fleet_id));
             }
+            let (now, read) = (read.now_ms, read.entries);
             let full = read.len() == BATCH;
             round.full |= full;
             let last = read
@@ -294,6 +314,7 @@ impl Watch {
             }
         }
         self.delivered = self.delivered.clone().max(reached);
+        round.moved = self.delivered != before;
         Ok(round)
     }
 
@@ -348,6 +369,8 @@ struct Round {
     sent: usize,
     /// Whether some fleet had more than one batch waiting (read again at once).
     full: bool,
+    /// Whether the watch got further.
+    moved: bool,
     /// Whether the client went away.
     gone: bool,
 }
@@ -362,6 +385,7 @@ mod tests {
             assert_eq!(Mark::parse(&mark.cursor()), Some(mark));
         }
         assert_eq!(Mark::parse("12-3/"), None);
+        assert_eq!(Mark::parse(&format!("{}-{}", u64::MAX, u64::MAX)), None);
         assert_eq!(Mark::parse("12/arena"), None);
         let a = Mark::after((5, 2), "a");
         let b = Mark::after((5, 2), "b");

@@ -95,6 +95,11 @@ impl FleetKeys {
         format!("{}:sevents", self.tag)
     }
 
+    /// Position of the last session event trimmed.
+    pub fn session_events_gone(&self) -> String {
+        format!("{}:sevents-gone", self.tag)
+    }
+
     /// Search index `index` (created, players, max or free) of the ACTIVE sessions of `location` ('*': every one).
     pub fn search_index(&self, location: &str, index: &str) -> String {
         format!("{}:idx:{location}:{index}", self.tag)

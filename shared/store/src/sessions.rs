@@ -18,9 +18,7 @@ mod events;
 mod players;
 mod reads;
 
-pub use events::{
-    EventsRead, SessionEventEntry, Subject, fleets_now, game_session_data, parse_position, read_events, redis_now_ms,
-};
+pub use events::{EventsRead, SessionEventEntry, Subject, fleets_now, game_session_data, parse_position, read_events};
 pub use players::{
     Accepted, NewPlayer, PlayersCreated, Removed, accept_player_session, create_player_sessions, remove_player_session,
 };
@@ -479,7 +477,7 @@ pub struct SessionSweep {
 pub struct EventRetention {
     /// Events older than this are trimmed, ms.
     pub retention_ms: u64,
-    /// At most this many are kept (the oldest go first; approximately, in blocks of about 100).
+    /// At most this many are kept (the oldest go first).
     pub max_events: u64,
 }
 

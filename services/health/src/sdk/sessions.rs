@@ -18,7 +18,7 @@ use berth_store::sessions::{
 };
 use tonic::{Code, Status};
 
-use super::{ProcessStream, Shape, refusal, reply};
+use super::{ProcessStream, refusal, refusal_of, reply};
 
 type Reply = pb::AttachResponse;
 
@@ -55,11 +55,18 @@ fn game_session(id: &str, record: GameSessionRecord) -> Reply {
 impl ProcessStream {
     /// Checks ids a process names: well formed (INVALID_ARGUMENT), and of its own fleet (else NOT_FOUND: another
     /// fleet's sessions do not exist for it).
-    fn own_ids(&self, id: &str, game_session_id: &str, player_session_id: Option<&str>) -> Result<(), Box<Reply>> {
+    /// `kind` names the request, the first part of a field's path.
+    fn own_ids(
+        &self,
+        id: &str,
+        kind: &str,
+        game_session_id: &str,
+        player_session_id: Option<&str>,
+    ) -> Result<(), Box<Reply>> {
         let mut v = Violations::new();
-        check_game_session_id(&mut v, "game_session_id", game_session_id);
+        check_game_session_id(&mut v, &format!("{kind}.game_session_id"), game_session_id);
         if let Some(player_session_id) = player_session_id {
-            check_player_session_id(&mut v, "player_session_id", player_session_id);
+            check_player_session_id(&mut v, &format!("{kind}.player_session_id"), player_session_id);
         }
         if let Err(status) = v.into_result() {
             return Err(Box::new(refusal(id, &status)));
@@ -79,7 +86,7 @@ impl ProcessStream {
     }
 
     pub(super) async fn activate(&mut self, id: &str, game_session_id: &str) -> Reply {
-        if let Err(answer) = self.own_ids(id, game_session_id, None) {
+        if let Err(answer) = self.own_ids(id, "activate_game_session", game_session_id, None) {
             return *answer;
         }
         let activated = store::activate_game_session(
@@ -110,7 +117,12 @@ impl ProcessStream {
 
     /// EndGameSession (`reject` false) or RejectGameSession.
     pub(super) async fn end_game_session(&mut self, id: &str, game_session_id: &str, reject: bool) -> Reply {
-        if let Err(answer) = self.own_ids(id, game_session_id, None) {
+        let kind = if reject {
+            "reject_game_session"
+        } else {
+            "end_game_session"
+        };
+        if let Err(answer) = self.own_ids(id, kind, game_session_id, None) {
             return *answer;
         }
         let context = &self.context;
@@ -148,7 +160,12 @@ impl ProcessStream {
     }
 
     pub(super) async fn update_policy(&mut self, id: &str, update: pb::UpdatePlayerSessionCreationPolicy) -> Reply {
-        if let Err(answer) = self.own_ids(id, &update.game_session_id, None) {
+        if let Err(answer) = self.own_ids(
+            id,
+            "update_player_session_creation_policy",
+            &update.game_session_id,
+            None,
+        ) {
             return *answer;
         }
         let accepts = match update.player_session_creation_policy() {
@@ -179,9 +196,10 @@ impl ProcessStream {
         };
         match store::update_game_session(&self.context.store, &self.fleet_id, &change).await {
             Ok(Updated::Updated(record, _)) => {
-                // The process asked for this change: it is not told of it again as an UpdateGameSession.
+                // The process asked for this policy: it is not told of it again. Other changes the record shows
+                // (an operator's, announced but not pushed yet) it still is.
                 if let Some(shape) = self.shapes.get_mut(&record.game_session_id) {
-                    *shape = Shape::of(&record);
+                    shape.accepts_players = record.accepts_players;
                 }
                 game_session(id, *record)
             }
@@ -202,7 +220,7 @@ impl ProcessStream {
 
     pub(super) async fn accept(&mut self, id: &str, accept: pb::AcceptPlayerSession) -> Reply {
         let (game_session_id, player_session_id) = (&accept.game_session_id, &accept.player_session_id);
-        if let Err(answer) = self.own_ids(id, game_session_id, Some(player_session_id)) {
+        if let Err(answer) = self.own_ids(id, "accept_player_session", game_session_id, Some(player_session_id)) {
             return *answer;
         }
         let context = &self.context;
@@ -234,7 +252,7 @@ impl ProcessStream {
 
     pub(super) async fn remove(&mut self, id: &str, remove: pb::RemovePlayerSession) -> Reply {
         let (game_session_id, player_session_id) = (&remove.game_session_id, &remove.player_session_id);
-        if let Err(answer) = self.own_ids(id, game_session_id, Some(player_session_id)) {
+        if let Err(answer) = self.own_ids(id, "remove_player_session", game_session_id, Some(player_session_id)) {
             return *answer;
         }
         let context = &self.context;
@@ -277,7 +295,7 @@ impl ProcessStream {
                 };
                 reply(id, Code::Ok, "", Some(Answer::PlayerSessions(answer)))
             }
-            Err(status) => refusal(id, &status),
+            Err(status) => refusal_of(id, "describe_player_sessions", &status),
         }
     }
 

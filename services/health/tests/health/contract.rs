@@ -327,7 +327,7 @@ async fn player_sessions_by_every_selector(redis: TestRedis) {
 
     // A page token not issued for this selection is refused by field.
     let answer = one.ask(describe_players(by_game, "forged.123")).await.unwrap();
-    assert_eq!(violations(&answer), ["page_token"]);
+    assert_eq!(violations(&answer), ["describe_player_sessions.page_token"]);
     let answer = one
         .ask(describe_players(
             Selector::PlayerId("alice".into()),
@@ -335,7 +335,7 @@ async fn player_sessions_by_every_selector(redis: TestRedis) {
         ))
         .await
         .unwrap();
-    assert_eq!(violations(&answer), ["page_token"]);
+    assert_eq!(violations(&answer), ["describe_player_sessions.page_token"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -33,8 +33,13 @@ async fn cursors_resume_just_after_their_event(redis: TestRedis) {
     let (server, mut events) = stack.server("gs-1", 1, "local").await;
     let session = active_session(&stack, &server, &mut events, create(8)).await;
     reserve(&stack, &session, 4).await;
-    // Created, activated, four players: six events, read from the oldest retained.
-    for fleet_ids in [vec![FLEET.to_owned()], Vec::new()] {
+    // Created, activated, four players: six events, read from the oldest retained (a fleet named twice is
+    // watched once).
+    for fleet_ids in [
+        vec![FLEET.to_owned()],
+        Vec::new(),
+        vec![FLEET.to_owned(), FLEET.to_owned()],
+    ] {
         let oldest = pb::WatchSessionEventsRequest {
             fleet_ids: fleet_ids.clone(),
             from_oldest: true,
@@ -205,4 +210,44 @@ async fn events_past_the_cap_are_trimmed_and_a_watcher_behind_them_is_told() {
     let next = next_event(&mut resumed).await;
     assert_eq!(next.event_type(), pb::SessionEventType::PlayerSessionReserved);
     assert_ne!(next.event_id, late.event_id);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watchers_that_missed_nothing_outlive_the_retention_of_old_events() {
+    let args = SessionArgs {
+        retention_ms: 300,
+        ..fast_sessions()
+    };
+    let stack = Stack::start(TestRedis::single(), &args).await;
+    let (server, mut events) = stack.server("gs-1", 1, "local").await;
+    let mut games = stack.games().await;
+    let mut live = games
+        .watch_session_events(watch_from(FLEET, ""))
+        .await
+        .unwrap()
+        .into_inner();
+    let session = active_session(&stack, &server, &mut events, create(8)).await;
+    next_event(&mut live).await;
+    let activated = next_event(&mut live).await;
+    // Both events age out; the watcher had read them.
+    tokio::time::sleep(std::time::Duration::from_millis(800)).await;
+    let mut players = stack.players().await;
+    players.create_player_session(join(&session, "a")).await.unwrap();
+    let reserved = next_event(&mut live).await;
+    assert_eq!(reserved.event_type(), pb::SessionEventType::PlayerSessionReserved);
+    // A watcher resuming just after the last event it read (since trimmed) missed nothing either; one from the
+    // oldest retained event starts after the trimmed ones.
+    let mut resumed = games
+        .watch_session_events(watch_from(FLEET, &activated.cursor))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(next_event(&mut resumed).await.event_id, reserved.event_id);
+    let oldest = pb::WatchSessionEventsRequest {
+        fleet_ids: vec![FLEET.into()],
+        from_oldest: true,
+        ..Default::default()
+    };
+    let mut oldest = games.watch_session_events(oldest).await.unwrap().into_inner();
+    assert_eq!(next_event(&mut oldest).await.event_id, reserved.event_id);
 }

@@ -59,34 +59,40 @@ pub struct EventsRead {
     /// The time, ms since the epoch, on the node holding them when they were read: any event appended later has a
     /// position at or after it.
     pub now_ms: u64,
-    /// Whether events after the reader's position were trimmed before it read them.
-    pub trimmed: bool,
+    /// Position of the last event trimmed (by retention or the cap); a reader before it missed it.
+    pub gone: Option<(u64, u64)>,
     /// The events, oldest first.
     pub entries: Vec<SessionEventEntry>,
 }
 
+impl EventsRead {
+    /// Whether a reader that has read the fleet up to `position` missed events that were trimmed.
+    pub fn missed_after(&self, position: (u64, u64)) -> bool {
+        self.gone.is_some_and(|gone| gone > position)
+    }
+}
+
 /// Up to `count` events of a fleet from `start` (an XRANGE start: a position, which it includes, or a position
-/// after '(', which it excludes), and whether any after `read_up_to` (a position) were trimmed unread.
-pub async fn read_events(
-    store: &Store,
-    fleet_id: &str,
-    start: &str,
-    read_up_to: &str,
-    count: usize,
-) -> Result<EventsRead, StoreError> {
+/// after '(', which it excludes).
+pub async fn read_events(store: &Store, fleet_id: &str, start: &str, count: usize) -> Result<EventsRead, StoreError> {
+    let keys = FleetKeys::new(fleet_id);
     let mut call = scripts().read_events.prepare();
-    call.key(FleetKeys::new(fleet_id).session_events())
+    call.key(keys.session_events())
+        .key(keys.session_events_gone())
         .arg(start)
-        .arg(count)
-        .arg(read_up_to);
-    let (now, trimmed, entries): (String, i64, Vec<(String, Vec<String>)>) = store.invoke(&call).await?;
+        .arg(count);
+    let (now, gone, entries): (String, String, Vec<(String, Vec<String>)>) = store.invoke(&call).await?;
     let entries = entries
         .into_iter()
         .map(|(position, pairs)| decode(fleet_id, position, &pairs))
         .collect::<Result<_, _>>()?;
     Ok(EventsRead {
         now_ms: now.parse().map_err(|_| unexpected("read_events", &now))?,
-        trimmed: trimmed == 1,
+        gone: if gone.is_empty() {
+            None
+        } else {
+            Some(parse_position(&gone).ok_or_else(|| unexpected("read_events", &gone))?)
+        },
         entries,
     })
 }
@@ -104,12 +110,6 @@ pub async fn fleets_now(store: &Store) -> Result<(u64, Vec<String>), StoreError>
 pub fn parse_position(position: &str) -> Option<(u64, u64)> {
     let (ms, seq) = position.split_once('-')?;
     Some((ms.parse().ok()?, seq.parse().ok()?))
-}
-
-/// Redis' clock, ms since the epoch: the position a watch that starts now starts after.
-pub async fn redis_now_ms(store: &Store) -> Result<i64, StoreError> {
-    let (seconds, micros): (i64, i64) = store.query(&redis::cmd("TIME")).await?;
-    Ok(seconds * 1000 + micros / 1000)
 }
 
 /// A game session's data and matchmaker data, which events leave out; empty when the session is gone.

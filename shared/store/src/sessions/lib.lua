@@ -24,6 +24,7 @@
 --   creator:<id>        a creator's game session ids by creation ms
 --   idx:<loc>:<score>   ACTIVE sessions of a location ('*': every location) by created, players, max or free (slots
 --                       a player session could take now)
+--   sevents-gone        position of the last session event trimmed (by retention or the cap)
 --   sevents             stream of session events: type, t (ms), kind (g | p), then the record's fields (a player
 --                       session's with its game session's loc, ip, dns and port)
 

@@ -59,9 +59,21 @@ for _, sid in ipairs(due('ended')) do
   redis.call('ZREM', k.tag .. ':ended', sid)
   out[4] = out[4] + 1
 end
--- Exact, not '~': an approximate trim keeps whole blocks of 100 entries, so a quiet fleet would keep its old
--- events for good.
-redis.call('XTRIM', k.tag .. ':sevents', 'MINID', tostring(now - tonumber(ARGV[5])))
--- Approximate here: the cap bounds memory, and whole blocks trim far cheaper than single entries.
-redis.call('XTRIM', k.tag .. ':sevents', 'MAXLEN', '~', ARGV[6])
+-- Events are trimmed exactly (an approximate trim keeps whole blocks of 100 entries, so a quiet fleet would keep
+-- its old events for good), and the last one trimmed is recorded: a watcher whose position is before it missed it.
+local events, cap = k.tag .. ':sevents', tonumber(ARGV[6])
+local gone
+local cutoff = tostring(now - tonumber(ARGV[5])) .. '-0'
+local old = redis.call('XREVRANGE', events, '(' .. cutoff, '-', 'COUNT', 1)
+if #old > 0 then
+  gone = old[1][1]
+  redis.call('XTRIM', events, 'MINID', cutoff)
+end
+if redis.call('XLEN', events) > cap then
+  -- Keeping one more first shows which is the last to go.
+  redis.call('XTRIM', events, 'MAXLEN', cap + 1)
+  gone = redis.call('XRANGE', events, '-', '+', 'COUNT', 1)[1][1]
+  redis.call('XTRIM', events, 'MAXLEN', cap)
+end
+if gone then redis.call('SET', events .. '-gone', gone) end
 return out
