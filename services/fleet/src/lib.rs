@@ -2,8 +2,8 @@
 //! until the issues that build them land; the process already serves health, reflection and metrics, so that
 //! deployments and `make run` have their final shape.
 
-use berth_runtime::ServiceDef;
 use berth_runtime::auth::{AccessRules, Role};
+use berth_runtime::{Background, ServiceDef};
 use berth_store::Store;
 use tonic::service::Routes;
 
@@ -24,6 +24,7 @@ pub fn service(_store: Store) -> ServiceDef {
         grpc_services: &["berth.fleet.v1.FleetService", "berth.fleet.v1.ScalingService"],
         rules: RULES,
         on_shutdown: None,
+        background: Background::new(),
         routes: Routes::default(),
     }
 }

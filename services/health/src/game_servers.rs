@@ -14,23 +14,20 @@ use std::sync::Arc;
 use tonic::{Request, Response, Status};
 
 use crate::Context;
-use crate::background::Background;
 use crate::push::announce;
 
 /// The handlers.
 pub struct GameServers {
     store: Store,
     context: Arc<Context>,
-    _tasks: Arc<Background>,
 }
 
 impl GameServers {
-    pub(crate) fn new(context: Arc<Context>, tasks: Arc<Background>) -> GameServers {
+    pub(crate) fn new(context: Arc<Context>) -> GameServers {
         // Kept beside the context only to keep the handlers short: it is the same store.
         GameServers {
             store: context.store.clone(),
             context,
-            _tasks: tasks,
         }
     }
 }

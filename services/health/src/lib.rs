@@ -3,7 +3,6 @@
 //! it, hears through pub/sub when one of them has a command waiting, and sweeps deadlines that every replica may
 //! sweep at once.
 
-mod background;
 mod desired;
 mod game_servers;
 mod heartbeats;
@@ -17,8 +16,8 @@ use std::time::Duration;
 
 use berth_proto::health::v1::game_server_service_server::GameServerServiceServer;
 use berth_proto::health::v1::sdk_service_server::SdkServiceServer;
-use berth_runtime::ServiceDef;
 use berth_runtime::auth::{AccessRules, Role};
+use berth_runtime::{Background, ServiceDef};
 use berth_store::Store;
 use berth_store::processes::Timings;
 use tonic::service::Routes;
@@ -150,19 +149,15 @@ pub fn service(store: Store, args: &HealthArgs) -> ServiceDef {
         heartbeats: beats,
         closing: tokio::sync::watch::Sender::new(false),
     });
-    let tasks = Arc::new(background::Background::spawn(vec![
-        Box::pin(heartbeats::run(context.clone(), beats_rx)),
-        Box::pin(monitor::run(
-            context.clone(),
-            Duration::from_millis(args.monitor_sweep_ms),
-        )),
-        Box::pin(push::listen(context.clone())),
-    ]));
-    let routes = Routes::new(GameServerServiceServer::new(GameServers::new(
+    let background = Background::new();
+    background.spawn(heartbeats::run(context.clone(), beats_rx));
+    background.spawn(monitor::run(
         context.clone(),
-        tasks.clone(),
-    )))
-    .add_service(SdkServiceServer::new(Sdk::new(context.clone(), tasks)));
+        Duration::from_millis(args.monitor_sweep_ms),
+    ));
+    background.spawn(push::listen(context.clone()));
+    let routes = Routes::new(GameServerServiceServer::new(GameServers::new(context.clone())))
+        .add_service(SdkServiceServer::new(Sdk::new(context.clone())));
     let on_shutdown = Box::new(move || {
         context.closing.send_replace(true);
     });
@@ -172,5 +167,6 @@ pub fn service(store: Store, args: &HealthArgs) -> ServiceDef {
         rules: RULES,
         routes,
         on_shutdown: Some(on_shutdown),
+        background,
     }
 }

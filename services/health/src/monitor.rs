@@ -5,7 +5,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use berth_store::game_servers::fleets;
+use berth_runtime::for_each_fleet;
+use berth_store::StoreError;
 use berth_store::processes::{self as store, Routing};
 
 use crate::Context;
@@ -14,9 +15,9 @@ use crate::push::announce;
 /// Most processes per deadline one sweep of one fleet acts on; the rest wait for the next sweep.
 const SWEEP_LIMIT: u32 = 500;
 
-/// Sweeps every `every` until the task is dropped. Heartbeat deadlines are swept only once Redis has answered
-/// for a whole heartbeat window: while it was unreachable no heartbeat could be recorded, and a process silent
-/// through an outage is not dead.
+/// Sweeps every `every` until the service stops. Heartbeat deadlines are swept only once Redis has answered for a
+/// whole heartbeat window: while it was unreachable no heartbeat could be recorded, and a process silent through
+/// an outage is not dead.
 pub(crate) async fn run(context: Arc<Context>, every: Duration) {
     let window = Duration::from_millis(context.timings.heartbeat_window_ms);
     let mut reachable_since: Option<Instant> = None;
@@ -25,17 +26,23 @@ pub(crate) async fn run(context: Arc<Context>, every: Duration) {
     loop {
         tick.tick().await;
         let since = *reachable_since.get_or_insert_with(Instant::now);
-        if let Err(err) = sweep(&context, since.elapsed() >= window).await {
-            tracing::warn!(error = %err, "health sweep failed; retrying at the next tick");
-            if matches!(err, berth_store::StoreError::Unavailable(_)) {
-                reachable_since = None;
+        let failed = match sweep(&context, since.elapsed() >= window).await {
+            Ok(failed) => failed,
+            Err(err) => {
+                tracing::warn!(error = %err, "health sweep failed; retrying at the next tick");
+                vec![err]
             }
+        };
+        // Any fleet unreachable: its heartbeats may not have been recorded, so the window starts again.
+        if failed.iter().any(|err| matches!(err, StoreError::Unavailable(_))) {
+            reachable_since = None;
         }
     }
 }
 
-async fn sweep(context: &Context, heartbeats: bool) -> Result<(), berth_store::StoreError> {
-    for fleet_id in fleets(&context.store).await? {
+/// Sweeps every fleet; the errors of the fleets that failed.
+async fn sweep(context: &Context, heartbeats: bool) -> Result<Vec<StoreError>, StoreError> {
+    for_each_fleet(&context.store, "health_monitor", move |fleet_id| async move {
         let swept = store::sweep(&context.store, &fleet_id, SWEEP_LIMIT, &context.timings, heartbeats).await?;
         for lost in swept.lost {
             tracing::info!(fleet = %fleet_id, game_server = %lost.game_server_id, code = %lost.code, "process lost");
@@ -55,6 +62,7 @@ async fn sweep(context: &Context, heartbeats: bool) -> Result<(), berth_store::S
             100.0 * healthy / alive as f64
         };
         metrics::gauge!("berth_percent_healthy_server_processes", "fleet" => fleet_id).set(percent);
-    }
-    Ok(())
+        Ok(())
+    })
+    .await
 }

@@ -27,7 +27,6 @@ use tokio_stream::{Stream, StreamExt};
 use tonic::{Code, Request, Response, Status, Streaming};
 
 use crate::Context;
-use crate::background::Background;
 use berth_domain::game_server::timestamp;
 
 use crate::desired::{assignments, desired_state, terminate_process};
@@ -50,12 +49,11 @@ pub(crate) type Outbound = mpsc::Sender<Box<Result<pb::AttachResponse, Status>>>
 /// The handler.
 pub struct Sdk {
     context: Arc<Context>,
-    _tasks: Arc<Background>,
 }
 
 impl Sdk {
-    pub(crate) fn new(context: Arc<Context>, tasks: Arc<Background>) -> Sdk {
-        Sdk { context, _tasks: tasks }
+    pub(crate) fn new(context: Arc<Context>) -> Sdk {
+        Sdk { context }
     }
 }
 

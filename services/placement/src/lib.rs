@@ -7,13 +7,12 @@ mod expiry;
 use std::time::Duration;
 
 use berth_proto::placement::v1::claim_service_server::ClaimServiceServer;
-use berth_runtime::ServiceDef;
 use berth_runtime::auth::{AccessRules, Role};
+use berth_runtime::{Background, ServiceDef};
 use berth_store::Store;
 use tonic::service::Routes;
 
 pub use claims::Claims;
-pub use expiry::expire_claims;
 
 /// Default gRPC port.
 pub const GRPC_PORT: u16 = 7101;
@@ -40,7 +39,11 @@ pub struct PlacementArgs {
 
 /// The placement service over `store`, with its claim sweeper running in the background.
 pub fn service(store: Store, args: &PlacementArgs) -> ServiceDef {
-    tokio::spawn(expire_claims(store.clone(), Duration::from_millis(args.claim_sweep_ms)));
+    let background = Background::new();
+    let sweeping = store.clone();
+    background.every("claim_expiry", Duration::from_millis(args.claim_sweep_ms), move || {
+        expiry::sweep(sweeping.clone())
+    });
     ServiceDef {
         name: "berth-placement",
         grpc_services: &[
@@ -50,6 +53,7 @@ pub fn service(store: Store, args: &PlacementArgs) -> ServiceDef {
         ],
         rules: RULES,
         on_shutdown: None,
+        background,
         routes: Routes::new(ClaimServiceServer::new(Claims::new(store, args.claim_timeout_ms))),
     }
 }

@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use berth_proto::session::v1::game_session_service_server::GameSessionServiceServer;
 use berth_proto::session::v1::player_session_service_server::PlayerSessionServiceServer;
-use berth_runtime::ServiceDef;
 use berth_runtime::auth::{AccessRules, Role};
+use berth_runtime::{Background, ServiceDef};
 use berth_store::Store;
 use berth_store::sessions::SessionTimings;
 use tonic::service::Routes;
@@ -106,7 +106,11 @@ pub fn service(store: Store, args: &SessionArgs) -> ServiceDef {
         },
         closing: tokio::sync::watch::Sender::new(false),
     });
-    let sweeper = tokio::spawn(sweeper::run(context.clone(), Duration::from_millis(args.sweep_ms)));
+    let background = Background::new();
+    let sweeping = context.clone();
+    background.every("session_sweep", Duration::from_millis(args.sweep_ms), move || {
+        sweeper::sweep(sweeping.clone())
+    });
     let closing = context.clone();
     ServiceDef {
         name: "berth-session",
@@ -116,9 +120,9 @@ pub fn service(store: Store, args: &SessionArgs) -> ServiceDef {
         ],
         rules: RULES,
         on_shutdown: Some(Box::new(move || {
-            sweeper.abort();
             closing.closing.send_replace(true);
         })),
+        background,
         routes: Routes::new(GameSessionServiceServer::new(GameSessions::new(context.clone())))
             .add_service(PlayerSessionServiceServer::new(PlayerSessions::new(context))),
     }

@@ -3,9 +3,8 @@
 //! ended sessions past their retention. Safe on every replica at once: each step is idempotent in its script.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use berth_store::game_servers::fleets;
+use berth_runtime::for_each_fleet;
 use berth_store::processes::announce;
 use berth_store::sessions;
 
@@ -14,33 +13,15 @@ use crate::Context;
 /// Most items of each kind one sweep of one fleet handles; the rest wait for the next sweep.
 const SWEEP_LIMIT: u32 = 1000;
 
-/// Sweeps every `every` until the task is aborted.
-pub(crate) async fn run(context: Arc<Context>, every: Duration) {
-    let mut tick = tokio::time::interval(every);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tick.tick().await;
-        if let Err(err) = sweep(&context).await {
-            tracing::debug!(error = %err, "session sweep failed; retrying at the next tick");
-        }
-    }
-}
-
-async fn sweep(context: &Context) -> Result<(), berth_store::StoreError> {
+/// One sweep of every fleet.
+pub(crate) async fn sweep(context: Arc<Context>) -> Result<(), berth_store::StoreError> {
     let store = &context.store;
-    for fleet in fleets(store).await? {
-        // One fleet failing (its cluster node unreachable) must not stop the sweep of the others.
-        let events = sessions::EventRetention {
-            retention_ms: context.args.retention_ms,
-            max_events: context.args.events_max,
-        };
-        let swept = match sessions::sweep(store, &fleet, SWEEP_LIMIT, events).await {
-            Ok(swept) => swept,
-            Err(err) => {
-                tracing::debug!(error = %err, fleet = %fleet, "session sweep of one fleet failed");
-                continue;
-            }
-        };
+    let events = sessions::EventRetention {
+        retention_ms: context.args.retention_ms,
+        max_events: context.args.events_max,
+    };
+    for_each_fleet(store, "session_sweep", move |fleet| async move {
+        let swept = sessions::sweep(store, &fleet, SWEEP_LIMIT, events).await?;
         for (name, count) in [
             (
                 "berth_game_sessions_activation_timed_out_total",
@@ -57,6 +38,8 @@ async fn sweep(context: &Context) -> Result<(), berth_store::StoreError> {
         for (game_server_id, routing) in &swept.moved {
             announce(store, routing, &fleet, game_server_id).await;
         }
-    }
+        Ok(())
+    })
+    .await?;
     Ok(())
 }

@@ -16,6 +16,7 @@ use tower::{Layer, Service};
 use tracing::Instrument;
 
 use crate::auth::{AccessRules, AuthMode, PUBLIC_PATHS, authenticate};
+use crate::metrics::{GRPC_REQUEST_DURATION, GRPC_REQUESTS};
 use crate::telemetry::adopt_remote_parent;
 
 /// Every method path the served contracts define (Berth's own, health and reflection): the only values the
@@ -142,10 +143,8 @@ where
 
 fn record(method: String, code: i32, started: Instant) {
     let code = tonic::Code::from_i32(code);
-    metrics::counter!("berth_grpc_requests_total", "method" => method.clone(), "code" => format!("{code:?}"))
-        .increment(1);
-    metrics::histogram!("berth_grpc_request_duration_seconds", "method" => method)
-        .record(started.elapsed().as_secs_f64());
+    metrics::counter!(GRPC_REQUESTS, "method" => method.clone(), "code" => format!("{code:?}")).increment(1);
+    metrics::histogram!(GRPC_REQUEST_DURATION, "method" => method).record(started.elapsed().as_secs_f64());
 }
 
 #[cfg(test)]

@@ -1,14 +1,17 @@
 //! What every Berth service shares at run time: its configuration ([`config`]), logs and traces
-//! ([`telemetry`]), Prometheus metrics ([`metrics`]), bearer-token authentication ([`auth`]) and the gRPC
-//! server around its routes ([`server`]): health, reflection, the auth and metrics edge, graceful shutdown.
+//! ([`telemetry`]), Prometheus metrics ([`metrics`]), bearer-token authentication ([`auth`]), its background work
+//! ([`background`]) and the gRPC server around its routes ([`server`]): health, reflection, the auth and metrics
+//! edge, graceful shutdown.
 
 pub mod auth;
+pub mod background;
 pub mod config;
 mod edge;
 pub mod metrics;
 pub mod server;
 pub mod telemetry;
 
+pub use background::{Background, for_each_fleet};
 pub use config::CommonArgs;
 pub use config::ListenArgs;
 pub use server::{DefaultPorts, ServiceDef, run_binary, serve, shutdown_signal};

@@ -37,6 +37,7 @@ pub fn install(listen: Option<SocketAddr>) -> Result<PrometheusHandle, BuildErro
         None => builder.install_recorder()?,
     };
     let handle = HANDLE.get_or_init(|| handle).clone();
+    describe();
     let upkeep = handle.clone();
     // Histograms keep raw samples until upkeep folds them; without it memory grows with traffic.
     tokio::spawn(async move {
@@ -47,6 +48,35 @@ pub fn install(listen: Option<SocketAddr>) -> Result<PrometheusHandle, BuildErro
         }
     });
     Ok(handle)
+}
+
+/// Requests by method (one the contracts define, else `unknown`) and status code.
+pub(crate) const GRPC_REQUESTS: &str = "berth_grpc_requests_total";
+/// Request latency by method.
+pub(crate) const GRPC_REQUEST_DURATION: &str = "berth_grpc_request_duration_seconds";
+/// Background work for one fleet that failed, by task.
+const BACKGROUND_FLEET_FAILURES: &str = "berth_background_fleet_failures_total";
+
+/// The help text of the metrics the runtime records itself.
+fn describe() {
+    metrics::describe_counter!(
+        GRPC_REQUESTS,
+        "gRPC requests, by method (one the contracts define, else unknown) and status code"
+    );
+    metrics::describe_histogram!(
+        GRPC_REQUEST_DURATION,
+        metrics::Unit::Seconds,
+        "gRPC request latency, by method"
+    );
+    metrics::describe_counter!(
+        BACKGROUND_FLEET_FAILURES,
+        "Background work (sweeps, monitors) that failed for one fleet, by task; the other fleets were served"
+    );
+}
+
+/// Counts background work that failed for one fleet.
+pub(crate) fn background_fleet_failure(task: &'static str) {
+    metrics::counter!(BACKGROUND_FLEET_FAILURES, "task" => task).increment(1);
 }
 
 #[cfg(test)]

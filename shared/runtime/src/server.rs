@@ -16,6 +16,7 @@ use tonic_health::ServingStatus;
 use tonic_health::server::HealthReporter;
 
 use crate::auth::{AccessRules, AuthMode, TokenKey};
+use crate::background::Background;
 use crate::config::{CommonArgs, ListenArgs};
 use crate::edge::EdgeLayer;
 
@@ -38,6 +39,8 @@ pub struct ServiceDef {
     /// Called when shutdown begins, before calls in flight are waited for: a service holding long-lived streams
     /// ends them here so that their clients move to another replica at once instead of at the grace period's end.
     pub on_shutdown: Option<Box<dyn FnOnce() + Send>>,
+    /// Its background work, stopped once the calls in flight are done (or the service is dropped).
+    pub background: Background,
 }
 
 /// How to serve, from the common flags.
@@ -221,6 +224,7 @@ pub async fn serve(
     };
     let (stopping_tx, mut stopping_rx) = watch::channel(false);
     let on_shutdown = def.on_shutdown;
+    let background = def.background;
     let signal = {
         let reporter = reporter.clone();
         async move {
@@ -248,6 +252,7 @@ pub async fn serve(
         result = server => result?,
         () = deadline => tracing::warn!(grace_seconds = grace.as_secs(), "calls still in flight after the grace period; exiting"),
     }
+    background.stop();
     Ok(())
 }
 

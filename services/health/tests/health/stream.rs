@@ -328,6 +328,30 @@ async fn a_silent_process_is_declared_lost_and_its_sessions_end() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fleets_that_cannot_be_swept_do_not_stop_the_monitor_for_the_others() {
+    let metrics = berth_runtime::metrics::install(None).unwrap();
+    let (_redis, store, _service, process) = one_process(&fast(), true).await;
+    // Fleets whose deadline keys hold the wrong type: every sweep of them fails, whichever order fleets come in.
+    for n in 0..20 {
+        let fleet = format!("broken-{n}");
+        let _: i64 = store
+            .query(redis::cmd("SADD").arg(berth_store::keys::FLEETS).arg(&fleet))
+            .await
+            .unwrap();
+        let deadlines = berth_store::keys::FleetKeys::new(&fleet).heartbeat_deadlines();
+        let _: () = store.query(redis::cmd("SET").arg(deadlines).arg("x")).await.unwrap();
+    }
+    drop(process);
+    let event = wait_for_event(&store, "arena", "SERVER_PROCESS_CRASHED").await;
+    assert_eq!(event.game_server_id, "gs-1");
+    let rendered = metrics.render();
+    assert!(
+        rendered.contains("berth_background_fleet_failures_total{task=\"health_monitor\"}"),
+        "{rendered}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_process_that_ignores_a_terminate_is_force_ended() {
     let redis = TestRedis::single();
     let store = Store::connect(&redis.config()).await.unwrap();
