@@ -1,8 +1,7 @@
 //! GameServerService: the FleetIQ-style calls with which game servers join a fleet's pool, report utilization
 //! and health, and leave. Each call is checked, scoped to the caller, and done in one script.
 
-use berth_domain::game_server::{self as domain, InstanceStatus, UtilizationChange, timestamp};
-use berth_domain::validate::Violations;
+use berth_domain::game_server::{self as domain, UtilizationChange, timestamp};
 use berth_proto::health::v1 as pb;
 use berth_proto::health::v1::game_server_service_server::GameServerService;
 use berth_runtime::auth::{Caller, Role};
@@ -57,7 +56,7 @@ impl GameServerService for GameServers {
         };
         match store::register(&self.store, &registration).await? {
             Registered::New(server) => {
-                metrics::counter!("berth_game_server_registrations_total").increment(1);
+                crate::metrics::registered();
                 Ok(Response::new(pb::RegisterGameServerResponse {
                     game_server: Some((*server).into()),
                 }))
@@ -90,7 +89,7 @@ impl GameServerService for GameServers {
         match store::update(&self.store, &update).await? {
             Updated::Done(server) => {
                 if utilization == UtilizationChange::Utilized {
-                    metrics::counter!("berth_game_servers_utilized_total").increment(1);
+                    crate::metrics::utilized();
                 }
                 Ok(Response::new(pb::UpdateGameServerResponse {
                     game_server: Some((*server).into()),
@@ -120,9 +119,7 @@ impl GameServerService for GameServers {
     ) -> Result<Response<pb::DeregisterGameServerResponse>, Status> {
         let caller = Caller::of(&request)?.clone();
         let req = request.into_inner();
-        let mut v = Violations::new();
-        domain::check_server_ref(&mut v, &req.fleet_id, &req.game_server_id);
-        v.into_result()?;
+        domain::check_server_request(&req.fleet_id, &req.game_server_id)?;
         caller.check_game_server(&req.fleet_id, &req.game_server_id)?;
         match store::deregister(&self.store, &req.fleet_id, &req.game_server_id).await? {
             Deregistered::Done => Ok(Response::new(pb::DeregisterGameServerResponse {})),
@@ -141,9 +138,7 @@ impl GameServerService for GameServers {
     ) -> Result<Response<pb::DescribeGameServerResponse>, Status> {
         let caller = Caller::of(&request)?.clone();
         let req = request.into_inner();
-        let mut v = Violations::new();
-        domain::check_server_ref(&mut v, &req.fleet_id, &req.game_server_id);
-        v.into_result()?;
+        domain::check_server_request(&req.fleet_id, &req.game_server_id)?;
         caller.check_game_server(&req.fleet_id, &req.game_server_id)?;
         match store::describe(&self.store, &req.fleet_id, &req.game_server_id).await? {
             Some(server) => Ok(Response::new(pb::DescribeGameServerResponse {
@@ -158,24 +153,8 @@ impl GameServerService for GameServers {
         request: Request<pb::ListGameServersRequest>,
     ) -> Result<Response<pb::ListGameServersResponse>, Status> {
         let req = request.into_inner();
-        let mut v = Violations::new();
-        v.id(
-            "fleet_id",
-            &req.fleet_id,
-            domain::FLEET_ID_LEN.0,
-            domain::FLEET_ID_LEN.1,
-        );
-        let size = domain::check_page_size(&mut v, req.page_size);
-        if !req.page_token.is_empty() {
-            v.id(
-                "page_token",
-                &req.page_token,
-                domain::GAME_SERVER_ID_LEN.0,
-                domain::GAME_SERVER_ID_LEN.1,
-            );
-        }
-        v.into_result()?;
-        let page = store::list(&self.store, &req.fleet_id, &req.page_token, size).await?;
+        let size = domain::check_list(&req)?;
+        let page = store::list(&self.store, &req.fleet_id, &req.page_token, size as u32).await?;
         Ok(Response::new(pb::ListGameServersResponse {
             game_servers: page.game_servers.into_iter().map(Into::into).collect(),
             next_page_token: page.next_after.unwrap_or_default(),
@@ -187,17 +166,7 @@ impl GameServerService for GameServers {
         request: Request<pb::TerminateGameServerRequest>,
     ) -> Result<Response<pb::TerminateGameServerResponse>, Status> {
         let req = request.into_inner();
-        let mut v = Violations::new();
-        domain::check_server_ref(&mut v, &req.fleet_id, &req.game_server_id);
-        let reason = match pb::TerminationReason::try_from(req.reason) {
-            Ok(pb::TerminationReason::Unspecified) => pb::TerminationReason::ScaleIn,
-            Ok(reason) => reason,
-            Err(_) => {
-                v.add("reason", "must be a TerminationReason");
-                pb::TerminationReason::ScaleIn
-            }
-        };
-        v.into_result()?;
+        let reason = domain::check_terminate(&req)?;
         let name = reason.as_str_name().trim_start_matches("TERMINATION_REASON_");
         let grace_ms = self.context.args.termination_grace_ms;
         let outcome = processes::terminate(&self.store, &req.fleet_id, &req.game_server_id, name, grace_ms).await?;
@@ -225,25 +194,7 @@ impl GameServerService for GameServers {
         request: Request<pb::SetInstanceStatusRequest>,
     ) -> Result<Response<pb::SetInstanceStatusResponse>, Status> {
         let req = request.into_inner();
-        let mut v = Violations::new();
-        v.id(
-            "fleet_id",
-            &req.fleet_id,
-            domain::FLEET_ID_LEN.0,
-            domain::FLEET_ID_LEN.1,
-        );
-        v.id(
-            "instance_id",
-            &req.instance_id,
-            domain::INSTANCE_ID_LEN.0,
-            domain::INSTANCE_ID_LEN.1,
-        );
-        let status = InstanceStatus::from_proto(req.instance_status);
-        if status.is_none() {
-            v.add("instance_status", "must be ACTIVE, DRAINING or SPOT_TERMINATING");
-        }
-        v.into_result()?;
-        let status = status.expect("checked above");
+        let status = domain::check_set_instance_status(&req)?;
         let count = store::set_instance_status(&self.store, &req.fleet_id, &req.instance_id, status).await?;
         Ok(Response::new(pb::SetInstanceStatusResponse {
             game_server_count: count,

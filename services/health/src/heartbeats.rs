@@ -73,7 +73,7 @@ pub(crate) async fn run(context: Arc<Context>, mut queue: mpsc::Receiver<Beat>) 
 async fn write(context: &Context, fleet_id: Arc<str>, beats: Vec<Beat>) {
     let heartbeats: Vec<Heartbeat> = beats.iter().map(|beat| beat.heartbeat.clone()).collect();
     let results = store::record_heartbeats(&context.store, &fleet_id, &heartbeats, &context.timings).await;
-    metrics::counter!("berth_heartbeats_total").increment(beats.len() as u64);
+    crate::metrics::heartbeats(beats.len());
     match results {
         Ok(versions) => {
             for (beat, version) in beats.into_iter().zip(versions) {

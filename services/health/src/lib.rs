@@ -6,6 +6,7 @@
 mod desired;
 mod game_servers;
 mod heartbeats;
+mod metrics;
 mod monitor;
 mod push;
 mod sdk;
@@ -127,6 +128,7 @@ pub(crate) struct Context {
 /// The health service over `store`, with its heartbeat writer, monitor and push listener running in the
 /// background until the service is dropped.
 pub fn service(store: Store, args: &HealthArgs) -> ServiceDef {
+    metrics::describe();
     let replica = args
         .replica_id
         .clone()

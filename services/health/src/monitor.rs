@@ -9,8 +9,8 @@ use berth_runtime::for_each_fleet;
 use berth_store::StoreError;
 use berth_store::processes::{self as store, Routing};
 
-use crate::Context;
 use crate::push::announce;
+use crate::{Context, metrics};
 
 /// Most processes per deadline one sweep of one fleet acts on; the rest wait for the next sweep.
 const SWEEP_LIMIT: u32 = 500;
@@ -46,22 +46,14 @@ async fn sweep(context: &Context, heartbeats: bool) -> Result<Vec<StoreError>, S
         let swept = store::sweep(&context.store, &fleet_id, SWEEP_LIMIT, &context.timings, heartbeats).await?;
         for lost in swept.lost {
             tracing::info!(fleet = %fleet_id, game_server = %lost.game_server_id, code = %lost.code, "process lost");
-            metrics::counter!("berth_processes_lost_total", "code" => lost.code.clone()).increment(1);
+            metrics::process_lost(&lost.code);
             let routing = Routing {
                 replica: lost.replica,
                 version: u64::MAX,
             };
             announce(context, &routing, &fleet_id, &lost.game_server_id).await;
         }
-        let (alive, unhealthy) = (swept.alive, swept.unhealthy);
-        let healthy = alive.saturating_sub(unhealthy) as f64;
-        metrics::gauge!("berth_healthy_server_processes", "fleet" => fleet_id.clone()).set(healthy);
-        let percent = if alive == 0 {
-            100.0
-        } else {
-            100.0 * healthy / alive as f64
-        };
-        metrics::gauge!("berth_percent_healthy_server_processes", "fleet" => fleet_id).set(percent);
+        metrics::fleet_health(&fleet_id, swept.alive, swept.unhealthy);
         Ok(())
     })
     .await

@@ -11,8 +11,10 @@ use std::time::Instant;
 
 use berth_domain::game_server::UtilizationChange;
 use berth_domain::game_session::{GameSessionRecord, GameSessionStatus};
-use berth_domain::process::{Registration, check_ready, check_register, check_update_server};
-use berth_domain::validate::{Violations, invalid};
+use berth_domain::process::{
+    Registration, check_heartbeat, check_ready, check_register, check_request_id, check_update_server,
+};
+use berth_domain::validate::invalid;
 use berth_proto::common::v1::{Endpoint, KeyValue};
 use berth_proto::health::v1::sdk_service_server::SdkService;
 use berth_proto::health::v1::{self as pb, attach_request::Kind as Ask, attach_response::Kind as Tell};
@@ -37,8 +39,6 @@ mod sessions;
 
 /// Messages a stream may have waiting to go out, and commands waiting for its task.
 const QUEUE: usize = 16;
-/// Longest request id.
-const REQUEST_ID_MAX: usize = 64;
 /// Most messages a process may send within a second; more ends its stream with RESOURCE_EXHAUSTED.
 const MESSAGES_PER_SECOND: usize = 100;
 
@@ -136,13 +136,6 @@ pub(crate) fn refusal_of(request_id: &str, kind: &str, status: &Status) -> pb::A
         }
     }
     answer
-}
-
-/// Checks a request id: 1 to 64 printable ASCII characters.
-fn check_request_id(request_id: &str) -> Result<(), Status> {
-    let mut v = Violations::new();
-    v.printable("request_id", request_id, 1, REQUEST_ID_MAX);
-    v.into_result()
 }
 
 fn stored_fields(req: &pb::RegisterProcess, registration: &Registration) -> Vec<(&'static str, String)> {
@@ -251,12 +244,7 @@ impl SdkService for Sdk {
         };
         let registration_id = resume.map(str::to_owned).unwrap_or(registration_id);
         let desired = store::desired_state(&context.store, &register.fleet_id, &register.game_server_id).await?;
-        let metric = if resumed {
-            "berth_stream_resumes_total"
-        } else {
-            "berth_sdk_registrations_total"
-        };
-        metrics::counter!(metric).increment(1);
+        crate::metrics::attached(resumed);
 
         let (out, out_rx) = mpsc::channel(QUEUE);
         let (commands, commands_rx) = mpsc::channel(QUEUE);
@@ -688,8 +676,7 @@ impl ProcessStream {
 
     async fn heartbeat(&mut self, request_id: String, heartbeat: pb::Heartbeat) -> Flow {
         let health = heartbeat.health();
-        if health == pb::ProcessHealth::Unspecified {
-            let status = invalid("heartbeat.health", "must be HEALTHY or UNHEALTHY");
+        if let Err(status) = check_heartbeat(&heartbeat) {
             self.send(refusal(&request_id, &status)).await;
             return Flow::Continue;
         }

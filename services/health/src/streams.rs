@@ -78,7 +78,7 @@ impl Streams {
         if let Some((commands, by)) = superseded {
             let _ = commands.try_send(Command::Superseded(by));
         }
-        metrics::gauge!("berth_sdk_streams").increment(1.0);
+        crate::metrics::sdk_streams(1.0);
         generation
     }
 
@@ -89,7 +89,7 @@ impl Streams {
         if entries.get(&key).is_some_and(|entry| entry.generation == generation) {
             entries.remove(&key);
         }
-        metrics::gauge!("berth_sdk_streams").decrement(1.0);
+        crate::metrics::sdk_streams(-1.0);
     }
 
     /// Tells the process's stream task, if this replica holds it. A full queue drops the command: announcements

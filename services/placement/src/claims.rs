@@ -1,7 +1,6 @@
 //! ClaimService: hands one free game server of a fleet to one caller, atomically, for the claim timeout.
 
-use berth_domain::game_server::{self as domain, GAME_SERVER_DATA_MAX};
-use berth_domain::validate::Violations;
+use berth_domain::game_server as domain;
 use berth_proto::placement::v1 as pb;
 use berth_proto::placement::v1::claim_service_server::ClaimService;
 use berth_store::Store;
@@ -22,7 +21,7 @@ impl Claims {
 }
 
 fn count(outcome: &'static str) {
-    metrics::counter!("berth_claims_total", "outcome" => outcome).increment(1);
+    crate::metrics::claim(outcome);
 }
 
 #[tonic::async_trait]
@@ -32,27 +31,7 @@ impl ClaimService for Claims {
         request: Request<pb::ClaimGameServerRequest>,
     ) -> Result<Response<pb::ClaimGameServerResponse>, Status> {
         let req = request.into_inner();
-        let mut v = Violations::new();
-        v.id(
-            "fleet_id",
-            &req.fleet_id,
-            domain::FLEET_ID_LEN.0,
-            domain::FLEET_ID_LEN.1,
-        );
-        if !req.game_server_id.is_empty() {
-            let (min, max) = domain::GAME_SERVER_ID_LEN;
-            v.id("game_server_id", &req.game_server_id, min, max);
-        }
-        if let Some(data) = &req.game_server_data {
-            v.text("game_server_data", data, GAME_SERVER_DATA_MAX);
-        }
-        let statuses = req
-            .filter
-            .as_ref()
-            .map(|f| f.instance_statuses.as_slice())
-            .unwrap_or_default();
-        let tiers = domain::check_claim_filter(&mut v, statuses);
-        v.into_result()?;
+        let tiers = domain::check_claim(&req)?;
         let claim_id = uuid::Uuid::now_v7().to_string();
         let claim = Claim {
             fleet_id: &req.fleet_id,

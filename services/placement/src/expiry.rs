@@ -3,6 +3,8 @@
 //! again.
 
 use berth_runtime::for_each_fleet;
+
+use crate::metrics;
 use berth_store::Store;
 use berth_store::game_servers as pool;
 
@@ -14,11 +16,8 @@ pub(crate) async fn sweep(store: Store) -> Result<(), berth_store::StoreError> {
     let store = &store;
     for_each_fleet(store, "claim_expiry", move |fleet| async move {
         let expired = pool::expire_claims(store, &fleet, SWEEP_LIMIT).await?;
-        if expired.lapsed > 0 {
-            metrics::counter!("berth_claims_lapsed_total").increment(u64::from(expired.lapsed));
-        }
-        metrics::gauge!("berth_available_game_servers", "fleet" => fleet.clone()).set(expired.available as f64);
-        metrics::gauge!("berth_claimed_game_servers", "fleet" => fleet).set(expired.claimed as f64);
+        metrics::claims_lapsed(expired.lapsed);
+        metrics::pool(&fleet, expired.available, expired.claimed);
         Ok(())
     })
     .await?;

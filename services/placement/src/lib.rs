@@ -3,6 +3,7 @@
 
 mod claims;
 mod expiry;
+mod metrics;
 
 use std::time::Duration;
 
@@ -39,6 +40,7 @@ pub struct PlacementArgs {
 
 /// The placement service over `store`, with its claim sweeper running in the background.
 pub fn service(store: Store, args: &PlacementArgs) -> ServiceDef {
+    metrics::describe();
     let background = Background::new();
     let sweeping = store.clone();
     background.every("claim_expiry", Duration::from_millis(args.claim_sweep_ms), move || {

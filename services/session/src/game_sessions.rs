@@ -93,7 +93,7 @@ impl GameSessionService for GameSessions {
         };
         let session = match store::create_game_session(&context.store, &new, &context.timings).await? {
             Created::Created(record, routing) => {
-                metrics::counter!("berth_game_sessions_created_total").increment(1);
+                crate::metrics::game_session_created();
                 announce(&context.store, &routing, &req.fleet_id, &record.game_server_id).await;
                 *record
             }
@@ -174,7 +174,7 @@ impl GameSessionService for GameSessions {
         request: Request<pb::ListGameSessionsRequest>,
     ) -> Result<Response<pb::ListGameSessionsResponse>, Status> {
         let req = request.into_inner();
-        check::check_list_game_sessions(&req)?;
+        let size = check::check_list_game_sessions(&req)?;
         let statuses: Vec<&str> = req
             .statuses()
             .filter_map(GameSessionStatus::from_proto)
@@ -186,7 +186,6 @@ impl GameSessionService for GameSessions {
             statuses.join(" ").as_bytes(),
         ]);
         let after = redeem(&selection, &req.page_token)?;
-        let size = check::page_size(req.page_size, 100);
         known_fleet(&self.context.store, &req.fleet_id).await?;
         let page = store::list_game_sessions(
             &self.context.store,
@@ -292,10 +291,10 @@ impl GameSessionService for GameSessions {
         request: Request<pb::SearchGameSessionsRequest>,
     ) -> Result<Response<pb::SearchGameSessionsResponse>, Status> {
         let req = request.into_inner();
-        let (filter, sort) = check::check_search_game_sessions(&req)?;
+        let (filter, sort, size) = check::check_search_game_sessions(&req)?;
         known_fleet(&self.context.store, &req.fleet_id).await?;
         Ok(Response::new(
-            crate::search::search(&self.context.store, &req, &filter, &sort).await?,
+            crate::search::search(&self.context.store, &req, (&filter, &sort, size)).await?,
         ))
     }
 

@@ -3,6 +3,7 @@
 //! one script over the fleet's Redis slot, and the sweeper that times sessions out is safe to run on all of them.
 
 mod game_sessions;
+mod metrics;
 mod player_sessions;
 mod search;
 mod sweeper;
@@ -95,6 +96,7 @@ pub(crate) struct Context {
 
 /// The session service over `store`, with its sweeper running in the background.
 pub fn service(store: Store, args: &SessionArgs) -> ServiceDef {
+    metrics::describe();
     let context = Arc::new(Context {
         store,
         args: args.clone(),

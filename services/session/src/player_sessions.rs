@@ -33,7 +33,7 @@ impl PlayerSessions {
             .collect();
         match store::create_player_sessions(&self.context.store, fleet_id, game_session_id, &new).await? {
             PlayersCreated::Created(records) => {
-                metrics::counter!("berth_player_sessions_created_total").increment(records.len() as u64);
+                crate::metrics::player_sessions_created(records.len());
                 Ok(records.into_iter().map(Into::into).collect())
             }
             PlayersCreated::NotFound => Err(Status::not_found(format!("no game session {game_session_id:?}"))),
@@ -91,10 +91,9 @@ impl PlayerSessionService for PlayerSessions {
         request: Request<pb::DescribePlayerSessionsRequest>,
     ) -> Result<Response<pb::DescribePlayerSessionsResponse>, Status> {
         let req = request.into_inner();
-        check::check_describe_player_sessions(&req)?;
+        let size = check::check_describe_player_sessions(&req)?;
         let store = &self.context.store;
         let status = PlayerSessionStatus::from_proto(req.status_filter()).map_or("", PlayerSessionStatus::as_str);
-        let size = check::page_size(req.page_size, 100);
         let page: Page<_> = match &req.selector {
             Some(Selector::PlayerSessionId(id)) => {
                 let fleet_id = fleet_of(id).ok_or_else(|| Status::not_found(format!("no player session {id:?}")))?;

@@ -10,7 +10,7 @@
 //!
 //! Only the fields a filter and a sort look at are read per candidate; whole records only for the page returned.
 
-use berth_domain::game_session::{GameSessionRecord, check};
+use berth_domain::game_session::GameSessionRecord;
 use berth_domain::search::{Filter, IndexedOperand, SessionView, Sort};
 use berth_domain::validate::invalid;
 use berth_proto::session::v1 as pb;
@@ -139,12 +139,11 @@ async fn matches(
     }
 }
 
-/// Runs a checked search.
+/// Runs a checked search, a page of `size`.
 pub(crate) async fn search(
     store: &Store,
     req: &pb::SearchGameSessionsRequest,
-    filter: &Filter,
-    sort: &Sort,
+    (filter, sort, size): (&Filter, &Sort, usize),
 ) -> Result<pb::SearchGameSessionsResponse, Status> {
     let selection = digest(&[
         req.fleet_id.as_bytes(),
@@ -158,7 +157,6 @@ pub(crate) async fn search(
             .map_err(|_| invalid("page_token", "is malformed; start again without it"))?,
         None => 0,
     };
-    let size = check::page_size(req.page_size, check::SEARCH_PAGE_SIZE_DEFAULT);
     let Some(plan) = plan(store, req, filter, sort).await? else {
         return Ok(pb::SearchGameSessionsResponse::default());
     };

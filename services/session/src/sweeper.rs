@@ -22,19 +22,7 @@ pub(crate) async fn sweep(context: Arc<Context>) -> Result<(), berth_store::Stor
     };
     for_each_fleet(store, "session_sweep", move |fleet| async move {
         let swept = sessions::sweep(store, &fleet, SWEEP_LIMIT, events).await?;
-        for (name, count) in [
-            (
-                "berth_game_sessions_activation_timed_out_total",
-                swept.activation_timeouts,
-            ),
-            ("berth_game_sessions_force_terminated_total", swept.forced),
-            ("berth_player_sessions_timed_out_total", swept.player_timeouts),
-            ("berth_game_sessions_expired_total", swept.deleted),
-        ] {
-            if count > 0 {
-                metrics::counter!(name).increment(count);
-            }
-        }
+        crate::metrics::swept(&swept);
         for (game_server_id, routing) in &swept.moved {
             announce(store, routing, &fleet, game_server_id).await;
         }

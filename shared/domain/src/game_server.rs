@@ -5,7 +5,7 @@ use berth_proto::health::v1 as pb;
 use prost_types::Timestamp;
 use tonic::Status;
 
-use crate::validate::Violations;
+use crate::validate::{Violations, check_page_size};
 
 /// Fleet ids: 1 to 128 characters.
 pub const FLEET_ID_LEN: (usize, usize) = (1, 128);
@@ -284,12 +284,75 @@ pub fn check_update(req: &pb::UpdateGameServerRequest) -> Result<UtilizationChan
     v.into_result().map(|()| change)
 }
 
-/// Reads a page size: 0 means the default; more than the maximum is refused.
-pub fn check_page_size(v: &mut Violations, page_size: u32) -> u32 {
-    if page_size > PAGE_SIZE_MAX {
-        v.add("page_size", format!("must be at most {PAGE_SIZE_MAX}, got {page_size}"));
+/// Checks a DescribeGameServer or DeregisterGameServer request: the server it names.
+pub fn check_server_request(fleet_id: &str, game_server_id: &str) -> Result<(), Status> {
+    let mut v = Violations::new();
+    check_server_ref(&mut v, fleet_id, game_server_id);
+    v.into_result()
+}
+
+/// Checks a ListGameServers request; the page size to serve.
+pub fn check_list(req: &pb::ListGameServersRequest) -> Result<usize, Status> {
+    let mut v = Violations::new();
+    check_fleet_id(&mut v, &req.fleet_id);
+    let size = check_page_size(&mut v, req.page_size, PAGE_SIZE_MAX, PAGE_SIZE_DEFAULT);
+    // A page token is the id the next page starts after.
+    if !req.page_token.is_empty() {
+        v.id(
+            "page_token",
+            &req.page_token,
+            GAME_SERVER_ID_LEN.0,
+            GAME_SERVER_ID_LEN.1,
+        );
     }
-    if page_size == 0 { PAGE_SIZE_DEFAULT } else { page_size }
+    v.into_result().map(|()| size)
+}
+
+/// Checks a TerminateGameServer request; the reason it gives (SCALE_IN when unset).
+pub fn check_terminate(req: &pb::TerminateGameServerRequest) -> Result<pb::TerminationReason, Status> {
+    let mut v = Violations::new();
+    check_server_ref(&mut v, &req.fleet_id, &req.game_server_id);
+    let reason = match pb::TerminationReason::try_from(req.reason) {
+        Ok(pb::TerminationReason::Unspecified) => pb::TerminationReason::ScaleIn,
+        Ok(reason) => reason,
+        Err(_) => {
+            v.add("reason", format!("must be a TerminationReason, got {}", req.reason));
+            pb::TerminationReason::ScaleIn
+        }
+    };
+    v.into_result().map(|()| reason)
+}
+
+/// Checks a SetInstanceStatus request; the status it sets.
+pub fn check_set_instance_status(req: &pb::SetInstanceStatusRequest) -> Result<InstanceStatus, Status> {
+    let mut v = Violations::new();
+    check_fleet_id(&mut v, &req.fleet_id);
+    v.id("instance_id", &req.instance_id, INSTANCE_ID_LEN.0, INSTANCE_ID_LEN.1);
+    let status = InstanceStatus::from_proto(req.instance_status);
+    if status.is_none() {
+        v.add("instance_status", "must be ACTIVE, DRAINING or SPOT_TERMINATING");
+    }
+    v.into_result()?;
+    status.ok_or_else(|| Status::internal("an instance status refused without a violation"))
+}
+
+/// Checks a ClaimGameServer request; the instance tiers it may take.
+pub fn check_claim(req: &berth_proto::placement::v1::ClaimGameServerRequest) -> Result<ClaimTiers, Status> {
+    let mut v = Violations::new();
+    check_fleet_id(&mut v, &req.fleet_id);
+    if !req.game_server_id.is_empty() {
+        check_game_server_id(&mut v, "game_server_id", &req.game_server_id);
+    }
+    if let Some(data) = &req.game_server_data {
+        v.text("game_server_data", data, GAME_SERVER_DATA_MAX);
+    }
+    let statuses = req
+        .filter
+        .as_ref()
+        .map(|filter| filter.instance_statuses.as_slice())
+        .unwrap_or_default();
+    let tiers = check_claim_filter(&mut v, statuses);
+    v.into_result().map(|()| tiers)
 }
 
 /// The instance tiers a claim may take, lowest first: 0 is ACTIVE, 1 is DRAINING.

@@ -181,6 +181,25 @@ pub fn check_ready(req: &pb::ProcessReady) -> Result<Option<(Endpoint, String)>,
     v.into_result().map(|()| Some((endpoint, connection_info)))
 }
 
+/// Longest request id of the SDK stream.
+pub const REQUEST_ID_MAX: usize = 64;
+
+/// Checks the request id of a message on the SDK stream: 1 to 64 printable ASCII characters.
+pub fn check_request_id(request_id: &str) -> Result<(), Status> {
+    let mut v = Violations::new();
+    v.printable("request_id", request_id, 1, REQUEST_ID_MAX);
+    v.into_result()
+}
+
+/// Checks a heartbeat: its health must be reported.
+pub fn check_heartbeat(heartbeat: &pb::Heartbeat) -> Result<(), Status> {
+    let mut v = Violations::new();
+    if heartbeat.health() == pb::ProcessHealth::Unspecified {
+        v.add("heartbeat.health", "must be HEALTHY or UNHEALTHY");
+    }
+    v.into_result()
+}
+
 /// Checks a server's labels: at most [`LABELS_MAX`], keys unique and 1 to 32 characters, values at most 96.
 fn check_labels(v: &mut Violations, field: &str, labels: &[KeyValue]) {
     if labels.len() > LABELS_MAX {

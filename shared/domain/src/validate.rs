@@ -81,8 +81,20 @@ pub fn invalid(field: &str, description: impl Into<String>) -> Status {
     v.into_result().expect_err("a violation was recorded")
 }
 
-fn is_id_char(c: char) -> bool {
+/// Whether `c` may stand in an identifier (fleet, server, instance, location ids): `[A-Za-z0-9_.-]`. Braces in
+/// particular never can, since ids go inside Redis hash tags.
+pub fn is_id_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-')
+}
+
+/// Checks a page size against the listing's largest (`max`), and returns the size to serve: `default` when the
+/// request leaves it at 0.
+pub fn check_page_size(v: &mut Violations, requested: u32, max: u32, default: u32) -> usize {
+    if requested > max {
+        v.add("page_size", format!("must be at most {max}, got {requested}"));
+    }
+    let size = if requested == 0 { default } else { requested };
+    size.min(max) as usize
 }
 
 #[cfg(test)]

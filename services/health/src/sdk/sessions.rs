@@ -6,7 +6,7 @@
 use std::collections::HashSet;
 
 use berth_domain::game_session::check::{
-    check_describe_player_sessions, check_game_session_id, check_player_session_id, page_size,
+    check_describe_player_sessions, check_game_session_id, check_player_session_id,
 };
 use berth_domain::game_session::{GameSessionRecord, PlayerSessionRecord, PlayerSessionStatus, fleet_of};
 use berth_domain::page_token::{digest, issue, redeem};
@@ -304,9 +304,8 @@ impl ProcessStream {
         describe: &session::DescribePlayerSessionsRequest,
     ) -> Result<Page<PlayerSessionRecord>, Status> {
         use session::describe_player_sessions_request::Selector;
-        check_describe_player_sessions(describe)?;
+        let size = check_describe_player_sessions(describe)?;
         let status = PlayerSessionStatus::from_proto(describe.status_filter()).map_or("", PlayerSessionStatus::as_str);
-        let size = page_size(describe.page_size, 100);
         let store = &self.context.store;
         let fleet_id = &*self.fleet_id;
         let not_found = |what: &str, id: &str| Status::not_found(format!("no {what} {id:?}"));

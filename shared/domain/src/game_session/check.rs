@@ -15,10 +15,10 @@ use pb::describe_player_sessions_request::Selector;
 use tonic::Status;
 
 use super::{SESSION_ID_MAX, fleet_of};
-use crate::game_server::{FLEET_ID_LEN, check_fleet_id, check_page_size};
+use crate::game_server::{FLEET_ID_LEN, PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX, check_fleet_id};
 use crate::process::LOCATION_LEN;
 use crate::search::{self, Filter, Sort};
-use crate::validate::Violations;
+use crate::validate::{Violations, check_page_size, is_id_char};
 
 /// Most player sessions holding a slot in one game session at once.
 pub const MAXIMUM_PLAYERS_MAX: u32 = 1000;
@@ -93,17 +93,6 @@ fn check_session_id(v: &mut Violations, field: &str, id: &str, kind: &str, what:
     }
 }
 
-/// The characters of a fleet id, as `Violations::id` allows them.
-fn is_id_char(c: char) -> bool {
-    c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-')
-}
-
-/// The page size to serve: `default` when the request leaves it at 0.
-pub fn page_size(requested: u32, default: u32) -> usize {
-    let size = if requested == 0 { default } else { requested };
-    size as usize
-}
-
 /// Checks game properties, in `game_properties`: at most 16, keys unique, key 1 to 32 and value at most 96
 /// characters. An empty value is allowed (in an update it removes the key).
 pub fn check_game_properties(v: &mut Violations, properties: &[KeyValue]) {
@@ -162,7 +151,7 @@ pub fn check_describe_game_sessions(req: &pb::DescribeGameSessionsRequest) -> Re
 }
 
 /// Checks a ListGameSessions request.
-pub fn check_list_game_sessions(req: &pb::ListGameSessionsRequest) -> Result<(), Status> {
+pub fn check_list_game_sessions(req: &pb::ListGameSessionsRequest) -> Result<usize, Status> {
     let mut v = Violations::new();
     check_fleet_id(&mut v, &req.fleet_id);
     check_location(&mut v, &req.location);
@@ -177,9 +166,9 @@ pub fn check_list_game_sessions(req: &pb::ListGameSessionsRequest) -> Result<(),
             );
         }
     }
-    check_page_size(&mut v, req.page_size);
+    let size = check_page_size(&mut v, req.page_size, PAGE_SIZE_MAX, PAGE_SIZE_DEFAULT);
     v.text("page_token", &req.page_token, PAGE_TOKEN_MAX);
-    v.into_result()
+    v.into_result().map(|()| size)
 }
 
 /// Checks an UpdateGameSession request. Unset fields are left alone; the store enforces the rules that need the
@@ -224,25 +213,21 @@ pub fn check_terminate_game_session(req: &pb::TerminateGameSessionRequest) -> Re
     v.into_result()
 }
 
-/// Checks a SearchGameSessions request and parses its expressions.
-pub fn check_search_game_sessions(req: &pb::SearchGameSessionsRequest) -> Result<(Filter, Sort), Status> {
+/// Checks a SearchGameSessions request and parses its expressions; with the page size to serve.
+pub fn check_search_game_sessions(req: &pb::SearchGameSessionsRequest) -> Result<(Filter, Sort, usize), Status> {
     let mut v = Violations::new();
     check_fleet_id(&mut v, &req.fleet_id);
     check_location(&mut v, &req.location);
     let filter = search::check_filter(&mut v, &req.filter_expression);
     let sort = search::check_sort(&mut v, &req.sort_expression);
-    if req.page_size > SEARCH_PAGE_SIZE_MAX {
-        v.add(
-            "page_size",
-            format!("must be at most {SEARCH_PAGE_SIZE_MAX}, got {}", req.page_size),
-        );
-    }
+    let size = check_page_size(&mut v, req.page_size, SEARCH_PAGE_SIZE_MAX, SEARCH_PAGE_SIZE_DEFAULT);
     v.text("page_token", &req.page_token, PAGE_TOKEN_MAX);
     v.into_result()?;
     // A refused expression is always recorded as a violation, so both are parsed here.
-    filter
+    let (filter, sort) = filter
         .zip(sort)
-        .ok_or_else(|| Status::internal("search expression refused without a violation"))
+        .ok_or_else(|| Status::internal("search expression refused without a violation"))?;
+    Ok((filter, sort, size))
 }
 
 /// Checks a CreatePlayerSession request.
@@ -280,7 +265,7 @@ pub fn check_create_player_sessions(req: &pb::CreatePlayerSessionsRequest) -> Re
 }
 
 /// Checks a DescribePlayerSessions request: exactly one selector, well formed.
-pub fn check_describe_player_sessions(req: &pb::DescribePlayerSessionsRequest) -> Result<(), Status> {
+pub fn check_describe_player_sessions(req: &pb::DescribePlayerSessionsRequest) -> Result<usize, Status> {
     let mut v = Violations::new();
     // Being a oneof, the selector cannot hold two choices once decoded (the last one on the wire wins); only its
     // absence is left to refuse.
@@ -302,9 +287,9 @@ pub fn check_describe_player_sessions(req: &pb::DescribePlayerSessionsRequest) -
             ),
         );
     }
-    check_page_size(&mut v, req.page_size);
+    let size = check_page_size(&mut v, req.page_size, PAGE_SIZE_MAX, PAGE_SIZE_DEFAULT);
     v.text("page_token", &req.page_token, PAGE_TOKEN_MAX);
-    v.into_result()
+    v.into_result().map(|()| size)
 }
 
 /// Checks a WatchSessionEvents request.
@@ -869,7 +854,12 @@ mod tests {
 
     #[test]
     fn page_size_zero_means_the_default() {
-        assert_eq!(page_size(0, SEARCH_PAGE_SIZE_DEFAULT), 20);
-        assert_eq!(page_size(7, SEARCH_PAGE_SIZE_DEFAULT), 7);
+        let search = |page_size| pb::SearchGameSessionsRequest {
+            fleet_id: "arena".into(),
+            page_size,
+            ..Default::default()
+        };
+        assert_eq!(check_search_game_sessions(&search(0)).unwrap().2, 20);
+        assert_eq!(check_search_game_sessions(&search(7)).unwrap().2, 7);
     }
 }
