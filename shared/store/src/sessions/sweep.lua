@@ -63,10 +63,12 @@ end
 -- its old events for good), and the last one trimmed is recorded: a watcher whose position is before it missed it.
 local events, cap = k.tag .. ':sevents', tonumber(ARGV[6])
 local gone
-local cutoff = tostring(now - tonumber(ARGV[5])) .. '-0'
-local old = redis.call('XREVRANGE', events, '(' .. cutoff, '-', 'COUNT', 1)
-if #old > 0 then
-  gone = old[1][1]
+local cutoff_ms = now - tonumber(ARGV[5])
+local cutoff = tostring(cutoff_ms) .. '-0'
+local first = redis.call('XRANGE', events, '-', '+', 'COUNT', 1)[1]
+-- XREVRANGE walks the whole stream when nothing lies below its end, so it runs only when something does.
+if first and tonumber(string.match(first[1], '^(%d+)')) < cutoff_ms then
+  gone = redis.call('XREVRANGE', events, '(' .. cutoff, '-', 'COUNT', 1)[1][1]
   redis.call('XTRIM', events, 'MINID', cutoff)
 end
 if redis.call('XLEN', events) > cap then
