@@ -3,22 +3,12 @@
 
 use berth_domain::game_server::timestamp;
 use berth_proto::health::v1 as pb;
-use berth_store::processes::{Desired, Termination};
-
-/// The contract's reason for a termination: a TerminationReason name as asked, or the event of a lost process.
-fn reason(termination: &Termination) -> pb::TerminationReason {
-    match termination.reason.as_str() {
-        "SERVER_PROCESS_CRASHED" | "SERVER_PROCESS_TERMINATED_UNHEALTHY" => pb::TerminationReason::Unhealthy,
-        "SERVER_PROCESS_READY_TIMEOUT" => pb::TerminationReason::ReadyTimeout,
-        name => pb::TerminationReason::from_str_name(&format!("TERMINATION_REASON_{name}"))
-            .unwrap_or(pb::TerminationReason::ScaleIn),
-    }
-}
+use berth_store::processes::Desired;
 
 /// The terminate push of a desired state, if it asks for one.
 pub(crate) fn terminate_process(desired: &Desired) -> Option<pb::TerminateProcess> {
     desired.termination.as_ref().map(|termination| pb::TerminateProcess {
-        reason: reason(termination) as i32,
+        reason: termination.reason.reason().to_proto() as i32,
         termination_deadline: Some(timestamp(termination.deadline_ms)),
         force: termination.force,
         state_version: desired.version,

@@ -14,6 +14,7 @@ use berth_domain::game_session::{GameSessionRecord, GameSessionStatus};
 use berth_domain::process::{
     Registration, check_heartbeat, check_ready, check_register, check_request_id, check_update_server,
 };
+use berth_domain::stored::GameState;
 use berth_domain::validate::invalid;
 use berth_proto::common::v1::{Endpoint, KeyValue};
 use berth_proto::health::v1::sdk_service_server::SdkService;
@@ -680,7 +681,7 @@ impl ProcessStream {
             self.send(refusal(&request_id, &status)).await;
             return Flow::Continue;
         }
-        let game_state = heartbeat.game_state().as_str_name().trim_start_matches("GAME_STATE_");
+        let game_state = GameState::from_proto(heartbeat.game_state()).map_or("", GameState::as_str);
         let players = u32::try_from(heartbeat.connected_player_ids.len()).unwrap_or(u32::MAX);
         self.reported = Some(Reported {
             healthy: health == pb::ProcessHealth::Healthy,
@@ -694,7 +695,7 @@ impl ProcessStream {
                 registration_id: self.registration_id.clone(),
                 attach: self.attach,
                 healthy: health == pb::ProcessHealth::Healthy,
-                game_state: if game_state == "UNSPECIFIED" { "" } else { game_state },
+                game_state,
                 players,
             },
             request_id,
@@ -718,8 +719,10 @@ impl ProcessStream {
         let (healthy, game_state, players) = match &self.reported {
             Some(reported) => (reported.healthy, reported.game_state, reported.players.clone()),
             None => {
-                let state = pb::GameState::from_str_name(&format!("GAME_STATE_{}", details.game_state));
-                (details.healthy, state.unwrap_or_default() as i32, Vec::new())
+                let state = details
+                    .game_state
+                    .map_or(pb::GameState::Unspecified, GameState::to_proto);
+                (details.healthy, state as i32, Vec::new())
             }
         };
         let health = if healthy {

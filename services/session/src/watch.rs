@@ -325,10 +325,7 @@ impl Watch {
         mark: &Mark,
         entry: SessionEventEntry,
     ) -> Result<Option<pb::SessionEvent>, Status> {
-        let Some(event_type) = pb::SessionEventType::from_str_name(&format!("SESSION_EVENT_TYPE_{}", entry.event_type))
-        else {
-            return Ok(None);
-        };
+        let event_type = entry.event_type.to_proto();
         if !self.types.is_empty() && !self.types.contains(&event_type) {
             return Ok(None);
         }

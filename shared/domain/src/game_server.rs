@@ -5,6 +5,7 @@ use berth_proto::health::v1 as pb;
 use prost_types::Timestamp;
 use tonic::Status;
 
+use crate::stored::TerminationReason;
 use crate::validate::{Violations, check_page_size};
 
 /// Fleet ids: 1 to 128 characters.
@@ -309,15 +310,14 @@ pub fn check_list(req: &pb::ListGameServersRequest) -> Result<usize, Status> {
 }
 
 /// Checks a TerminateGameServer request; the reason it gives (SCALE_IN when unset).
-pub fn check_terminate(req: &pb::TerminateGameServerRequest) -> Result<pb::TerminationReason, Status> {
+pub fn check_terminate(req: &pb::TerminateGameServerRequest) -> Result<TerminationReason, Status> {
     let mut v = Violations::new();
     check_server_ref(&mut v, &req.fleet_id, &req.game_server_id);
     let reason = match pb::TerminationReason::try_from(req.reason) {
-        Ok(pb::TerminationReason::Unspecified) => pb::TerminationReason::ScaleIn,
-        Ok(reason) => reason,
+        Ok(reason) => TerminationReason::from_proto(reason).unwrap_or(TerminationReason::ScaleIn),
         Err(_) => {
             v.add("reason", format!("must be a TerminationReason, got {}", req.reason));
-            pb::TerminationReason::ScaleIn
+            TerminationReason::ScaleIn
         }
     };
     v.into_result().map(|()| reason)

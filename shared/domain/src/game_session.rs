@@ -8,6 +8,7 @@ use berth_proto::common::v1::{Endpoint, KeyValue};
 use berth_proto::session::v1 as pb;
 
 use crate::game_server::{FLEET_ID_LEN, timestamp};
+use crate::stored::GameSessionStatusReason;
 
 pub mod check;
 
@@ -55,7 +56,14 @@ impl GameSessionStatus {
 
     /// The status of a contract value; `None` for UNSPECIFIED.
     pub fn from_proto(status: pb::GameSessionStatus) -> Option<GameSessionStatus> {
-        GameSessionStatus::parse(status.as_str_name().trim_start_matches("GAME_SESSION_STATUS_"))
+        match status {
+            pb::GameSessionStatus::Unspecified => None,
+            pb::GameSessionStatus::Activating => Some(GameSessionStatus::Activating),
+            pb::GameSessionStatus::Active => Some(GameSessionStatus::Active),
+            pb::GameSessionStatus::Terminating => Some(GameSessionStatus::Terminating),
+            pb::GameSessionStatus::Terminated => Some(GameSessionStatus::Terminated),
+            pb::GameSessionStatus::Error => Some(GameSessionStatus::Error),
+        }
     }
 
     fn to_proto(self) -> pb::GameSessionStatus {
@@ -106,7 +114,13 @@ impl PlayerSessionStatus {
 
     /// The status of a contract value; `None` for UNSPECIFIED.
     pub fn from_proto(status: pb::PlayerSessionStatus) -> Option<PlayerSessionStatus> {
-        PlayerSessionStatus::parse(status.as_str_name().trim_start_matches("PLAYER_SESSION_STATUS_"))
+        match status {
+            pb::PlayerSessionStatus::Unspecified => None,
+            pb::PlayerSessionStatus::Reserved => Some(PlayerSessionStatus::Reserved),
+            pb::PlayerSessionStatus::Active => Some(PlayerSessionStatus::Active),
+            pb::PlayerSessionStatus::Completed => Some(PlayerSessionStatus::Completed),
+            pb::PlayerSessionStatus::Timedout => Some(PlayerSessionStatus::TimedOut),
+        }
     }
 
     fn to_proto(self) -> pb::PlayerSessionStatus {
@@ -169,6 +183,8 @@ pub struct GameSessionRecord {
     /// Whether new player sessions are taken (ACCEPT_ALL), and whether it survives scale-in.
     pub accepts_players: bool,
     pub protected: bool,
+    /// Whether its server was told to end: it takes no new players, though it runs until its server ends it.
+    pub server_ending: bool,
     pub name: String,
     /// Game properties, in the order they were given.
     pub properties: Vec<(String, String)>,
@@ -179,10 +195,11 @@ pub struct GameSessionRecord {
 }
 
 impl GameSessionRecord {
-    /// Whether a player session could be created now.
+    /// Whether a player session could be created now (the rule `create_players.lua` applies atomically).
     pub fn has_available_player_sessions(&self) -> bool {
         self.status == Some(GameSessionStatus::Active)
             && self.accepts_players
+            && !self.server_ending
             && self.current_players < self.maximum_players
     }
 }
@@ -230,9 +247,10 @@ fn endpoint(ip_address: String, dns_name: String, port: u32) -> Option<Endpoint>
 
 impl From<GameSessionRecord> for pb::GameSession {
     fn from(record: GameSessionRecord) -> pb::GameSession {
-        let status_reason =
-            pb::GameSessionStatusReason::from_str_name(&format!("GAME_SESSION_STATUS_REASON_{}", record.status_reason))
-                .unwrap_or(pb::GameSessionStatusReason::Unspecified);
+        let status_reason = GameSessionStatusReason::parse(&record.status_reason).map_or(
+            pb::GameSessionStatusReason::Unspecified,
+            GameSessionStatusReason::to_proto,
+        );
         let policy = if record.accepts_players {
             pb::PlayerSessionCreationPolicy::AcceptAll
         } else {
@@ -375,6 +393,9 @@ mod tests {
         record.accepts_players = false;
         assert!(!record.has_available_player_sessions());
         record.accepts_players = true;
+        record.server_ending = true;
+        assert!(!record.has_available_player_sessions());
+        record.server_ending = false;
         record.status = Some(GameSessionStatus::Activating);
         assert!(!record.has_available_player_sessions());
     }

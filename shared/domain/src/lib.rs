@@ -6,4 +6,5 @@ pub mod game_session;
 pub mod page_token;
 pub mod process;
 pub mod search;
+pub mod stored;
 pub mod validate;

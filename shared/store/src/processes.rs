@@ -7,6 +7,7 @@ use std::sync::Arc;
 use berth_domain::game_server::GameServerRecord;
 use berth_domain::game_session::{GameSessionRecord, PlayerSessionRecord};
 use berth_domain::process::Registration;
+use berth_domain::stored::{GameState, TerminationReason};
 use redis::{ScriptInvocation, Value};
 
 use crate::game_servers::{
@@ -37,8 +38,8 @@ pub struct Timings {
 pub struct ProcessDetails {
     /// What it registered (with the endpoint ready may have moved).
     pub registration: Registration,
-    /// Game state last reported, by its contract name without the prefix; empty before any.
-    pub game_state: String,
+    /// Game state last reported; `None` before any.
+    pub game_state: Option<GameState>,
     /// Whether the last heartbeat said HEALTHY.
     pub healthy: bool,
     /// Labels, in the order given.
@@ -68,7 +69,7 @@ impl ProcessDetails {
                 "max_sess" => details.registration.max_sessions = number()?,
                 "max_players" => details.registration.max_players = number()?,
                 "sdkv" => details.registration.sdk_version = value.to_owned(),
-                "gstate" => details.game_state = value.to_owned(),
+                "gstate" => details.game_state = GameState::parse(value),
                 "health" => details.healthy = value != "UNHEALTHY",
                 "labels" => details.labels = serde_json::from_str(value).map_err(|_| bad(field, value))?,
                 "ports" => details.ports = serde_json::from_str(value).map_err(|_| bad(field, value))?,
@@ -528,12 +529,12 @@ pub async fn terminate(
     store: &Store,
     fleet_id: &str,
     game_server_id: &str,
-    reason: &str,
+    reason: TerminationReason,
     grace_ms: u64,
 ) -> Result<Terminating, StoreError> {
     let keys = FleetKeys::new(fleet_id);
     let mut call = process_call(&scripts().terminate_process, &keys);
-    call.arg(game_server_id).arg(reason).arg(grace_ms);
+    call.arg(game_server_id).arg(reason.as_str()).arg(grace_ms);
     match routed("terminate", store.invoke(&call).await?)? {
         (outcome, routing) if outcome == "TERMINATING" => Ok(Terminating::Terminating(routing)),
         (outcome, _) if outcome == "NOT_FOUND" => Ok(Terminating::NotFound),
@@ -560,8 +561,8 @@ pub async fn process_ending(store: &Store, process: &ProcessRef<'_>, reason: &st
 /// A termination asked of a process.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Termination {
-    /// A TerminationReason name, or the event code when it was declared lost.
-    pub reason: String,
+    /// Why: the reason it was asked with, or how it was lost.
+    pub reason: berth_domain::stored::Termination,
     /// When it must have ended, ms since the epoch.
     pub deadline_ms: i64,
     /// Whether it was declared lost (end at once) rather than asked to wind down.
@@ -613,7 +614,8 @@ pub async fn desired_state(store: &Store, fleet_id: &str, game_server_id: &str) 
     let termination = (!reason.is_empty())
         .then(|| -> Result<Termination, StoreError> {
             Ok(Termination {
-                reason,
+                reason: berth_domain::stored::Termination::parse(&reason)
+                    .ok_or_else(|| unexpected("desired_state", format!("termination reason {reason:?}")))?,
                 deadline_ms: number("desired_state", &text(deadline).ok_or_else(bad)?)?,
                 force: text(force).as_deref() == Some("1"),
             })

@@ -80,6 +80,7 @@ pub(crate) fn game_session(pairs: &[String]) -> Result<Option<GameSessionRecord>
         port: count(&f, "port"),
         accepts_players: f.get("accept").map(String::as_str) == Some("1"),
         protected: f.get("prot").map(String::as_str) == Some("1"),
+        server_ending: f.get("srv_end").map(String::as_str) == Some("1"),
         properties,
         game_session_id: take(&mut f, "id"),
         fleet_id: take(&mut f, "fleet"),

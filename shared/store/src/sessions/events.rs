@@ -2,6 +2,7 @@
 //! read by watchers. A position is a Redis stream id (`<ms>-<seq>`), taken from Redis' clock at the append.
 
 use berth_domain::game_session::{GameSessionRecord, PlayerSessionRecord};
+use berth_domain::stored::SessionEventType;
 
 use super::{game_session, player_session};
 use crate::game_servers::unexpected;
@@ -21,8 +22,8 @@ pub enum Subject {
 pub struct SessionEventEntry {
     /// Its position in the fleet's stream.
     pub position: String,
-    /// A SessionEventType name without its prefix (GAME_SESSION_CREATED, PLAYER_SESSION_RESERVED, …).
-    pub event_type: String,
+    /// What happened.
+    pub event_type: SessionEventType,
     /// When it happened, ms since the epoch.
     pub time_ms: i64,
     pub subject: Subject,
@@ -47,7 +48,8 @@ fn decode(fleet_id: &str, position: String, pairs: &[String]) -> Result<SessionE
     };
     Ok(SessionEventEntry {
         position,
-        event_type: field("type"),
+        event_type: SessionEventType::parse(&field("type"))
+            .ok_or_else(|| unexpected("session event", format!("type {:?}", field("type"))))?,
         time_ms: field("t").parse().unwrap_or(0),
         subject,
     })

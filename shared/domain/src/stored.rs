@@ -1,0 +1,259 @@
+//! The states Berth stores, each a Rust enum with its stored name (the contract's name without its prefix, as the
+//! Lua scripts write it) and its contract value. Conversions are exhaustive matches, so a state added to a contract
+//! or to the store fails to compile until both sides know it: no name is built by string surgery, and none is
+//! silently replaced by another.
+
+use berth_proto::fleet::v1 as fleet;
+use berth_proto::health::v1 as health;
+use berth_proto::session::v1 as session;
+
+/// Declares a stored enum: its variants with their stored names and contract values, and either the contract value
+/// that stands for "not set" (which no stored value has; every other contract value is a variant) or, for an enum
+/// that is only part of a contract's (`part of`), nothing more.
+macro_rules! stored {
+    (
+        $(#[$meta:meta])*
+        $name:ident: $proto:ty, unset $unset:ident {
+            $($(#[$vmeta:meta])* $variant:ident = $stored:literal => $contract:ident,)+
+        }
+    ) => {
+        stored!(@enum $(#[$meta])* $name: $proto { $($(#[$vmeta])* $variant = $stored => $contract,)+ });
+
+        impl $name {
+            /// The value of a contract's; `None` for the value that means "not set".
+            pub fn from_proto(value: $proto) -> Option<$name> {
+                match value {
+                    <$proto>::$unset => None,
+                    $(<$proto>::$contract => Some($name::$variant),)+
+                }
+            }
+        }
+    };
+    (
+        $(#[$meta:meta])*
+        $name:ident: part of $proto:ty {
+            $($(#[$vmeta:meta])* $variant:ident = $stored:literal => $contract:ident,)+
+        }
+    ) => {
+        stored!(@enum $(#[$meta])* $name: $proto { $($(#[$vmeta])* $variant = $stored => $contract,)+ });
+    };
+    (
+        @enum $(#[$meta:meta])* $name:ident: $proto:ty {
+            $($(#[$vmeta:meta])* $variant:ident = $stored:literal => $contract:ident,)+
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum $name {
+            $($(#[$vmeta])* $variant,)+
+        }
+
+        impl $name {
+            /// Every value, in the contract's order.
+            pub const ALL: &'static [$name] = &[$($name::$variant,)+];
+
+            /// The stored name.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $stored,)+
+                }
+            }
+
+            /// The value a stored name stands for; `None` for a name the store never writes.
+            pub fn parse(stored: &str) -> Option<$name> {
+                match stored {
+                    $($stored => Some($name::$variant),)+
+                    _ => None,
+                }
+            }
+
+            /// The contract's value.
+            pub fn to_proto(self) -> $proto {
+                match self {
+                    $($name::$variant => <$proto>::$contract,)+
+                }
+            }
+        }
+    };
+}
+
+stored! {
+    /// What a process says it is doing (PlayFab game state), as last reported.
+    GameState: health::GameState, unset Unspecified {
+        Initializing = "INITIALIZING" => Initializing,
+        StandingBy = "STANDING_BY" => StandingBy,
+        Active = "ACTIVE" => Active,
+        Terminating = "TERMINATING" => Terminating,
+        Terminated = "TERMINATED" => Terminated,
+    }
+}
+
+stored! {
+    /// Why a process is asked to end.
+    TerminationReason: health::TerminationReason, unset Unspecified {
+        ScaleIn = "SCALE_IN" => ScaleIn,
+        Unhealthy = "UNHEALTHY" => Unhealthy,
+        ReadyTimeout = "READY_TIMEOUT" => ReadyTimeout,
+        GameSessionTerminated = "GAME_SESSION_TERMINATED" => GameSessionTerminated,
+        InstanceInterrupted = "INSTANCE_INTERRUPTED" => InstanceInterrupted,
+        InstanceDrained = "INSTANCE_DRAINED" => InstanceDrained,
+        FleetDeleted = "FLEET_DELETED" => FleetDeleted,
+        Maintenance = "MAINTENANCE" => Maintenance,
+    }
+}
+
+stored! {
+    /// How a process that did not end by itself was declared lost: the fleet event recorded, kept as its
+    /// termination reason when it had not been asked to end.
+    ProcessLoss: part of fleet::FleetEventCode {
+        /// Not ready within the ready timeout.
+        ReadyTimeout = "SERVER_PROCESS_READY_TIMEOUT" => ServerProcessReadyTimeout,
+        /// UNHEALTHY for the failure threshold, or silent with its stream open.
+        TerminatedUnhealthy = "SERVER_PROCESS_TERMINATED_UNHEALTHY" => ServerProcessTerminatedUnhealthy,
+        /// Silent, its stream gone.
+        Crashed = "SERVER_PROCESS_CRASHED" => ServerProcessCrashed,
+        /// No ProcessEnding within the termination grace period.
+        ForceTerminated = "SERVER_PROCESS_FORCE_TERMINATED" => ServerProcessForceTerminated,
+    }
+}
+
+impl ProcessLoss {
+    /// What a process lost this way is told, as the reason to end.
+    pub fn termination_reason(self) -> TerminationReason {
+        match self {
+            ProcessLoss::ReadyTimeout => TerminationReason::ReadyTimeout,
+            ProcessLoss::TerminatedUnhealthy | ProcessLoss::Crashed => TerminationReason::Unhealthy,
+            // Only a process asked to end is forced, and it keeps the reason it was asked with.
+            ProcessLoss::ForceTerminated => TerminationReason::ScaleIn,
+        }
+    }
+}
+
+/// Why a process must end, as its record keeps it: the reason it was asked with, or how it was lost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Termination {
+    /// Asked to end.
+    Asked(TerminationReason),
+    /// Declared lost without having been asked.
+    Lost(ProcessLoss),
+}
+
+impl Termination {
+    /// Reads a stored termination reason; `None` for a name the store never writes.
+    pub fn parse(stored: &str) -> Option<Termination> {
+        TerminationReason::parse(stored)
+            .map(Termination::Asked)
+            .or_else(|| ProcessLoss::parse(stored).map(Termination::Lost))
+    }
+
+    /// The reason the process is told.
+    pub fn reason(self) -> TerminationReason {
+        match self {
+            Termination::Asked(reason) => reason,
+            Termination::Lost(loss) => loss.termination_reason(),
+        }
+    }
+}
+
+stored! {
+    /// Why a game session is in its status.
+    GameSessionStatusReason: session::GameSessionStatusReason, unset Unspecified {
+        EndedByServer = "ENDED_BY_SERVER" => EndedByServer,
+        TriggeredOnProcessTerminate = "TRIGGERED_ON_PROCESS_TERMINATE" => TriggeredOnProcessTerminate,
+        ForceTerminated = "FORCE_TERMINATED" => ForceTerminated,
+        ActivationTimeout = "ACTIVATION_TIMEOUT" => ActivationTimeout,
+        Interrupted = "INTERRUPTED" => Interrupted,
+        FleetDeleted = "FLEET_DELETED" => FleetDeleted,
+        ServerUnhealthy = "SERVER_UNHEALTHY" => ServerUnhealthy,
+        ServerCrashed = "SERVER_CRASHED" => ServerCrashed,
+        ServerRejected = "SERVER_REJECTED" => ServerRejected,
+    }
+}
+
+stored! {
+    /// What a session event tells of.
+    SessionEventType: session::SessionEventType, unset Unspecified {
+        GameSessionCreated = "GAME_SESSION_CREATED" => GameSessionCreated,
+        GameSessionActivated = "GAME_SESSION_ACTIVATED" => GameSessionActivated,
+        GameSessionUpdated = "GAME_SESSION_UPDATED" => GameSessionUpdated,
+        GameSessionTerminating = "GAME_SESSION_TERMINATING" => GameSessionTerminating,
+        GameSessionTerminated = "GAME_SESSION_TERMINATED" => GameSessionTerminated,
+        GameSessionError = "GAME_SESSION_ERROR" => GameSessionError,
+        PlayerSessionReserved = "PLAYER_SESSION_RESERVED" => PlayerSessionReserved,
+        PlayerSessionActivated = "PLAYER_SESSION_ACTIVATED" => PlayerSessionActivated,
+        PlayerSessionCompleted = "PLAYER_SESSION_COMPLETED" => PlayerSessionCompleted,
+        PlayerSessionTimedOut = "PLAYER_SESSION_TIMED_OUT" => PlayerSessionTimedOut,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The stored name of every value is the contract's name without its prefix, and both round-trip.
+    fn round_trips<T: Copy + PartialEq + std::fmt::Debug>(
+        all: &[T],
+        prefix: &str,
+        stored: impl Fn(T) -> &'static str,
+        parse: impl Fn(&str) -> Option<T>,
+        contract: impl Fn(T) -> &'static str,
+    ) {
+        for value in all {
+            assert_eq!(parse(stored(*value)), Some(*value));
+            assert_eq!(format!("{prefix}{}", stored(*value)), contract(*value));
+        }
+    }
+
+    #[test]
+    fn stored_names_are_the_contract_names_without_their_prefix() {
+        round_trips(
+            GameState::ALL,
+            "GAME_STATE_",
+            GameState::as_str,
+            GameState::parse,
+            |v| v.to_proto().as_str_name(),
+        );
+        round_trips(
+            TerminationReason::ALL,
+            "TERMINATION_REASON_",
+            TerminationReason::as_str,
+            TerminationReason::parse,
+            |v| v.to_proto().as_str_name(),
+        );
+        round_trips(
+            ProcessLoss::ALL,
+            "FLEET_EVENT_CODE_",
+            ProcessLoss::as_str,
+            ProcessLoss::parse,
+            |v| v.to_proto().as_str_name(),
+        );
+        round_trips(
+            GameSessionStatusReason::ALL,
+            "GAME_SESSION_STATUS_REASON_",
+            GameSessionStatusReason::as_str,
+            GameSessionStatusReason::parse,
+            |v| v.to_proto().as_str_name(),
+        );
+        round_trips(
+            SessionEventType::ALL,
+            "SESSION_EVENT_TYPE_",
+            SessionEventType::as_str,
+            SessionEventType::parse,
+            |v| v.to_proto().as_str_name(),
+        );
+        assert_eq!(GameState::from_proto(health::GameState::Unspecified), None);
+    }
+
+    #[test]
+    fn a_lost_process_is_told_why_and_an_unknown_reason_is_not_guessed() {
+        assert_eq!(
+            Termination::parse("SERVER_PROCESS_CRASHED").map(Termination::reason),
+            Some(TerminationReason::Unhealthy)
+        );
+        assert_eq!(
+            Termination::parse("MAINTENANCE").map(Termination::reason),
+            Some(TerminationReason::Maintenance)
+        );
+        assert_eq!(Termination::parse("SCALE_OUT"), None);
+    }
+}
