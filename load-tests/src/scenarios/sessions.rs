@@ -989,15 +989,15 @@ async fn used_memory(store: &Store) -> Result<u64, Failure> {
     Ok(sizes.iter().sum())
 }
 
-/// Microseconds Redis has spent running scripts so far (INFO commandstats: EVALSHA and EVAL), every node: the
-/// scripts' own time, without reading requests and writing replies.
+/// Microseconds Redis has spent running the library's functions so far (INFO commandstats: FCALL and FCALL_RO),
+/// every node: the functions' own time, without reading requests and writing replies.
 async fn script_micros(store: &Store) -> Result<f64, Failure> {
     Ok(info(store, "commandstats")
         .await?
         .iter()
         .filter_map(|line| {
-            line.strip_prefix("cmdstat_evalsha:")
-                .or_else(|| line.strip_prefix("cmdstat_eval:"))
+            line.strip_prefix("cmdstat_fcall:")
+                .or_else(|| line.strip_prefix("cmdstat_fcall_ro:"))
         })
         .filter_map(|stats| stats.split(',').find_map(|stat| stat.strip_prefix("usec=")))
         .filter_map(|usec| usec.parse::<f64>().ok())

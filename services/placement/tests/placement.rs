@@ -641,6 +641,39 @@ async fn a_redis_outage_is_unavailable_and_not_serving_until_redis_returns() {
     assert_eq!(claimed.game_server.unwrap().game_server_id, "gs-1");
 }
 
+/// Redis loses the library (as a restarted node without persistence, a promoted replica or a new node does): the
+/// next calls load it again by themselves and succeed.
+async fn the_library_comes_back_by_itself(redis: TestRedis) {
+    let mut s = stack(&redis.config(), 60_000).await;
+    s.registry
+        .register_game_server(registration("lost", "gs-1", "i-1"))
+        .await
+        .unwrap();
+    let store = Store::connect(&redis.config()).await.unwrap();
+    let _: () = store.query(redis::cmd("FUNCTION").arg("FLUSH")).await.unwrap();
+    s.registry
+        .register_game_server(registration("lost", "gs-2", "i-1"))
+        .await
+        .unwrap();
+    let claimed = s
+        .claims
+        .claim_game_server(claim_any("lost"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(claimed.game_server.unwrap().game_server_id, "gs-1");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_library_comes_back_by_itself_on_a_single_node() {
+    the_library_comes_back_by_itself(TestRedis::single()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_library_comes_back_by_itself_on_a_cluster() {
+    the_library_comes_back_by_itself(TestRedis::cluster()).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serves_health_reflection_and_shuts_down_gracefully() {
     let redis = TestRedis::single();

@@ -279,13 +279,13 @@ pub async fn bind(addr: SocketAddr) -> Result<TcpListener, ServeError> {
         .map_err(|source| ServeError::Bind { addr, source })
 }
 
-/// Loads the scripts once Redis answers, so that the first requests do not pay for it. Until then, and after a
-/// Redis restart, scripts load on first use anyway.
-async fn preload_scripts(store: Store) {
+/// Loads the store's function library once Redis answers, so that the first requests do not pay for it. Until
+/// then, and whenever Redis has lost it, a call that finds its function missing loads it anyway.
+async fn preload_library(store: Store) {
     loop {
         match berth_store::scripts::preload(&store).await {
             Ok(()) => return,
-            Err(err) => tracing::debug!(error = %err, "scripts not preloaded yet; retrying"),
+            Err(err) => tracing::debug!(error = %err, "function library not loaded yet; retrying"),
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
@@ -347,7 +347,7 @@ async fn run_service(
     }
     let listener = bind(addr).await?;
     let store = Store::new(common.redis());
-    tokio::spawn(preload_scripts(store.clone()));
+    tokio::spawn(preload_library(store.clone()));
     let def = start(store.clone());
     tracing::info!(%addr, metrics = ?metrics_addr, "{name} serving");
     serve(def, store, options, listener, shutdown_signal()).await

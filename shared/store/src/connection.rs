@@ -18,6 +18,7 @@ use redis::{Cmd, FromRedisValue, IntoConnectionInfo, Pipeline, RedisFuture, Valu
 use tokio::sync::OnceCell;
 
 use crate::StoreError;
+use crate::scripts::{FunctionCall, library};
 
 /// Whether Redis is one node or a Redis Cluster.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -155,11 +156,26 @@ impl Store {
         self.bounded(pipe.query_async(&mut conn)).await
     }
 
-    /// Runs a registered script (EVALSHA, loading it again when Redis answers NOSCRIPT), bounded by the
-    /// response timeout.
-    pub async fn invoke<T: FromRedisValue>(&self, invocation: &redis::ScriptInvocation<'_>) -> Result<T, StoreError> {
+    /// Runs a function of the library, bounded by the response timeout. When Redis answers that the function is
+    /// missing (it restarted, failed over, or is a new node), the library is loaded and the call made once more.
+    pub async fn invoke<T: FromRedisValue>(&self, call: &FunctionCall<'_>) -> Result<T, StoreError> {
+        let cmd = call.command();
         let mut conn = self.connection().await?;
-        self.bounded(invocation.invoke_async(&mut conn)).await
+        match self.within_timeout(cmd.query_async(&mut conn)).await? {
+            Err(err) if is_missing_function(&err) => {
+                self.load_library().await?;
+                self.bounded(cmd.query_async(&mut conn)).await
+            }
+            result => result.map_err(StoreError::from),
+        }
+    }
+
+    /// Loads the library, replacing one of the same name: on a cluster, on every primary.
+    pub async fn load_library(&self) -> Result<(), StoreError> {
+        let mut load = redis::cmd("FUNCTION");
+        load.arg("LOAD").arg("REPLACE").arg(&library().source);
+        let _: redis::Value = self.query(&load).await?;
+        Ok(())
     }
 
     /// Checks that Redis answers on every connection, so that "reachable" means every request can get through,
@@ -177,15 +193,24 @@ impl Store {
     }
 
     async fn bounded<T>(&self, call: impl Future<Output = redis::RedisResult<T>>) -> Result<T, StoreError> {
-        let timeout = self.inner.config.response_timeout;
-        match tokio::time::timeout(timeout, call).await {
-            Ok(result) => result.map_err(StoreError::from),
-            Err(_) => Err(StoreError::Unavailable(format!(
-                "no answer within {} ms",
-                timeout.as_millis()
-            ))),
-        }
+        self.within_timeout(call).await?.map_err(StoreError::from)
     }
+
+    /// Redis' answer, or UNAVAILABLE when none came within the response timeout.
+    async fn within_timeout<T>(
+        &self,
+        call: impl Future<Output = redis::RedisResult<T>>,
+    ) -> Result<redis::RedisResult<T>, StoreError> {
+        let timeout = self.inner.config.response_timeout;
+        tokio::time::timeout(timeout, call)
+            .await
+            .map_err(|_| StoreError::Unavailable(format!("no answer within {} ms", timeout.as_millis())))
+    }
+}
+
+/// Whether Redis refused a call because the function is not loaded there.
+fn is_missing_function(err: &redis::RedisError) -> bool {
+    err.to_string().contains("Function not found")
 }
 
 /// Requests are small and latency-bound: Nagle's algorithm would hold a script call back waiting for more.

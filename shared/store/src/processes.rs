@@ -8,13 +8,13 @@ use berth_domain::game_server::GameServerRecord;
 use berth_domain::game_session::{GameSessionRecord, PlayerSessionRecord};
 use berth_domain::process::Registration;
 use berth_domain::stored::{GameState, TerminationReason};
-use redis::{ScriptInvocation, Value};
+use redis::Value;
 
 use crate::game_servers::{
     Reply, Update, Updated, decode_reply, describe_reply, present, unexpected, update_call, updated,
 };
 use crate::keys::{FLEETS, FleetKeys, push_channel};
-use crate::scripts::{LuaScript, scripts};
+use crate::scripts::{FunctionCall, LuaScript, scripts};
 use crate::sessions::{game_session, player_session, strings};
 use crate::{Store, StoreError};
 
@@ -149,7 +149,7 @@ pub async fn update(
 }
 
 /// Starts a call of a process script with the keys and arguments every process script takes first.
-pub(crate) fn process_call<'a>(script: &'a LuaScript, keys: &FleetKeys) -> ScriptInvocation<'a> {
+pub(crate) fn process_call<'a>(script: &'a LuaScript, keys: &FleetKeys) -> FunctionCall<'a> {
     let mut call = script.prepare();
     call.key(keys.pool())
         .key(keys.claims())

@@ -1,10 +1,13 @@
-//! The registry of Lua scripts. Each script is a `.lua` file beside the Rust that calls it, compiled into the
-//! binary, run by EVALSHA (redis-rs loads it again when a restarted Redis answers NOSCRIPT) and preloaded on
-//! every primary at start-up so that the first requests do not pay for loading.
+//! The Lua of the store as one Redis Functions library. Each function is a `.lua` file beside the Rust that calls
+//! it, compiled into the binary with the helpers they share, loaded once (`FUNCTION LOAD`) on every primary at
+//! start-up and again by the store itself whenever Redis answers that a function is missing (after a restart, a
+//! failover or on a new node), and called with FCALL, or FCALL_RO when it only reads. The library's name carries a
+//! digest of its source, so that replicas of two releases side by side during a rolling upgrade each call their
+//! own functions. Redis 7 is needed.
 
 use std::sync::LazyLock;
 
-use redis::Script;
+use redis::{Cmd, ToRedisArgs};
 
 use crate::{Store, StoreError};
 
@@ -72,70 +75,194 @@ pub struct Scripts {
     pub fleets_now: LuaScript,
 }
 
-/// One script, with its source kept for preloading.
+/// One function of the library.
 pub struct LuaScript {
-    source: String,
-    script: Script,
+    name: String,
+    read_only: bool,
 }
 
 impl LuaScript {
-    /// Starts an invocation: add keys and arguments, then hand it to [`Store::invoke`].
-    pub fn prepare(&self) -> redis::ScriptInvocation<'_> {
-        self.script.prepare_invoke()
+    /// Starts a call: add keys and arguments, then hand it to [`Store::invoke`].
+    pub fn prepare(&self) -> FunctionCall<'_> {
+        FunctionCall {
+            function: self,
+            keys: Vec::new(),
+            args: Vec::new(),
+        }
     }
 }
 
-/// Joins a script with the helpers of its area, so that helpers are written once.
-fn with_lib(lib: &str, body: &str) -> LuaScript {
-    let source = format!("{lib}\n{body}");
-    LuaScript {
-        script: Script::new(&source),
-        source,
+/// A call of one function, its keys and arguments gathered in any order.
+pub struct FunctionCall<'a> {
+    function: &'a LuaScript,
+    keys: Vec<Vec<u8>>,
+    args: Vec<Vec<u8>>,
+}
+
+impl FunctionCall<'_> {
+    /// Adds a key.
+    pub fn key<T: ToRedisArgs>(&mut self, key: T) -> &mut Self {
+        self.keys.extend(key.to_redis_args());
+        self
     }
+
+    /// Adds an argument.
+    pub fn arg<T: ToRedisArgs>(&mut self, arg: T) -> &mut Self {
+        self.args.extend(arg.to_redis_args());
+        self
+    }
+
+    /// The FCALL (FCALL_RO for a function that only reads) that runs it.
+    pub(crate) fn command(&self) -> Cmd {
+        let mut cmd = redis::cmd(if self.function.read_only { "FCALL_RO" } else { "FCALL" });
+        cmd.arg(&self.function.name)
+            .arg(self.keys.len())
+            .arg(&self.keys)
+            .arg(&self.args);
+        cmd
+    }
+}
+
+/// The library: its name, which carries a digest of its source, and the source to load.
+pub(crate) struct Library {
+    pub(crate) name: String,
+    pub(crate) source: String,
+}
+
+/// FNV-1a, 64 bits: the same digest on every replica of a release, another for any change to the Lua.
+fn digest(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// The helpers every function may call, in the order they build on each other.
+const HELPERS: [&str; 4] = [
+    include_str!("game_servers/lib.lua"),
+    include_str!("processes/lib.lua"),
+    include_str!("sessions/lib.lua"),
+    include_str!("processes/lose.lua"),
+];
+
+/// Every function: its field in [`Scripts`], its body (which sees its keys and arguments as KEYS and ARGV), and
+/// whether it only reads.
+const FUNCTIONS: [(&str, &str, bool); 30] = [
+    ("register_game_server", include_str!("game_servers/register.lua"), false),
+    ("update_game_server", include_str!("game_servers/update.lua"), false),
+    (
+        "deregister_game_server",
+        include_str!("game_servers/deregister.lua"),
+        false,
+    ),
+    ("describe_game_server", include_str!("game_servers/describe.lua"), true),
+    ("list_game_servers", include_str!("game_servers/list.lua"), true),
+    (
+        "set_instance_status",
+        include_str!("game_servers/set_instance_status.lua"),
+        false,
+    ),
+    ("claim_game_server", include_str!("game_servers/claim.lua"), false),
+    ("expire_claims", include_str!("game_servers/expire_claims.lua"), false),
+    ("attach_process", include_str!("processes/attach.lua"), false),
+    ("detach_process", include_str!("processes/detach.lua"), false),
+    ("process_ready", include_str!("processes/ready.lua"), false),
+    ("heartbeats", include_str!("processes/heartbeats.lua"), false),
+    ("sweep_processes", include_str!("processes/sweep.lua"), false),
+    ("terminate_process", include_str!("processes/terminate.lua"), false),
+    ("process_ending", include_str!("processes/ending.lua"), false),
+    ("desired_state", include_str!("processes/desired.lua"), true),
+    ("create_game_session", include_str!("sessions/create.lua"), false),
+    ("activate_game_session", include_str!("sessions/activate.lua"), false),
+    ("update_game_session", include_str!("sessions/update.lua"), false),
+    ("terminate_game_session", include_str!("sessions/terminate.lua"), false),
+    ("end_game_session", include_str!("sessions/end_session.lua"), false),
+    (
+        "create_player_sessions",
+        include_str!("sessions/create_players.lua"),
+        false,
+    ),
+    (
+        "accept_player_session",
+        include_str!("sessions/accept_player.lua"),
+        false,
+    ),
+    (
+        "remove_player_session",
+        include_str!("sessions/remove_player.lua"),
+        false,
+    ),
+    ("sweep_sessions", include_str!("sessions/sweep.lua"), false),
+    ("read_sessions", include_str!("sessions/read.lua"), true),
+    ("page_sessions", include_str!("sessions/page.lua"), true),
+    ("search_sessions", include_str!("sessions/search.lua"), true),
+    ("read_events", include_str!("sessions/read_events.lua"), true),
+    ("fleets_now", include_str!("sessions/fleets_now.lua"), true),
+];
+
+static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
+    let mut body = HELPERS.join("\n");
+    for (field, source, read_only) in FUNCTIONS {
+        let flags = if read_only { "{'no-writes'}" } else { "{}" };
+        // Prefixed, so that no function shadows a helper of the same name (end_game_session calls one).
+        body.push_str(&format!(
+            "\nlocal function fn_{field}(KEYS, ARGV)\n{source}\nend\n\
+             redis.register_function{{function_name = NAME .. '_{field}', callback = fn_{field}, flags = {flags}}}\n"
+        ));
+    }
+    let name = format!("berth_{:016x}", digest(&body));
+    Library {
+        source: format!("#!lua name={name}\nlocal NAME = '{name}'\n{body}"),
+        name,
+    }
+});
+
+/// The library as this release defines it.
+pub(crate) fn library() -> &'static Library {
+    &LIBRARY
 }
 
 static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
-    let lib = include_str!("game_servers/lib.lua");
-    // Process scripts end sessions, and session scripts change processes: both areas share one set of helpers.
-    let process_lib = [
-        lib,
-        include_str!("processes/lib.lua"),
-        include_str!("sessions/lib.lua"),
-        include_str!("processes/lose.lua"),
-    ]
-    .join("\n");
-    let process = |body: &str| with_lib(&process_lib, body);
+    let function = |field: &str| {
+        let (_, _, read_only) = FUNCTIONS
+            .iter()
+            .find(|(name, _, _)| *name == field)
+            .expect("every script is a function of the library");
+        LuaScript {
+            name: format!("{}_{field}", library().name),
+            read_only: *read_only,
+        }
+    };
     Scripts {
-        register_game_server: with_lib(lib, include_str!("game_servers/register.lua")),
-        update_game_server: with_lib(lib, include_str!("game_servers/update.lua")),
-        deregister_game_server: with_lib(lib, include_str!("game_servers/deregister.lua")),
-        describe_game_server: with_lib(lib, include_str!("game_servers/describe.lua")),
-        list_game_servers: with_lib(lib, include_str!("game_servers/list.lua")),
-        set_instance_status: with_lib(lib, include_str!("game_servers/set_instance_status.lua")),
-        claim_game_server: with_lib(lib, include_str!("game_servers/claim.lua")),
-        expire_claims: with_lib(lib, include_str!("game_servers/expire_claims.lua")),
-        attach_process: process(include_str!("processes/attach.lua")),
-        detach_process: process(include_str!("processes/detach.lua")),
-        process_ready: process(include_str!("processes/ready.lua")),
-        heartbeats: process(include_str!("processes/heartbeats.lua")),
-        sweep_processes: process(include_str!("processes/sweep.lua")),
-        terminate_process: process(include_str!("processes/terminate.lua")),
-        process_ending: process(include_str!("processes/ending.lua")),
-        desired_state: process(include_str!("processes/desired.lua")),
-        create_game_session: process(include_str!("sessions/create.lua")),
-        activate_game_session: process(include_str!("sessions/activate.lua")),
-        update_game_session: process(include_str!("sessions/update.lua")),
-        terminate_game_session: process(include_str!("sessions/terminate.lua")),
-        end_game_session: process(include_str!("sessions/end_session.lua")),
-        create_player_sessions: process(include_str!("sessions/create_players.lua")),
-        accept_player_session: process(include_str!("sessions/accept_player.lua")),
-        remove_player_session: process(include_str!("sessions/remove_player.lua")),
-        sweep_sessions: process(include_str!("sessions/sweep.lua")),
-        read_sessions: process(include_str!("sessions/read.lua")),
-        page_sessions: process(include_str!("sessions/page.lua")),
-        search_sessions: process(include_str!("sessions/search.lua")),
-        read_events: with_lib("", include_str!("sessions/read_events.lua")),
-        fleets_now: with_lib("", include_str!("sessions/fleets_now.lua")),
+        register_game_server: function("register_game_server"),
+        update_game_server: function("update_game_server"),
+        deregister_game_server: function("deregister_game_server"),
+        describe_game_server: function("describe_game_server"),
+        list_game_servers: function("list_game_servers"),
+        set_instance_status: function("set_instance_status"),
+        claim_game_server: function("claim_game_server"),
+        expire_claims: function("expire_claims"),
+        attach_process: function("attach_process"),
+        detach_process: function("detach_process"),
+        process_ready: function("process_ready"),
+        heartbeats: function("heartbeats"),
+        sweep_processes: function("sweep_processes"),
+        terminate_process: function("terminate_process"),
+        process_ending: function("process_ending"),
+        desired_state: function("desired_state"),
+        create_game_session: function("create_game_session"),
+        activate_game_session: function("activate_game_session"),
+        update_game_session: function("update_game_session"),
+        terminate_game_session: function("terminate_game_session"),
+        end_game_session: function("end_game_session"),
+        create_player_sessions: function("create_player_sessions"),
+        accept_player_session: function("accept_player_session"),
+        remove_player_session: function("remove_player_session"),
+        sweep_sessions: function("sweep_sessions"),
+        read_sessions: function("read_sessions"),
+        page_sessions: function("page_sessions"),
+        search_sessions: function("search_sessions"),
+        read_events: function("read_events"),
+        fleets_now: function("fleets_now"),
     }
 });
 
@@ -144,44 +271,7 @@ pub fn scripts() -> &'static Scripts {
     &SCRIPTS
 }
 
-/// Loads every script into Redis (on a cluster, into every primary).
+/// Loads the library into Redis (on a cluster, into every primary), replacing one of the same name.
 pub async fn preload(store: &Store) -> Result<(), StoreError> {
-    let s = scripts();
-    for script in [
-        &s.register_game_server,
-        &s.update_game_server,
-        &s.deregister_game_server,
-        &s.describe_game_server,
-        &s.list_game_servers,
-        &s.set_instance_status,
-        &s.claim_game_server,
-        &s.expire_claims,
-        &s.attach_process,
-        &s.detach_process,
-        &s.process_ready,
-        &s.heartbeats,
-        &s.sweep_processes,
-        &s.terminate_process,
-        &s.process_ending,
-        &s.desired_state,
-        &s.create_game_session,
-        &s.activate_game_session,
-        &s.update_game_session,
-        &s.terminate_game_session,
-        &s.end_game_session,
-        &s.create_player_sessions,
-        &s.accept_player_session,
-        &s.remove_player_session,
-        &s.sweep_sessions,
-        &s.read_sessions,
-        &s.page_sessions,
-        &s.search_sessions,
-        &s.read_events,
-        &s.fleets_now,
-    ] {
-        let mut load = redis::cmd("SCRIPT");
-        load.arg("LOAD").arg(&script.source);
-        let _: redis::Value = store.query(&load).await?;
-    }
-    Ok(())
+    store.load_library().await
 }

@@ -8,7 +8,7 @@
 -- 'superseded', the replica that held the stream it replaces. EXISTS: the id has a live registration (resume it,
 -- or wait until it is declared lost). LOST: the registration to resume was declared lost or ended. UNKNOWN: no
 -- such registration.
-local k = fleet_context()
+local k = fleet_context(KEYS, ARGV)
 local now = now_ms()
 local id = ARGV[4]
 local key = k.server_prefix .. id

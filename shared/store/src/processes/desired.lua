@@ -4,7 +4,7 @@
 -- KEYS/ARGV[1..3]: see fleet_context(). ARGV[4] game-server id.
 -- Reply: {version, pstate, term_reason, term_by_ms, term_force, {{session fields}, {player session fields}...},
 -- ...}; version -1 when the process is unknown.
-local k = fleet_context()
+local k = fleet_context(KEYS, ARGV)
 local key = k.server_prefix .. ARGV[4]
 local s = redis.call('HMGET', key, 'ver', 'pstate', 'term_reason', 'term_by_ms', 'term_force')
 if not s[2] then return {-1} end

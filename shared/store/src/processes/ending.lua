@@ -2,7 +2,7 @@
 -- recorded. Ending again, or ending after being declared lost, is ENDED and changes nothing more.
 -- KEYS/ARGV[1..3]: see fleet_context(). ARGV[4] game-server id, ARGV[5] registration id, ARGV[6] reason given.
 -- Reply: {ENDED | UNKNOWN, now_ms}.
-local k = fleet_context()
+local k = fleet_context(KEYS, ARGV)
 local now = now_ms()
 local id = ARGV[4]
 local key = k.server_prefix .. id

@@ -8,7 +8,7 @@
 -- Reply: one integer per heartbeat, in order: the process's desired-state version, -1 when it is lost, -2 when
 -- the stream was superseded.
 -- The deadlines are pushed out by one ZADD per batch: a redis.call costs more than the reading it saves.
-local k = fleet_context()
+local k = fleet_context(KEYS, ARGV)
 local now = now_ms()
 local window, threshold, retention = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local due = now + window

@@ -16,7 +16,7 @@
 -- ARGV[1] server hash key prefix, ARGV[2] instance set key prefix, ARGV[3] game-session key prefix.
 -- k.tag is the fleet's key tag (KEYS[1] without ':pool'), from which the session helpers build their keys.
 
-local function fleet_context()
+local function fleet_context(KEYS, ARGV)
   return {
     tag = string.sub(KEYS[1], 1, -6), hosting = string.sub(KEYS[1], 1, -6) .. ':hosting',
     pool = KEYS[1], claims = KEYS[2], hb = KEYS[3], ready = KEYS[4], term = KEYS[5], events = KEYS[6],

@@ -3,7 +3,7 @@
 -- KEYS/ARGV[1..3]: see fleet_context(). ARGV[4] game-server id, ARGV[5] registration id, ARGV[6] '1' to move its
 -- endpoint to ip ARGV[7], dns ARGV[8], port ARGV[9], with connection info ARGV[10].
 -- Reply: {READY | LOST, now_ms, replica, version}. Saying ready again is READY and changes nothing.
-local k = fleet_context()
+local k = fleet_context(KEYS, ARGV)
 local now = now_ms()
 local key = k.server_prefix .. ARGV[4]
 local state = redis.call('HMGET', key, 'reg', 'pstate', 'istatus')

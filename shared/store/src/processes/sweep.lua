@@ -6,7 +6,7 @@
 -- Reply: {processes alive, processes reporting UNHEALTHY, then (game-server id, replica, event code) for each process
 -- declared lost, so that the replica holding its stream can tell it}; the counts are taken after the sweep, for
 -- the health metrics, so that the monitor needs no second round trip.
-local k = fleet_context()
+local k = fleet_context(KEYS, ARGV)
 local now = now_ms()
 local limit, retention = tonumber(ARGV[4]), tonumber(ARGV[5])
 local out = {'', ''}

@@ -2,7 +2,7 @@
 -- deadline, or the monitor force-ends it. Asking again changes nothing.
 -- KEYS/ARGV[1..3]: see fleet_context(). ARGV[4] game-server id, ARGV[5] termination reason, ARGV[6] grace ms.
 -- Reply: {TERMINATING | NOT_FOUND | LOST, now_ms, replica, version}.
-local k = fleet_context()
+local k = fleet_context(KEYS, ARGV)
 local now = now_ms()
 local key = k.server_prefix .. ARGV[4]
 local pstate = redis.call('HGET', key, 'pstate')

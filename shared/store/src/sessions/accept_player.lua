@@ -6,7 +6,7 @@
 -- NOT_FOUND (no such player session in that game session); NOT_YOURS (the player session belongs to a game
 -- session of another server); NOT_ACTIVE (detail: the game session's status); ENDED (detail: the player
 -- session's status, COMPLETED or TIMEDOUT).
-local k = fleet_context()
+local k = fleet_context(KEYS, ARGV)
 local now = now_ms()
 local sid, psid = ARGV[5], ARGV[6]
 local pk = pkey(k, psid)

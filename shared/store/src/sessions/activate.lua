@@ -3,7 +3,7 @@
 -- again is ACTIVATED and changes nothing.
 -- KEYS/ARGV[1..3]: see fleet_context(). ARGV[4] game-server id, ARGV[5] game session id.
 -- Reply: {ACTIVATED | NOT_FOUND | NOT_YOURS | ENDED, now_ms, session fields...}.
-local k = fleet_context()
+local k = fleet_context(KEYS, ARGV)
 local now = now_ms()
 local sid = ARGV[5]
 local key = gkey(k, sid)

@@ -13,7 +13,7 @@
 -- was used with the same request: the session as it stands); TOKEN_REUSED (used with another request);
 -- NO_SERVER (none ready with room, or the named server is unknown or cannot host it: either way the caller looks
 -- elsewhere); CREATOR_LIMIT (detail: ms when the creator may create again).
-local k = fleet_context()
+local k = fleet_context(KEYS, ARGV)
 local now = now_ms()
 local sid, named, loc, max = ARGV[4], ARGV[5], ARGV[6], tonumber(ARGV[7])
 local token, creator, limit, period = ARGV[11], ARGV[13], tonumber(ARGV[14]), tonumber(ARGV[15])

@@ -7,7 +7,7 @@
 -- Reply: {outcome, now_ms, detail, {loc, ip, dns, port}, {player session fields...}...}. Outcomes: CREATED;
 -- NOT_FOUND; NOT_ACTIVE (detail: its status); DENY_ALL; FULL (detail: free slots); PLAYER_CONFLICT (detail: the
 -- player holding a live player session with other data).
-local k = fleet_context()
+local k = fleet_context(KEYS, ARGV)
 local now = now_ms()
 local sid = ARGV[4]
 local key = gkey(k, sid)

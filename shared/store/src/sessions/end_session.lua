@@ -4,7 +4,7 @@
 -- KEYS/ARGV[1..3]: see fleet_context(). ARGV[4] game-server id, ARGV[5] game session id, ARGV[6] END | REJECT.
 -- Reply: {ENDED | NOT_FOUND | NOT_YOURS | WRONG_STATE, now_ms, replica, version, status}. WRONG_STATE: a reject
 -- of a session that is not ACTIVATING (status says what it is).
-local k = fleet_context()
+local k = fleet_context(KEYS, ARGV)
 local now = now_ms()
 local id, sid = ARGV[4], ARGV[5]
 local s = redis.call('HMGET', gkey(k, sid), 'server', 'status')

@@ -7,7 +7,7 @@
 -- Reply: {next position ('' on the last page), records as read.lua returns them...}. At most 20 pages' worth of
 -- ids are looked at per call, so a sparse filter returns a short page with a next position rather than scanning
 -- without end.
-local k = fleet_context()
+local k = fleet_context(KEYS, ARGV)
 local set = k.tag .. ':' .. ARGV[5]
 local desc, size = ARGV[6] == 'DESC', tonumber(ARGV[8])
 local statuses = {}

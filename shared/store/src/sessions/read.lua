@@ -3,7 +3,7 @@
 -- KEYS/ARGV[1..3]: see fleet_context(). ARGV[4] g (game sessions) | p (player sessions), ARGV[5..] ids.
 -- Reply: per id, in order: {} when unknown; a game session's fields; or {{player session fields}, {loc, ip, dns,
 -- port}}.
-local k = fleet_context()
+local k = fleet_context(KEYS, ARGV)
 local out = {}
 for i = 5, #ARGV do
   if ARGV[4] == 'g' then

@@ -74,7 +74,7 @@ fn page_call<'a>(
     listing: &Listing<'_>,
     after: Option<&str>,
     size: usize,
-) -> redis::ScriptInvocation<'a> {
+) -> crate::scripts::FunctionCall<'a> {
     let keys = FleetKeys::new(fleet_id);
     let mut call = process_call(&scripts().page_sessions, &keys);
     call.arg(listing.kind)

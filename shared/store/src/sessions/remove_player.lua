@@ -3,7 +3,7 @@
 -- KEYS/ARGV[1..3]: see fleet_context(). ARGV[4] game-server id, ARGV[5] game session id, ARGV[6] player session
 -- id.
 -- Reply: {REMOVED | NOT_FOUND | NOT_YOURS, now_ms}, as accept_player.lua tells them apart.
-local k = fleet_context()
+local k = fleet_context(KEYS, ARGV)
 local now = now_ms()
 local sid, psid = ARGV[5], ARGV[6]
 local owner = redis.call('HGET', pkey(k, psid), 'gs')

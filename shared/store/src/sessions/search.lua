@@ -6,7 +6,7 @@
 -- read before, ARGV[10] most sessions to read. A caller goes on from the last score it read, narrowing the range,
 -- so a chunk costs what it reads wherever it lies in the range.
 -- Reply: per session {id, score, name, props, max, cur, c_ms, accept, status}; fewer than asked at the range's end.
-local k = fleet_context()
+local k = fleet_context(KEYS, ARGV)
 local set = k.tag .. ':idx:' .. ARGV[4] .. ':' .. ARGV[5]
 local ids
 if ARGV[8] == 'DESC' then

@@ -7,7 +7,7 @@
 -- ARGV[6] most events kept.
 -- Reply: {activation timeouts, forced, player timeouts, deleted, then (server id, replica, version) of each
 -- server whose desired state changed, so that it is told now rather than at its next heartbeat}.
-local k = fleet_context()
+local k = fleet_context(KEYS, ARGV)
 local now = now_ms()
 local limit = tonumber(ARGV[4])
 local out = {0, 0, 0, 0}

@@ -4,7 +4,7 @@
 -- KEYS/ARGV[1..3]: see fleet_context(). ARGV[4] game session id, ARGV[5] FORCE | TRIGGER, ARGV[6] grace ms.
 -- Reply: {outcome, now_ms, replica, version, server id, session fields...}. Outcomes: TERMINATED, TERMINATING,
 -- NOT_FOUND, ENDED (it had ended already).
-local k = fleet_context()
+local k = fleet_context(KEYS, ARGV)
 local now = now_ms()
 local sid, force, deadline = ARGV[4], ARGV[5] == 'FORCE', now + tonumber(ARGV[6])
 local key = gkey(k, sid)

@@ -7,7 +7,7 @@
 -- Reply: {outcome, now_ms, replica, version, detail, session fields...}. Outcomes: UPDATED; NOT_FOUND; ENDED
 -- (detail: its status); BELOW_COUNT (detail: its player session count); ABOVE_SERVER (detail: the most players
 -- its server takes); TOO_MANY_PROPERTIES (detail: how many the merge would leave).
-local k = fleet_context()
+local k = fleet_context(KEYS, ARGV)
 local now = now_ms()
 local sid = ARGV[4]
 local key = gkey(k, sid)
