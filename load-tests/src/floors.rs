@@ -31,6 +31,45 @@ pub async fn noop_grpc(channels: &[AuthedChannel], calls: u64, concurrency: u16)
     .await
 }
 
+/// The fleet of the minimal player-session function's keys.
+const FLOOR_FLEET: &str = "bench-floor";
+
+/// The least a player-session creation could cost Redis: a function of its own (`player_floor.lua`) that writes
+/// the record, counts the player, schedules the deadline and appends the event, `calls` times, against which the
+/// real script's Redis time is read.
+pub async fn minimal_player_session(store: &Store, calls: u64, concurrency: u16) -> Line {
+    let mut load = redis::cmd("FUNCTION");
+    load.arg("LOAD").arg("REPLACE").arg(include_str!("player_floor.lua"));
+    if let Err(err) = store.query::<redis::Value>(&load).await {
+        eprintln!("the minimal player-session function could not be loaded: {err}");
+    }
+    let store = store.clone();
+    driver::run("minimal player-session function", calls, concurrency, move |index| {
+        let store = store.clone();
+        async move {
+            let tag = format!("berth:{{f:{FLOOR_FLEET}}}");
+            let session = format!("{FLOOR_FLEET}/gsess-{}", index % 1000);
+            let player_session = format!("{FLOOR_FLEET}/psess-{index}");
+            let mut call = redis::cmd("FCALL");
+            call.arg("berth_bench_player_floor")
+                .arg(4)
+                .arg(format!("{tag}:psess:{player_session}"))
+                .arg(format!("{tag}:gsess:{session}"))
+                .arg(format!("{tag}:res_due"))
+                .arg(format!("{tag}:sevents"))
+                .arg(&player_session)
+                .arg(format!("player-{index}"))
+                .arg(&session);
+            store
+                .query::<i64>(&call)
+                .await
+                .map(|_| ())
+                .map_err(|err| Status::from(err).code())
+        }
+    })
+    .await
+}
+
 /// Registers `servers` servers in a fleet of their own straight through the store, then claims them all the same
 /// way: the register and claim scripts with nothing but the Redis client in front. Answers both lines.
 pub async fn raw_scripts(store: &Store, servers: u64, concurrency: u16) -> [Line; 2] {

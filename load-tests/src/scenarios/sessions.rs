@@ -489,6 +489,9 @@ pub async fn run(stack: &Stack, args: &Args) -> Result<Findings, Failure> {
             ))
             .await?
     };
+    let minimal_player = meter
+        .measure(floors::minimal_player_session(store, servers, concurrency))
+        .await?;
     // Every player line counted in its sessions, no more and no fewer.
     let expected = [&create_player, &raw_create_player]
         .iter()
@@ -508,6 +511,7 @@ pub async fn run(stack: &Stack, args: &Args) -> Result<Findings, Failure> {
         Ratio::of(&create_game, &raw_create_game),
         Ratio::of(&create_player, &noop),
         Ratio::of(&create_player, &raw_create_player),
+        Ratio::of(&raw_create_player, &minimal_player),
         Ratio::of(&create_players, &raw_create_players),
     ];
     extras.targets = vec![
@@ -539,6 +543,7 @@ pub async fn run(stack: &Stack, args: &Args) -> Result<Findings, Failure> {
         raw_create_game,
         raw_create_player,
         raw_create_players,
+        minimal_player,
     ];
     lines.extend(searches);
     extras.figures.extend(meter.figures());
