@@ -1,6 +1,7 @@
 //! What the session contracts promise beyond the flow, as a client written from the protos reads them: a watch
 //! cursor is the position just after its event, a server is told of an UpdateGameSession with its reason, every
-//! refused page token names its field, and the event cap is a setting a watcher behind it learns of.
+//! refused page token names its field, the event cap is a setting a watcher behind it learns of, and whether a
+//! session takes players reads the same in replies as in the script that takes them.
 
 use berth_proto::health::v1::GameSessionUpdateReason as Reason;
 use berth_proto::session::v1::{self as pb, describe_player_sessions_request::Selector};
@@ -250,4 +251,57 @@ async fn watchers_that_missed_nothing_outlive_the_retention_of_old_events() {
     };
     let mut oldest = games.watch_session_events(oldest).await.unwrap().into_inner();
     assert_eq!(next_event(&mut oldest).await.event_id, reserved.event_id);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rule_for_taking_players_reads_the_same_in_the_store_and_in_replies() {
+    let stack = Stack::start(TestRedis::single(), &fast_sessions()).await;
+    let (server, mut events) = stack.server("gs-1", 10, "local").await;
+    let (ending_server, mut ending_events) = stack.server("gs-2", 10, "other").await;
+    let at = |location: &str, max: u32| pb::CreateGameSessionRequest {
+        location: location.into(),
+        ..create(max)
+    };
+    let mut games = stack.games().await;
+    let mut players = stack.players().await;
+    // One session for each case the rule tells apart.
+    let open = active_session(&stack, &server, &mut events, at("local", 4)).await;
+    let full = active_session(&stack, &server, &mut events, at("local", 1)).await;
+    players.create_player_session(join(&full, "first")).await.unwrap();
+    let closed = active_session(&stack, &server, &mut events, at("local", 4)).await;
+    let deny = pb::UpdateGameSessionRequest {
+        game_session_id: closed.clone(),
+        player_session_creation_policy: pb::PlayerSessionCreationPolicy::DenyAll as i32,
+        ..Default::default()
+    };
+    games.update_game_session(deny).await.unwrap();
+    let ending = active_session(&stack, &ending_server, &mut ending_events, at("other", 4)).await;
+    let reason = berth_domain::stored::TerminationReason::ScaleIn;
+    berth_store::processes::terminate(&stack.store, FLEET, "gs-2", reason, 60_000)
+        .await
+        .unwrap();
+    let starting = games
+        .create_game_session(at("local", 4))
+        .await
+        .unwrap()
+        .into_inner()
+        .game_session
+        .unwrap()
+        .game_session_id;
+
+    // What replies say of each (the Rust rule) is what the creation script does (the Lua rule).
+    let mut said = Vec::new();
+    for id in [&open, &full, &closed, &ending, &starting] {
+        let record = berth_store::sessions::read_game_sessions(&stack.store, FLEET, &[id])
+            .await
+            .unwrap()
+            .pop()
+            .flatten()
+            .unwrap();
+        let predicted = record.has_available_player_sessions();
+        let created = players.create_player_session(join(id, "probe")).await.is_ok();
+        assert_eq!(created, predicted, "{id}");
+        said.push(predicted);
+    }
+    assert_eq!(said, [true, false, false, false, false]);
 }
