@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use berth_domain::game_session::fleet_of;
+use berth_domain::stored::SessionEventType;
 use berth_domain::validate::invalid;
 use berth_proto::session::v1::{self as pb, watch_session_events_response::Kind};
 use berth_store::sessions::{self as store, SessionEventEntry, Subject};
@@ -325,7 +326,10 @@ impl Watch {
         mark: &Mark,
         entry: SessionEventEntry,
     ) -> Result<Option<pb::SessionEvent>, Status> {
-        let event_type = entry.event_type.to_proto();
+        // A type a newer release writes is passed over here rather than stopping the watch.
+        let Some(event_type) = entry.event_type.map(SessionEventType::to_proto) else {
+            return Ok(None);
+        };
         if !self.types.is_empty() && !self.types.contains(&event_type) {
             return Ok(None);
         }

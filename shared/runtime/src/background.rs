@@ -41,7 +41,7 @@ impl Background {
             loop {
                 tick.tick().await;
                 if let Err(err) = sweep().await {
-                    tracing::warn!(task, error = %err, "background sweep failed; trying again at the next tick");
+                    log_failure(task, None, &err);
                 }
             }
         });
@@ -62,13 +62,13 @@ impl Drop for Background {
 }
 
 /// Runs `per_fleet` for every fleet in turn. A fleet whose work fails is logged and counted
-/// (`berth_background_fleet_failures_total{task}`) and the others go on; its error is among those returned.
-/// Fails as a whole only when the fleets cannot be listed.
+/// (`berth_background_fleet_failures_total{task}`) and the others go on; it is among those returned, with its
+/// error. Fails as a whole only when the fleets cannot be listed.
 pub async fn for_each_fleet<F, Fut>(
     store: &Store,
     task: &'static str,
     mut per_fleet: F,
-) -> Result<Vec<StoreError>, StoreError>
+) -> Result<Vec<(String, StoreError)>, StoreError>
 where
     F: FnMut(String) -> Fut,
     Fut: Future<Output = Result<(), StoreError>>,
@@ -76,10 +76,20 @@ where
     let mut failed = Vec::new();
     for fleet in berth_store::game_servers::fleets(store).await? {
         if let Err(err) = per_fleet(fleet.clone()).await {
-            tracing::warn!(task, fleet = %fleet, error = %err, "background work for one fleet failed");
+            log_failure(task, Some(&fleet), &err);
             crate::metrics::background_fleet_failure(task);
-            failed.push(err);
+            failed.push((fleet, err));
         }
     }
     Ok(failed)
+}
+
+/// An outage is logged quietly: every tick would repeat it, and the health status already says Redis is
+/// unreachable. Anything else is worth a warning.
+fn log_failure(task: &'static str, fleet: Option<&str>, err: &StoreError) {
+    if matches!(err, StoreError::Unavailable(_)) {
+        tracing::debug!(task, fleet, error = %err, "background work failed; trying again at the next tick");
+    } else {
+        tracing::warn!(task, fleet, error = %err, "background work failed; trying again at the next tick");
+    }
 }

@@ -285,7 +285,11 @@ async fn preload_library(store: Store) {
     loop {
         match berth_store::scripts::preload(&store).await {
             Ok(()) => return,
-            Err(err) => tracing::debug!(error = %err, "function library not loaded yet; retrying"),
+            Err(err @ berth_store::StoreError::Unavailable(_)) => {
+                tracing::debug!(error = %err, "function library not loaded yet; retrying")
+            }
+            // Redis older than 7, or a user without FUNCTION LOAD: nothing will work until someone acts.
+            Err(err) => tracing::warn!(error = %err, "cannot load the function library; retrying"),
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }

@@ -7,7 +7,7 @@
 //! well within a client's deadline instead of a hang.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
@@ -89,6 +89,11 @@ struct Inner {
     config: RedisConfig,
     connections: OnceCell<Box<[Connection]>>,
     next: AtomicUsize,
+    /// Held while the library is loaded after Redis lost it, so that the calls that found it missing at once wait
+    /// for one load instead of each making its own.
+    reloading: tokio::sync::Mutex<()>,
+    /// How many such loads were made.
+    reloads: AtomicU64,
 }
 
 impl Store {
@@ -99,6 +104,8 @@ impl Store {
                 config,
                 connections: OnceCell::new(),
                 next: AtomicUsize::new(0),
+                reloading: tokio::sync::Mutex::new(()),
+                reloads: AtomicU64::new(0),
             }),
         }
     }
@@ -160,22 +167,30 @@ impl Store {
     /// missing (it restarted, failed over, or is a new node), the library is loaded and the call made once more.
     pub async fn invoke<T: FromRedisValue>(&self, call: &FunctionCall<'_>) -> Result<T, StoreError> {
         let cmd = call.command();
+        let reloads = self.inner.reloads.load(Ordering::Acquire);
         let mut conn = self.connection().await?;
         match self.within_timeout(cmd.query_async(&mut conn)).await? {
             Err(err) if is_missing_function(&err) => {
-                self.load_library().await?;
+                let _one_at_a_time = self.inner.reloading.lock().await;
+                if self.inner.reloads.load(Ordering::Acquire) == reloads {
+                    self.load_library().await?;
+                    self.inner.reloads.fetch_add(1, Ordering::AcqRel);
+                }
                 self.bounded(cmd.query_async(&mut conn)).await
             }
             result => result.map_err(StoreError::from),
         }
     }
 
-    /// Loads the library, replacing one of the same name: on a cluster, on every primary.
+    /// Loads the library: on a cluster, on every primary. A library of the same name is the same code (the name
+    /// carries a digest of it), so where it is loaded already nothing is compiled again.
     pub async fn load_library(&self) -> Result<(), StoreError> {
         let mut load = redis::cmd("FUNCTION");
-        load.arg("LOAD").arg("REPLACE").arg(&library().source);
-        let _: redis::Value = self.query(&load).await?;
-        Ok(())
+        load.arg("LOAD").arg(&library().source);
+        match self.query::<redis::Value>(&load).await {
+            Err(StoreError::Unexpected(message)) if message.contains("already exists") => Ok(()),
+            result => result.map(|_| ()),
+        }
     }
 
     /// Checks that Redis answers on every connection, so that "reachable" means every request can get through,
@@ -210,7 +225,10 @@ impl Store {
 
 /// Whether Redis refused a call because the function is not loaded there.
 fn is_missing_function(err: &redis::RedisError) -> bool {
-    err.to_string().contains("Function not found")
+    err.code() == Some("ERR")
+        && err
+            .detail()
+            .is_some_and(|detail| detail.starts_with("Function not found"))
 }
 
 /// Requests are small and latency-bound: Nagle's algorithm would hold a script call back waiting for more.

@@ -22,8 +22,8 @@ pub enum Subject {
 pub struct SessionEventEntry {
     /// Its position in the fleet's stream.
     pub position: String,
-    /// What happened.
-    pub event_type: SessionEventType,
+    /// What happened; `None` for a type this release does not know (written by a newer one during an upgrade).
+    pub event_type: Option<SessionEventType>,
     /// When it happened, ms since the epoch.
     pub time_ms: i64,
     pub subject: Subject,
@@ -48,8 +48,7 @@ fn decode(fleet_id: &str, position: String, pairs: &[String]) -> Result<SessionE
     };
     Ok(SessionEventEntry {
         position,
-        event_type: SessionEventType::parse(&field("type"))
-            .ok_or_else(|| unexpected("session event", format!("type {:?}", field("type"))))?,
+        event_type: SessionEventType::parse(&field("type")),
         time_ms: field("t").parse().unwrap_or(0),
         subject,
     })
