@@ -40,7 +40,7 @@ fn fleet(game_session_id: &str) -> Result<&str, Status> {
 
 /// NOT_FOUND for a fleet no server ever joined, as the contract asks of listings and searches.
 async fn known_fleet(store: &berth_store::Store, fleet_id: &str) -> Result<(), Status> {
-    if berth_store::game_servers::fleet_exists(store, fleet_id).await? {
+    if berth_store::fleets::fleet_exists(store, fleet_id).await? {
         Ok(())
     } else {
         Err(Status::not_found(format!("no fleet {fleet_id:?}")))

@@ -7,7 +7,7 @@ use berth_domain::game_session::{PlayerSessionStatus, check, fleet_of, new_playe
 use berth_domain::validate::invalid;
 use berth_proto::session::v1::player_session_service_server::PlayerSessionService;
 use berth_proto::session::v1::{self as pb, describe_player_sessions_request::Selector};
-use berth_store::game_servers::fleets;
+use berth_store::fleets::fleets;
 use berth_store::sessions::{self as store, Page, PlayerSource, PlayersCreated};
 use tonic::{Request, Response, Status};
 

@@ -121,7 +121,7 @@ pub(crate) async fn open(context: Arc<Context>, req: pb::WatchSessionEventsReque
     let (listed_at, mut fleet_ids) = if fixed {
         (None, req.fleet_ids.clone())
     } else {
-        let (now, fleet_ids) = store::fleets_now(&context.store).await?;
+        let (now, fleet_ids) = berth_store::fleets::fleets_now(&context.store).await?;
         (Some(now), fleet_ids)
     };
     fleet_ids.sort_unstable();
@@ -255,7 +255,7 @@ impl Watch {
         // positions after its time.
         let mut reached = None;
         if !self.fixed {
-            let (now, fleet_ids) = store::fleets_now(&self.context.store).await?;
+            let (now, fleet_ids) = berth_store::fleets::fleets_now(&self.context.store).await?;
             self.fleet_ids = fleet_ids;
             reached = Some(Mark::before(now));
         }

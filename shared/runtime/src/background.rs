@@ -74,7 +74,7 @@ where
     Fut: Future<Output = Result<(), StoreError>>,
 {
     let mut failed = Vec::new();
-    for fleet in berth_store::game_servers::fleets(store).await? {
+    for fleet in berth_store::fleets::fleets(store).await? {
         if let Err(err) = per_fleet(fleet.clone()).await {
             log_failure(task, Some(&fleet), &err);
             crate::metrics::background_fleet_failure(task);

@@ -4,7 +4,9 @@
 use berth_domain::game_server::{ClaimTiers, GameServerRecord, InstanceStatus, UtilizationChange};
 use berth_domain::process::COUNTERS_MAX;
 
-use crate::keys::{FLEETS, FleetKeys};
+use crate::codec::unexpected;
+use crate::fleets;
+use crate::keys::FleetKeys;
 use crate::scripts::scripts;
 use crate::{Store, StoreError};
 
@@ -43,10 +45,6 @@ pub(crate) fn decode_reply(fleet_id: &str, raw: Vec<String>) -> Result<Reply, St
 /// How a yes/no argument travels to a script.
 fn flag(on: bool) -> &'static str {
     if on { "1" } else { "0" }
-}
-
-pub(crate) fn unexpected(script: &str, what: impl std::fmt::Debug) -> StoreError {
-    StoreError::Unexpected(format!("{script} answered {what:?}"))
 }
 
 pub(crate) fn present(reply: Reply, script: &str) -> Result<GameServerRecord, StoreError> {
@@ -92,9 +90,7 @@ pub async fn register(store: &Store, reg: &Registration<'_>) -> Result<Registere
         .arg(reg.instance_id)
         .arg(reg.connection_info)
         .arg(reg.game_server_data);
-    // The fleet index lives in a slot of its own, so it is written beside the script, and first: adding is
-    // idempotent, and a fleet listed without servers costs the sweep one empty look.
-    let _: i64 = store.query(redis::cmd("SADD").arg(FLEETS).arg(reg.fleet_id)).await?;
+    fleets::enlist(store, reg.fleet_id).await?;
     let reply = decode_reply(reg.fleet_id, store.invoke(&call).await?)?;
     match reply.outcome.as_str() {
         "REGISTERED" => Ok(Registered::New(Box::new(present(reply, "register")?))),
@@ -375,17 +371,6 @@ pub struct Expired {
     pub available: u64,
     /// Servers claimed now.
     pub claimed: u64,
-}
-
-/// The fleets that have registered servers, for sweeps.
-pub async fn fleets(store: &Store) -> Result<Vec<String>, StoreError> {
-    store.query(redis::cmd("SMEMBERS").arg(FLEETS)).await
-}
-
-/// Whether a fleet is known: one of its game servers registered (fleets have no records of their own until the
-/// fleet service keeps them).
-pub async fn fleet_exists(store: &Store, fleet_id: &str) -> Result<bool, StoreError> {
-    store.query(redis::cmd("SISMEMBER").arg(FLEETS).arg(fleet_id)).await
 }
 
 /// Counts of one fleet's pool, for metrics: (claimable now, claimed now).

@@ -10,12 +10,12 @@ use berth_domain::process::Registration;
 use berth_domain::stored::{GameState, TerminationReason};
 use redis::Value;
 
-use crate::game_servers::{
-    Reply, Update, Updated, decode_reply, describe_reply, present, unexpected, update_call, updated,
-};
-use crate::keys::{FLEETS, FleetKeys, push_channel};
+use crate::codec::unexpected;
+use crate::codec::{game_session, player_session, strings};
+use crate::fleets;
+use crate::game_servers::{Reply, Update, Updated, decode_reply, describe_reply, present, update_call, updated};
+use crate::keys::{FleetKeys, push_channel};
 use crate::scripts::{FunctionCall, LuaScript, scripts};
-use crate::sessions::{game_session, player_session, strings};
 use crate::{Store, StoreError};
 
 /// The health monitor's timings, in ms, as the scripts need them.
@@ -293,8 +293,7 @@ pub async fn attach(store: &Store, attach: &Attach<'_>, timings: &Timings) -> Re
     for (field, value) in attach.fields {
         call.arg(*field).arg(value);
     }
-    // Written first and idempotently, as for registrations: the monitor visits the fleets listed here.
-    let _: i64 = store.query(redis::cmd("SADD").arg(FLEETS).arg(attach.fleet_id)).await?;
+    fleets::enlist(store, attach.fleet_id).await?;
     let reply = decode_reply(attach.fleet_id, store.invoke(&call).await?)?;
     let field = |name: &str| {
         reply

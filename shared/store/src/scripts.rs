@@ -196,7 +196,7 @@ const FUNCTIONS: [(&str, &str, bool); 30] = [
     ("page_sessions", include_str!("sessions/page.lua"), true),
     ("search_sessions", include_str!("sessions/search.lua"), true),
     ("read_events", include_str!("sessions/read_events.lua"), true),
-    ("fleets_now", include_str!("sessions/fleets_now.lua"), true),
+    ("fleets_now", include_str!("fleets_now.lua"), true),
 ];
 
 static LIBRARY: LazyLock<Library> = LazyLock::new(|| {

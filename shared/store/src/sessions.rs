@@ -1,14 +1,11 @@
 //! Typed calls over game sessions and player sessions. Every change is one script over the fleet's slot (see
 //! `sessions/lib.lua` for the keys): creation picks the server and places the session in the same step, and a
 //! player session's slot is taken by the script that checks the count, so that no race can overfill a session or
-//! place two sessions on one server. Replies are decoded here, in one place.
+//! place two sessions on one server. Replies are decoded with the store's codec.
 
-use std::collections::HashMap;
+use berth_domain::game_session::GameSessionRecord;
 
-use berth_domain::game_session::{GameSessionRecord, GameSessionStatus, PlayerSessionRecord, PlayerSessionStatus};
-use redis::Value;
-
-use crate::game_servers::unexpected;
+use crate::codec::{game_session, unexpected};
 use crate::keys::FleetKeys;
 use crate::processes::{Routing, process_call};
 use crate::scripts::scripts;
@@ -18,7 +15,7 @@ mod events;
 mod players;
 mod reads;
 
-pub use events::{EventsRead, SessionEventEntry, Subject, fleets_now, game_session_data, parse_position, read_events};
+pub use events::{EventsRead, SessionEventEntry, Subject, game_session_data, parse_position, read_events};
 pub use players::{
     Accepted, NewPlayer, PlayersCreated, Removed, accept_player_session, create_player_sessions, remove_player_session,
 };
@@ -26,102 +23,6 @@ pub use reads::{
     IndexScan, Page, PlayerSource, list_game_sessions, list_player_sessions, read_game_sessions, read_player_sessions,
     search_chunk, search_count,
 };
-
-/// Fields of a stored record by name.
-type Fields = HashMap<String, String>;
-
-pub(crate) fn strings(script: &str, value: &Value) -> Result<Vec<String>, StoreError> {
-    redis::from_redis_value_ref(value).map_err(|_| unexpected(script, "a malformed reply"))
-}
-
-fn fields(pairs: &[String]) -> Fields {
-    pairs
-        .chunks_exact(2)
-        .map(|pair| (pair[0].clone(), pair[1].clone()))
-        .collect()
-}
-
-fn ms(fields: &Fields, name: &str) -> Option<i64> {
-    fields.get(name).and_then(|value| value.parse().ok())
-}
-
-fn count(fields: &Fields, name: &str) -> u32 {
-    fields.get(name).and_then(|value| value.parse().ok()).unwrap_or(0)
-}
-
-fn take(fields: &mut Fields, name: &str) -> String {
-    fields.remove(name).unwrap_or_default()
-}
-
-/// Game properties as stored: JSON `[[key, value], ...]` (Lua's cjson writes an empty list as `{}`).
-pub(crate) fn properties(json: &str) -> Result<Vec<(String, String)>, StoreError> {
-    match json {
-        "" | "[]" | "{}" => Ok(Vec::new()),
-        json => serde_json::from_str(json).map_err(|err| unexpected("game session", err.to_string())),
-    }
-}
-
-/// A game session from its stored fields (a flat name/value list); `None` when empty (unknown or expired).
-pub(crate) fn game_session(pairs: &[String]) -> Result<Option<GameSessionRecord>, StoreError> {
-    if pairs.is_empty() {
-        return Ok(None);
-    }
-    let mut f = fields(pairs);
-    let properties = properties(f.get("props").map_or("", String::as_str))?;
-    Ok(Some(GameSessionRecord {
-        status: f.get("status").and_then(|status| GameSessionStatus::parse(status)),
-        creation_ms: ms(&f, "c_ms").unwrap_or(0),
-        activation_deadline_ms: ms(&f, "act_by_ms"),
-        activation_ms: ms(&f, "act_ms"),
-        termination_ms: ms(&f, "end_ms"),
-        termination_deadline_ms: ms(&f, "term_by_ms"),
-        current_players: count(&f, "cur"),
-        maximum_players: count(&f, "max"),
-        port: count(&f, "port"),
-        accepts_players: f.get("accept").map(String::as_str) == Some("1"),
-        protected: f.get("prot").map(String::as_str) == Some("1"),
-        server_ending: f.get("srv_end").map(String::as_str) == Some("1"),
-        properties,
-        game_session_id: take(&mut f, "id"),
-        fleet_id: take(&mut f, "fleet"),
-        location: take(&mut f, "loc"),
-        game_server_id: take(&mut f, "server"),
-        instance_id: take(&mut f, "inst"),
-        ip_address: take(&mut f, "ip"),
-        dns_name: take(&mut f, "dns"),
-        status_reason: take(&mut f, "reason"),
-        name: take(&mut f, "name"),
-        game_session_data: take(&mut f, "data"),
-        matchmaker_data: take(&mut f, "mm"),
-        creator_id: take(&mut f, "creator"),
-        placement_id: take(&mut f, "placement"),
-    }))
-}
-
-/// A player session from its stored fields and its game session's `{loc, ip, dns, port}`.
-pub(crate) fn player_session(fleet_id: &str, pairs: &[String], endpoint: &[String]) -> Option<PlayerSessionRecord> {
-    if pairs.is_empty() {
-        return None;
-    }
-    let mut f = fields(pairs);
-    let at = |i: usize| endpoint.get(i).cloned().unwrap_or_default();
-    Some(PlayerSessionRecord {
-        status: f.get("status").and_then(|status| PlayerSessionStatus::parse(status)),
-        creation_ms: ms(&f, "c_ms").unwrap_or(0),
-        reserved_until_ms: ms(&f, "until_ms"),
-        activation_ms: ms(&f, "act_ms"),
-        termination_ms: ms(&f, "end_ms"),
-        player_session_id: take(&mut f, "id"),
-        player_id: take(&mut f, "player"),
-        game_session_id: take(&mut f, "gs"),
-        player_data: take(&mut f, "data"),
-        fleet_id: fleet_id.to_owned(),
-        location: at(0),
-        ip_address: at(1),
-        dns_name: at(2),
-        port: at(3).parse().unwrap_or(0),
-    })
-}
 
 /// Decodes `{outcome, now_ms, replica, version, detail, session fields...}`.
 fn routed_session(

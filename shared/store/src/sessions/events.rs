@@ -4,9 +4,9 @@
 use berth_domain::game_session::{GameSessionRecord, PlayerSessionRecord};
 use berth_domain::stored::SessionEventType;
 
-use super::{game_session, player_session};
-use crate::game_servers::unexpected;
-use crate::keys::{FLEETS, FleetKeys};
+use crate::codec::unexpected;
+use crate::codec::{game_session, player_session};
+use crate::keys::FleetKeys;
 use crate::scripts::scripts;
 use crate::{Store, StoreError};
 
@@ -96,15 +96,6 @@ pub async fn read_events(store: &Store, fleet_id: &str, start: &str, count: usiz
         },
         entries,
     })
-}
-
-/// Every fleet with session events, and the time, ms since the epoch, on the node holding their list when it was
-/// read: a fleet added later is added at or after it.
-pub async fn fleets_now(store: &Store) -> Result<(u64, Vec<String>), StoreError> {
-    let mut call = scripts().fleets_now.prepare();
-    call.key(FLEETS);
-    let (now, fleets): (String, Vec<String>) = store.invoke(&call).await?;
-    Ok((now.parse().map_err(|_| unexpected("fleets_now", &now))?, fleets))
 }
 
 /// A position as a comparable pair; `None` when malformed.

@@ -4,8 +4,8 @@
 use berth_domain::game_session::PlayerSessionRecord;
 use redis::Value;
 
-use super::{player_session, strings};
-use crate::game_servers::unexpected;
+use crate::codec::unexpected;
+use crate::codec::{player_session, strings};
 use crate::keys::FleetKeys;
 use crate::processes::process_call;
 use crate::scripts::scripts;

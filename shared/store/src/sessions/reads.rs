@@ -3,8 +3,8 @@
 use berth_domain::game_session::{GameSessionRecord, GameSessionStatus, PlayerSessionRecord};
 use redis::Value;
 
-use super::{game_session, player_session, properties, strings};
-use crate::game_servers::unexpected;
+use crate::codec::unexpected;
+use crate::codec::{game_session, player_session, properties, strings};
 use crate::keys::FleetKeys;
 use crate::processes::process_call;
 use crate::scripts::scripts;

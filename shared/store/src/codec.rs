@@ -1,0 +1,111 @@
+//! How what Redis answers becomes Berth's records: the one place that reads stored hashes and script replies that
+//! more than one area of the store sees (a process's desired state holds game sessions; a game session's scripts
+//! answer with them), so that no area has to import another's decoders.
+
+use std::collections::HashMap;
+
+use berth_domain::game_session::{GameSessionRecord, GameSessionStatus, PlayerSessionRecord, PlayerSessionStatus};
+use redis::Value;
+
+use crate::StoreError;
+
+/// A reply that does not have the shape its script promises.
+pub(crate) fn unexpected(script: &str, what: impl std::fmt::Debug) -> StoreError {
+    StoreError::Unexpected(format!("{script} answered {what:?}"))
+}
+
+/// Fields of a stored record by name.
+type Fields = HashMap<String, String>;
+
+pub(crate) fn strings(script: &str, value: &Value) -> Result<Vec<String>, StoreError> {
+    redis::from_redis_value_ref(value).map_err(|_| unexpected(script, "a malformed reply"))
+}
+
+fn fields(pairs: &[String]) -> Fields {
+    pairs
+        .chunks_exact(2)
+        .map(|pair| (pair[0].clone(), pair[1].clone()))
+        .collect()
+}
+
+fn ms(fields: &Fields, name: &str) -> Option<i64> {
+    fields.get(name).and_then(|value| value.parse().ok())
+}
+
+fn count(fields: &Fields, name: &str) -> u32 {
+    fields.get(name).and_then(|value| value.parse().ok()).unwrap_or(0)
+}
+
+fn take(fields: &mut Fields, name: &str) -> String {
+    fields.remove(name).unwrap_or_default()
+}
+
+/// Game properties as stored: JSON `[[key, value], ...]` (Lua's cjson writes an empty list as `{}`).
+pub(crate) fn properties(json: &str) -> Result<Vec<(String, String)>, StoreError> {
+    match json {
+        "" | "[]" | "{}" => Ok(Vec::new()),
+        json => serde_json::from_str(json).map_err(|err| unexpected("game session", err.to_string())),
+    }
+}
+
+/// A game session from its stored fields (a flat name/value list); `None` when empty (unknown or expired).
+pub(crate) fn game_session(pairs: &[String]) -> Result<Option<GameSessionRecord>, StoreError> {
+    if pairs.is_empty() {
+        return Ok(None);
+    }
+    let mut f = fields(pairs);
+    let properties = properties(f.get("props").map_or("", String::as_str))?;
+    Ok(Some(GameSessionRecord {
+        status: f.get("status").and_then(|status| GameSessionStatus::parse(status)),
+        creation_ms: ms(&f, "c_ms").unwrap_or(0),
+        activation_deadline_ms: ms(&f, "act_by_ms"),
+        activation_ms: ms(&f, "act_ms"),
+        termination_ms: ms(&f, "end_ms"),
+        termination_deadline_ms: ms(&f, "term_by_ms"),
+        current_players: count(&f, "cur"),
+        maximum_players: count(&f, "max"),
+        port: count(&f, "port"),
+        accepts_players: f.get("accept").map(String::as_str) == Some("1"),
+        protected: f.get("prot").map(String::as_str) == Some("1"),
+        server_ending: f.get("srv_end").map(String::as_str) == Some("1"),
+        properties,
+        game_session_id: take(&mut f, "id"),
+        fleet_id: take(&mut f, "fleet"),
+        location: take(&mut f, "loc"),
+        game_server_id: take(&mut f, "server"),
+        instance_id: take(&mut f, "inst"),
+        ip_address: take(&mut f, "ip"),
+        dns_name: take(&mut f, "dns"),
+        status_reason: take(&mut f, "reason"),
+        name: take(&mut f, "name"),
+        game_session_data: take(&mut f, "data"),
+        matchmaker_data: take(&mut f, "mm"),
+        creator_id: take(&mut f, "creator"),
+        placement_id: take(&mut f, "placement"),
+    }))
+}
+
+/// A player session from its stored fields and its game session's `{loc, ip, dns, port}`.
+pub(crate) fn player_session(fleet_id: &str, pairs: &[String], endpoint: &[String]) -> Option<PlayerSessionRecord> {
+    if pairs.is_empty() {
+        return None;
+    }
+    let mut f = fields(pairs);
+    let at = |i: usize| endpoint.get(i).cloned().unwrap_or_default();
+    Some(PlayerSessionRecord {
+        status: f.get("status").and_then(|status| PlayerSessionStatus::parse(status)),
+        creation_ms: ms(&f, "c_ms").unwrap_or(0),
+        reserved_until_ms: ms(&f, "until_ms"),
+        activation_ms: ms(&f, "act_ms"),
+        termination_ms: ms(&f, "end_ms"),
+        player_session_id: take(&mut f, "id"),
+        player_id: take(&mut f, "player"),
+        game_session_id: take(&mut f, "gs"),
+        player_data: take(&mut f, "data"),
+        fleet_id: fleet_id.to_owned(),
+        location: at(0),
+        ip_address: at(1),
+        dns_name: at(2),
+        port: at(3).parse().unwrap_or(0),
+    })
+}

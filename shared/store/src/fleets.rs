@@ -1,0 +1,35 @@
+//! The fleet registry. Until the fleet service keeps fleet records, a fleet is known once one of its game servers
+//! registered: its id is added to one set, beside (never inside) the fleet's own scripts, since the set has a slot
+//! of its own. Sweeps and watches of every fleet start here.
+
+use crate::codec::unexpected;
+use crate::keys::FLEETS;
+use crate::scripts::scripts;
+use crate::{Store, StoreError};
+
+/// The fleets that have registered servers, for sweeps.
+pub async fn fleets(store: &Store) -> Result<Vec<String>, StoreError> {
+    store.query(redis::cmd("SMEMBERS").arg(FLEETS)).await
+}
+
+/// Whether a fleet is known: one of its game servers registered (fleets have no records of their own until the
+/// fleet service keeps them).
+pub async fn fleet_exists(store: &Store, fleet_id: &str) -> Result<bool, StoreError> {
+    store.query(redis::cmd("SISMEMBER").arg(FLEETS).arg(fleet_id)).await
+}
+
+/// Every fleet, and the time, ms since the epoch, on the node holding their list when it was
+/// read: a fleet added later is added at or after it.
+pub async fn fleets_now(store: &Store) -> Result<(u64, Vec<String>), StoreError> {
+    let mut call = scripts().fleets_now.prepare();
+    call.key(FLEETS);
+    let (now, fleets): (String, Vec<String>) = store.invoke(&call).await?;
+    Ok((now.parse().map_err(|_| unexpected("fleets_now", &now))?, fleets))
+}
+
+/// Lists a fleet, before the first script that gives it a server: adding is idempotent, and a fleet listed without
+/// servers costs a sweep one empty look, while a server whose fleet is not listed would never be swept.
+pub(crate) async fn enlist(store: &Store, fleet_id: &str) -> Result<(), StoreError> {
+    let _: i64 = store.query(redis::cmd("SADD").arg(FLEETS).arg(fleet_id)).await?;
+    Ok(())
+}
