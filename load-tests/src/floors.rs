@@ -6,7 +6,7 @@ use berth_domain::game_server::check_claim_filter;
 use berth_domain::validate::Violations;
 use berth_sdk::AuthedChannel;
 use berth_store::Store;
-use berth_store::game_servers::{self as store, Claim, Claimed, Registered, Registration};
+use berth_store::pool::{self as store, Claim, Claimed, Registered, Registration};
 use tonic::{Code, Status};
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;

@@ -8,7 +8,7 @@ use berth_proto::placement::v1::ClaimGameServerRequest;
 use berth_proto::placement::v1::claim_service_client::ClaimServiceClient;
 use berth_runtime::auth::Role;
 use berth_store::Store;
-use berth_store::game_servers::pool_sizes;
+use berth_store::pool::pool_sizes;
 use tonic::Code;
 
 use crate::Failure;

@@ -6,7 +6,7 @@ use berth_proto::health::v1 as pb;
 use berth_proto::health::v1::game_server_service_server::GameServerService;
 use berth_runtime::auth::{Caller, Role};
 use berth_store::Store;
-use berth_store::game_servers::{self as store, Deregistered, Registered, Registration, Update, Updated};
+use berth_store::pool::{self as store, Deregistered, Registered, Registration, Update, Updated};
 use berth_store::processes::{self, Terminating};
 use std::sync::Arc;
 

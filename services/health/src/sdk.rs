@@ -20,7 +20,7 @@ use berth_proto::common::v1::{Endpoint, KeyValue};
 use berth_proto::health::v1::sdk_service_server::SdkService;
 use berth_proto::health::v1::{self as pb, attach_request::Kind as Ask, attach_response::Kind as Tell};
 use berth_runtime::auth::Caller;
-use berth_store::game_servers::{Update, Updated};
+use berth_store::pool::{Update, Updated};
 use berth_store::processes::{
     self as store, Announcement, Attach, Attached, Described, Desired, LateEndpoint, ProcessRef, ProcessUpdated,
 };

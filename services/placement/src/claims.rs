@@ -4,7 +4,7 @@ use berth_domain::game_server as domain;
 use berth_proto::placement::v1 as pb;
 use berth_proto::placement::v1::claim_service_server::ClaimService;
 use berth_store::Store;
-use berth_store::game_servers::{self as store, Claim, Claimed};
+use berth_store::pool::{self as store, Claim, Claimed};
 use tonic::{Request, Response, Status};
 
 /// The handlers, over the shared store.

@@ -6,7 +6,7 @@ use berth_runtime::for_each_fleet;
 
 use crate::metrics;
 use berth_store::Store;
-use berth_store::game_servers as pool;
+use berth_store::pool;
 
 /// Most claims one sweep of one fleet hands back; the rest wait for the next sweep.
 const SWEEP_LIMIT: u32 = 1000;

@@ -96,7 +96,7 @@ fn instance_status(fleet: &str, instance: &str, status: hpb::InstanceStatus) -> 
 
 /// (claimable, claimed) servers of a fleet, read straight from Redis.
 async fn pool_sizes(store: &Store, fleet: &str) -> (u64, u64) {
-    berth_store::game_servers::pool_sizes(store, fleet).await.unwrap()
+    berth_store::pool::pool_sizes(store, fleet).await.unwrap()
 }
 
 fn describe(fleet: &str, id: &str) -> DescribeGameServerRequest {

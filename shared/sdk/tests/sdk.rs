@@ -8,7 +8,7 @@ use berth_proto::health::v1 as pb;
 use berth_proto::health::v1::game_server_service_client::GameServerServiceClient;
 use berth_runtime::auth::Role;
 use berth_store::Store;
-use berth_store::game_servers::pool_sizes;
+use berth_store::pool::pool_sizes;
 use berth_store::processes::{FleetEvent, recent_events};
 use berth_testkit::{
     BinaryProcess, ExampleGameServer, RunningService, TestRedis, game_session_status, place_game_session,

@@ -30,7 +30,7 @@ impl FleetKeys {
         }
     }
 
-    /// Hash of one game server (fields are listed in `game_servers/lib.lua`).
+    /// Hash of one game server (fields are listed in `pool/lib.lua`).
     pub fn game_server(&self, game_server_id: &str) -> String {
         format!("{}{game_server_id}", self.game_server_prefix())
     }

@@ -1,15 +1,16 @@
 //! Berth's only state lives in Redis; this crate is the one way the services reach it.
 //!
 //! It hides whether Redis is a single node or a cluster ([`Store`]), names every key ([`keys`]), runs the Lua
-//! scripts that make each state change atomic ([`scripts`]), and turns Redis failures into gRPC statuses that a
-//! client can act on ([`StoreError`]). The typed calls of each domain area live in their own module.
+//! functions that make each state change atomic ([`scripts`]), and turns Redis failures into gRPC statuses that a
+//! client can act on ([`StoreError`]). The typed calls of each data area live in their own module, each using only
+//! the areas before it: [`fleets`], then the [`pool`] of game servers, then [`processes`], then [`sessions`].
 
 mod codec;
 mod connection;
 mod error;
 pub mod fleets;
-pub mod game_servers;
 pub mod keys;
+pub mod pool;
 pub mod processes;
 mod pubsub;
 pub mod scripts;
@@ -28,7 +29,7 @@ mod tests {
     const LAYERS: [&[&str]; 5] = [
         &["codec", "connection", "error", "keys", "pubsub", "scripts"],
         &["fleets"],
-        &["game_servers"],
+        &["pool"],
         &["processes"],
         &["sessions"],
     ];

@@ -13,8 +13,8 @@ use redis::Value;
 use crate::codec::unexpected;
 use crate::codec::{game_session, player_session, strings};
 use crate::fleets;
-use crate::game_servers::{Reply, Update, Updated, decode_reply, describe_reply, present, update_call, updated};
 use crate::keys::{FleetKeys, push_channel};
+use crate::pool::{Reply, Update, Updated, decode_reply, describe_reply, present, update_call, updated};
 use crate::scripts::{FunctionCall, LuaScript, scripts};
 use crate::{Store, StoreError};
 
@@ -126,7 +126,7 @@ pub enum ProcessUpdated {
     TooManyCounters,
 }
 
-/// Changes a process's own record (UpdateServer): data and utilization as [`crate::game_servers::update`] does,
+/// Changes a process's own record (UpdateServer): data and utilization as [`crate::pool::update`] does,
 /// labels replaced when given, counters merged (a count and capacity of 0 removes one).
 pub async fn update(
     store: &Store,

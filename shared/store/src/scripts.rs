@@ -138,7 +138,7 @@ fn digest(text: &str) -> u64 {
 
 /// The helpers every function may call, in the order they build on each other.
 const HELPERS: [&str; 4] = [
-    include_str!("game_servers/lib.lua"),
+    include_str!("pool/lib.lua"),
     include_str!("processes/lib.lua"),
     include_str!("sessions/lib.lua"),
     include_str!("processes/lose.lua"),
@@ -147,22 +147,18 @@ const HELPERS: [&str; 4] = [
 /// Every function: its field in [`Scripts`], its body (which sees its keys and arguments as KEYS and ARGV), and
 /// whether it only reads.
 const FUNCTIONS: [(&str, &str, bool); 30] = [
-    ("register_game_server", include_str!("game_servers/register.lua"), false),
-    ("update_game_server", include_str!("game_servers/update.lua"), false),
-    (
-        "deregister_game_server",
-        include_str!("game_servers/deregister.lua"),
-        false,
-    ),
-    ("describe_game_server", include_str!("game_servers/describe.lua"), true),
-    ("list_game_servers", include_str!("game_servers/list.lua"), true),
+    ("register_game_server", include_str!("pool/register.lua"), false),
+    ("update_game_server", include_str!("pool/update.lua"), false),
+    ("deregister_game_server", include_str!("pool/deregister.lua"), false),
+    ("describe_game_server", include_str!("pool/describe.lua"), true),
+    ("list_game_servers", include_str!("pool/list.lua"), true),
     (
         "set_instance_status",
-        include_str!("game_servers/set_instance_status.lua"),
+        include_str!("pool/set_instance_status.lua"),
         false,
     ),
-    ("claim_game_server", include_str!("game_servers/claim.lua"), false),
-    ("expire_claims", include_str!("game_servers/expire_claims.lua"), false),
+    ("claim_game_server", include_str!("pool/claim.lua"), false),
+    ("expire_claims", include_str!("pool/expire_claims.lua"), false),
     ("attach_process", include_str!("processes/attach.lua"), false),
     ("detach_process", include_str!("processes/detach.lua"), false),
     ("process_ready", include_str!("processes/ready.lua"), false),

@@ -1,5 +1,6 @@
-//! Typed calls over a fleet's game servers: register, update, deregister, read, and claim. Each is one script,
-//! so one round trip, and each script's reply is decoded here in one place.
+//! The pool: a fleet's game servers, their claims and the instance tiers claims take them in. Register, update,
+//! deregister, read, claim and expire claims; each is one function, so one round trip, and each reply is decoded
+//! here in one place. Processes build on it (an SDK process is a game server too).
 
 use berth_domain::game_server::{ClaimTiers, GameServerRecord, InstanceStatus, UtilizationChange};
 use berth_domain::process::COUNTERS_MAX;
