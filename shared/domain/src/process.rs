@@ -200,6 +200,24 @@ pub fn check_heartbeat(heartbeat: &pb::Heartbeat) -> Result<(), Status> {
     v.into_result()
 }
 
+/// Checks an UpdatePlayerSessionCreationPolicy message of the SDK stream; whether it opens the session to players.
+pub fn check_creation_policy(req: &pb::UpdatePlayerSessionCreationPolicy) -> Result<bool, Status> {
+    use berth_proto::session::v1::PlayerSessionCreationPolicy as Policy;
+    let mut v = Violations::new();
+    let accepts = match req.player_session_creation_policy() {
+        Policy::AcceptAll => true,
+        Policy::DenyAll => false,
+        Policy::Unspecified => {
+            v.add(
+                "update_player_session_creation_policy.player_session_creation_policy",
+                "must be ACCEPT_ALL or DENY_ALL",
+            );
+            false
+        }
+    };
+    v.into_result().map(|()| accepts)
+}
+
 /// Checks a server's labels: at most [`LABELS_MAX`], keys unique and 1 to 32 characters, values at most 96.
 fn check_labels(v: &mut Violations, field: &str, labels: &[KeyValue]) {
     if labels.len() > LABELS_MAX {

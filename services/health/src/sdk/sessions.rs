@@ -10,6 +10,7 @@ use berth_domain::game_session::check::{
 };
 use berth_domain::game_session::{GameSessionRecord, PlayerSessionRecord, PlayerSessionStatus, fleet_of};
 use berth_domain::page_token::{digest, issue, redeem};
+use berth_domain::process::check_creation_policy;
 use berth_domain::validate::{Violations, invalid};
 use berth_proto::health::v1::{self as pb, reply::Result as Answer};
 use berth_proto::session::v1 as session;
@@ -168,13 +169,9 @@ impl ProcessStream {
         ) {
             return *answer;
         }
-        let accepts = match update.player_session_creation_policy() {
-            session::PlayerSessionCreationPolicy::AcceptAll => true,
-            session::PlayerSessionCreationPolicy::DenyAll => false,
-            session::PlayerSessionCreationPolicy::Unspecified => {
-                let field = "update_player_session_creation_policy.player_session_creation_policy";
-                return refusal(id, &invalid(field, "must be ACCEPT_ALL or DENY_ALL"));
-            }
+        let accepts = match check_creation_policy(&update) {
+            Ok(accepts) => accepts,
+            Err(status) => return refusal(id, &status),
         };
         // The server a session is placed on never changes, so reading it first is as good as checking it inside.
         match self.read(&update.game_session_id).await {
