@@ -4,26 +4,17 @@
 //! code and leaves the stream open; only protocol violations and a lost registration end it.
 
 use std::collections::{HashMap, HashSet};
-use std::hash::{DefaultHasher, Hash, Hasher};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Instant;
 
-use berth_domain::game_server::UtilizationChange;
-use berth_domain::game_session::{GameSessionRecord, GameSessionStatus};
-use berth_domain::process::{
-    Registration, check_heartbeat, check_ready, check_register, check_request_id, check_update_server,
-};
+use berth_domain::game_session::GameSessionStatus;
+use berth_domain::process::{Registration, check_heartbeat, check_ready, check_register, check_request_id};
 use berth_domain::stored::GameState;
 use berth_domain::validate::invalid;
-use berth_proto::common::v1::{Endpoint, KeyValue};
 use berth_proto::health::v1::sdk_service_server::SdkService;
 use berth_proto::health::v1::{self as pb, attach_request::Kind as Ask, attach_response::Kind as Tell};
 use berth_runtime::auth::Caller;
-use berth_store::pool::{Update, Updated};
-use berth_store::processes::{
-    self as store, Announcement, Attach, Attached, Described, Desired, LateEndpoint, ProcessRef, ProcessUpdated,
-};
+use berth_store::processes::{self as store, Announcement, Attach, Attached, Desired, LateEndpoint, ProcessRef};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::{Stream, StreamExt};
@@ -36,12 +27,16 @@ use crate::desired::{assignments, desired_state, terminate_process};
 use crate::heartbeats::Beat;
 use crate::streams::Command;
 
+mod budget;
+mod server;
 mod sessions;
+mod shape;
+
+use budget::{Budget, MESSAGES_PER_SECOND};
+use shape::Shape;
 
 /// Messages a stream may have waiting to go out, and commands waiting for its task.
 const QUEUE: usize = 16;
-/// Most messages a process may send within a second; more ends its stream with RESOURCE_EXHAUSTED.
-const MESSAGES_PER_SECOND: usize = 100;
 
 /// Where a stream's answers and pushes queue to go out. Boxed: a channel allocates its slots 32 at a time, and a
 /// slot the size of a message would cost each connected server ~20 KiB before it sends anything.
@@ -307,96 +302,12 @@ enum Flow {
     End(Option<Status>),
 }
 
-/// When a stream's last [`MESSAGES_PER_SECOND`] messages came, so that the one more that would make more than
-/// that within a second is caught exactly. Times are ms since the stream began, wrapping (a u32 spans 49 days;
-/// only differences under a second matter).
-struct Budget {
-    began: Instant,
-    times: Box<[u32; MESSAGES_PER_SECOND]>,
-    /// Where the next time goes: the oldest of the last [`MESSAGES_PER_SECOND`] once that many came.
-    next: usize,
-    full: bool,
-}
-
-impl Budget {
-    fn new() -> Budget {
-        Budget {
-            began: Instant::now(),
-            times: Box::new([0; MESSAGES_PER_SECOND]),
-            next: 0,
-            full: false,
-        }
-    }
-
-    /// Counts one message; `false` when it makes more than [`MESSAGES_PER_SECOND`] within a second.
-    fn spend(&mut self) -> bool {
-        let now = self.began.elapsed().as_millis() as u32;
-        if self.full && now.wrapping_sub(self.times[self.next]) < 1000 {
-            return false;
-        }
-        self.times[self.next] = now;
-        self.next = (self.next + 1) % MESSAGES_PER_SECOND;
-        self.full |= self.next == 0;
-        true
-    }
-}
-
 /// What the last heartbeat of this stream reported, for DescribeServer (the store has it only after the writer's
 /// next batch).
 struct Reported {
     healthy: bool,
     game_state: i32,
     players: Vec<String>,
-}
-
-/// What a hosted game session looked like when the process was last told of it, to tell it what changed.
-#[derive(Clone, Copy, PartialEq, Eq)]
-struct Shape {
-    maximum_players: u32,
-    accepts_players: bool,
-    /// Name and properties, hashed.
-    properties: u64,
-    /// Matchmaker data, hashed.
-    matchmaker_data: u64,
-}
-
-impl Shape {
-    fn of(session: &GameSessionRecord) -> Shape {
-        let hash = |value: &dyn Fn(&mut DefaultHasher)| {
-            let mut hasher = DefaultHasher::new();
-            value(&mut hasher);
-            hasher.finish()
-        };
-        Shape {
-            maximum_players: session.maximum_players,
-            accepts_players: session.accepts_players,
-            properties: hash(&|h| (&session.name, &session.properties).hash(h)),
-            matchmaker_data: hash(&|h| session.matchmaker_data.hash(h)),
-        }
-    }
-
-    /// The reason to tell of a change from `self` to `now`, if anything changed. One update carries the whole
-    /// session; when one request changed several things, the first of these names it.
-    fn change(self, now: Shape) -> Option<pb::GameSessionUpdateReason> {
-        use pb::GameSessionUpdateReason as Reason;
-        [
-            (
-                self.maximum_players != now.maximum_players,
-                Reason::MaximumPlayersUpdated,
-            ),
-            (
-                self.accepts_players != now.accepts_players,
-                Reason::PlayerSessionCreationPolicyUpdated,
-            ),
-            (
-                self.matchmaker_data != now.matchmaker_data,
-                Reason::MatchmakerDataUpdated,
-            ),
-            (self.properties != now.properties, Reason::PropertiesUpdated),
-        ]
-        .into_iter()
-        .find_map(|(changed, reason)| changed.then_some(reason))
-    }
 }
 
 /// The task serving one process's stream.
@@ -710,138 +621,5 @@ impl ProcessStream {
             )));
         }
         Flow::Continue
-    }
-
-    /// The server as it describes itself: its record, what it registered and last reported, its open sessions.
-    async fn description(&self, server: Described) -> Result<pb::ServerDescription, Status> {
-        let desired = self.desired().await?;
-        let Described { record, details } = server;
-        let (healthy, game_state, players) = match &self.reported {
-            Some(reported) => (reported.healthy, reported.game_state, reported.players.clone()),
-            None => {
-                let state = details
-                    .game_state
-                    .map_or(pb::GameState::Unspecified, GameState::to_proto);
-                (details.healthy, state as i32, Vec::new())
-            }
-        };
-        let health = if healthy {
-            pb::ProcessHealth::Healthy
-        } else {
-            pb::ProcessHealth::Unhealthy
-        };
-        Ok(pb::ServerDescription {
-            game_server: Some(record.into()),
-            registration_id: self.registration_id.to_string(),
-            game_state,
-            health: health as i32,
-            labels: details
-                .labels
-                .into_iter()
-                .map(|(key, value)| KeyValue { key, value })
-                .collect(),
-            counters: details
-                .counters
-                .into_iter()
-                .map(|(name, count, capacity)| pb::ServerCounter { name, count, capacity })
-                .collect(),
-            reserved_until_time: None,
-            game_session_ids: desired
-                .map(|desired| {
-                    desired
-                        .sessions
-                        .into_iter()
-                        .map(|hosted| hosted.session.game_session_id)
-                        .collect()
-                })
-                .unwrap_or_default(),
-            connected_player_ids: players,
-            max_concurrent_game_sessions: details.registration.max_sessions,
-            max_players: details.registration.max_players,
-            location: details.registration.location,
-            endpoint: Some(Endpoint {
-                ip_address: details.registration.ip_address,
-                dns_name: details.registration.dns_name,
-                port: details.registration.port,
-            }),
-            ports: details
-                .ports
-                .into_iter()
-                .map(|(name, port, protocol)| pb::ServerPort { name, port, protocol })
-                .collect(),
-        })
-    }
-
-    /// The reply carrying the server's description.
-    async fn described(&self, id: &str, server: Described) -> pb::AttachResponse {
-        match self.description(server).await {
-            Ok(description) => reply(id, Code::Ok, "", Some(pb::reply::Result::Server(description))),
-            Err(status) => refusal(id, &status),
-        }
-    }
-
-    async fn describe(&self, id: &str) -> pb::AttachResponse {
-        match store::describe(&self.context.store, &self.fleet_id, &self.game_server_id).await {
-            Ok(Some(server)) => self.described(id, server).await,
-            Ok(None) => reply(id, Code::NotFound, "this process is no longer registered", None),
-            Err(err) => reply(id, Code::Unavailable, err.to_string(), None),
-        }
-    }
-
-    async fn update(&self, id: &str, update: pb::UpdateServer) -> pb::AttachResponse {
-        if let Err(status) = check_update_server(&update) {
-            return refusal(id, &status);
-        }
-        let change = Update {
-            fleet_id: &self.fleet_id,
-            game_server_id: &self.game_server_id,
-            game_server_data: update.game_server_data.as_deref(),
-            utilization: if update.mark_utilized {
-                UtilizationChange::Utilized
-            } else {
-                UtilizationChange::Keep
-            },
-            healthy: false,
-            claim_id: None,
-            claimant_only: false,
-        };
-        let labels: Option<Vec<(String, String)>> = update.labels.map(|labels| {
-            labels
-                .labels
-                .into_iter()
-                .map(|label| (label.key, label.value))
-                .collect()
-        });
-        let counters: Vec<(String, i64, i64)> = update
-            .counters
-            .into_iter()
-            .map(|counter| (counter.name, counter.count, counter.capacity))
-            .collect();
-        match store::update(&self.context.store, &change, labels.as_deref(), &counters).await {
-            Ok(ProcessUpdated::Updated(Updated::Done(server))) => self.described(id, *server).await,
-            Ok(ProcessUpdated::Updated(Updated::NotFound)) => {
-                reply(id, Code::NotFound, "this process is no longer registered", None)
-            }
-            Ok(ProcessUpdated::Updated(Updated::ClaimLapsed)) => reply(
-                id,
-                Code::FailedPrecondition,
-                "its claim lapsed; it is in the pool again",
-                None,
-            ),
-            Ok(ProcessUpdated::Updated(Updated::AlreadyUtilized | Updated::NotClaimant)) => {
-                reply(id, Code::FailedPrecondition, "it is UTILIZED already", None)
-            }
-            Ok(ProcessUpdated::TooManyCounters) => refusal(
-                id,
-                &invalid(
-                    "update_server.counters",
-                    format!(
-                        "would leave the server more than {} counters; remove some (count and capacity 0)",
-                        berth_domain::process::COUNTERS_MAX
-                    ),
-                ),
-            ),
-            Err(err) => reply(id, Code::Unavailable, err.to_string(), None),
-        }
     }
 }

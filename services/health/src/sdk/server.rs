@@ -1,0 +1,149 @@
+//! What a process reads and changes of its own server record over its stream: DescribeServer (its record, what it
+//! registered and last reported, its open sessions) and UpdateServer (data, utilization, labels, counters).
+
+use berth_domain::game_server::UtilizationChange;
+use berth_domain::process::check_update_server;
+use berth_domain::stored::GameState;
+use berth_domain::validate::invalid;
+use berth_proto::common::v1::{Endpoint, KeyValue};
+use berth_proto::health::v1 as pb;
+use berth_store::pool::{Update, Updated};
+use berth_store::processes::{self as store, Described, ProcessUpdated};
+use tonic::{Code, Status};
+
+use super::{ProcessStream, refusal, reply};
+
+impl ProcessStream {
+    /// The server as it describes itself: its record, what it registered and last reported, its open sessions.
+    async fn description(&self, server: Described) -> Result<pb::ServerDescription, Status> {
+        let desired = self.desired().await?;
+        let Described { record, details } = server;
+        let (healthy, game_state, players) = match &self.reported {
+            Some(reported) => (reported.healthy, reported.game_state, reported.players.clone()),
+            None => {
+                let state = details
+                    .game_state
+                    .map_or(pb::GameState::Unspecified, GameState::to_proto);
+                (details.healthy, state as i32, Vec::new())
+            }
+        };
+        let health = if healthy {
+            pb::ProcessHealth::Healthy
+        } else {
+            pb::ProcessHealth::Unhealthy
+        };
+        Ok(pb::ServerDescription {
+            game_server: Some(record.into()),
+            registration_id: self.registration_id.to_string(),
+            game_state,
+            health: health as i32,
+            labels: details
+                .labels
+                .into_iter()
+                .map(|(key, value)| KeyValue { key, value })
+                .collect(),
+            counters: details
+                .counters
+                .into_iter()
+                .map(|(name, count, capacity)| pb::ServerCounter { name, count, capacity })
+                .collect(),
+            reserved_until_time: None,
+            game_session_ids: desired
+                .map(|desired| {
+                    desired
+                        .sessions
+                        .into_iter()
+                        .map(|hosted| hosted.session.game_session_id)
+                        .collect()
+                })
+                .unwrap_or_default(),
+            connected_player_ids: players,
+            max_concurrent_game_sessions: details.registration.max_sessions,
+            max_players: details.registration.max_players,
+            location: details.registration.location,
+            endpoint: Some(Endpoint {
+                ip_address: details.registration.ip_address,
+                dns_name: details.registration.dns_name,
+                port: details.registration.port,
+            }),
+            ports: details
+                .ports
+                .into_iter()
+                .map(|(name, port, protocol)| pb::ServerPort { name, port, protocol })
+                .collect(),
+        })
+    }
+
+    /// The reply carrying the server's description.
+    async fn described(&self, id: &str, server: Described) -> pb::AttachResponse {
+        match self.description(server).await {
+            Ok(description) => reply(id, Code::Ok, "", Some(pb::reply::Result::Server(description))),
+            Err(status) => refusal(id, &status),
+        }
+    }
+
+    pub(super) async fn describe(&self, id: &str) -> pb::AttachResponse {
+        match store::describe(&self.context.store, &self.fleet_id, &self.game_server_id).await {
+            Ok(Some(server)) => self.described(id, server).await,
+            Ok(None) => reply(id, Code::NotFound, "this process is no longer registered", None),
+            Err(err) => reply(id, Code::Unavailable, err.to_string(), None),
+        }
+    }
+
+    pub(super) async fn update(&self, id: &str, update: pb::UpdateServer) -> pb::AttachResponse {
+        if let Err(status) = check_update_server(&update) {
+            return refusal(id, &status);
+        }
+        let change = Update {
+            fleet_id: &self.fleet_id,
+            game_server_id: &self.game_server_id,
+            game_server_data: update.game_server_data.as_deref(),
+            utilization: if update.mark_utilized {
+                UtilizationChange::Utilized
+            } else {
+                UtilizationChange::Keep
+            },
+            healthy: false,
+            claim_id: None,
+            claimant_only: false,
+        };
+        let labels: Option<Vec<(String, String)>> = update.labels.map(|labels| {
+            labels
+                .labels
+                .into_iter()
+                .map(|label| (label.key, label.value))
+                .collect()
+        });
+        let counters: Vec<(String, i64, i64)> = update
+            .counters
+            .into_iter()
+            .map(|counter| (counter.name, counter.count, counter.capacity))
+            .collect();
+        match store::update(&self.context.store, &change, labels.as_deref(), &counters).await {
+            Ok(ProcessUpdated::Updated(Updated::Done(server))) => self.described(id, *server).await,
+            Ok(ProcessUpdated::Updated(Updated::NotFound)) => {
+                reply(id, Code::NotFound, "this process is no longer registered", None)
+            }
+            Ok(ProcessUpdated::Updated(Updated::ClaimLapsed)) => reply(
+                id,
+                Code::FailedPrecondition,
+                "its claim lapsed; it is in the pool again",
+                None,
+            ),
+            Ok(ProcessUpdated::Updated(Updated::AlreadyUtilized | Updated::NotClaimant)) => {
+                reply(id, Code::FailedPrecondition, "it is UTILIZED already", None)
+            }
+            Ok(ProcessUpdated::TooManyCounters) => refusal(
+                id,
+                &invalid(
+                    "update_server.counters",
+                    format!(
+                        "would leave the server more than {} counters; remove some (count and capacity 0)",
+                        berth_domain::process::COUNTERS_MAX
+                    ),
+                ),
+            ),
+            Err(err) => reply(id, Code::Unavailable, err.to_string(), None),
+        }
+    }
+}
