@@ -269,7 +269,7 @@ impl SdkService for Sdk {
             ready_deadline: Some(timestamp(record.registered_ms + context.args.ready_timeout_ms as i64)),
             termination_grace_seconds: u32::try_from(context.args.termination_grace_ms / 1000).unwrap_or(u32::MAX),
             exit_timeout_seconds: context.args.exit_timeout_seconds,
-            desired_state: desired.as_ref().map(|desired| stream.mark_sent(desired)),
+            desired_state: desired.as_ref().map(|desired| stream.mark_sent(desired).0),
         };
         stream
             .send(response(&first.request_id, Tell::Registered(registered)))
@@ -373,11 +373,12 @@ impl ProcessStream {
         }
     }
 
-    /// Records a desired state as told to the process, and returns it as the contract speaks it.
-    fn mark_sent(&mut self, desired: &Desired) -> pb::DesiredState {
+    /// Records a desired state as told to the process; returns it as the contract speaks it, with the
+    /// UpdateGameSession pushes for the sessions it changed (none on a new stream, which has told nothing yet).
+    fn mark_sent(&mut self, desired: &Desired) -> (pb::DesiredState, Vec<pb::UpdateGameSession>) {
+        let updates = self.updates(desired);
         for hosted in &desired.sessions {
             let id = &hosted.session.game_session_id;
-            self.shapes.insert(id.clone(), Shape::of(&hosted.session));
             self.pushed_sessions.insert(id.clone());
             if hosted.session.status == Some(GameSessionStatus::Terminating) {
                 self.pushed_endings.insert(id.clone());
@@ -387,7 +388,7 @@ impl ProcessStream {
             self.pushed_termination = Some(termination.force);
         }
         self.pushed_version = self.pushed_version.max(desired.version);
-        desired_state(desired)
+        (desired_state(desired), updates)
     }
 
     async fn desired(&self) -> Result<Option<Desired>, Status> {
@@ -408,8 +409,8 @@ impl ProcessStream {
             } => {
                 let (desired_state, updates) = match self.desired().await {
                     Ok(Some(desired)) => {
-                        let updates = self.updates(&desired);
-                        (Some(self.mark_sent(&desired)), updates)
+                        let (state, updates) = self.mark_sent(&desired);
+                        (Some(state), updates)
                     }
                     Ok(None) | Err(_) => (None, Vec::new()),
                 };

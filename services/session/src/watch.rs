@@ -98,7 +98,9 @@ impl Mark {
 impl Ord for Mark {
     fn cmp(&self, other: &Mark) -> Ordering {
         // `None` stands for every fleet, so it sorts after any one.
-        let fleet = |mark: &Mark| (mark.fleet.is_none(), mark.fleet.clone());
+        fn fleet(mark: &Mark) -> (bool, Option<&str>) {
+            (mark.fleet.is_none(), mark.fleet.as_deref())
+        }
         self.at.cmp(&other.at).then_with(|| fleet(self).cmp(&fleet(other)))
     }
 }
@@ -137,7 +139,7 @@ pub(crate) async fn open(context: Arc<Context>, req: pb::WatchSessionEventsReque
     };
     for fleet_id in &fleet_ids {
         let (now, gone) = survey(&context, fleet_id).await?;
-        earliest = earliest.into_iter().chain([now]).min();
+        earliest = Some(earliest.map_or(now, |earliest| earliest.min(now)));
         let Some(gone) = gone.map(|gone| Mark::after(gone, fleet_id)) else {
             continue;
         };
@@ -283,13 +285,12 @@ impl Watch {
             // be later); with more waiting, it has been read up to its last event.
             let fleet_reached = match last {
                 Some(last) if full => last,
-                last => last
-                    .into_iter()
-                    .chain([Mark::before(now)])
-                    .max()
-                    .unwrap_or(Mark::before(now)),
+                last => last.map_or(Mark::before(now), |last| last.max(Mark::before(now))),
             };
-            reached = reached.into_iter().chain([fleet_reached]).min();
+            reached = Some(match reached {
+                Some(reached) => reached.min(fleet_reached),
+                None => fleet_reached,
+            });
             entries.extend(read.into_iter().map(|entry| (fleet_id.clone(), entry)));
         }
         let Some(reached) = reached else {

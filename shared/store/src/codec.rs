@@ -9,6 +9,15 @@ use redis::Value;
 
 use crate::StoreError;
 
+/// The value of `name` in a flat name/value list; empty when absent.
+pub(crate) fn field(pairs: &[String], name: &str) -> String {
+    pairs
+        .chunks_exact(2)
+        .find(|pair| pair[0] == name)
+        .map(|pair| pair[1].clone())
+        .unwrap_or_default()
+}
+
 /// A reply that does not have the shape its script promises.
 pub(crate) fn unexpected(script: &str, what: impl std::fmt::Debug) -> StoreError {
     StoreError::Unexpected(format!("{script} answered {what:?}"))

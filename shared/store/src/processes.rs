@@ -10,8 +10,7 @@ use berth_domain::process::Registration;
 use berth_domain::stored::{GameState, TerminationReason};
 use redis::Value;
 
-use crate::codec::unexpected;
-use crate::codec::{game_session, player_session, strings};
+use crate::codec::{field, game_session, player_session, strings, unexpected};
 use crate::fleets;
 use crate::keys::{FleetKeys, push_channel};
 use crate::pool::{Reply, Update, Updated, decode_reply, describe_reply, present, update_call, updated};
@@ -295,15 +294,7 @@ pub async fn attach(store: &Store, attach: &Attach<'_>, timings: &Timings) -> Re
     }
     fleets::enlist(store, attach.fleet_id).await?;
     let reply = decode_reply(attach.fleet_id, store.invoke(&call).await?)?;
-    let field = |name: &str| {
-        reply
-            .fields
-            .chunks_exact(2)
-            .find(|pair| pair[0] == name)
-            .map(|pair| pair[1].clone())
-            .unwrap_or_default()
-    };
-    let (number, superseded) = (field("attach"), field("superseded"));
+    let (number, superseded) = (field(&reply.fields, "attach"), field(&reply.fields, "superseded"));
     match reply.outcome.as_str() {
         "REGISTERED" => Ok(Attached::Registered(
             Box::new(present(reply, "attach")?),
@@ -332,16 +323,16 @@ pub struct ProcessRef<'a> {
     pub registration_id: &'a str,
 }
 
-/// Records that a process's stream closed without ProcessEnding (unless a newer stream took over); `false` when
-/// nothing changed.
-pub async fn detach(store: &Store, process: &ProcessRef<'_>, attach: u64) -> Result<bool, StoreError> {
+/// Records that a process's stream closed without ProcessEnding (unless a newer stream took over, or the process
+/// is gone).
+pub async fn detach(store: &Store, process: &ProcessRef<'_>, attach: u64) -> Result<(), StoreError> {
     let keys = FleetKeys::new(process.fleet_id);
     let mut call = process_call(&scripts().detach_process, &keys);
     call.arg(process.game_server_id)
         .arg(process.registration_id)
         .arg(attach);
-    let unlinked: i64 = store.invoke(&call).await?;
-    Ok(unlinked == 1)
+    let _unlinked: i64 = store.invoke(&call).await?;
+    Ok(())
 }
 
 /// Where players connect, as a process gives it late: address, DNS name, port, and the connection info

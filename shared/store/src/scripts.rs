@@ -7,6 +7,7 @@
 
 use std::sync::LazyLock;
 
+use berth_domain::page_token::digest;
 use redis::{Cmd, ToRedisArgs};
 
 use crate::{Store, StoreError};
@@ -129,13 +130,6 @@ pub(crate) struct Library {
     pub(crate) source: String,
 }
 
-/// FNV-1a, 64 bits: the same digest on every replica of a release, another for any change to the Lua.
-fn digest(text: &str) -> u64 {
-    text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
-        (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
-}
-
 /// The helpers every function may call, in the order they build on each other.
 const HELPERS: [&str; 4] = [
     include_str!("pool/lib.lua"),
@@ -205,7 +199,9 @@ static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
              redis.register_function{{function_name = NAME .. '_{field}', callback = fn_{field}, flags = {flags}}}\n"
         ));
     }
-    let name = format!("berth_{:016x}", digest(&body));
+    // A digest stable across builds and replicas: the same name on every replica of a release, another for any
+    // change to the Lua.
+    let name = format!("berth_{}", digest(&[body.as_bytes()]));
     Library {
         source: format!("#!lua name={name}\nlocal NAME = '{name}'\n{body}"),
         name,

@@ -65,12 +65,12 @@ impl ProcessStream {
         player_session_id: Option<&str>,
     ) -> Result<(), Box<Reply>> {
         let mut v = Violations::new();
-        check_game_session_id(&mut v, &format!("{kind}.game_session_id"), game_session_id);
+        check_game_session_id(&mut v, "game_session_id", game_session_id);
         if let Some(player_session_id) = player_session_id {
-            check_player_session_id(&mut v, &format!("{kind}.player_session_id"), player_session_id);
+            check_player_session_id(&mut v, "player_session_id", player_session_id);
         }
         if let Err(status) = v.into_result() {
-            return Err(Box::new(refusal(id, &status)));
+            return Err(Box::new(refusal_of(id, kind, &status)));
         }
         let foreign = [Some(game_session_id), player_session_id]
             .into_iter()

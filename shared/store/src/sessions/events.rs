@@ -4,7 +4,7 @@
 use berth_domain::game_session::{GameSessionRecord, PlayerSessionRecord};
 use berth_domain::stored::SessionEventType;
 
-use crate::codec::unexpected;
+use crate::codec::{field, unexpected};
 use crate::codec::{game_session, player_session};
 use crate::keys::FleetKeys;
 use crate::scripts::scripts;
@@ -30,13 +30,7 @@ pub struct SessionEventEntry {
 }
 
 fn decode(fleet_id: &str, position: String, pairs: &[String]) -> Result<SessionEventEntry, StoreError> {
-    let field = |name: &str| {
-        pairs
-            .chunks_exact(2)
-            .find(|pair| pair[0] == name)
-            .map(|pair| pair[1].clone())
-            .unwrap_or_default()
-    };
+    let field = |name: &str| field(pairs, name);
     let subject = if field("kind") == "g" {
         let record = game_session(pairs)?.ok_or_else(|| unexpected("session event", "an empty game session"))?;
         Subject::GameSession(Box::new(record))
