@@ -16,6 +16,44 @@ pub fn push_channel(replica: &str) -> String {
     format!("berth:{{r:{replica}}}:push")
 }
 
+/// Every key of a fleet: the name its Lua reads it by (`k.<name>`, see `scripts.rs`) and what follows the fleet's
+/// tag. A suffix ending in ':' starts the keys of a kind of record, each followed by its record's id; the others are
+/// the fleet's fixed keys, which a function declares at its top (`-- KEYS: k.pool, …`) and receives in KEYS.
+pub(crate) const FLEET_KEYS: [(&str, &str); 25] = [
+    // Game servers (pool/lib.lua, processes/lib.lua): each one's hash, all by id, the claimable, the claimed by when
+    // their claim lapses, each instance's server ids, and the instances not ACTIVE.
+    ("gs", ":gs:"),
+    ("servers", ":servers"),
+    ("pool", ":pool"),
+    ("claims", ":claims"),
+    ("inst", ":inst:"),
+    ("inst_status", ":inst-status"),
+    // SDK processes: deadlines of their next heartbeat, of ready and of ProcessEnding (ms), those reporting
+    // UNHEALTHY, those hosting sessions with room for another, and the fleet's event stream.
+    ("hb", ":hb"),
+    ("ready", ":ready"),
+    ("term", ":term"),
+    ("unhealthy", ":unhealthy"),
+    ("hosting", ":hosting"),
+    ("events", ":events"),
+    // Sessions (sessions/lib.lua): game and player sessions, a player's player sessions, idempotency tokens, a
+    // creator's sessions, the search indexes, the fleet's sessions, the deadlines of activation, reservation and
+    // forced termination, ended sessions by expiry, the session event stream and its last trimmed position.
+    ("gsess", ":gsess:"),
+    ("psess", ":psess:"),
+    ("player", ":player:"),
+    ("idem", ":idem:"),
+    ("creator", ":creator:"),
+    ("idx", ":idx:"),
+    ("sessions", ":sessions"),
+    ("act_due", ":act_due"),
+    ("res_due", ":res_due"),
+    ("term_due", ":term_due"),
+    ("ended", ":ended"),
+    ("sevents", ":sevents"),
+    ("sevents_gone", ":sevents-gone"),
+];
+
 /// The keys of one fleet.
 #[derive(Clone, Debug)]
 pub struct FleetKeys {
@@ -30,6 +68,15 @@ impl FleetKeys {
         }
     }
 
+    /// The key `name` of [`FLEET_KEYS`] (for a kind of record, the start of its keys).
+    pub(crate) fn named(&self, name: &str) -> String {
+        let (_, suffix) = FLEET_KEYS
+            .iter()
+            .find(|(known, _)| *known == name)
+            .unwrap_or_else(|| panic!("{name} is not a key of FLEET_KEYS"));
+        format!("{}{suffix}", self.tag)
+    }
+
     /// Hash of one game server (fields are listed in `pool/lib.lua`).
     pub fn game_server(&self, game_server_id: &str) -> String {
         format!("{}{game_server_id}", self.game_server_prefix())
@@ -37,22 +84,22 @@ impl FleetKeys {
 
     /// What precedes a game-server id in its hash's key, for scripts that find servers as they go.
     pub fn game_server_prefix(&self) -> String {
-        format!("{}:gs:", self.tag)
+        self.named("gs")
     }
 
     /// Sorted set of claimable servers: the pool.
     pub fn pool(&self) -> String {
-        format!("{}:pool", self.tag)
+        self.named("pool")
     }
 
     /// Sorted set of claimed servers, scored by when the claim lapses (ms).
     pub fn claims(&self) -> String {
-        format!("{}:claims", self.tag)
+        self.named("claims")
     }
 
     /// Sorted set of every registered server id (all scored 0, so it pages in id order).
     pub fn game_servers(&self) -> String {
-        format!("{}:servers", self.tag)
+        self.named("servers")
     }
 
     /// Set of the server ids on one instance.
@@ -62,56 +109,66 @@ impl FleetKeys {
 
     /// What precedes an instance id in its set's key.
     pub fn instance_prefix(&self) -> String {
-        format!("{}:inst:", self.tag)
-    }
-
-    /// Sorted set of SDK processes by when their next heartbeat is due (ms).
-    pub fn heartbeat_deadlines(&self) -> String {
-        format!("{}:hb", self.tag)
-    }
-
-    /// Sorted set of SDK processes not yet ready, by when ready is due (ms).
-    pub fn ready_deadlines(&self) -> String {
-        format!("{}:ready", self.tag)
-    }
-
-    /// Sorted set of terminating SDK processes, by when ProcessEnding is due (ms).
-    pub fn termination_deadlines(&self) -> String {
-        format!("{}:term", self.tag)
-    }
-
-    /// Set of SDK processes now reporting UNHEALTHY.
-    pub fn unhealthy(&self) -> String {
-        format!("{}:unhealthy", self.tag)
-    }
-
-    /// Stream of the fleet's events (process crashed, terminated unhealthy, force terminated, …).
-    pub fn events(&self) -> String {
-        format!("{}:events", self.tag)
-    }
-
-    /// Stream of the fleet's session events (see `sessions/lib.lua`).
-    pub fn session_events(&self) -> String {
-        format!("{}:sevents", self.tag)
-    }
-
-    /// Position of the last session event trimmed.
-    pub fn session_events_gone(&self) -> String {
-        format!("{}:sevents-gone", self.tag)
-    }
-
-    /// Search index `index` (created, players, max or free) of the ACTIVE sessions of `location` ('*': every one).
-    pub fn search_index(&self, location: &str, index: &str) -> String {
-        format!("{}:idx:{location}:{index}", self.tag)
-    }
-
-    /// What precedes a game-session id in its hash's key.
-    pub fn game_session_prefix(&self) -> String {
-        format!("{}:gsess:", self.tag)
+        self.named("inst")
     }
 
     /// Hash of instance id → instance status, for instances not ACTIVE.
     pub fn instance_statuses(&self) -> String {
-        format!("{}:inst-status", self.tag)
+        self.named("inst_status")
+    }
+
+    /// Sorted set of SDK processes by when their next heartbeat is due (ms).
+    pub fn heartbeat_deadlines(&self) -> String {
+        self.named("hb")
+    }
+
+    /// Set of SDK processes now reporting UNHEALTHY.
+    pub fn unhealthy(&self) -> String {
+        self.named("unhealthy")
+    }
+
+    /// Stream of the fleet's events (process crashed, terminated unhealthy, force terminated, …).
+    pub fn events(&self) -> String {
+        self.named("events")
+    }
+
+    /// Stream of the fleet's session events (see `sessions/lib.lua`).
+    pub fn session_events(&self) -> String {
+        self.named("sevents")
+    }
+
+    /// Position of the last session event trimmed.
+    pub fn session_events_gone(&self) -> String {
+        self.named("sevents_gone")
+    }
+
+    /// Hash of one game session.
+    pub fn game_session(&self, game_session_id: &str) -> String {
+        format!("{}{game_session_id}", self.named("gsess"))
+    }
+
+    /// Hash of one player session.
+    pub fn player_session(&self, player_session_id: &str) -> String {
+        format!("{}{player_session_id}", self.named("psess"))
+    }
+
+    /// Sorted set of the fleet's game session ids by creation (ms).
+    pub fn game_sessions(&self) -> String {
+        self.named("sessions")
+    }
+
+    /// Sorted set of one game session's player session ids by creation (ms).
+    pub fn players_of_session(&self, game_session_id: &str) -> String {
+        format!("{}:ps", self.game_session(game_session_id))
+    }
+
+    /// Sorted set of one player's player session ids in this fleet by creation (ms).
+    pub fn sessions_of_player(&self, player_id: &str) -> String {
+        format!("{}{player_id}", self.named("player"))
+    }
+
+    /// Search index `index` (created, players, max or free) of the ACTIVE sessions of `location` ('*': every one).
+    pub fn search_index(&self, location: &str, index: &str) -> String {
+        format!("{}{location}:{index}", self.named("idx"))
     }
 }

@@ -14,7 +14,7 @@ use crate::codec::{field, game_session, player_session, strings, unexpected};
 use crate::fleets;
 use crate::keys::{FleetKeys, push_channel};
 use crate::pool::{Reply, Update, Updated, decode_reply, describe_reply, present, update_call, updated};
-use crate::scripts::{FunctionCall, LuaScript, scripts};
+use crate::scripts::scripts;
 use crate::{Store, StoreError};
 
 /// The health monitor's timings, in ms, as the scripts need them.
@@ -147,23 +147,6 @@ pub async fn update(
     updated(reply, |reply| described(reply, "update").map(Box::new)).map(ProcessUpdated::Updated)
 }
 
-/// Starts a call of a process script with the keys and arguments every process script takes first.
-pub(crate) fn process_call<'a>(script: &'a LuaScript, keys: &FleetKeys) -> FunctionCall<'a> {
-    let mut call = script.prepare();
-    call.key(keys.pool())
-        .key(keys.claims())
-        .key(keys.heartbeat_deadlines())
-        .key(keys.ready_deadlines())
-        .key(keys.termination_deadlines())
-        .key(keys.events())
-        .key(keys.game_servers())
-        .key(keys.unhealthy())
-        .arg(keys.game_server_prefix())
-        .arg(keys.instance_prefix())
-        .arg(keys.game_session_prefix());
-    call
-}
-
 fn number<T: std::str::FromStr>(script: &str, text: &str) -> Result<T, StoreError> {
     text.parse()
         .map_err(|_| unexpected(script, format!("{text:?} where a number belongs")))
@@ -278,10 +261,8 @@ pub enum Attached {
 /// Registers or resumes a process.
 pub async fn attach(store: &Store, attach: &Attach<'_>, timings: &Timings) -> Result<Attached, StoreError> {
     let keys = FleetKeys::new(attach.fleet_id);
-    let mut call = process_call(&scripts().attach_process, &keys);
-    call.key(keys.instance(attach.instance_id))
-        .key(keys.instance_statuses())
-        .arg(attach.game_server_id)
+    let mut call = scripts().attach_process.for_fleet(&keys);
+    call.arg(attach.game_server_id)
         .arg(attach.instance_id)
         .arg(attach.registration_id)
         .arg(attach.resume.unwrap_or(""))
@@ -327,8 +308,8 @@ pub struct ProcessRef<'a> {
 /// is gone).
 pub async fn detach(store: &Store, process: &ProcessRef<'_>, attach: u64) -> Result<(), StoreError> {
     let keys = FleetKeys::new(process.fleet_id);
-    let mut call = process_call(&scripts().detach_process, &keys);
-    call.arg(process.game_server_id)
+    let mut call = scripts().detach_process.prepare();
+    call.key(keys.game_server(process.game_server_id))
         .arg(process.registration_id)
         .arg(attach);
     let _unlinked: i64 = store.invoke(&call).await?;
@@ -352,7 +333,7 @@ pub async fn ready(
     endpoint: Option<&LateEndpoint<'_>>,
 ) -> Result<Option<Routing>, StoreError> {
     let keys = FleetKeys::new(process.fleet_id);
-    let mut call = process_call(&scripts().process_ready, &keys);
+    let mut call = scripts().process_ready.for_fleet(&keys);
     call.arg(process.game_server_id).arg(process.registration_id);
     match endpoint {
         Some(endpoint) => call
@@ -420,7 +401,7 @@ pub async fn record_heartbeats(
         ));
     }
     let keys = FleetKeys::new(fleet_id);
-    let mut call = process_call(&scripts().heartbeats, &keys);
+    let mut call = scripts().heartbeats.for_fleet(&keys);
     call.arg(timings.heartbeat_window_ms)
         .arg(timings.unhealthy_threshold)
         .arg(timings.retention_ms);
@@ -481,7 +462,7 @@ pub async fn sweep(
     heartbeats: bool,
 ) -> Result<Swept, StoreError> {
     let keys = FleetKeys::new(fleet_id);
-    let mut call = process_call(&scripts().sweep_processes, &keys);
+    let mut call = scripts().sweep_processes.for_fleet(&keys);
     call.arg(limit)
         .arg(timings.retention_ms)
         .arg(if heartbeats { "1" } else { "0" });
@@ -523,7 +504,7 @@ pub async fn terminate(
     grace_ms: u64,
 ) -> Result<Terminating, StoreError> {
     let keys = FleetKeys::new(fleet_id);
-    let mut call = process_call(&scripts().terminate_process, &keys);
+    let mut call = scripts().terminate_process.for_fleet(&keys);
     call.arg(game_server_id).arg(reason.as_str()).arg(grace_ms);
     match routed("terminate", store.invoke(&call).await?)? {
         (outcome, routing) if outcome == "TERMINATING" => Ok(Terminating::Terminating(routing)),
@@ -536,7 +517,7 @@ pub async fn terminate(
 /// Ends a process on its ProcessEnding; `false` when the registration is not its live one.
 pub async fn process_ending(store: &Store, process: &ProcessRef<'_>, reason: &str) -> Result<bool, StoreError> {
     let keys = FleetKeys::new(process.fleet_id);
-    let mut call = process_call(&scripts().process_ending, &keys);
+    let mut call = scripts().process_ending.for_fleet(&keys);
     call.arg(process.game_server_id)
         .arg(process.registration_id)
         .arg(reason);
@@ -586,8 +567,8 @@ fn text(value: &Value) -> Option<String> {
 /// Reads a process's desired state; `None` when the process is unknown.
 pub async fn desired_state(store: &Store, fleet_id: &str, game_server_id: &str) -> Result<Option<Desired>, StoreError> {
     let keys = FleetKeys::new(fleet_id);
-    let mut call = process_call(&scripts().desired_state, &keys);
-    call.arg(game_server_id);
+    let mut call = scripts().desired_state.prepare();
+    call.key(keys.game_server(game_server_id));
     let raw: Vec<Value> = store.invoke(&call).await?;
     let bad = || unexpected("desired_state", "a malformed reply");
     let version: i64 = raw

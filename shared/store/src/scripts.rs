@@ -10,6 +10,7 @@ use std::sync::LazyLock;
 use berth_domain::page_token::digest;
 use redis::{Cmd, ToRedisArgs};
 
+use crate::keys::{FLEET_KEYS, FleetKeys};
 use crate::{Store, StoreError};
 
 /// Every script of the store.
@@ -80,6 +81,8 @@ pub struct Scripts {
 pub struct LuaScript {
     name: String,
     read_only: bool,
+    /// The fleet keys it declares, in the order it receives them.
+    keys: Vec<&'static str>,
 }
 
 impl LuaScript {
@@ -90,6 +93,15 @@ impl LuaScript {
             keys: Vec::new(),
             args: Vec::new(),
         }
+    }
+
+    /// Starts a call of a function over one fleet with the fleet's keys it declares; add its arguments.
+    pub(crate) fn for_fleet(&self, fleet: &FleetKeys) -> FunctionCall<'_> {
+        let mut call = self.prepare();
+        for name in &self.keys {
+            call.key(fleet.named(name));
+        }
+        call
     }
 }
 
@@ -131,7 +143,8 @@ pub(crate) struct Library {
 }
 
 /// The helpers every function may call, in the order they build on each other.
-const HELPERS: [&str; 4] = [
+const HELPERS: [&str; 5] = [
+    include_str!("keys.lua"),
     include_str!("pool/lib.lua"),
     include_str!("processes/lib.lua"),
     include_str!("sessions/lib.lua"),
@@ -189,14 +202,52 @@ const FUNCTIONS: [(&str, &str, bool); 30] = [
     ("fleets_now", include_str!("fleets_now.lua"), true),
 ];
 
+/// The fleet keys a function declares at its top, `-- KEYS: k.pool, k.claims.` (the list may go on over the next
+/// comment lines, and ends with the sentence); none for a function that names its own KEYS.
+fn declared_keys(source: &str) -> Vec<&'static str> {
+    let Some(start) = source.find("-- KEYS: k.") else {
+        return Vec::new();
+    };
+    let list = &source[start + "-- KEYS: ".len()..];
+    let end = [". ", ".\n"]
+        .iter()
+        .filter_map(|stop| list.find(stop))
+        .min()
+        .expect("a KEYS declaration ends with its sentence");
+    list[..end]
+        .split(',')
+        .map(|name| {
+            let name = name.trim().trim_start_matches("--").trim();
+            let name = name.strip_prefix("k.").expect("every declared key is k.<name>");
+            FLEET_KEYS
+                .iter()
+                .find(|(known, suffix)| *known == name && !suffix.ends_with(':'))
+                .map(|(known, _)| *known)
+                .unwrap_or_else(|| panic!("k.{name} is not a fixed key of FLEET_KEYS"))
+        })
+        .collect()
+}
+
+/// KEY, the suffix of every fleet key by name, as `keys.lua` reads it.
+fn key_table() -> String {
+    let entries: Vec<String> = FLEET_KEYS
+        .iter()
+        .map(|(name, suffix)| format!("{name} = '{suffix}'"))
+        .collect();
+    format!("local KEY = {{{}}}\n", entries.join(", "))
+}
+
 static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
-    let mut body = HELPERS.join("\n");
+    let mut body = key_table();
+    body.push_str(&HELPERS.join("\n"));
     for (field, source, read_only) in FUNCTIONS {
         let flags = if read_only { "{'no-writes'}" } else { "{}" };
+        let names: Vec<String> = declared_keys(source).iter().map(|name| format!("'{name}'")).collect();
         // Prefixed, so that no function shadows a helper of the same name (end_game_session calls one).
         body.push_str(&format!(
-            "\nlocal function fn_{field}(KEYS, ARGV)\n{source}\nend\n\
-             redis.register_function{{function_name = NAME .. '_{field}', callback = fn_{field}, flags = {flags}}}\n"
+            "\nlocal function fn_{field}(KEYS, ARGV)\nlocal k = fleet_keys(KEYS, {{{}}})\n{source}\nend\n\
+             redis.register_function{{function_name = NAME .. '_{field}', callback = fn_{field}, flags = {flags}}}\n",
+            names.join(", ")
         ));
     }
     // A digest stable across builds and replicas: the same name on every replica of a release, another for any
@@ -215,13 +266,14 @@ pub(crate) fn library() -> &'static Library {
 
 static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
     let function = |field: &str| {
-        let (_, _, read_only) = FUNCTIONS
+        let (_, source, read_only) = FUNCTIONS
             .iter()
             .find(|(name, _, _)| *name == field)
             .expect("every script is a function of the library");
         LuaScript {
             name: format!("{}_{field}", library().name),
             read_only: *read_only,
+            keys: declared_keys(source),
         }
     };
     Scripts {
@@ -266,4 +318,97 @@ pub fn scripts() -> &'static Scripts {
 /// Loads the library into Redis (on a cluster, into every primary), replacing one of the same name.
 pub async fn preload(store: &Store) -> Result<(), StoreError> {
     store.load_library().await
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    /// Where `name` is called in `code` (not as a field or a longer name's end).
+    fn calls(code: &str, name: &str) -> bool {
+        code.match_indices(&format!("{name}(")).any(|(at, _)| {
+            !code[..at]
+                .chars()
+                .next_back()
+                .is_some_and(|before| before.is_alphanumeric() || before == '_' || before == '.')
+        })
+    }
+
+    /// The names after `k.` in `code`.
+    fn reached(code: &str) -> BTreeSet<&str> {
+        code.match_indices("k.")
+            .filter(|(at, _)| {
+                !code[..*at]
+                    .chars()
+                    .next_back()
+                    .is_some_and(|before| before.is_alphanumeric() || before == '_')
+            })
+            .map(|(at, _)| {
+                let rest = &code[at + 2..];
+                let end = rest
+                    .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+                    .unwrap_or(rest.len());
+                &rest[..end]
+            })
+            .collect()
+    }
+
+    /// `code` without its comments.
+    fn code_of(source: &str) -> String {
+        source
+            .lines()
+            .map(|line| line.split("--").next().unwrap_or(""))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// The fixed fleet keys a function reaches, itself or through the helpers it calls.
+    #[test]
+    fn every_function_declares_exactly_the_fleet_keys_it_reaches() {
+        let helpers: Vec<(String, String)> = HELPERS
+            .iter()
+            .flat_map(|file| {
+                code_of(file)
+                    .split("\nlocal function ")
+                    .skip(1)
+                    .map(str::to_owned)
+                    .collect::<Vec<_>>()
+            })
+            .map(|helper| {
+                let (name, body) = helper.split_once('(').expect("a helper has a parameter list");
+                (name.to_owned(), body.to_owned())
+            })
+            .collect();
+        let fixed: BTreeSet<&str> = FLEET_KEYS
+            .iter()
+            .filter(|(_, suffix)| !suffix.ends_with(':'))
+            .map(|(name, _)| *name)
+            .collect();
+        for (field, source, _) in FUNCTIONS {
+            let mut code = code_of(source);
+            let mut seen = BTreeSet::new();
+            while let Some((name, body)) = helpers
+                .iter()
+                .find(|(name, _)| !seen.contains(name.as_str()) && calls(&code, name))
+            {
+                seen.insert(name.as_str());
+                code.push_str(body);
+            }
+            let reached: BTreeSet<&str> = reached(&code).intersection(&fixed).copied().collect();
+            let declared: BTreeSet<&str> = declared_keys(source).into_iter().collect();
+            assert_eq!(
+                declared, reached,
+                "{field} declares the keys on the left and reaches those on the right"
+            );
+        }
+    }
+
+    #[test]
+    fn a_declaration_may_go_on_over_comment_lines() {
+        let source = "-- Does it.\n-- KEYS: k.pool, k.claims,\n-- k.hb. ARGV[1] an id.\nreturn 1";
+        assert_eq!(declared_keys(source), ["pool", "claims", "hb"]);
+        assert!(declared_keys("-- KEYS[1] the pool.\nreturn 1").is_empty());
+    }
 }

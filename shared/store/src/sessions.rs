@@ -7,7 +7,7 @@ use berth_domain::game_session::GameSessionRecord;
 
 use crate::codec::{game_session, unexpected};
 use crate::keys::FleetKeys;
-use crate::processes::{Routing, process_call};
+use crate::processes::Routing;
 use crate::scripts::scripts;
 use crate::{Store, StoreError};
 
@@ -126,7 +126,7 @@ pub async fn create_game_session(
 ) -> Result<Created, StoreError> {
     const SCRIPT: &str = "create_game_session";
     let keys = FleetKeys::new(new.fleet_id);
-    let mut call = process_call(&scripts().create_game_session, &keys);
+    let mut call = scripts().create_game_session.for_fleet(&keys);
     let properties = serde_json::to_string(new.properties).map_err(|err| unexpected(SCRIPT, err.to_string()))?;
     call.arg(new.game_session_id)
         .arg(new.game_server_id.unwrap_or(""))
@@ -146,7 +146,8 @@ pub async fn create_game_session(
         .arg(properties)
         .arg(new.game_session_data)
         .arg(new.matchmaker_data)
-        .arg(new.placement_id);
+        .arg(new.placement_id)
+        .arg(new.fleet_id);
     let raw: Vec<String> = store.invoke(&call).await?;
     let (outcome, routing, detail, session) = routed_session(SCRIPT, &raw)?;
     let present =
@@ -183,7 +184,7 @@ pub async fn activate_game_session(
 ) -> Result<Activated, StoreError> {
     const SCRIPT: &str = "activate_game_session";
     let keys = FleetKeys::new(fleet_id);
-    let mut call = process_call(&scripts().activate_game_session, &keys);
+    let mut call = scripts().activate_game_session.for_fleet(&keys);
     call.arg(game_server_id).arg(game_session_id);
     let raw: Vec<String> = store.invoke(&call).await?;
     let [outcome, _now, session @ ..] = raw.as_slice() else {
@@ -250,7 +251,7 @@ pub async fn update_game_session(
 ) -> Result<Updated, StoreError> {
     const SCRIPT: &str = "update_game_session";
     let keys = FleetKeys::new(fleet_id);
-    let mut call = process_call(&scripts().update_game_session, &keys);
+    let mut call = scripts().update_game_session.for_fleet(&keys);
     let properties = serde_json::to_string(change.properties).map_err(|err| unexpected(SCRIPT, err.to_string()))?;
     call.arg(change.game_session_id)
         .arg(change.maximum_players.map(|max| max.to_string()).unwrap_or_default())
@@ -299,7 +300,7 @@ pub async fn terminate_game_session(
 ) -> Result<Terminated, StoreError> {
     const SCRIPT: &str = "terminate_game_session";
     let keys = FleetKeys::new(fleet_id);
-    let mut call = process_call(&scripts().terminate_game_session, &keys);
+    let mut call = scripts().terminate_game_session.for_fleet(&keys);
     call.arg(game_session_id)
         .arg(if force { "FORCE" } else { "TRIGGER" })
         .arg(timings.termination_grace_ms);
@@ -336,7 +337,7 @@ pub async fn end_game_session(
 ) -> Result<ServerEnded, StoreError> {
     const SCRIPT: &str = "end_game_session";
     let keys = FleetKeys::new(fleet_id);
-    let mut call = process_call(&scripts().end_game_session, &keys);
+    let mut call = scripts().end_game_session.for_fleet(&keys);
     call.arg(game_server_id)
         .arg(game_session_id)
         .arg(if reject { "REJECT" } else { "END" });
@@ -392,7 +393,7 @@ pub async fn sweep(
 ) -> Result<SessionSweep, StoreError> {
     const SCRIPT: &str = "sweep_sessions";
     let keys = FleetKeys::new(fleet_id);
-    let mut call = process_call(&scripts().sweep_sessions, &keys);
+    let mut call = scripts().sweep_sessions.for_fleet(&keys);
     call.arg(limit).arg(events.retention_ms).arg(events.max_events);
     let raw: Vec<String> = store.invoke(&call).await?;
     let [activation, forced, players, deleted, moved @ ..] = raw.as_slice() else {

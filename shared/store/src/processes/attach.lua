@@ -1,26 +1,25 @@
 -- Registers a process that opened its stream, or resumes one whose stream broke.
--- KEYS/ARGV[1..3]: see fleet_context(); KEYS[9] the instance's server set, KEYS[10] instance statuses.
--- ARGV[4] game-server id, ARGV[5] instance id, ARGV[6] new registration id, ARGV[7] registration id to resume
--- ('' for a new registration), ARGV[8] replica id, ARGV[9] ms until the first heartbeat is due (initial delay +
--- heartbeat window), ARGV[10] ms until ready is due, ARGV[11] heartbeat window ms, ARGV[12..] field/value pairs of
+-- KEYS: k.hb, k.inst_status, k.ready, k.servers.
+-- ARGV[1] game-server id, ARGV[2] instance id, ARGV[3] new registration id, ARGV[4] registration id to resume
+-- ('' for a new registration), ARGV[5] replica id, ARGV[6] ms until the first heartbeat is due (initial delay +
+-- heartbeat window), ARGV[7] ms until ready is due, ARGV[8] heartbeat window ms, ARGV[12..] field/value pairs of
 -- the registration (conn, data, loc, ip, dns, port, max_sess, max_players, sdkv, labels, ports).
 -- Reply: {REGISTERED | RESUMED | EXISTS | LOST | UNKNOWN, now_ms, fields...}; after RESUMED's fields, the pair
 -- 'superseded', the replica that held the stream it replaces. EXISTS: the id has a live registration (resume it,
 -- or wait until it is declared lost). LOST: the registration to resume was declared lost or ended. UNKNOWN: no
 -- such registration.
-local k = fleet_context(KEYS, ARGV)
 local now = now_ms()
-local id = ARGV[4]
-local key = k.server_prefix .. id
+local id = ARGV[1]
+local key = k.gs .. id
 local current = redis.call('HMGET', key, 'reg', 'pstate')
-if ARGV[7] ~= '' then
-  if current[1] ~= ARGV[7] then return reply('UNKNOWN', now) end
+if ARGV[4] ~= '' then
+  if current[1] ~= ARGV[4] then return reply('UNKNOWN', now) end
   if current[2] == 'LOST' or not redis.call('ZSCORE', k.hb, id) then return reply('LOST', now, key) end
   local superseded = redis.call('HGET', key, 'replica')
-  redis.call('HSET', key, 'replica', ARGV[8], 'linked', 1)
+  redis.call('HSET', key, 'replica', ARGV[5], 'linked', 1)
   redis.call('HINCRBY', key, 'attach', 1)
   -- Coming back counts as a heartbeat: the process must not be swept before its first one on the new stream.
-  redis.call('ZADD', k.hb, 'XX', now + tonumber(ARGV[11]), id)
+  redis.call('ZADD', k.hb, 'XX', now + tonumber(ARGV[8]), id)
   local out = reply('RESUMED', now, key)
   out[#out + 1] = 'superseded'
   out[#out + 1] = superseded
@@ -30,13 +29,13 @@ if redis.call('EXISTS', key) == 1 then
   if current[2] ~= 'LOST' then return reply('EXISTS', now, key) end
   redis.call('DEL', key, key .. ':sessions')
 end
-local istatus = redis.call('HGET', KEYS[10], ARGV[5]) or 'ACTIVE'
-redis.call('HSET', key, 'id', id, 'instance', ARGV[5], 'util', 'AVAILABLE', 'istatus', istatus, 'reg_ms', now,
-  'reg', ARGV[6], 'pstate', 'INITIALIZING', 'replica', ARGV[8], 'attach', 1, 'linked', 1, 'ver', 0,
+local istatus = redis.call('HGET', k.inst_status, ARGV[2]) or 'ACTIVE'
+redis.call('HSET', key, 'id', id, 'instance', ARGV[2], 'util', 'AVAILABLE', 'istatus', istatus, 'reg_ms', now,
+  'reg', ARGV[3], 'pstate', 'INITIALIZING', 'replica', ARGV[5], 'attach', 1, 'linked', 1, 'ver', 0,
   'health', 'HEALTHY', 'unh', 0)
-for i = 12, #ARGV, 2 do redis.call('HSET', key, ARGV[i], ARGV[i + 1]) end
+for i = 9, #ARGV, 2 do redis.call('HSET', key, ARGV[i], ARGV[i + 1]) end
 redis.call('ZADD', k.servers, 0, id)
-redis.call('SADD', KEYS[9], id)
-redis.call('ZADD', k.hb, now + tonumber(ARGV[9]), id)
-redis.call('ZADD', k.ready, now + tonumber(ARGV[10]), id)
+redis.call('SADD', k.inst .. ARGV[2], id)
+redis.call('ZADD', k.hb, now + tonumber(ARGV[6]), id)
+redis.call('ZADD', k.ready, now + tonumber(ARGV[7]), id)
 return reply('REGISTERED', now, key)

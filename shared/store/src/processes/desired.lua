@@ -1,11 +1,10 @@
 -- Reads what a process should be doing: its desired-state version and termination, and its open game sessions —
 -- ACTIVATING and ACTIVE ones to host, TERMINATING ones to end (with the player sessions reserved in those not yet
 -- activated, which the process is handed as it starts them).
--- KEYS/ARGV[1..3]: see fleet_context(). ARGV[4] game-server id.
+-- KEYS[1] the process's hash.
 -- Reply: {version, pstate, term_reason, term_by_ms, term_force, {{session fields}, {player session fields}...},
 -- ...}; version -1 when the process is unknown.
-local k = fleet_context(KEYS, ARGV)
-local key = k.server_prefix .. ARGV[4]
+local key = KEYS[1]
 local s = redis.call('HMGET', key, 'ver', 'pstate', 'term_reason', 'term_by_ms', 'term_force')
 if not s[2] then return {-1} end
 local out = {tonumber(s[1] or '0'), s[2], s[3] or '', s[4] or '0', s[5] or '0'}

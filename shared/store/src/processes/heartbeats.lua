@@ -2,21 +2,21 @@
 -- health, game state and player count when they changed. A process that reports UNHEALTHY `threshold` times in a
 -- row is declared lost. A heartbeat from a lost registration, or over a stream that a newer one replaced, changes
 -- nothing.
--- KEYS/ARGV[1..3]: see fleet_context(). ARGV[4] heartbeat window ms, ARGV[5] unhealthy threshold,
--- ARGV[6] retention ms of lost records, then per heartbeat six arguments: game-server id, registration id, the
+-- KEYS: k.act_due, k.claims, k.ended, k.events, k.hb, k.hosting, k.pool, k.ready, k.res_due, k.servers, k.sevents,
+-- k.term, k.term_due, k.unhealthy. ARGV[1] heartbeat window ms, ARGV[2] unhealthy threshold,
+-- ARGV[3] retention ms of lost records, then per heartbeat six arguments: game-server id, registration id, the
 -- stream's attach number, health (HEALTHY | UNHEALTHY), game state, connected players.
 -- Reply: one integer per heartbeat, in order: the process's desired-state version, -1 when it is lost, -2 when
 -- the stream was superseded.
 -- The deadlines are pushed out by one ZADD per batch: a redis.call costs more than the reading it saves.
-local k = fleet_context(KEYS, ARGV)
 local now = now_ms()
-local window, threshold, retention = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local window, threshold, retention = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local due = now + window
 local out, deadlines = {}, {}
-for i = 7, #ARGV, 6 do
+for i = 4, #ARGV, 6 do
   local id, reg, attach, health, gstate, players = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4],
     ARGV[i + 5]
-  local key = k.server_prefix .. id
+  local key = k.gs .. id
   local s = redis.call('HMGET', key, 'reg', 'pstate', 'unh', 'ver', 'health', 'gstate', 'players', 'attach')
   if s[1] ~= reg or s[2] == 'LOST' then
     out[#out + 1] = -1

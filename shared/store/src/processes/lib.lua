@@ -8,21 +8,6 @@
 -- reported), unh (consecutive UNHEALTHY heartbeats), gstate (game state last reported), players (connected count),
 -- ver (version of its desired state, raised by every command), term_reason, term_by_ms, term_force.
 -- Its game sessions' ids are in the set <hash key>:sessions (see sessions/lib.lua for the sessions).
---
--- Every process script takes the same first keys and arguments, read by fleet_context():
--- KEYS[1] pool, KEYS[2] claims, KEYS[3] hb (heartbeat due, ms), KEYS[4] ready (ready due), KEYS[5] term
--- (ProcessEnding due), KEYS[6] events (stream), KEYS[7] fleet's server ids, KEYS[8] processes now reporting
--- UNHEALTHY;
--- ARGV[1] server hash key prefix, ARGV[2] instance set key prefix, ARGV[3] game-session key prefix.
--- k.tag is the fleet's key tag (KEYS[1] without ':pool'), from which the session helpers build their keys.
-
-local function fleet_context(KEYS, ARGV)
-  return {
-    tag = string.sub(KEYS[1], 1, -6), hosting = string.sub(KEYS[1], 1, -6) .. ':hosting',
-    pool = KEYS[1], claims = KEYS[2], hb = KEYS[3], ready = KEYS[4], term = KEYS[5], events = KEYS[6],
-    servers = KEYS[7], unhealthy = KEYS[8], server_prefix = ARGV[1], instance_prefix = ARGV[2], session_prefix = ARGV[3],
-  }
-end
 
 local function record_event(k, code, id, message, now)
   redis.call('XADD', k.events, 'MAXLEN', '~', 10000, '*', 'code', code, 'game_server_id', id, 'message', message,

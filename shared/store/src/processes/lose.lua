@@ -5,10 +5,10 @@
 -- sessions end, it is told to terminate at once, the event is recorded, and it leaves the fleet's listing; its
 -- record stays readable for retention_ms so that a process coming back learns what happened.
 local function lose(k, id, now, code, message, session_status, session_reason, retention_ms)
-  local key = k.server_prefix .. id
+  local key = k.gs .. id
   retire(k, id)
   local instance = redis.call('HGET', key, 'instance')
-  if instance then redis.call('SREM', k.instance_prefix .. instance, id) end
+  if instance then redis.call('SREM', k.inst .. instance, id) end
   redis.call('ZREM', k.servers, id)
   -- A process told to terminate keeps the reason it was told; one lost otherwise takes the event's.
   if redis.call('HGET', key, 'pstate') ~= 'TERMINATING' then redis.call('HSET', key, 'term_reason', code) end
@@ -25,7 +25,7 @@ end
 -- Tells a process to end by `deadline` (TERMINATING): it leaves the pool and must send ProcessEnding by then, or
 -- the monitor force-ends it. `force` ('1' | '0') asks it to stop at once rather than wind down.
 local function ask_to_end(k, id, reason, deadline, force)
-  local key = k.server_prefix .. id
+  local key = k.gs .. id
   redis.call('HSET', key, 'pstate', 'TERMINATING', 'term_reason', reason, 'term_by_ms', deadline, 'term_force', force)
   redis.call('HDEL', key, 'claim_exp_ms', 'claim_id')
   redis.call('HINCRBY', key, 'ver', 1)

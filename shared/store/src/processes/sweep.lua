@@ -1,19 +1,19 @@
 -- The health monitor's sweep of one fleet: processes whose heartbeat, ready or ProcessEnding deadline passed are
 -- declared lost. Safe with any number of health replicas sweeping: a process is found late once, then retired.
--- KEYS/ARGV[1..3]: see fleet_context(). ARGV[4] most processes to act on per deadline, ARGV[5] retention ms,
--- ARGV[6] '1' to sweep heartbeat deadlines too ('0' while Redis has not been reachable for a whole window: after
+-- KEYS: k.act_due, k.claims, k.ended, k.events, k.hb, k.hosting, k.pool, k.ready, k.res_due, k.servers, k.sevents,
+-- k.term, k.term_due, k.unhealthy. ARGV[1] most processes to act on per deadline, ARGV[2] retention ms,
+-- ARGV[3] '1' to sweep heartbeat deadlines too ('0' while Redis has not been reachable for a whole window: after
 -- an outage no heartbeat could be recorded, and silence then is not death).
 -- Reply: {processes alive, processes reporting UNHEALTHY, then (game-server id, replica, event code) for each process
 -- declared lost, so that the replica holding its stream can tell it}; the counts are taken after the sweep, for
 -- the health metrics, so that the monitor needs no second round trip.
-local k = fleet_context(KEYS, ARGV)
 local now = now_ms()
-local limit, retention = tonumber(ARGV[4]), tonumber(ARGV[5])
+local limit, retention = tonumber(ARGV[1]), tonumber(ARGV[2])
 local out = {'', ''}
 -- `why(id)` gives the event code, its message, and the status and reason its game sessions end with.
 local function sweep(deadlines, why)
   for _, id in ipairs(redis.call('ZRANGEBYSCORE', deadlines, '-inf', now, 'LIMIT', 0, limit)) do
-    local replica = redis.call('HGET', k.server_prefix .. id, 'replica')
+    local replica = redis.call('HGET', k.gs .. id, 'replica')
     if replica then
       local code, message, session_status, session_reason = why(id)
       lose(k, id, now, code, message, session_status, session_reason, retention)
@@ -26,10 +26,10 @@ local function sweep(deadlines, why)
     end
   end
 end
-if ARGV[6] == '1' then
+if ARGV[3] == '1' then
   -- Silent with its stream open is unhealthy (hung); silent with its stream gone, and not back, is crashed.
   sweep(k.hb, function(id)
-    if redis.call('HGET', k.server_prefix .. id, 'linked') == '1' then
+    if redis.call('HGET', k.gs .. id, 'linked') == '1' then
       return 'SERVER_PROCESS_TERMINATED_UNHEALTHY', 'no heartbeat within the health window over an open stream',
         'ERROR', 'SERVER_UNHEALTHY'
     end

@@ -1,19 +1,18 @@
 -- A game server lets a player in (AcceptPlayerSession): the player session must be RESERVED in a game session
 -- this server hosts; it becomes ACTIVE. Accepting an ACTIVE one again is ACCEPTED and changes nothing.
--- KEYS/ARGV[1..3]: see fleet_context(). ARGV[4] game-server id, ARGV[5] game session id, ARGV[6] player session
+-- KEYS: k.res_due, k.sevents. ARGV[1] game-server id, ARGV[2] game session id, ARGV[3] player session
 -- id.
 -- Reply: {outcome, now_ms, detail, {loc, ip, dns, port}, {player session fields...}}. Outcomes: ACCEPTED;
 -- NOT_FOUND (no such player session in that game session); NOT_YOURS (the player session belongs to a game
 -- session of another server); NOT_ACTIVE (detail: the game session's status); ENDED (detail: the player
 -- session's status, COMPLETED or TIMEDOUT).
-local k = fleet_context(KEYS, ARGV)
 local now = now_ms()
-local sid, psid = ARGV[5], ARGV[6]
+local sid, psid = ARGV[2], ARGV[3]
 local pk = pkey(k, psid)
 local p = redis.call('HMGET', pk, 'gs', 'status', 'until_ms')
 if not p[1] then return {'NOT_FOUND', tostring(now), ''} end
 local s = redis.call('HMGET', gkey(k, p[1]), 'server', 'loc', 'ip', 'dns', 'port', 'status')
-if s[1] ~= ARGV[4] then return {'NOT_YOURS', tostring(now), ''} end
+if s[1] ~= ARGV[1] then return {'NOT_YOURS', tostring(now), ''} end
 if p[1] ~= sid then return {'NOT_FOUND', tostring(now), ''} end
 -- A reservation past its deadline is over, whether or not the sweep got to it yet.
 if p[2] == 'RESERVED' and p[3] and tonumber(p[3]) <= now then
@@ -25,7 +24,7 @@ if s[6] ~= 'ACTIVE' and p[2] == 'RESERVED' then return {'NOT_ACTIVE', tostring(n
 if p[2] == 'RESERVED' then
   redis.call('HSET', pk, 'status', 'ACTIVE', 'act_ms', now)
   redis.call('HDEL', pk, 'until_ms')
-  redis.call('ZREM', k.tag .. ':res_due', psid)
+  redis.call('ZREM', k.res_due, psid)
   session_event(k, 'PLAYER_SESSION_ACTIVATED', pk, now)
 elseif p[2] ~= 'ACTIVE' then
   return {'ENDED', tostring(now), p[2]}

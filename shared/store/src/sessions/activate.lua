@@ -1,26 +1,25 @@
 -- The process hosting a game session has it ready for players (ActivateGameSession): ACTIVATING → ACTIVE. It
 -- enters the search indexes, and the reservation timers of player sessions reserved with it start now. Activating
 -- again is ACTIVATED and changes nothing.
--- KEYS/ARGV[1..3]: see fleet_context(). ARGV[4] game-server id, ARGV[5] game session id.
+-- KEYS: k.act_due, k.res_due, k.sevents. ARGV[1] game-server id, ARGV[2] game session id.
 -- Reply: {ACTIVATED | NOT_FOUND | NOT_YOURS | ENDED, now_ms, session fields...}.
-local k = fleet_context(KEYS, ARGV)
 local now = now_ms()
-local sid = ARGV[5]
+local sid = ARGV[2]
 local key = gkey(k, sid)
 local s = redis.call('HMGET', key, 'server', 'status', 'res_ms')
 if not s[1] then return {'NOT_FOUND', tostring(now)} end
-if s[1] ~= ARGV[4] then return {'NOT_YOURS', tostring(now)} end
+if s[1] ~= ARGV[1] then return {'NOT_YOURS', tostring(now)} end
 local outcome = 'ACTIVATED'
 if s[2] == 'ACTIVATING' then
   redis.call('HSET', key, 'status', 'ACTIVE', 'act_ms', now)
   redis.call('HDEL', key, 'act_by_ms')
-  redis.call('ZREM', k.tag .. ':act_due', sid)
+  redis.call('ZREM', k.act_due, sid)
   local until_ms = now + tonumber(s[3])
   for _, psid in ipairs(redis.call('HVALS', key .. ':live')) do
     local pk = pkey(k, psid)
     if redis.call('HGET', pk, 'status') == 'RESERVED' then
       redis.call('HSET', pk, 'until_ms', until_ms)
-      redis.call('ZADD', k.tag .. ':res_due', until_ms, psid)
+      redis.call('ZADD', k.res_due, until_ms, psid)
     end
   end
   index_session(k, sid)

@@ -3,30 +3,30 @@
 -- empty out), then the first ready one of the pool (the claim order: ACTIVE instances first, then the longest
 -- idle). The process hosts it from now on (it leaves the pool; its desired state gets a new version), the session
 -- is ACTIVATING until the process activates it or its activation deadline passes.
--- KEYS/ARGV[1..3]: see fleet_context(). ARGV[4] game session id, ARGV[5] game-server id ('' to pick one),
--- ARGV[6] location ('' for any), ARGV[7] maximum players, ARGV[8] activation timeout ms, ARGV[9] reservation
--- timeout ms, ARGV[10] retention ms, ARGV[11] idempotency token (''), ARGV[12] digest of the request,
--- ARGV[13] creator id (''), ARGV[14] creations allowed per creator per period (0: unlimited), ARGV[15] the period
--- ms, ARGV[16] accept players (1 | 0), ARGV[17] protected (1 | 0), ARGV[18] name, ARGV[19] properties (JSON),
--- ARGV[20] game session data, ARGV[21] matchmaker data, ARGV[22] placement id.
+-- KEYS: k.act_due, k.claims, k.hosting, k.pool, k.sessions, k.sevents. ARGV[1] game session id, ARGV[2] game-server
+-- id ('' to pick one),
+-- ARGV[3] location ('' for any), ARGV[4] maximum players, ARGV[5] activation timeout ms, ARGV[6] reservation
+-- timeout ms, ARGV[7] retention ms, ARGV[8] idempotency token (''), ARGV[9] digest of the request,
+-- ARGV[10] creator id (''), ARGV[11] creations allowed per creator per period (0: unlimited), ARGV[12] the period
+-- ms, ARGV[13] accept players (1 | 0), ARGV[14] protected (1 | 0), ARGV[15] name, ARGV[16] properties (JSON),
+-- ARGV[17] game session data, ARGV[18] matchmaker data, ARGV[19] placement id, ARGV[20] fleet id.
 -- Reply: {outcome, now_ms, replica, version, detail, session fields...}. Outcomes: CREATED; EXISTING (the token
 -- was used with the same request: the session as it stands); TOKEN_REUSED (used with another request);
 -- NO_SERVER (none ready with room, or the named server is unknown or cannot host it: either way the caller looks
 -- elsewhere); CREATOR_LIMIT (detail: ms when the creator may create again).
-local k = fleet_context(KEYS, ARGV)
 local now = now_ms()
-local sid, named, loc, max = ARGV[4], ARGV[5], ARGV[6], tonumber(ARGV[7])
-local token, creator, limit, period = ARGV[11], ARGV[13], tonumber(ARGV[14]), tonumber(ARGV[15])
-local idem = k.tag .. ':idem:' .. token
+local sid, named, loc, max = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+local token, creator, limit, period = ARGV[8], ARGV[10], tonumber(ARGV[11]), tonumber(ARGV[12])
+local idem = k.idem .. token
 if token ~= '' then
   local existing = redis.call('GET', idem)
   if existing then
     local key = gkey(k, existing)
-    if redis.call('HGET', key, 'digest') ~= ARGV[12] then return session_reply('TOKEN_REUSED', now) end
+    if redis.call('HGET', key, 'digest') ~= ARGV[9] then return session_reply('TOKEN_REUSED', now) end
     return session_reply('EXISTING', now, nil, nil, key)
   end
 end
-local created_by = k.tag .. ':creator:' .. creator
+local created_by = k.creator .. creator
 if creator ~= '' and limit > 0 then
   redis.call('ZREMRANGEBYSCORE', created_by, '-inf', now - period)
   if redis.call('ZCARD', created_by) >= limit then
@@ -38,12 +38,12 @@ end
 -- Whether a process can take a session of `max` players in `loc` now: ready or hosting, healthy, on an instance
 -- that takes work, AVAILABLE and unclaimed (a claim or UTILIZED means another caller placed a game on it).
 local function can_host(id)
-  local s = redis.call('HMGET', k.server_prefix .. id, 'pstate', 'loc', 'max_players', 'max_sess', 'health',
+  local s = redis.call('HMGET', k.gs .. id, 'pstate', 'loc', 'max_players', 'max_sess', 'health',
     'istatus', 'util', 'claim_exp_ms')
   if s[1] ~= 'STANDING_BY' and s[1] ~= 'ACTIVE' then return false end
   if (loc ~= '' and s[2] ~= loc) or tonumber(s[3] or '0') < max or s[5] == 'UNHEALTHY' then return false end
   if not tier_of(s[6]) or s[7] ~= 'AVAILABLE' or s[8] then return false end
-  return redis.call('SCARD', k.server_prefix .. id .. ':sessions') < tonumber(s[4] or '1')
+  return redis.call('SCARD', k.gs .. id .. ':sessions') < tonumber(s[4] or '1')
 end
 
 -- The first of up to 500 members of a sorted set that can host the session; a few hundred are looked at, not the
@@ -60,7 +60,7 @@ end
 
 local id = named
 if id ~= '' then
-  if not redis.call('HGET', k.server_prefix .. id, 'pstate') or not can_host(id) then
+  if not redis.call('HGET', k.gs .. id, 'pstate') or not can_host(id) then
     return session_reply('NO_SERVER', now)
   end
 else
@@ -69,16 +69,16 @@ else
   if not id then return session_reply('NO_SERVER', now) end
 end
 
-local server_key = k.server_prefix .. id
+local server_key = k.gs .. id
 local server = redis.call('HMGET', server_key, 'loc', 'instance', 'ip', 'dns', 'port')
 local key = gkey(k, sid)
-local deadline = now + tonumber(ARGV[8])
-redis.call('HSET', key, 'id', sid, 'fleet', string.sub(k.tag, 10, -2), 'loc', server[1] or '', 'server', id,
+local deadline = now + tonumber(ARGV[5])
+redis.call('HSET', key, 'id', sid, 'fleet', ARGV[20], 'loc', server[1] or '', 'server', id,
   'inst', server[2] or '', 'ip', server[3] or '', 'dns', server[4] or '', 'port', server[5] or '0',
   'status', 'ACTIVATING', 'reason', '', 'c_ms', now, 'act_by_ms', deadline, 'cur', 0, 'max', max,
-  'accept', ARGV[16], 'prot', ARGV[17], 'name', ARGV[18], 'props', ARGV[19], 'data', ARGV[20], 'mm', ARGV[21],
-  'creator', creator, 'placement', ARGV[22], 'res_ms', ARGV[9], 'ret_ms', ARGV[10], 'idem', token,
-  'digest', ARGV[12])
+  'accept', ARGV[13], 'prot', ARGV[14], 'name', ARGV[15], 'props', ARGV[16], 'data', ARGV[17], 'mm', ARGV[18],
+  'creator', creator, 'placement', ARGV[19], 'res_ms', ARGV[6], 'ret_ms', ARGV[7], 'idem', token,
+  'digest', ARGV[9])
 redis.call('SADD', server_key .. ':sessions', sid)
 redis.call('HSET', server_key, 'pstate', 'ACTIVE')
 redis.call('HINCRBY', server_key, 'ver', 1)
@@ -87,8 +87,8 @@ track_room(k, id)
 -- A claim on it is spent: the server now hosts this session, and must not lapse back into the pool.
 redis.call('ZREM', k.claims, id)
 redis.call('HDEL', server_key, 'claim_exp_ms', 'claim_id')
-redis.call('ZADD', k.tag .. ':sessions', now, sid)
-redis.call('ZADD', k.tag .. ':act_due', deadline, sid)
+redis.call('ZADD', k.sessions, now, sid)
+redis.call('ZADD', k.act_due, deadline, sid)
 -- The token lives as long as the session's record: the sweep that expires the record deletes it.
 if token ~= '' then redis.call('SET', idem, sid) end
 if creator ~= '' and limit > 0 then

@@ -2,14 +2,13 @@
 -- is checked against the maximum here, in the one script every creation runs, so no race can overfill a session.
 -- A player who already holds a RESERVED or ACTIVE player session in it with the same data gets that one back and
 -- takes no new slot.
--- KEYS/ARGV[1..3]: see fleet_context(). ARGV[4] game session id, then per player: player id, player data, id for
+-- KEYS: k.res_due, k.sevents. ARGV[1] game session id, then per player: player id, player data, id for
 -- a new player session.
 -- Reply: {outcome, now_ms, detail, {loc, ip, dns, port}, {player session fields...}...}. Outcomes: CREATED;
 -- NOT_FOUND; NOT_ACTIVE (detail: its status); DENY_ALL; FULL (detail: free slots); PLAYER_CONFLICT (detail: the
 -- player holding a live player session with other data).
-local k = fleet_context(KEYS, ARGV)
 local now = now_ms()
-local sid = ARGV[4]
+local sid = ARGV[1]
 local key = gkey(k, sid)
 local s = redis.call('HMGET', key, 'status', 'accept', 'cur', 'max', 'res_ms', 'loc', 'ip', 'dns', 'port', 'srv_end')
 if not s[1] then return {'NOT_FOUND', tostring(now), ''} end
@@ -19,7 +18,7 @@ if s[10] == '1' then return {'NOT_ACTIVE', tostring(now), 'ACTIVE on a server th
 if s[2] ~= '1' then return {'DENY_ALL', tostring(now), ''} end
 local live = key .. ':live'
 local held, fresh = {}, 0
-for i = 5, #ARGV, 3 do
+for i = 2, #ARGV, 3 do
   local psid = redis.call('HGET', live, ARGV[i])
   if psid then
     if redis.call('HGET', pkey(k, psid), 'data') ~= ARGV[i + 1] then
@@ -37,7 +36,7 @@ local endpoint = {s[6], s[7], s[8], s[9]}
 local out = {'CREATED', tostring(now), '', endpoint}
 -- The hot path: a new player session's record is built here once and used for the hash, the event and the reply,
 -- rather than written and read back.
-for i = 5, #ARGV, 3 do
+for i = 2, #ARGV, 3 do
   local psid = held[i]
   if psid then
     out[#out + 1] = redis.call('HGETALL', pkey(k, psid))
@@ -48,8 +47,8 @@ for i = 5, #ARGV, 3 do
     redis.call('HSET', pkey(k, psid), unpack(fields))
     redis.call('HSET', live, ARGV[i], psid)
     redis.call('ZADD', key .. ':ps', now, psid)
-    redis.call('ZADD', k.tag .. ':player:' .. ARGV[i], now, psid)
-    redis.call('ZADD', k.tag .. ':res_due', until_ms, psid)
+    redis.call('ZADD', k.player .. ARGV[i], now, psid)
+    redis.call('ZADD', k.res_due, until_ms, psid)
     player_event(k, 'PLAYER_SESSION_RESERVED', fields, endpoint, now)
     out[#out + 1] = fields
   end

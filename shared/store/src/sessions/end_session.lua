@@ -1,23 +1,23 @@
 -- A game server ends a game session it hosts (EndGameSession: TERMINATED, ENDED_BY_SERVER, or
 -- TRIGGERED_ON_PROCESS_TERMINATE when it had been asked to end the session or itself) or refuses one it was given (RejectGameSession: an
 -- ACTIVATING session becomes ERROR, SERVER_REJECTED). The server is then free for another session.
--- KEYS/ARGV[1..3]: see fleet_context(). ARGV[4] game-server id, ARGV[5] game session id, ARGV[6] END | REJECT.
+-- KEYS: k.act_due, k.ended, k.hosting, k.pool, k.res_due, k.sevents, k.term_due. ARGV[1] game-server id, ARGV[2] game
+-- session id, ARGV[3] END | REJECT.
 -- Reply: {ENDED | NOT_FOUND | NOT_YOURS | WRONG_STATE, now_ms, replica, version, status}. WRONG_STATE: a reject
 -- of a session that is not ACTIVATING (status says what it is).
-local k = fleet_context(KEYS, ARGV)
 local now = now_ms()
-local id, sid = ARGV[4], ARGV[5]
+local id, sid = ARGV[1], ARGV[2]
 local s = redis.call('HMGET', gkey(k, sid), 'server', 'status')
 if not s[1] then return {'NOT_FOUND', tostring(now), '', '0', ''} end
 if s[1] ~= id then return {'NOT_YOURS', tostring(now), '', '0', ''} end
 local status, reason = 'TERMINATED', 'ENDED_BY_SERVER'
-if ARGV[6] == 'REJECT' then
+if ARGV[3] == 'REJECT' then
   local retried = s[2] == 'ERROR' and redis.call('HGET', gkey(k, sid), 'reason') == 'SERVER_REJECTED'
   if s[2] ~= 'ACTIVATING' and not retried then return {'WRONG_STATE', tostring(now), '', '0', s[2]} end
   status, reason = 'ERROR', 'SERVER_REJECTED'
-elseif s[2] == 'TERMINATING' or redis.call('HGET', k.server_prefix .. id, 'pstate') == 'TERMINATING' then
+elseif s[2] == 'TERMINATING' or redis.call('HGET', k.gs .. id, 'pstate') == 'TERMINATING' then
   reason = 'TRIGGERED_ON_PROCESS_TERMINATE'
 end
 if end_game_session(k, sid, status, reason, now) then release_process(k, id) end
-local routing = redis.call('HMGET', k.server_prefix .. id, 'replica', 'ver')
+local routing = redis.call('HMGET', k.gs .. id, 'replica', 'ver')
 return {'ENDED', tostring(now), routing[1] or '', routing[2] or '0', redis.call('HGET', gkey(k, sid), 'status')}

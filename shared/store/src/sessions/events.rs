@@ -104,7 +104,7 @@ pub async fn game_session_data(
     fleet_id: &str,
     game_session_id: &str,
 ) -> Result<(String, String), StoreError> {
-    let key = format!("{}{game_session_id}", FleetKeys::new(fleet_id).game_session_prefix());
+    let key = FleetKeys::new(fleet_id).game_session(game_session_id);
     let (data, mm): (Option<String>, Option<String>) =
         store.query(redis::cmd("HMGET").arg(key).arg("data").arg("mm")).await?;
     Ok((data.unwrap_or_default(), mm.unwrap_or_default()))

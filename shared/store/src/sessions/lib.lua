@@ -1,7 +1,7 @@
 -- Helpers of the session scripts, and of the process scripts that end sessions (prepended after the process
 -- helpers).
 --
--- Session keys are built from the fleet's tag (k.tag, `berth:{f:<fleet>}`), so they share the fleet's slot:
+-- The session keys (named in keys.rs, reached as k.<name>; all in the fleet's slot) and what they hold:
 --   gsess:<id>          a game session: id, fleet, loc, server, inst, ip, dns, port, status, reason, c_ms,
 --                       act_by_ms, act_ms, end_ms, cur (player sessions holding a slot), max, accept (1 | 0),
 --                       prot (1 | 0), name, props (JSON [[key, value], ...]), data, mm, creator, placement,
@@ -18,21 +18,21 @@
 --   sessions            the fleet's game session ids by creation ms
 --   act_due, res_due    ACTIVATING sessions by activation deadline; RESERVED player sessions by reservation deadline
 --   term_due            TERMINATING sessions by when they are forced to end
---   hosting             processes hosting sessions with a slot to spare, by when they last took one (k.hosting)
+--   hosting             processes hosting sessions with a slot to spare, by when they last took one
 --   ended               ended game sessions by when their records expire
 --   idem:<token>        game session id created with an idempotency token
 --   creator:<id>        a creator's game session ids by creation ms
 --   idx:<loc>:<score>   ACTIVE sessions of a location ('*': every location) by created, players, max or free (slots
 --                       a player session could take now)
---   sevents-gone        position of the last session event trimmed (by retention or the cap)
+--   sevents_gone        position of the last session event trimmed (by retention or the cap)
 --   sevents             stream of session events: type, t (ms), kind (g | p), then the record's fields (a player
 --                       session's with its game session's loc, ip, dns and port)
 
-local function gkey(k, sid) return k.tag .. ':gsess:' .. sid end
+local function gkey(k, sid) return k.gsess .. sid end
 
 -- Keeps a process in `hosting` while it hosts sessions and has room for another.
 local function track_room(k, id)
-  local key = k.server_prefix .. id
+  local key = k.gs .. id
   local s = redis.call('HMGET', key, 'pstate', 'max_sess')
   local open = redis.call('SCARD', key .. ':sessions')
   if s[1] == 'ACTIVE' and open > 0 and open < tonumber(s[2] or '1') then
@@ -41,7 +41,7 @@ local function track_room(k, id)
     redis.call('ZREM', k.hosting, id)
   end
 end
-local function pkey(k, psid) return k.tag .. ':psess:' .. psid end
+local function pkey(k, psid) return k.psess .. psid end
 
 local INDEXES = {'created', 'players', 'max', 'free'}
 
@@ -49,7 +49,7 @@ local INDEXES = {'created', 'players', 'max', 'free'}
 local function index_session(k, sid)
   local s = redis.call('HMGET', gkey(k, sid), 'status', 'loc', 'c_ms', 'cur', 'max', 'accept', 'srv_end')
   for _, loc in ipairs({s[2] or '', '*'}) do
-    local prefix = k.tag .. ':idx:' .. loc .. ':'
+    local prefix = k.idx .. loc .. ':'
     if s[1] == 'ACTIVE' and s[7] ~= '1' then
       local cur, max = tonumber(s[4]), tonumber(s[5])
       local free = 0
@@ -71,7 +71,7 @@ local function index_counts(k, sid, s)
   local free = 0
   if s[5] == '1' then free = tonumber(s[4]) - cur end
   for _, loc in ipairs({s[2] or '', '*'}) do
-    local prefix = k.tag .. ':idx:' .. loc .. ':'
+    local prefix = k.idx .. loc .. ':'
     redis.call('ZADD', prefix .. 'players', cur, sid)
     redis.call('ZADD', prefix .. 'free', free, sid)
   end
@@ -95,7 +95,7 @@ end
 -- A process was told to end: its sessions take no new players and leave the search indexes, though they run
 -- until the process ends them.
 local function server_ending(k, id)
-  for _, sid in ipairs(redis.call('SMEMBERS', k.server_prefix .. id .. ':sessions')) do
+  for _, sid in ipairs(redis.call('SMEMBERS', k.gs .. id .. ':sessions')) do
     redis.call('HSET', gkey(k, sid), 'srv_end', '1')
     index_session(k, sid)
   end
@@ -111,7 +111,7 @@ local function player_event(k, type, fields, endpoint, now)
     entry[#entry + 1] = endpoint[i] or ''
   end
   -- The session sweep trims the stream to the retention and the deployment's cap (BERTH_SESSION_EVENTS_MAX).
-  redis.call('XADD', k.tag .. ':sevents', '*', unpack(entry))
+  redis.call('XADD', k.sevents, '*', unpack(entry))
 end
 
 -- Appends a transition to the session event stream, with the record as it is now: a game session without its
@@ -137,7 +137,7 @@ local function session_event(k, type, key, now)
     end
   end
   -- The session sweep trims the stream to the retention and the deployment's cap (BERTH_SESSION_EVENTS_MAX).
-  redis.call('XADD', k.tag .. ':sevents', '*', unpack(entry))
+  redis.call('XADD', k.sevents, '*', unpack(entry))
 end
 
 -- Ends a RESERVED or ACTIVE player session (COMPLETED or TIMEDOUT) and frees its slot.
@@ -147,7 +147,7 @@ local function end_player_session(k, psid, status, now)
   if p[1] ~= 'RESERVED' and p[1] ~= 'ACTIVE' then return false end
   redis.call('HSET', key, 'status', status, 'end_ms', now)
   redis.call('HDEL', key, 'until_ms')
-  redis.call('ZREM', k.tag .. ':res_due', psid)
+  redis.call('ZREM', k.res_due, psid)
   redis.call('HDEL', gkey(k, p[2]) .. ':live', p[3])
   redis.call('HINCRBY', gkey(k, p[2]), 'cur', -1)
   local event = 'PLAYER_SESSION_COMPLETED'
@@ -164,15 +164,15 @@ local function end_game_session(k, sid, status, reason, now)
   if not s[1] or s[1] == 'TERMINATED' or s[1] == 'ERROR' then return false end
   -- Asked to end, it ended as asked, whatever else its server was doing.
   if s[1] == 'TERMINATING' and reason == 'ENDED_BY_SERVER' then reason = 'TRIGGERED_ON_PROCESS_TERMINATE' end
-  redis.call('SREM', k.server_prefix .. s[3] .. ':sessions', sid)
+  redis.call('SREM', k.gs .. s[3] .. ':sessions', sid)
   for _, psid in ipairs(redis.call('HVALS', key .. ':live')) do
     end_player_session(k, psid, 'COMPLETED', now)
   end
   redis.call('HSET', key, 'status', status, 'reason', reason, 'end_ms', now)
   redis.call('HDEL', key, 'act_by_ms', 'term_by_ms')
-  redis.call('ZREM', k.tag .. ':act_due', sid)
-  redis.call('ZREM', k.tag .. ':term_due', sid)
-  redis.call('ZADD', k.tag .. ':ended', now + tonumber(s[2]), sid)
+  redis.call('ZREM', k.act_due, sid)
+  redis.call('ZREM', k.term_due, sid)
+  redis.call('ZADD', k.ended, now + tonumber(s[2]), sid)
   index_session(k, sid)
   local event = 'GAME_SESSION_TERMINATED'
   if status == 'ERROR' then event = 'GAME_SESSION_ERROR' end
@@ -191,7 +191,7 @@ end
 -- version), and with no session left open it is ready for another, back in the pool when it may wait there.
 -- Returns the process's key.
 local function release_process(k, id)
-  local key = k.server_prefix .. id
+  local key = k.gs .. id
   if not redis.call('HGET', key, 'pstate') then return nil end
   redis.call('HINCRBY', key, 'ver', 1)
   if redis.call('SCARD', key .. ':sessions') == 0 and redis.call('HGET', key, 'pstate') == 'ACTIVE' then

@@ -7,7 +7,6 @@ use redis::Value;
 use crate::codec::unexpected;
 use crate::codec::{player_session, strings};
 use crate::keys::FleetKeys;
-use crate::processes::process_call;
 use crate::scripts::scripts;
 use crate::{Store, StoreError};
 
@@ -64,7 +63,7 @@ pub async fn create_player_sessions(
 ) -> Result<PlayersCreated, StoreError> {
     const SCRIPT: &str = "create_player_sessions";
     let keys = FleetKeys::new(fleet_id);
-    let mut call = process_call(&scripts().create_player_sessions, &keys);
+    let mut call = scripts().create_player_sessions.for_fleet(&keys);
     call.arg(game_session_id);
     for (player_id, data, new_id) in players {
         call.arg(*player_id).arg(*data).arg(new_id);
@@ -107,7 +106,7 @@ pub async fn accept_player_session(
 ) -> Result<Accepted, StoreError> {
     const SCRIPT: &str = "accept_player_session";
     let keys = FleetKeys::new(fleet_id);
-    let mut call = process_call(&scripts().accept_player_session, &keys);
+    let mut call = scripts().accept_player_session.for_fleet(&keys);
     call.arg(game_server_id).arg(game_session_id).arg(player_session_id);
     let raw: Vec<Value> = store.invoke(&call).await?;
     let (outcome, detail, mut records) = decode(SCRIPT, fleet_id, &raw)?;
@@ -140,7 +139,7 @@ pub async fn remove_player_session(
 ) -> Result<Removed, StoreError> {
     const SCRIPT: &str = "remove_player_session";
     let keys = FleetKeys::new(fleet_id);
-    let mut call = process_call(&scripts().remove_player_session, &keys);
+    let mut call = scripts().remove_player_session.for_fleet(&keys);
     call.arg(game_server_id).arg(game_session_id).arg(player_session_id);
     let raw: Vec<String> = store.invoke(&call).await?;
     match raw.first().map(String::as_str) {

@@ -6,7 +6,6 @@ use redis::Value;
 use crate::codec::unexpected;
 use crate::codec::{game_session, player_session, properties, strings};
 use crate::keys::FleetKeys;
-use crate::processes::process_call;
 use crate::scripts::scripts;
 use crate::{Store, StoreError};
 
@@ -32,8 +31,11 @@ pub async fn read_game_sessions(
 ) -> Result<Vec<Option<GameSessionRecord>>, StoreError> {
     const SCRIPT: &str = "read_sessions";
     let keys = FleetKeys::new(fleet_id);
-    let mut call = process_call(&scripts().read_sessions, &keys);
-    call.arg("g").arg(ids);
+    let mut call = scripts().read_sessions.prepare();
+    for id in ids {
+        call.key(keys.game_session(id));
+    }
+    call.arg("g");
     let raw: Vec<Value> = store.invoke(&call).await?;
     raw.iter().map(|value| game_session(&strings(SCRIPT, value)?)).collect()
 }
@@ -46,8 +48,11 @@ pub async fn read_player_sessions(
 ) -> Result<Vec<Option<PlayerSessionRecord>>, StoreError> {
     const SCRIPT: &str = "read_sessions";
     let keys = FleetKeys::new(fleet_id);
-    let mut call = process_call(&scripts().read_sessions, &keys);
-    call.arg("p").arg(ids);
+    let mut call = scripts().read_sessions.prepare();
+    for id in ids {
+        call.key(keys.player_session(id));
+    }
+    call.arg("p");
     let raw: Vec<Value> = store.invoke(&call).await?;
     raw.iter().map(|value| player_entry(SCRIPT, fleet_id, value)).collect()
 }
@@ -59,26 +64,20 @@ pub struct Page<T> {
     pub next: Option<String>,
 }
 
-/// What a page reads: a sorted set of session ids under the fleet's tag (`g`ame or `p`layer sessions), in an
-/// order (ASC | DESC), keeping the ids in a location and statuses (empty: any).
+/// What a page reads: a sorted set of session ids of the fleet (`g`ame or `p`layer sessions), in an order (ASC |
+/// DESC), keeping the ids in a location and statuses (empty: any).
 struct Listing<'a> {
     kind: &'a str,
-    set: &'a str,
+    set: String,
     order: &'a str,
     location: &'a str,
     statuses: &'a [&'a str],
 }
 
-fn page_call<'a>(
-    fleet_id: &str,
-    listing: &Listing<'_>,
-    after: Option<&str>,
-    size: usize,
-) -> crate::scripts::FunctionCall<'a> {
-    let keys = FleetKeys::new(fleet_id);
-    let mut call = process_call(&scripts().page_sessions, &keys);
-    call.arg(listing.kind)
-        .arg(listing.set)
+fn page_call<'a>(listing: &Listing<'_>, after: Option<&str>, size: usize) -> crate::scripts::FunctionCall<'a> {
+    let mut call = scripts().page_sessions.prepare();
+    call.key(&listing.set)
+        .arg(listing.kind)
         .arg(listing.order)
         .arg(after.unwrap_or(""))
         .arg(size)
@@ -108,12 +107,12 @@ pub async fn list_game_sessions(
     const SCRIPT: &str = "page_sessions";
     let listing = Listing {
         kind: "g",
-        set: "sessions",
+        set: FleetKeys::new(fleet_id).game_sessions(),
         order: "DESC",
         location,
         statuses,
     };
-    let call = page_call(fleet_id, &listing, after, size);
+    let call = page_call(&listing, after, size);
     let raw: Vec<Value> = store.invoke(&call).await?;
     let (next, items) = split_page(SCRIPT, &raw)?;
     let items = items
@@ -146,19 +145,20 @@ pub async fn list_player_sessions(
     size: usize,
 ) -> Result<Page<PlayerSessionRecord>, StoreError> {
     const SCRIPT: &str = "page_sessions";
+    let keys = FleetKeys::new(fleet_id);
     let set = match source {
-        PlayerSource::GameSession(id) => format!("gsess:{id}:ps"),
-        PlayerSource::Player(id) => format!("player:{id}"),
+        PlayerSource::GameSession(id) => keys.players_of_session(id),
+        PlayerSource::Player(id) => keys.sessions_of_player(id),
     };
     let statuses: Vec<&str> = if status.is_empty() { Vec::new() } else { vec![status] };
     let listing = Listing {
         kind: "p",
-        set: &set,
+        set,
         order: "ASC",
         location: "",
         statuses: &statuses,
     };
-    let call = page_call(fleet_id, &listing, after, size);
+    let call = page_call(&listing, after, size);
     let raw: Vec<Value> = store.invoke(&call).await?;
     let (next, items) = split_page(SCRIPT, &raw)?;
     let items = items
@@ -199,11 +199,9 @@ pub async fn search_chunk(
     count: usize,
 ) -> Result<Vec<(GameSessionRecord, i64)>, StoreError> {
     const SCRIPT: &str = "search_sessions";
-    let keys = FleetKeys::new(fleet_id);
-    let mut call = process_call(&scripts().search_sessions, &keys);
+    let mut call = scripts().search_sessions.prepare();
     let (location, min, max) = scan.set();
-    call.arg(location)
-        .arg(scan.index)
+    call.key(FleetKeys::new(fleet_id).search_index(location, scan.index))
         .arg(min)
         .arg(max)
         .arg(if scan.descending { "DESC" } else { "ASC" })

@@ -1,18 +1,16 @@
 -- Reads, in score order, a chunk of one range of a search index of ACTIVE game sessions, with just what a filter
 -- and a sort look at; the caller evaluates them and reads whole records only for the page it returns.
--- KEYS/ARGV[1..3]: see fleet_context(). ARGV[4] location ('*' for every one), ARGV[5] index (created | players |
--- max | free), ARGV[6] lowest score ('-inf' or a number), ARGV[7] highest score ('+inf' or a number), ARGV[8] ASC |
--- DESC, ARGV[9] how many sessions at the start of the range (in reading order: the ties of its first score) were
--- read before, ARGV[10] most sessions to read. A caller goes on from the last score it read, narrowing the range,
+-- KEYS[1] the index (one location's, or every location's, by created | players | max | free). ARGV[1] lowest score ('-inf' or a number), ARGV[2] highest score ('+inf' or a number), ARGV[3] ASC |
+-- DESC, ARGV[4] how many sessions at the start of the range (in reading order: the ties of its first score) were
+-- read before, ARGV[5] most sessions to read. A caller goes on from the last score it read, narrowing the range,
 -- so a chunk costs what it reads wherever it lies in the range.
 -- Reply: per session {id, score, name, props, max, cur, c_ms, accept, status}; fewer than asked at the range's end.
-local k = fleet_context(KEYS, ARGV)
-local set = k.tag .. ':idx:' .. ARGV[4] .. ':' .. ARGV[5]
+local set = KEYS[1]
 local ids
-if ARGV[8] == 'DESC' then
-  ids = redis.call('ZREVRANGEBYSCORE', set, ARGV[7], ARGV[6], 'WITHSCORES', 'LIMIT', ARGV[9], ARGV[10])
+if ARGV[3] == 'DESC' then
+  ids = redis.call('ZREVRANGEBYSCORE', set, ARGV[2], ARGV[1], 'WITHSCORES', 'LIMIT', ARGV[4], ARGV[5])
 else
-  ids = redis.call('ZRANGEBYSCORE', set, ARGV[6], ARGV[7], 'WITHSCORES', 'LIMIT', ARGV[9], ARGV[10])
+  ids = redis.call('ZRANGEBYSCORE', set, ARGV[1], ARGV[2], 'WITHSCORES', 'LIMIT', ARGV[4], ARGV[5])
 end
 local out = {}
 for i = 1, #ids, 2 do

@@ -3,16 +3,16 @@
 -- sessions past the grace period end TERMINATED (FORCE_TERMINATED); RESERVED player sessions past their
 -- reservation end TIMEDOUT; ended sessions past their retention are deleted with their player sessions; events
 -- older than the retention are trimmed.
--- KEYS/ARGV[1..3]: see fleet_context(). ARGV[4] most items of each kind per sweep, ARGV[5] events retention ms,
--- ARGV[6] most events kept.
+-- KEYS: k.act_due, k.ended, k.hosting, k.pool, k.res_due, k.sessions, k.sevents, k.sevents_gone, k.term_due. ARGV[1]
+-- most items of each kind per sweep, ARGV[2] events retention ms,
+-- ARGV[3] most events kept.
 -- Reply: {activation timeouts, forced, player timeouts, deleted, then (server id, replica, version) of each
 -- server whose desired state changed, so that it is told now rather than at its next heartbeat}.
-local k = fleet_context(KEYS, ARGV)
 local now = now_ms()
-local limit = tonumber(ARGV[4])
+local limit = tonumber(ARGV[1])
 local out = {0, 0, 0, 0}
-local function due(name)
-  return redis.call('ZRANGEBYSCORE', k.tag .. ':' .. name, '-inf', now, 'LIMIT', 0, limit)
+local function due(deadlines)
+  return redis.call('ZRANGEBYSCORE', deadlines, '-inf', now, 'LIMIT', 0, limit)
 end
 local function release(sid, reason, slot)
   local server = redis.call('HGET', gkey(k, sid), 'server')
@@ -27,43 +27,43 @@ local function release(sid, reason, slot)
     end
   end
 end
-for _, sid in ipairs(due('act_due')) do
-  redis.call('ZREM', k.tag .. ':act_due', sid)
+for _, sid in ipairs(due(k.act_due)) do
+  redis.call('ZREM', k.act_due, sid)
   release(sid, 'ACTIVATION_TIMEOUT', 1)
 end
-for _, sid in ipairs(due('term_due')) do
-  redis.call('ZREM', k.tag .. ':term_due', sid)
+for _, sid in ipairs(due(k.term_due)) do
+  redis.call('ZREM', k.term_due, sid)
   release(sid, 'FORCE_TERMINATED', 2)
 end
-for _, psid in ipairs(due('res_due')) do
-  redis.call('ZREM', k.tag .. ':res_due', psid)
+for _, psid in ipairs(due(k.res_due)) do
+  redis.call('ZREM', k.res_due, psid)
   local sid = redis.call('HGET', pkey(k, psid), 'gs')
   if end_player_session(k, psid, 'TIMEDOUT', now) then
     out[3] = out[3] + 1
     index_counts(k, sid)
   end
 end
-for _, sid in ipairs(due('ended')) do
+for _, sid in ipairs(due(k.ended)) do
   local key = gkey(k, sid)
   for _, psid in ipairs(redis.call('ZRANGE', key .. ':ps', 0, -1)) do
     local player = redis.call('HGET', pkey(k, psid), 'player')
-    if player then redis.call('ZREM', k.tag .. ':player:' .. player, psid) end
+    if player then redis.call('ZREM', k.player .. player, psid) end
     redis.call('DEL', pkey(k, psid))
   end
   local token = redis.call('HGET', key, 'idem')
-  if token and token ~= '' and redis.call('GET', k.tag .. ':idem:' .. token) == sid then
-    redis.call('DEL', k.tag .. ':idem:' .. token)
+  if token and token ~= '' and redis.call('GET', k.idem .. token) == sid then
+    redis.call('DEL', k.idem .. token)
   end
   redis.call('DEL', key, key .. ':ps', key .. ':live')
-  redis.call('ZREM', k.tag .. ':sessions', sid)
-  redis.call('ZREM', k.tag .. ':ended', sid)
+  redis.call('ZREM', k.sessions, sid)
+  redis.call('ZREM', k.ended, sid)
   out[4] = out[4] + 1
 end
 -- Events are trimmed exactly (an approximate trim keeps whole blocks of 100 entries, so a quiet fleet would keep
 -- its old events for good), and the last one trimmed is recorded: a watcher whose position is before it missed it.
-local events, cap = k.tag .. ':sevents', tonumber(ARGV[6])
+local events, cap = k.sevents, tonumber(ARGV[3])
 local gone
-local cutoff_ms = now - tonumber(ARGV[5])
+local cutoff_ms = now - tonumber(ARGV[2])
 local cutoff = tostring(cutoff_ms) .. '-0'
 local first = redis.call('XRANGE', events, '-', '+', 'COUNT', 1)[1]
 -- XREVRANGE walks the whole stream when nothing lies below its end, so it runs only when something does.
@@ -77,5 +77,5 @@ if redis.call('XLEN', events) > cap then
   gone = redis.call('XRANGE', events, '-', '+', 'COUNT', 1)[1][1]
   redis.call('XTRIM', events, 'MAXLEN', cap)
 end
-if gone then redis.call('SET', events .. '-gone', gone) end
+if gone then redis.call('SET', k.sevents_gone, gone) end
 return out

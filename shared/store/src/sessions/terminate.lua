@@ -1,12 +1,12 @@
 -- Ends a game session on request (TerminateGameSession). FORCE: TERMINATED (FORCE_TERMINATED) at once.
 -- TRIGGER: TERMINATING until its server ends it, forced after the grace period. A server left hosting nothing
 -- else is told to end (GameLift's onProcessTerminate); one hosting other sessions only drops this one.
--- KEYS/ARGV[1..3]: see fleet_context(). ARGV[4] game session id, ARGV[5] FORCE | TRIGGER, ARGV[6] grace ms.
+-- KEYS: k.act_due, k.claims, k.ended, k.hosting, k.pool, k.ready, k.res_due, k.sevents, k.term, k.term_due. ARGV[1]
+-- game session id, ARGV[2] FORCE | TRIGGER, ARGV[3] grace ms.
 -- Reply: {outcome, now_ms, replica, version, server id, session fields...}. Outcomes: TERMINATED, TERMINATING,
 -- NOT_FOUND, ENDED (it had ended already).
-local k = fleet_context(KEYS, ARGV)
 local now = now_ms()
-local sid, force, deadline = ARGV[4], ARGV[5] == 'FORCE', now + tonumber(ARGV[6])
+local sid, force, deadline = ARGV[1], ARGV[2] == 'FORCE', now + tonumber(ARGV[3])
 local key = gkey(k, sid)
 local s = redis.call('HMGET', key, 'status', 'server')
 if not s[1] then return session_reply('NOT_FOUND', now) end
@@ -19,12 +19,12 @@ elseif force then
 elseif s[1] ~= 'TERMINATING' then
   redis.call('HSET', key, 'status', 'TERMINATING', 'reason', '', 'term_by_ms', deadline)
   redis.call('HDEL', key, 'act_by_ms')
-  redis.call('ZREM', k.tag .. ':act_due', sid)
-  redis.call('ZADD', k.tag .. ':term_due', deadline, sid)
+  redis.call('ZREM', k.act_due, sid)
+  redis.call('ZADD', k.term_due, deadline, sid)
   index_session(k, sid)
   session_event(k, 'GAME_SESSION_TERMINATING', key, now)
 end
-local server_key = k.server_prefix .. s[2]
+local server_key = k.gs .. s[2]
 local pstate = redis.call('HGET', server_key, 'pstate')
 if outcome ~= 'ENDED' and pstate and pstate ~= 'LOST' then
   local others = 0

@@ -1,0 +1,20 @@
+-- How a function reaches its fleet's keys (first of the helpers; KEY, the suffix of every key by name, is generated
+-- from keys.rs before it).
+--
+-- Each function sees them as `k`: k.<name> of a fixed key is the one it received in KEYS, in the order its top
+-- comment declares them (`-- KEYS: k.pool, k.claims.`); k.<name> of a kind of record (KEY's suffixes ending in
+-- ':', such as k.gsess) is the start of such a record's key, built from the hash tag of KEYS[1]. Reaching for a
+-- fixed key it did not declare is an error, so no function touches a key its caller did not name.
+
+local function fleet_keys(KEYS, names)
+  local k = {}
+  for i, name in ipairs(names) do k[name] = KEYS[i] end
+  return setmetatable(k, {__index = function(known, name)
+    local suffix = KEY[name]
+    if not suffix or string.sub(suffix, -1) ~= ':' then error('undeclared key: ' .. tostring(name)) end
+    -- Fleet ids hold no braces, so the tag ends at the first.
+    local key = string.match(KEYS[1], '^[^}]*}') .. suffix
+    rawset(known, name, key)
+    return key
+  end})
+end
