@@ -5,7 +5,8 @@ use berth_proto::health::v1 as pb;
 use prost_types::Timestamp;
 use tonic::Status;
 
-use crate::stored::TerminationReason;
+pub use crate::stored::InstanceStatus;
+use crate::stored::{TerminationReason, Utilization};
 use crate::validate::{Violations, check_page_size};
 
 /// Fleet ids: 1 to 128 characters.
@@ -22,56 +23,6 @@ pub const GAME_SERVER_DATA_MAX: usize = 1024;
 pub const PAGE_SIZE_MAX: u32 = 1000;
 /// Page size when the request leaves it at 0.
 pub const PAGE_SIZE_DEFAULT: u32 = 100;
-
-/// The state of an instance as stored.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum InstanceStatus {
-    /// Normal: claimed first.
-    Active,
-    /// Being drained: claimed last.
-    Draining,
-    /// About to be interrupted: never claimed.
-    SpotTerminating,
-}
-
-impl InstanceStatus {
-    /// The stored name, as the Lua scripts compare it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            InstanceStatus::Active => "ACTIVE",
-            InstanceStatus::Draining => "DRAINING",
-            InstanceStatus::SpotTerminating => "SPOT_TERMINATING",
-        }
-    }
-
-    /// Parses the stored name.
-    pub fn parse(stored: &str) -> Option<InstanceStatus> {
-        match stored {
-            "ACTIVE" => Some(InstanceStatus::Active),
-            "DRAINING" => Some(InstanceStatus::Draining),
-            "SPOT_TERMINATING" => Some(InstanceStatus::SpotTerminating),
-            _ => None,
-        }
-    }
-
-    /// From the contract's enum; `None` for UNSPECIFIED or unknown values.
-    pub fn from_proto(value: i32) -> Option<InstanceStatus> {
-        match pb::InstanceStatus::try_from(value).ok()? {
-            pb::InstanceStatus::Active => Some(InstanceStatus::Active),
-            pb::InstanceStatus::Draining => Some(InstanceStatus::Draining),
-            pb::InstanceStatus::SpotTerminating => Some(InstanceStatus::SpotTerminating),
-            pb::InstanceStatus::Unspecified => None,
-        }
-    }
-
-    fn to_proto(self) -> pb::InstanceStatus {
-        match self {
-            InstanceStatus::Active => pb::InstanceStatus::Active,
-            InstanceStatus::Draining => pb::InstanceStatus::Draining,
-            InstanceStatus::SpotTerminating => pb::InstanceStatus::SpotTerminating,
-        }
-    }
-}
 
 /// A game server as stored, with the claim judged against Redis' clock at the time it was read.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -156,7 +107,7 @@ impl GameServerRecord {
             "instance" => self.instance_id = value.to_owned(),
             "conn" => self.connection_info = value.to_owned(),
             "data" => self.game_server_data = value.to_owned(),
-            "util" => self.utilized = value == "UTILIZED",
+            "util" => self.utilized = Utilization::parse(value) == Some(Utilization::Utilized),
             "istatus" => {
                 self.instance_status =
                     InstanceStatus::parse(value).ok_or_else(|| format!("unknown instance status {value:?}"))?
@@ -328,7 +279,9 @@ pub fn check_set_instance_status(req: &pb::SetInstanceStatusRequest) -> Result<I
     let mut v = Violations::new();
     check_fleet_id(&mut v, &req.fleet_id);
     v.id("instance_id", &req.instance_id, INSTANCE_ID_LEN.0, INSTANCE_ID_LEN.1);
-    let status = InstanceStatus::from_proto(req.instance_status);
+    let status = pb::InstanceStatus::try_from(req.instance_status)
+        .ok()
+        .and_then(InstanceStatus::from_proto);
     if status.is_none() {
         v.add("instance_status", "must be ACTIVE, DRAINING or SPOT_TERMINATING");
     }
@@ -372,7 +325,10 @@ pub fn check_claim_filter(v: &mut Violations, statuses: &[i32]) -> ClaimTiers {
     }
     let (mut active, mut draining) = (statuses.is_empty(), statuses.is_empty());
     for status in statuses {
-        match InstanceStatus::from_proto(*status) {
+        match pb::InstanceStatus::try_from(*status)
+            .ok()
+            .and_then(InstanceStatus::from_proto)
+        {
             Some(InstanceStatus::Active) => active = true,
             Some(InstanceStatus::Draining) => draining = true,
             _ => v.add(field, "may name only ACTIVE and DRAINING"),

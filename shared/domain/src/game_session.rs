@@ -9,129 +9,12 @@ use berth_proto::session::v1 as pb;
 
 use crate::game_server::{FLEET_ID_LEN, timestamp};
 use crate::stored::GameSessionStatusReason;
+pub use crate::stored::{GameSessionStatus, PlayerSessionStatus};
 
 pub mod check;
 
 /// Longest game-session or player-session id: a fleet id, `/`, a 6-character kind and a 36-character UUID.
 pub const SESSION_ID_MAX: usize = FLEET_ID_LEN.1 + 1 + 6 + 36;
-
-/// Where a game session is in its life, by the name the store keeps.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum GameSessionStatus {
-    /// Placed on a process, which is starting it.
-    Activating,
-    /// Running; players may join.
-    Active,
-    /// Asked to end; its server is winding it down.
-    Terminating,
-    /// Ended. Final.
-    Terminated,
-    /// Ended because its server failed. Final.
-    Error,
-}
-
-impl GameSessionStatus {
-    /// Its stored name (the contract's name without the prefix).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            GameSessionStatus::Activating => "ACTIVATING",
-            GameSessionStatus::Active => "ACTIVE",
-            GameSessionStatus::Terminating => "TERMINATING",
-            GameSessionStatus::Terminated => "TERMINATED",
-            GameSessionStatus::Error => "ERROR",
-        }
-    }
-
-    /// The status a stored name stands for.
-    pub fn parse(name: &str) -> Option<GameSessionStatus> {
-        Some(match name {
-            "ACTIVATING" => GameSessionStatus::Activating,
-            "ACTIVE" => GameSessionStatus::Active,
-            "TERMINATING" => GameSessionStatus::Terminating,
-            "TERMINATED" => GameSessionStatus::Terminated,
-            "ERROR" => GameSessionStatus::Error,
-            _ => return None,
-        })
-    }
-
-    /// The status of a contract value; `None` for UNSPECIFIED.
-    pub fn from_proto(status: pb::GameSessionStatus) -> Option<GameSessionStatus> {
-        match status {
-            pb::GameSessionStatus::Unspecified => None,
-            pb::GameSessionStatus::Activating => Some(GameSessionStatus::Activating),
-            pb::GameSessionStatus::Active => Some(GameSessionStatus::Active),
-            pb::GameSessionStatus::Terminating => Some(GameSessionStatus::Terminating),
-            pb::GameSessionStatus::Terminated => Some(GameSessionStatus::Terminated),
-            pb::GameSessionStatus::Error => Some(GameSessionStatus::Error),
-        }
-    }
-
-    fn to_proto(self) -> pb::GameSessionStatus {
-        match self {
-            GameSessionStatus::Activating => pb::GameSessionStatus::Activating,
-            GameSessionStatus::Active => pb::GameSessionStatus::Active,
-            GameSessionStatus::Terminating => pb::GameSessionStatus::Terminating,
-            GameSessionStatus::Terminated => pb::GameSessionStatus::Terminated,
-            GameSessionStatus::Error => pb::GameSessionStatus::Error,
-        }
-    }
-}
-
-/// Where a player session is in its life, by the name the store keeps.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PlayerSessionStatus {
-    /// The slot is held; the player has not connected yet.
-    Reserved,
-    /// The game server accepted the player.
-    Active,
-    /// The player left, or the game session ended. Final.
-    Completed,
-    /// The player never connected in time. Final.
-    TimedOut,
-}
-
-impl PlayerSessionStatus {
-    /// Its stored name (the contract's name without the prefix).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PlayerSessionStatus::Reserved => "RESERVED",
-            PlayerSessionStatus::Active => "ACTIVE",
-            PlayerSessionStatus::Completed => "COMPLETED",
-            PlayerSessionStatus::TimedOut => "TIMEDOUT",
-        }
-    }
-
-    /// The status a stored name stands for.
-    pub fn parse(name: &str) -> Option<PlayerSessionStatus> {
-        Some(match name {
-            "RESERVED" => PlayerSessionStatus::Reserved,
-            "ACTIVE" => PlayerSessionStatus::Active,
-            "COMPLETED" => PlayerSessionStatus::Completed,
-            "TIMEDOUT" => PlayerSessionStatus::TimedOut,
-            _ => return None,
-        })
-    }
-
-    /// The status of a contract value; `None` for UNSPECIFIED.
-    pub fn from_proto(status: pb::PlayerSessionStatus) -> Option<PlayerSessionStatus> {
-        match status {
-            pb::PlayerSessionStatus::Unspecified => None,
-            pb::PlayerSessionStatus::Reserved => Some(PlayerSessionStatus::Reserved),
-            pb::PlayerSessionStatus::Active => Some(PlayerSessionStatus::Active),
-            pb::PlayerSessionStatus::Completed => Some(PlayerSessionStatus::Completed),
-            pb::PlayerSessionStatus::Timedout => Some(PlayerSessionStatus::TimedOut),
-        }
-    }
-
-    fn to_proto(self) -> pb::PlayerSessionStatus {
-        match self {
-            PlayerSessionStatus::Reserved => pb::PlayerSessionStatus::Reserved,
-            PlayerSessionStatus::Active => pb::PlayerSessionStatus::Active,
-            PlayerSessionStatus::Completed => pb::PlayerSessionStatus::Completed,
-            PlayerSessionStatus::TimedOut => pb::PlayerSessionStatus::Timedout,
-        }
-    }
-}
 
 /// The fleet a game-session or player-session id belongs to, when the id is well formed.
 pub fn fleet_of(session_id: &str) -> Option<&str> {
@@ -352,29 +235,6 @@ mod tests {
         assert_eq!(fleet_of("fleet-1"), None);
         assert_eq!(fleet_of("/gsess-x"), None);
         assert_eq!(fleet_of("fleet-1/other-x"), None);
-    }
-
-    #[test]
-    fn statuses_round_trip_through_their_stored_names() {
-        for status in [
-            GameSessionStatus::Activating,
-            GameSessionStatus::Active,
-            GameSessionStatus::Terminating,
-            GameSessionStatus::Terminated,
-            GameSessionStatus::Error,
-        ] {
-            assert_eq!(GameSessionStatus::parse(status.as_str()), Some(status));
-            assert_eq!(GameSessionStatus::from_proto(status.to_proto()), Some(status));
-        }
-        for status in [
-            PlayerSessionStatus::Reserved,
-            PlayerSessionStatus::Active,
-            PlayerSessionStatus::Completed,
-            PlayerSessionStatus::TimedOut,
-        ] {
-            assert_eq!(PlayerSessionStatus::parse(status.as_str()), Some(status));
-            assert_eq!(PlayerSessionStatus::from_proto(status.to_proto()), Some(status));
-        }
     }
 
     #[test]

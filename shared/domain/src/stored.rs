@@ -9,7 +9,8 @@ use berth_proto::session::v1 as session;
 
 /// Declares a stored enum: its variants with their stored names and contract values, and either the contract value
 /// that stands for "not set" (which no stored value has; every other contract value is a variant) or, for an enum
-/// that is only part of a contract's (`part of`), nothing more.
+/// that is only part of a contract's (`part of`), nothing more; or, for a state no contract shows (`stored only`),
+/// its stored names alone.
 macro_rules! stored {
     (
         $(#[$meta:meta])*
@@ -17,7 +18,7 @@ macro_rules! stored {
             $($(#[$vmeta:meta])* $variant:ident = $stored:literal => $contract:ident,)+
         }
     ) => {
-        stored!(@enum $(#[$meta])* $name: $proto { $($(#[$vmeta])* $variant = $stored => $contract,)+ });
+        stored!(@contract $(#[$meta])* $name: $proto { $($(#[$vmeta])* $variant = $stored => $contract,)+ });
 
         impl $name {
             /// The value of a contract's; `None` for the value that means "not set".
@@ -35,11 +36,28 @@ macro_rules! stored {
             $($(#[$vmeta:meta])* $variant:ident = $stored:literal => $contract:ident,)+
         }
     ) => {
-        stored!(@enum $(#[$meta])* $name: $proto { $($(#[$vmeta])* $variant = $stored => $contract,)+ });
+        stored!(@contract $(#[$meta])* $name: $proto { $($(#[$vmeta])* $variant = $stored => $contract,)+ });
     };
     (
-        @enum $(#[$meta:meta])* $name:ident: $proto:ty {
+        @contract $(#[$meta:meta])* $name:ident: $proto:ty {
             $($(#[$vmeta:meta])* $variant:ident = $stored:literal => $contract:ident,)+
+        }
+    ) => {
+        stored!($(#[$meta])* $name: stored only { $($(#[$vmeta])* $variant = $stored,)+ });
+
+        impl $name {
+            /// The contract's value.
+            pub fn to_proto(self) -> $proto {
+                match self {
+                    $($name::$variant => <$proto>::$contract,)+
+                }
+            }
+        }
+    };
+    (
+        $(#[$meta:meta])*
+        $name:ident: stored only {
+            $($(#[$vmeta:meta])* $variant:ident = $stored:literal,)+
         }
     ) => {
         $(#[$meta])*
@@ -49,7 +67,7 @@ macro_rules! stored {
         }
 
         impl $name {
-            /// Every value, in the contract's order.
+            /// Every value, in the contract's order where it has one.
             pub const ALL: &'static [$name] = &[$($name::$variant,)+];
 
             /// The stored name.
@@ -64,13 +82,6 @@ macro_rules! stored {
                 match stored {
                     $($stored => Some($name::$variant),)+
                     _ => None,
-                }
-            }
-
-            /// The contract's value.
-            pub fn to_proto(self) -> $proto {
-                match self {
-                    $($name::$variant => <$proto>::$contract,)+
                 }
             }
         }
@@ -186,6 +197,108 @@ stored! {
     }
 }
 
+stored! {
+    /// The state of the instance a game server runs on.
+    InstanceStatus: health::InstanceStatus, unset Unspecified {
+        /// Normal: claimed first.
+        Active = "ACTIVE" => Active,
+        /// Being drained: claimed last.
+        Draining = "DRAINING" => Draining,
+        /// About to be interrupted: never claimed.
+        SpotTerminating = "SPOT_TERMINATING" => SpotTerminating,
+    }
+}
+
+stored! {
+    /// Whether a game server is free for a new game.
+    Utilization: health::UtilizationStatus, unset Unspecified {
+        /// Free: it may be claimed.
+        Available = "AVAILABLE" => Available,
+        /// Hosting a game, for good.
+        Utilized = "UTILIZED" => Utilized,
+    }
+}
+
+stored! {
+    /// The health a process last reported.
+    ProcessHealth: health::ProcessHealth, unset Unspecified {
+        Healthy = "HEALTHY" => Healthy,
+        Unhealthy = "UNHEALTHY" => Unhealthy,
+    }
+}
+
+stored! {
+    /// Where an SDK process is in its life; the contracts show it through other fields (utilization, the game
+    /// sessions it hosts, fleet events), so it has no contract value of its own.
+    ProcessState: stored only {
+        /// Registered, not ready yet.
+        Initializing = "INITIALIZING",
+        /// Ready and idle: in the pool.
+        StandingBy = "STANDING_BY",
+        /// Hosting game sessions.
+        Active = "ACTIVE",
+        /// Told to end; ProcessEnding is due.
+        Terminating = "TERMINATING",
+        /// Declared lost; its record is kept a while so that a process coming back learns why.
+        Lost = "LOST",
+    }
+}
+
+stored! {
+    /// Where a game session is in its life.
+    GameSessionStatus: session::GameSessionStatus, unset Unspecified {
+        /// Placed on a process, which is starting it.
+        Activating = "ACTIVATING" => Activating,
+        /// Running; players may join.
+        Active = "ACTIVE" => Active,
+        /// Asked to end; its server is winding it down.
+        Terminating = "TERMINATING" => Terminating,
+        /// Ended. Final.
+        Terminated = "TERMINATED" => Terminated,
+        /// Ended because its server failed. Final.
+        Error = "ERROR" => Error,
+    }
+}
+
+stored! {
+    /// Where a player session is in its life.
+    PlayerSessionStatus: session::PlayerSessionStatus, unset Unspecified {
+        /// The slot is held; the player has not connected yet.
+        Reserved = "RESERVED" => Reserved,
+        /// The game server accepted the player.
+        Active = "ACTIVE" => Active,
+        /// The player left, or the game session ended. Final.
+        Completed = "COMPLETED" => Completed,
+        /// The player never connected in time. Final.
+        TimedOut = "TIMEDOUT" => Timedout,
+    }
+}
+
+stored! {
+    /// A process that ended by itself (ProcessEnding), as the fleet's events record it.
+    ProcessEnd: part of fleet::FleetEventCode {
+        Terminated = "SERVER_PROCESS_TERMINATED" => ServerProcessTerminated,
+    }
+}
+
+/// Every name the store writes for a state, of every enum above: what a Lua function may compare a field with.
+pub fn stored_names() -> Vec<&'static str> {
+    let mut names = Vec::new();
+    names.extend(GameState::ALL.iter().map(|v| v.as_str()));
+    names.extend(TerminationReason::ALL.iter().map(|v| v.as_str()));
+    names.extend(ProcessLoss::ALL.iter().map(|v| v.as_str()));
+    names.extend(ProcessEnd::ALL.iter().map(|v| v.as_str()));
+    names.extend(GameSessionStatusReason::ALL.iter().map(|v| v.as_str()));
+    names.extend(SessionEventType::ALL.iter().map(|v| v.as_str()));
+    names.extend(InstanceStatus::ALL.iter().map(|v| v.as_str()));
+    names.extend(Utilization::ALL.iter().map(|v| v.as_str()));
+    names.extend(ProcessHealth::ALL.iter().map(|v| v.as_str()));
+    names.extend(ProcessState::ALL.iter().map(|v| v.as_str()));
+    names.extend(GameSessionStatus::ALL.iter().map(|v| v.as_str()));
+    names.extend(PlayerSessionStatus::ALL.iter().map(|v| v.as_str()));
+    names
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -241,6 +354,51 @@ mod tests {
             SessionEventType::parse,
             |v| v.to_proto().as_str_name(),
         );
+        round_trips(
+            ProcessEnd::ALL,
+            "FLEET_EVENT_CODE_",
+            ProcessEnd::as_str,
+            ProcessEnd::parse,
+            |v| v.to_proto().as_str_name(),
+        );
+        round_trips(
+            InstanceStatus::ALL,
+            "INSTANCE_STATUS_",
+            InstanceStatus::as_str,
+            InstanceStatus::parse,
+            |v| v.to_proto().as_str_name(),
+        );
+        round_trips(
+            Utilization::ALL,
+            "UTILIZATION_STATUS_",
+            Utilization::as_str,
+            Utilization::parse,
+            |v| v.to_proto().as_str_name(),
+        );
+        round_trips(
+            ProcessHealth::ALL,
+            "PROCESS_HEALTH_",
+            ProcessHealth::as_str,
+            ProcessHealth::parse,
+            |v| v.to_proto().as_str_name(),
+        );
+        round_trips(
+            GameSessionStatus::ALL,
+            "GAME_SESSION_STATUS_",
+            GameSessionStatus::as_str,
+            GameSessionStatus::parse,
+            |v| v.to_proto().as_str_name(),
+        );
+        round_trips(
+            PlayerSessionStatus::ALL,
+            "PLAYER_SESSION_STATUS_",
+            PlayerSessionStatus::as_str,
+            PlayerSessionStatus::parse,
+            |v| v.to_proto().as_str_name(),
+        );
+        for state in ProcessState::ALL {
+            assert_eq!(ProcessState::parse(state.as_str()), Some(*state));
+        }
         assert_eq!(GameState::from_proto(health::GameState::Unspecified), None);
     }
 

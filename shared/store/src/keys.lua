@@ -6,15 +6,18 @@
 -- ':', such as k.gsess) is the start of such a record's key, built from the hash tag of KEYS[1]. Reaching for a
 -- fixed key it did not declare is an error, so no function touches a key its caller did not name.
 
+-- k[0] holds KEYS[1], for the one metatable every function's k shares.
+local FLEET = {__index = function(known, name)
+  local suffix = KEY[name]
+  if not suffix or string.sub(suffix, -1) ~= ':' then error('undeclared key: ' .. tostring(name)) end
+  -- Fleet ids hold no braces, so the tag ends at the first.
+  local key = string.match(known[0], '^[^}]*}') .. suffix
+  rawset(known, name, key)
+  return key
+end}
+
 local function fleet_keys(KEYS, names)
-  local k = {}
-  for i, name in ipairs(names) do k[name] = KEYS[i] end
-  return setmetatable(k, {__index = function(known, name)
-    local suffix = KEY[name]
-    if not suffix or string.sub(suffix, -1) ~= ':' then error('undeclared key: ' .. tostring(name)) end
-    -- Fleet ids hold no braces, so the tag ends at the first.
-    local key = string.match(KEYS[1], '^[^}]*}') .. suffix
-    rawset(known, name, key)
-    return key
-  end})
+  local k = {[0] = KEYS[1]}
+  for i = 1, #names do k[names[i]] = KEYS[i] end
+  return setmetatable(k, FLEET)
 end

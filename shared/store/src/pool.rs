@@ -4,6 +4,7 @@
 
 use berth_domain::game_server::{ClaimTiers, GameServerRecord, InstanceStatus, UtilizationChange};
 use berth_domain::process::COUNTERS_MAX;
+use berth_domain::stored::Utilization;
 
 use crate::codec::unexpected;
 use crate::fleets;
@@ -166,8 +167,8 @@ pub(crate) async fn update_call(
     let keys = FleetKeys::new(update.fleet_id);
     let utilization = match update.utilization {
         UtilizationChange::Keep => "",
-        UtilizationChange::Available => "AVAILABLE",
-        UtilizationChange::Utilized => "UTILIZED",
+        UtilizationChange::Available => Utilization::Available.as_str(),
+        UtilizationChange::Utilized => Utilization::Utilized.as_str(),
     };
     let mut call = scripts().update_game_server.prepare();
     call.key(keys.game_server(update.game_server_id))

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use berth_domain::game_server::GameServerRecord;
 use berth_domain::game_session::{GameSessionRecord, PlayerSessionRecord};
 use berth_domain::process::Registration;
-use berth_domain::stored::{GameState, TerminationReason};
+use berth_domain::stored::{GameState, ProcessHealth, ProcessState, TerminationReason};
 use redis::Value;
 
 use crate::codec::{field, game_session, player_session, strings, unexpected};
@@ -69,7 +69,7 @@ impl ProcessDetails {
                 "max_players" => details.registration.max_players = number()?,
                 "sdkv" => details.registration.sdk_version = value.to_owned(),
                 "gstate" => details.game_state = GameState::parse(value),
-                "health" => details.healthy = value != "UNHEALTHY",
+                "health" => details.healthy = ProcessHealth::parse(value) != Some(ProcessHealth::Unhealthy),
                 "labels" => details.labels = serde_json::from_str(value).map_err(|_| bad(field, value))?,
                 "ports" => details.ports = serde_json::from_str(value).map_err(|_| bad(field, value))?,
                 "counters" => {
@@ -409,7 +409,14 @@ pub async fn record_heartbeats(
         call.arg(&*beat.game_server_id)
             .arg(&*beat.registration_id)
             .arg(beat.attach)
-            .arg(if beat.healthy { "HEALTHY" } else { "UNHEALTHY" })
+            .arg(
+                if beat.healthy {
+                    ProcessHealth::Healthy
+                } else {
+                    ProcessHealth::Unhealthy
+                }
+                .as_str(),
+            )
             .arg(beat.game_state)
             .arg(beat.players);
     }
@@ -545,8 +552,8 @@ pub struct Termination {
 pub struct Desired {
     /// Version of this state.
     pub version: u64,
-    /// Its process state (INITIALIZING, STANDING_BY, ACTIVE, TERMINATING, LOST).
-    pub process_state: String,
+    /// Its process state.
+    pub process_state: ProcessState,
     /// The termination asked of it, if any.
     pub termination: Option<Termination>,
     /// Its open game sessions.
@@ -617,7 +624,8 @@ pub async fn desired_state(store: &Store, fleet_id: &str, game_server_id: &str) 
         .collect::<Result<_, StoreError>>()?;
     Ok(Some(Desired {
         version,
-        process_state: text(state).ok_or_else(bad)?,
+        process_state: ProcessState::parse(&text(state).ok_or_else(bad)?)
+            .ok_or_else(|| unexpected("desired_state", "an unknown process state"))?,
         termination,
         sessions,
     }))

@@ -405,6 +405,121 @@ mod tests {
         }
     }
 
+    /// The Redis commands and arguments the functions spell in capitals.
+    const REDIS_WORDS: &[&str] = &[
+        "COUNT",
+        "DEL",
+        "DESC",
+        "GET",
+        "HDEL",
+        "HGET",
+        "HGETALL",
+        "HINCRBY",
+        "HMGET",
+        "HSET",
+        "HVALS",
+        "LIMIT",
+        "MAXLEN",
+        "MINID",
+        "PEXPIRE",
+        "SADD",
+        "SCARD",
+        "SET",
+        "SMEMBERS",
+        "SREM",
+        "TIME",
+        "WITHSCORES",
+        "XADD",
+        "XLEN",
+        "XRANGE",
+        "XREVRANGE",
+        "XTRIM",
+        "XX",
+        "ZADD",
+        "ZCARD",
+        "ZRANGE",
+        "ZRANGEBYLEX",
+        "ZRANGEBYSCORE",
+        "ZREM",
+        "ZREMRANGEBYSCORE",
+        "ZREVRANGEBYSCORE",
+        "ZSCORE",
+    ];
+
+    /// The outcome words of the functions' replies and the modes their callers pass, which the Rust beside each
+    /// function decodes or sends; states are not among them, they come from the domain's enums.
+    const REPLY_WORDS: &[&str] = &[
+        "ABOVE_SERVER",
+        "ACCEPTED",
+        "ACTIVATED",
+        "BELOW_COUNT",
+        "CLAIMED",
+        "CONFLICT",
+        "CREATED",
+        "CREATOR_LIMIT",
+        "DENY_ALL",
+        "DEREGISTERED",
+        "ENDED",
+        "EXHAUSTED",
+        "EXISTING",
+        "EXISTS",
+        "FORCE",
+        "FOUND",
+        "FULL",
+        "LAPSED",
+        "NOT_ACTIVE",
+        "NOT_CLAIMANT",
+        "NOT_FOUND",
+        "NOT_YOURS",
+        "NO_SERVER",
+        "PLAYER_CONFLICT",
+        "READY",
+        "REGISTERED",
+        "REJECT",
+        "REMOVED",
+        "RESUMED",
+        "SDK_PROCESS",
+        "TOKEN_REUSED",
+        "TOO_MANY_COUNTERS",
+        "TOO_MANY_PROPERTIES",
+        "UNKNOWN",
+        "UPDATED",
+        "WRONG_STATE",
+    ];
+
+    /// The quoted words in capitals (`'STANDING_BY'`) of a Lua source.
+    fn capital_literals(source: &str) -> Vec<&str> {
+        source
+            .split('\'')
+            .skip(1)
+            .step_by(2)
+            .filter(|word| {
+                word.starts_with(|c: char| c.is_ascii_uppercase())
+                    && word
+                        .chars()
+                        .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_state_a_function_spells_is_one_the_domain_defines() {
+        let states = berth_domain::stored::stored_names();
+        let sources = HELPERS.iter().chain(FUNCTIONS.iter().map(|(_, source, _)| source));
+        for source in sources {
+            for word in capital_literals(&code_of(source)) {
+                assert!(
+                    states.contains(&word) || REDIS_WORDS.contains(&word) || REPLY_WORDS.contains(&word),
+                    "'{word}' is neither a state of berth_domain::stored, a Redis word nor a reply word"
+                );
+            }
+        }
+        assert_eq!(
+            capital_literals("if s == 'STANDNG_BY' then return 'x' end"),
+            ["STANDNG_BY"]
+        );
+    }
+
     #[test]
     fn a_declaration_may_go_on_over_comment_lines() {
         let source = "-- Does it.\n-- KEYS: k.pool, k.claims,\n-- k.hb. ARGV[1] an id.\nreturn 1";
