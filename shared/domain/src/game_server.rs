@@ -274,14 +274,20 @@ pub fn check_terminate(req: &pb::TerminateGameServerRequest) -> Result<Terminati
     v.into_result().map(|()| reason)
 }
 
+/// The instance status a request's raw enum value names; `None` for UNSPECIFIED or a value this release does not
+/// know.
+fn instance_status(value: i32) -> Option<InstanceStatus> {
+    pb::InstanceStatus::try_from(value)
+        .ok()
+        .and_then(InstanceStatus::from_proto)
+}
+
 /// Checks a SetInstanceStatus request; the status it sets.
 pub fn check_set_instance_status(req: &pb::SetInstanceStatusRequest) -> Result<InstanceStatus, Status> {
     let mut v = Violations::new();
     check_fleet_id(&mut v, &req.fleet_id);
     v.id("instance_id", &req.instance_id, INSTANCE_ID_LEN.0, INSTANCE_ID_LEN.1);
-    let status = pb::InstanceStatus::try_from(req.instance_status)
-        .ok()
-        .and_then(InstanceStatus::from_proto);
+    let status = instance_status(req.instance_status);
     if status.is_none() {
         v.add("instance_status", "must be ACTIVE, DRAINING or SPOT_TERMINATING");
     }
@@ -325,10 +331,7 @@ pub fn check_claim_filter(v: &mut Violations, statuses: &[i32]) -> ClaimTiers {
     }
     let (mut active, mut draining) = (statuses.is_empty(), statuses.is_empty());
     for status in statuses {
-        match pb::InstanceStatus::try_from(*status)
-            .ok()
-            .and_then(InstanceStatus::from_proto)
-        {
+        match instance_status(*status) {
             Some(InstanceStatus::Active) => active = true,
             Some(InstanceStatus::Draining) => draining = true,
             _ => v.add(field, "may name only ACTIVE and DRAINING"),

@@ -58,12 +58,16 @@ local function lapse_claims(pool, claims, prefix, now, limit)
   return #ids
 end
 
--- The typed reply every single-server script returns: {outcome, now_ms, hash field, value, ...}.
+-- Appends the hash at `key` to a reply, as field, value, ...
+local function append_fields(out, key)
+  local fields = redis.call('HGETALL', key)
+  for i = 1, #fields do out[#out + 1] = fields[i] end
+  return out
+end
+
+-- The typed reply every single-record script returns: {outcome, now_ms, hash field, value, ...}.
 local function reply(outcome, now, key)
   local out = {outcome, tostring(now)}
-  if key then
-    local fields = redis.call('HGETALL', key)
-    for i = 1, #fields do out[#out + 1] = fields[i] end
-  end
+  if key then append_fields(out, key) end
   return out
 end

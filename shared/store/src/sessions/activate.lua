@@ -27,7 +27,4 @@ if s[2] == 'ACTIVATING' then
 elseif s[2] ~= 'ACTIVE' then
   outcome = 'ENDED'
 end
-local out = {outcome, tostring(now)}
-local fields = redis.call('HGETALL', key)
-for i = 1, #fields do out[#out + 1] = fields[i] end
-return out
+return reply(outcome, now, key)

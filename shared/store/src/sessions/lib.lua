@@ -85,10 +85,7 @@ local function session_reply(outcome, now, detail, server_key, session_key)
     local routing = redis.call('HMGET', server_key, 'replica', 'ver')
     out[3], out[4] = routing[1] or '', routing[2] or '0'
   end
-  if session_key then
-    local fields = redis.call('HGETALL', session_key)
-    for i = 1, #fields do out[#out + 1] = fields[i] end
-  end
+  if session_key then append_fields(out, session_key) end
   return out
 end
 
