@@ -8,7 +8,9 @@ use berth_store::processes::Desired;
 /// The terminate push of a desired state, if it asks for one.
 pub(crate) fn terminate_process(desired: &Desired) -> Option<pb::TerminateProcess> {
     desired.termination.as_ref().map(|termination| pb::TerminateProcess {
-        reason: termination.reason.reason().to_proto() as i32,
+        reason: termination
+            .reason
+            .map_or(pb::TerminationReason::Unspecified, |reason| reason.reason().to_proto()) as i32,
         termination_deadline: Some(timestamp(termination.deadline_ms)),
         force: termination.force,
         state_version: desired.version,

@@ -1,5 +1,5 @@
-//! SearchGameSessions over the per-location indexes of ACTIVE sessions (creation time, player count, maximum, free
-//! slots), so that a search reads what it could match, not the whole fleet:
+//! SearchGameSessions over the per-location indexes of ACTIVE sessions (by creation time, player count and maximum;
+//! and those with room), so that a search reads what it could match, not the whole fleet:
 //! - When the sort is on an indexed operand (creationTimeMillis — the default —, playerSessionCount,
 //!   maximumSessions), the search reads that index in sort order (within the filter's range of it, when the filter
 //!   bounds the same operand) and stops once the page is full: the cost is the sessions read until enough match,

@@ -1,5 +1,5 @@
 -- How a function reaches its fleet's keys (first of the helpers; KEY, the suffix of every key by name, is generated
--- from keys.rs before it).
+-- from keys.rs before it, and S, every stored state by name, from the domain's enums).
 --
 -- Each function sees them as `k`: k.<name> of a fixed key is the one it received in KEYS, in the order its top
 -- comment declares them (`-- KEYS: k.pool, k.claims.`); k.<name> of a kind of record (KEY's suffixes ending in

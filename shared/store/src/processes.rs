@@ -539,8 +539,9 @@ pub async fn process_ending(store: &Store, process: &ProcessRef<'_>, reason: &st
 /// A termination asked of a process.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Termination {
-    /// Why: the reason it was asked with, or how it was lost.
-    pub reason: berth_domain::stored::Termination,
+    /// Why: the reason it was asked with, or how it was lost; `None` for a reason this release does not know
+    /// (written by a newer one during an upgrade), which does not keep the process from being told to end.
+    pub reason: Option<berth_domain::stored::Termination>,
     /// When it must have ended, ms since the epoch.
     pub deadline_ms: i64,
     /// Whether it was declared lost (end at once) rather than asked to wind down.
@@ -592,8 +593,7 @@ pub async fn desired_state(store: &Store, fleet_id: &str, game_server_id: &str) 
     let termination = (!reason.is_empty())
         .then(|| -> Result<Termination, StoreError> {
             Ok(Termination {
-                reason: berth_domain::stored::Termination::parse(&reason)
-                    .ok_or_else(|| unexpected("desired_state", format!("termination reason {reason:?}")))?,
+                reason: berth_domain::stored::Termination::parse(&reason),
                 deadline_ms: number("desired_state", &text(deadline).ok_or_else(bad)?)?,
                 force: text(force).as_deref() == Some("1"),
             })

@@ -5,6 +5,7 @@
 //! digest of its source, so that replicas of two releases side by side during a rolling upgrade each call their
 //! own functions. Redis 7 is needed.
 
+use std::collections::BTreeSet;
 use std::sync::LazyLock;
 
 use berth_domain::page_token::digest;
@@ -237,8 +238,17 @@ fn key_table() -> String {
     format!("local KEY = {{{}}}\n", entries.join(", "))
 }
 
+/// S, every stored state by name (`S.STANDING_BY`), from the domain's enums, so that the Lua spells no state of its
+/// own. (A library cannot set a metatable while it loads; the test beside this checks every `S.<NAME>` instead.)
+fn state_table() -> String {
+    let names: BTreeSet<&str> = berth_domain::stored::stored_names().into_iter().collect();
+    let entries: Vec<String> = names.iter().map(|name| format!("{name} = '{name}'")).collect();
+    format!("local S = {{{}}}\n", entries.join(", "))
+}
+
 static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
     let mut body = key_table();
+    body.push_str(&state_table());
     body.push_str(&HELPERS.join("\n"));
     for (field, source, read_only) in FUNCTIONS {
         let flags = if read_only { "{'no-writes'}" } else { "{}" };
@@ -417,6 +427,7 @@ mod tests {
         "HINCRBY",
         "HMGET",
         "HSET",
+        "HSETNX",
         "HVALS",
         "LIMIT",
         "MAXLEN",
@@ -502,21 +513,50 @@ mod tests {
             .collect()
     }
 
+    /// The states a Lua source reads from S (`S.STANDING_BY`).
+    fn state_references(source: &str) -> Vec<&str> {
+        source
+            .match_indices("S.")
+            .filter(|(at, _)| !source[..*at].ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_' || c == '.'))
+            .map(|(at, _)| {
+                let name = &source[at + 2..];
+                &name[..name
+                    .find(|c: char| !(c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_'))
+                    .unwrap_or(name.len())]
+            })
+            .collect()
+    }
+
     #[test]
-    fn every_state_a_function_spells_is_one_the_domain_defines() {
+    fn every_state_a_function_names_comes_from_the_domain() {
         let states = berth_domain::stored::stored_names();
         let sources = HELPERS.iter().chain(FUNCTIONS.iter().map(|(_, source, _)| source));
         for source in sources {
-            for word in capital_literals(&code_of(source)) {
+            let code = code_of(source);
+            for word in capital_literals(&code) {
                 assert!(
-                    states.contains(&word) || REDIS_WORDS.contains(&word) || REPLY_WORDS.contains(&word),
-                    "'{word}' is neither a state of berth_domain::stored, a Redis word nor a reply word"
+                    !states.contains(&word),
+                    "'{word}' is a state: the Lua reads it as S.{word}"
+                );
+                assert!(
+                    REDIS_WORDS.contains(&word) || REPLY_WORDS.contains(&word),
+                    "'{word}' is neither a Redis word nor a reply word"
+                );
+            }
+            for name in state_references(&code) {
+                assert!(
+                    states.contains(&name),
+                    "S.{name} is not a state of berth_domain::stored"
                 );
             }
         }
         assert_eq!(
             capital_literals("if s == 'STANDNG_BY' then return 'x' end"),
             ["STANDNG_BY"]
+        );
+        assert_eq!(
+            state_references("if s == S.STANDNG_BY then return KS.X, S.LOST end"),
+            ["STANDNG_BY", "LOST"]
         );
     }
 

@@ -277,6 +277,22 @@ async fn stream_flow_across_replicas(redis: TestRedis) {
     assert_eq!(told.reason(), pb::TerminationReason::ScaleIn);
     assert!(!told.force);
 
+    // A newer release beside this one during an upgrade may store a reason this one does not know: the process
+    // stays terminating with its deadline, readable here, instead of failing every read of its desired state.
+    let process_key = berth_store::keys::FleetKeys::new("arena").game_server("gs-1");
+    let newer = redis::cmd("HSET")
+        .arg(process_key)
+        .arg("term_reason")
+        .arg("RETIRED_BY_A_NEWER_RELEASE")
+        .clone();
+    let _: () = store.query(&newer).await.unwrap();
+    let again = operator_b.terminate_game_server(pb::TerminateGameServerRequest {
+        fleet_id: "arena".into(),
+        game_server_id: "gs-1".into(),
+        reason: pb::TerminationReason::ScaleIn as i32,
+    });
+    assert!(again.await.unwrap().into_inner().termination_deadline.is_some());
+
     // It honours it.
     let ending = pb::ProcessEnding {
         reason: "terminated".into(),

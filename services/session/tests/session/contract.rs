@@ -253,8 +253,14 @@ async fn watchers_that_missed_nothing_outlive_the_retention_of_old_events() {
     assert_eq!(next_event(&mut oldest).await.event_id, reserved.event_id);
 }
 
+/// Whether a session could take a player is decided atomically by the creation script and by the search index of
+/// sessions with room (which the store keeps by the same rule), and on records by the domain
+/// (`GameSessionRecord::has_available_player_sessions`, which replies and the search filter use). The same
+/// sessions, one in each state that bears on it, are put to all of them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_rule_for_taking_players_reads_the_same_in_the_store_and_in_replies() {
+    use berth_store::sessions::{IndexScan, read_game_sessions, search_chunk};
+    use pb::PlayerSessionCreationPolicy as Policy;
     let stack = Stack::start(TestRedis::single(), &fast_sessions()).await;
     let (server, mut events) = stack.server("gs-1", 10, "local").await;
     let (ending_server, mut ending_events) = stack.server("gs-2", 10, "other").await;
@@ -264,44 +270,112 @@ async fn the_rule_for_taking_players_reads_the_same_in_the_store_and_in_replies(
     };
     let mut games = stack.games().await;
     let mut players = stack.players().await;
-    // One session for each case the rule tells apart.
-    let open = active_session(&stack, &server, &mut events, at("local", 4)).await;
-    let full = active_session(&stack, &server, &mut events, at("local", 1)).await;
-    players.create_player_session(join(&full, "first")).await.unwrap();
-    let closed = active_session(&stack, &server, &mut events, at("local", 4)).await;
+    let mut join_all = async |session: &str, names: &[&str]| {
+        let mut ids = Vec::new();
+        for name in names {
+            let created = players.create_player_session(join(session, name)).await.unwrap();
+            ids.push(created.into_inner().player_session.unwrap().player_session_id);
+        }
+        ids
+    };
+    let mut cases: Vec<(&str, String, bool)> = Vec::new();
+
+    let open = active_session(&stack, &server, &mut events, at("local", 2)).await;
+    join_all(&open, &["a"]).await;
+    cases.push(("one slot left", open, true));
+    let full = active_session(&stack, &server, &mut events, at("local", 2)).await;
+    join_all(&full, &["a", "b"]).await;
+    cases.push(("full", full, false));
+    let refilled = active_session(&stack, &server, &mut events, at("local", 2)).await;
+    let joined = join_all(&refilled, &["a", "b"]).await;
+    server.remove_player_session(&refilled, &joined[0]).await.unwrap();
+    cases.push(("full, then a player left", refilled, true));
+    let closed = active_session(&stack, &server, &mut events, at("local", 2)).await;
     let deny = pb::UpdateGameSessionRequest {
         game_session_id: closed.clone(),
-        player_session_creation_policy: pb::PlayerSessionCreationPolicy::DenyAll as i32,
+        player_session_creation_policy: Policy::DenyAll as i32,
         ..Default::default()
     };
     games.update_game_session(deny).await.unwrap();
-    let ending = active_session(&stack, &ending_server, &mut ending_events, at("other", 4)).await;
+    cases.push(("denying all", closed, false));
+    let reopened = active_session(&stack, &server, &mut events, at("local", 2)).await;
+    let joined = join_all(&reopened, &["a", "b"]).await;
+    server
+        .update_player_session_creation_policy(&reopened, Policy::DenyAll)
+        .await
+        .unwrap();
+    server.remove_player_session(&reopened, &joined[0]).await.unwrap();
+    server
+        .update_player_session_creation_policy(&reopened, Policy::AcceptAll)
+        .await
+        .unwrap();
+    cases.push((
+        "full and denying all, then a player left and it accepts all",
+        reopened,
+        true,
+    ));
+    let ended = active_session(&stack, &server, &mut events, at("local", 2)).await;
+    server.end_game_session(&ended).await.unwrap();
+    cases.push(("ended", ended, false));
+    let ending = active_session(&stack, &ending_server, &mut ending_events, at("other", 2)).await;
     let reason = berth_domain::stored::TerminationReason::ScaleIn;
     berth_store::processes::terminate(&stack.store, FLEET, "gs-2", reason, 60_000)
         .await
         .unwrap();
-    let starting = games
-        .create_game_session(at("local", 4))
+    cases.push(("its server told to end", ending, false));
+    let starting = games.create_game_session(at("local", 2)).await.unwrap().into_inner();
+    cases.push(("activating", starting.game_session.unwrap().game_session_id, false));
+
+    let with_room = games
+        .search_game_sessions(pb::SearchGameSessionsRequest {
+            fleet_id: FLEET.into(),
+            filter_expression: "hasAvailablePlayerSessions = true".into(),
+            page_size: 100,
+            ..Default::default()
+        })
         .await
         .unwrap()
-        .into_inner()
-        .game_session
-        .unwrap()
-        .game_session_id;
-
-    // What replies say of each (the Rust rule) is what the creation script does (the Lua rule).
-    let mut said = Vec::new();
-    for id in [&open, &full, &closed, &ending, &starting] {
-        let record = berth_store::sessions::read_game_sessions(&stack.store, FLEET, &[id])
+        .into_inner();
+    let mut indexed = Vec::new();
+    for location in ["local", "other", ""] {
+        let scan = IndexScan {
+            location,
+            index: "free",
+            range: (None, None),
+            descending: false,
+        };
+        let chunk = search_chunk(&stack.store, FLEET, &scan, 0, 100).await.unwrap();
+        indexed.extend(
+            chunk
+                .into_iter()
+                .map(|(session, _)| (location, session.game_session_id)),
+        );
+    }
+    for (case, id, takes) in &cases {
+        let record = read_game_sessions(&stack.store, FLEET, &[id])
             .await
             .unwrap()
             .pop()
             .flatten()
             .unwrap();
-        let predicted = record.has_available_player_sessions();
-        let created = players.create_player_session(join(id, "probe")).await.is_ok();
-        assert_eq!(created, predicted, "{id}");
-        said.push(predicted);
+        assert_eq!(
+            record.has_available_player_sessions(),
+            *takes,
+            "the domain's rule: {case}"
+        );
+        for location in [record.location.as_str(), ""] {
+            let listed = indexed.contains(&(location, id.clone()));
+            assert_eq!(
+                listed, *takes,
+                "the index of sessions with room in '{location}': {case}"
+            );
+        }
+        let found = with_room
+            .game_sessions
+            .iter()
+            .any(|session| &session.game_session_id == id);
+        assert_eq!(found, *takes, "a search for sessions with room: {case}");
+        let created = stack.players().await.create_player_session(join(id, "probe")).await;
+        assert_eq!(created.is_ok(), *takes, "the creation script: {case}: {created:?}");
     }
-    assert_eq!(said, [true, false, false, false, false]);
 }

@@ -1,7 +1,7 @@
 //! Which range of a sorted-set index can hold every match of a filter.
 //!
 //! The session store keeps, per fleet and location, sorted sets of sessions scored by creation time, player
-//! session count, maximum sessions and free slots. When a filter is a conjunction that bounds one of those, a
+//! session count and maximum sessions, and one of the sessions that could take a player. When a filter is a conjunction that bounds one of those, a
 //! search reads only the bounded range of that index and evaluates the full filter on what it reads; otherwise it
 //! scans. The range must never leave out a session the filter matches; it may hold sessions the filter rejects.
 
@@ -16,8 +16,8 @@ pub enum IndexedOperand {
     PlayerSessionCount,
     /// `maximumSessions`.
     MaximumSessions,
-    /// Free player slots. The index's score must be at least 1 whenever a player session could be created (for
-    /// example `maximumSessions - playerSessionCount`), so `hasAvailablePlayerSessions = true` bounds it below by 1.
+    /// Sessions that could take a player now. The index holds every such session with a score of at least 1
+    /// (the store's: its creation time), so `hasAvailablePlayerSessions = true` bounds it below by 1.
     AvailableSlots,
 }
 

@@ -7,7 +7,7 @@ local now = now_ms()
 local state = redis.call('HMGET', KEYS[1], 'instance', 'pstate')
 local instance = state[1]
 if not instance then return reply('NOT_FOUND', now) end
-if state[2] and state[2] ~= 'LOST' then return reply('SDK_PROCESS', now) end
+if state[2] and state[2] ~= S.LOST then return reply('SDK_PROCESS', now) end
 redis.call('DEL', KEYS[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[1])

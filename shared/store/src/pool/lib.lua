@@ -19,7 +19,7 @@ local function now_ms()
 end
 
 local function tier_of(istatus)
-  if istatus == 'ACTIVE' then return 0 elseif istatus == 'DRAINING' then return 1 end
+  if istatus == S.ACTIVE then return 0 elseif istatus == S.DRAINING then return 1 end
   return nil
 end
 
@@ -41,7 +41,7 @@ end
 -- ending or lost) and not reporting UNHEALTHY.
 local function poolable(key)
   local state = redis.call('HMGET', key, 'util', 'pstate', 'health')
-  return state[1] == 'AVAILABLE' and (not state[2] or state[2] == 'STANDING_BY') and state[3] ~= 'UNHEALTHY'
+  return state[1] == S.AVAILABLE and (not state[2] or state[2] == S.STANDING_BY) and state[3] ~= S.UNHEALTHY
 end
 
 -- Hands one lapsed claim back: the server returns to the pool if it may wait there.

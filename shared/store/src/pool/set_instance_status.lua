@@ -4,7 +4,7 @@
 -- ARGV[1] instance id, ARGV[2] ACTIVE | DRAINING | SPOT_TERMINATING, ARGV[3] server hash key prefix
 -- Reply: the number of servers on the instance
 local now = now_ms()
-if ARGV[2] == 'ACTIVE' then
+if ARGV[2] == S.ACTIVE then
   redis.call('HDEL', KEYS[2], ARGV[1])
 else
   redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])

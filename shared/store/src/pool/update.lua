@@ -17,10 +17,10 @@ local state = redis.call('HMGET', KEYS[1], 'util', 'claim_ms', 'claim_exp_ms', '
 local util, claimed_once, claim_exp, claim_id = state[1], state[2], state[3], state[4]
 local live = claim_exp and tonumber(claim_exp) > now
 if ARGV[6] ~= '' or ARGV[7] == '1' then
-  if claim_id ~= ARGV[6] or not (live or util == 'UTILIZED') then return reply('NOT_CLAIMANT', now, KEYS[1]) end
+  if claim_id ~= ARGV[6] or not (live or util == S.UTILIZED) then return reply('NOT_CLAIMANT', now, KEYS[1]) end
 end
-if ARGV[4] == 'AVAILABLE' and util == 'UTILIZED' then return reply('UTILIZED', now, KEYS[1]) end
-local utilize = ARGV[4] == 'UTILIZED' and util == 'AVAILABLE'
+if ARGV[4] == S.AVAILABLE and util == S.UTILIZED then return reply(S.UTILIZED, now, KEYS[1]) end
+local utilize = ARGV[4] == S.UTILIZED and util == S.AVAILABLE
 if utilize and claimed_once and not live then return reply('LAPSED', now, KEYS[1]) end
 local changes = cjson.decode(ARGV[10])
 local counters
@@ -40,7 +40,7 @@ if #changes > 0 then
   if #counters > tonumber(ARGV[11]) then return reply('TOO_MANY_COUNTERS', now, KEYS[1]) end
 end
 if utilize then
-  redis.call('HSET', KEYS[1], 'util', 'UTILIZED', 'util_ms', now)
+  redis.call('HSET', KEYS[1], 'util', S.UTILIZED, 'util_ms', now)
   redis.call('HDEL', KEYS[1], 'claim_exp_ms')
   redis.call('ZREM', KEYS[2], ARGV[1])
   redis.call('ZREM', KEYS[3], ARGV[1])

@@ -14,7 +14,7 @@ local key = k.gs .. id
 local current = redis.call('HMGET', key, 'reg', 'pstate')
 if ARGV[4] ~= '' then
   if current[1] ~= ARGV[4] then return reply('UNKNOWN', now) end
-  if current[2] == 'LOST' or not redis.call('ZSCORE', k.hb, id) then return reply('LOST', now, key) end
+  if current[2] == S.LOST or not redis.call('ZSCORE', k.hb, id) then return reply(S.LOST, now, key) end
   local superseded = redis.call('HGET', key, 'replica')
   redis.call('HSET', key, 'replica', ARGV[5], 'linked', 1)
   redis.call('HINCRBY', key, 'attach', 1)
@@ -26,13 +26,13 @@ if ARGV[4] ~= '' then
   return out
 end
 if redis.call('EXISTS', key) == 1 then
-  if current[2] ~= 'LOST' then return reply('EXISTS', now, key) end
+  if current[2] ~= S.LOST then return reply('EXISTS', now, key) end
   redis.call('DEL', key, key .. ':sessions')
 end
-local istatus = redis.call('HGET', k.inst_status, ARGV[2]) or 'ACTIVE'
-redis.call('HSET', key, 'id', id, 'instance', ARGV[2], 'util', 'AVAILABLE', 'istatus', istatus, 'reg_ms', now,
-  'reg', ARGV[3], 'pstate', 'INITIALIZING', 'replica', ARGV[5], 'attach', 1, 'linked', 1, 'ver', 0,
-  'health', 'HEALTHY', 'unh', 0)
+local istatus = redis.call('HGET', k.inst_status, ARGV[2]) or S.ACTIVE
+redis.call('HSET', key, 'id', id, 'instance', ARGV[2], 'util', S.AVAILABLE, 'istatus', istatus, 'reg_ms', now,
+  'reg', ARGV[3], 'pstate', S.INITIALIZING, 'replica', ARGV[5], 'attach', 1, 'linked', 1, 'ver', 0,
+  'health', S.HEALTHY, 'unh', 0)
 for i = 9, #ARGV, 2 do redis.call('HSET', key, ARGV[i], ARGV[i + 1]) end
 redis.call('ZADD', k.servers, 0, id)
 redis.call('SADD', k.inst .. ARGV[2], id)

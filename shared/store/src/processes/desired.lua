@@ -10,9 +10,9 @@ if not s[2] then return {-1} end
 local out = {tonumber(s[1] or '0'), s[2], s[3] or '', s[4] or '0', s[5] or '0'}
 for _, sid in ipairs(redis.call('SMEMBERS', key .. ':sessions')) do
   local status = redis.call('HGET', gkey(k, sid), 'status')
-  if status == 'ACTIVATING' or status == 'ACTIVE' or status == 'TERMINATING' then
+  if status == S.ACTIVATING or status == S.ACTIVE or status == S.TERMINATING then
     local session = {redis.call('HGETALL', gkey(k, sid))}
-    if status == 'ACTIVATING' then
+    if status == S.ACTIVATING then
       for _, psid in ipairs(redis.call('HVALS', gkey(k, sid) .. ':live')) do
         session[#session + 1] = redis.call('HGETALL', pkey(k, psid))
       end

@@ -5,6 +5,6 @@
 -- Reply: 1 when the process was unlinked, else 0.
 local key = KEYS[1]
 local s = redis.call('HMGET', key, 'reg', 'attach', 'pstate')
-if s[1] ~= ARGV[1] or s[2] ~= ARGV[2] or s[3] == 'LOST' then return 0 end
+if s[1] ~= ARGV[1] or s[2] ~= ARGV[2] or s[3] == S.LOST then return 0 end
 redis.call('HSET', key, 'linked', 0)
 return 1

@@ -11,12 +11,12 @@ if state[1] ~= ARGV[2] then
   if state[1] == false and ARGV[2] ~= '' then return {'ENDED', tostring(now)} end
   return {'UNKNOWN', tostring(now)}
 end
-if state[2] ~= 'LOST' then
+if state[2] ~= S.LOST then
   retire(k, id)
-  local reason = 'TRIGGERED_ON_PROCESS_TERMINATE'
-  if state[2] ~= 'TERMINATING' then reason = 'ENDED_BY_SERVER' end
-  end_sessions(k, key, 'TERMINATED', reason, now)
-  record_event(k, 'SERVER_PROCESS_TERMINATED', id, 'ProcessEnding: ' .. ARGV[3], now)
+  local reason = S.TRIGGERED_ON_PROCESS_TERMINATE
+  if state[2] ~= S.TERMINATING then reason = S.ENDED_BY_SERVER end
+  end_sessions(k, key, S.TERMINATED, reason, now)
+  record_event(k, S.SERVER_PROCESS_TERMINATED, id, 'ProcessEnding: ' .. ARGV[3], now)
 end
 if state[3] then redis.call('SREM', k.inst .. state[3], id) end
 redis.call('ZREM', k.servers, id)

@@ -18,16 +18,16 @@ for i = 4, #ARGV, 6 do
     ARGV[i + 5]
   local key = k.gs .. id
   local s = redis.call('HMGET', key, 'reg', 'pstate', 'unh', 'ver', 'health', 'gstate', 'players', 'attach')
-  if s[1] ~= reg or s[2] == 'LOST' then
+  if s[1] ~= reg or s[2] == S.LOST then
     out[#out + 1] = -1
   elseif s[8] ~= attach then
     out[#out + 1] = -2
   else
     local unhealthy = 0
-    if health == 'UNHEALTHY' then unhealthy = tonumber(s[3] or '0') + 1 end
+    if health == S.UNHEALTHY then unhealthy = tonumber(s[3] or '0') + 1 end
     if unhealthy >= threshold then
-      lose(k, id, now, 'SERVER_PROCESS_TERMINATED_UNHEALTHY',
-        'reported UNHEALTHY in ' .. unhealthy .. ' heartbeats in a row', 'ERROR', 'SERVER_UNHEALTHY', retention)
+      lose(k, id, now, S.SERVER_PROCESS_TERMINATED_UNHEALTHY,
+        'reported UNHEALTHY in ' .. unhealthy .. ' heartbeats in a row', S.ERROR, S.SERVER_UNHEALTHY, retention)
       out[#out + 1] = -1
     else
       deadlines[#deadlines + 1] = due
@@ -35,7 +35,7 @@ for i = 4, #ARGV, 6 do
       if tostring(unhealthy) ~= s[3] or health ~= s[5] or gstate ~= s[6] or players ~= s[7] then
         redis.call('HSET', key, 'unh', unhealthy, 'health', health, 'gstate', gstate, 'players', players)
         -- An UNHEALTHY process is given no new game sessions; it may wait in the pool again once healthy.
-        if health == 'UNHEALTHY' then
+        if health == S.UNHEALTHY then
           redis.call('SADD', k.unhealthy, id)
           redis.call('ZREM', k.pool, id)
         else

@@ -11,8 +11,8 @@ local function lose(k, id, now, code, message, session_status, session_reason, r
   if instance then redis.call('SREM', k.inst .. instance, id) end
   redis.call('ZREM', k.servers, id)
   -- A process told to terminate keeps the reason it was told; one lost otherwise takes the event's.
-  if redis.call('HGET', key, 'pstate') ~= 'TERMINATING' then redis.call('HSET', key, 'term_reason', code) end
-  redis.call('HSET', key, 'pstate', 'LOST', 'term_by_ms', now, 'term_force', '1')
+  if redis.call('HGET', key, 'pstate') ~= S.TERMINATING then redis.call('HSET', key, 'term_reason', code) end
+  redis.call('HSET', key, 'pstate', S.LOST, 'term_by_ms', now, 'term_force', '1')
   redis.call('HDEL', key, 'claim_exp_ms', 'claim_id')
   redis.call('HINCRBY', key, 'ver', 1)
   end_sessions(k, key, session_status, session_reason, now)
@@ -26,7 +26,7 @@ end
 -- the monitor force-ends it. `force` ('1' | '0') asks it to stop at once rather than wind down.
 local function ask_to_end(k, id, reason, deadline, force)
   local key = k.gs .. id
-  redis.call('HSET', key, 'pstate', 'TERMINATING', 'term_reason', reason, 'term_by_ms', deadline, 'term_force', force)
+  redis.call('HSET', key, 'pstate', S.TERMINATING, 'term_reason', reason, 'term_by_ms', deadline, 'term_force', force)
   redis.call('HDEL', key, 'claim_exp_ms', 'claim_id')
   redis.call('HINCRBY', key, 'ver', 1)
   redis.call('ZREM', k.pool, id)

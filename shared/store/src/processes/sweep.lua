@@ -30,19 +30,19 @@ if ARGV[3] == '1' then
   -- Silent with its stream open is unhealthy (hung); silent with its stream gone, and not back, is crashed.
   sweep(k.hb, function(id)
     if redis.call('HGET', k.gs .. id, 'linked') == '1' then
-      return 'SERVER_PROCESS_TERMINATED_UNHEALTHY', 'no heartbeat within the health window over an open stream',
-        'ERROR', 'SERVER_UNHEALTHY'
+      return S.SERVER_PROCESS_TERMINATED_UNHEALTHY, 'no heartbeat within the health window over an open stream',
+        S.ERROR, S.SERVER_UNHEALTHY
     end
-    return 'SERVER_PROCESS_CRASHED', 'stream gone and no heartbeat within the health window', 'ERROR',
-      'SERVER_CRASHED'
+    return S.SERVER_PROCESS_CRASHED, 'stream gone and no heartbeat within the health window', S.ERROR,
+      S.SERVER_CRASHED
   end)
 end
 sweep(k.ready, function()
-  return 'SERVER_PROCESS_READY_TIMEOUT', 'not ready within the ready timeout', 'ERROR', 'SERVER_CRASHED'
+  return S.SERVER_PROCESS_READY_TIMEOUT, 'not ready within the ready timeout', S.ERROR, S.SERVER_CRASHED
 end)
 sweep(k.term, function()
-  return 'SERVER_PROCESS_FORCE_TERMINATED', 'no ProcessEnding within the termination grace period', 'TERMINATED',
-    'FORCE_TERMINATED'
+  return S.SERVER_PROCESS_FORCE_TERMINATED, 'no ProcessEnding within the termination grace period', S.TERMINATED,
+    S.FORCE_TERMINATED
 end)
 out[1] = tostring(redis.call('ZCARD', k.hb))
 out[2] = tostring(redis.call('SCARD', k.unhealthy))

@@ -7,6 +7,6 @@ local now = now_ms()
 local key = k.gs .. ARGV[1]
 local pstate = redis.call('HGET', key, 'pstate')
 if not pstate then return {'NOT_FOUND', tostring(now), '', '0'} end
-if pstate == 'LOST' then return process_reply('LOST', now, key) end
-if pstate ~= 'TERMINATING' then ask_to_end(k, ARGV[1], ARGV[2], now + tonumber(ARGV[3]), '0') end
-return process_reply('TERMINATING', now, key)
+if pstate == S.LOST then return process_reply(S.LOST, now, key) end
+if pstate ~= S.TERMINATING then ask_to_end(k, ARGV[1], ARGV[2], now + tonumber(ARGV[3]), '0') end
+return process_reply(S.TERMINATING, now, key)

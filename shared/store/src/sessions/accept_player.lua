@@ -15,18 +15,18 @@ local s = redis.call('HMGET', gkey(k, p[1]), 'server', 'loc', 'ip', 'dns', 'port
 if s[1] ~= ARGV[1] then return {'NOT_YOURS', tostring(now), ''} end
 if p[1] ~= sid then return {'NOT_FOUND', tostring(now), ''} end
 -- A reservation past its deadline is over, whether or not the sweep got to it yet.
-if p[2] == 'RESERVED' and p[3] and tonumber(p[3]) <= now then
-  end_player_session(k, psid, 'TIMEDOUT', now)
+if p[2] == S.RESERVED and p[3] and tonumber(p[3]) <= now then
+  end_player_session(k, psid, S.TIMEDOUT, now)
   index_counts(k, sid)
-  return {'ENDED', tostring(now), 'TIMEDOUT'}
+  return {'ENDED', tostring(now), S.TIMEDOUT}
 end
-if s[6] ~= 'ACTIVE' and p[2] == 'RESERVED' then return {'NOT_ACTIVE', tostring(now), s[6]} end
-if p[2] == 'RESERVED' then
-  redis.call('HSET', pk, 'status', 'ACTIVE', 'act_ms', now)
+if s[6] ~= S.ACTIVE and p[2] == S.RESERVED then return {'NOT_ACTIVE', tostring(now), s[6]} end
+if p[2] == S.RESERVED then
+  redis.call('HSET', pk, 'status', S.ACTIVE, 'act_ms', now)
   redis.call('HDEL', pk, 'until_ms')
   redis.call('ZREM', k.res_due, psid)
-  session_event(k, 'PLAYER_SESSION_ACTIVATED', pk, now)
-elseif p[2] ~= 'ACTIVE' then
+  session_event(k, S.PLAYER_SESSION_ACTIVATED, pk, now)
+elseif p[2] ~= S.ACTIVE then
   return {'ENDED', tostring(now), p[2]}
 end
 return {'ACCEPTED', tostring(now), '', {s[2], s[3], s[4], s[5]}, redis.call('HGETALL', pk)}

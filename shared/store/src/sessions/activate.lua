@@ -10,21 +10,21 @@ local s = redis.call('HMGET', key, 'server', 'status', 'res_ms')
 if not s[1] then return {'NOT_FOUND', tostring(now)} end
 if s[1] ~= ARGV[1] then return {'NOT_YOURS', tostring(now)} end
 local outcome = 'ACTIVATED'
-if s[2] == 'ACTIVATING' then
-  redis.call('HSET', key, 'status', 'ACTIVE', 'act_ms', now)
+if s[2] == S.ACTIVATING then
+  redis.call('HSET', key, 'status', S.ACTIVE, 'act_ms', now)
   redis.call('HDEL', key, 'act_by_ms')
   redis.call('ZREM', k.act_due, sid)
   local until_ms = now + tonumber(s[3])
   for _, psid in ipairs(redis.call('HVALS', key .. ':live')) do
     local pk = pkey(k, psid)
-    if redis.call('HGET', pk, 'status') == 'RESERVED' then
+    if redis.call('HGET', pk, 'status') == S.RESERVED then
       redis.call('HSET', pk, 'until_ms', until_ms)
       redis.call('ZADD', k.res_due, until_ms, psid)
     end
   end
   index_session(k, sid)
-  session_event(k, 'GAME_SESSION_ACTIVATED', key, now)
-elseif s[2] ~= 'ACTIVE' then
+  session_event(k, S.GAME_SESSION_ACTIVATED, key, now)
+elseif s[2] ~= S.ACTIVE then
   outcome = 'ENDED'
 end
 return reply(outcome, now, key)

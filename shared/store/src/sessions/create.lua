@@ -40,9 +40,9 @@ end
 local function can_host(id)
   local s = redis.call('HMGET', k.gs .. id, 'pstate', 'loc', 'max_players', 'max_sess', 'health',
     'istatus', 'util', 'claim_exp_ms')
-  if s[1] ~= 'STANDING_BY' and s[1] ~= 'ACTIVE' then return false end
-  if (loc ~= '' and s[2] ~= loc) or tonumber(s[3] or '0') < max or s[5] == 'UNHEALTHY' then return false end
-  if not tier_of(s[6]) or s[7] ~= 'AVAILABLE' or s[8] then return false end
+  if s[1] ~= S.STANDING_BY and s[1] ~= S.ACTIVE then return false end
+  if (loc ~= '' and s[2] ~= loc) or tonumber(s[3] or '0') < max or s[5] == S.UNHEALTHY then return false end
+  if not tier_of(s[6]) or s[7] ~= S.AVAILABLE or s[8] then return false end
   return redis.call('SCARD', k.gs .. id .. ':sessions') < tonumber(s[4] or '1')
 end
 
@@ -75,12 +75,12 @@ local key = gkey(k, sid)
 local deadline = now + tonumber(ARGV[5])
 redis.call('HSET', key, 'id', sid, 'fleet', ARGV[20], 'loc', server[1] or '', 'server', id,
   'inst', server[2] or '', 'ip', server[3] or '', 'dns', server[4] or '', 'port', server[5] or '0',
-  'status', 'ACTIVATING', 'reason', '', 'c_ms', now, 'act_by_ms', deadline, 'cur', 0, 'max', max,
+  'status', S.ACTIVATING, 'reason', '', 'c_ms', now, 'act_by_ms', deadline, 'cur', 0, 'max', max,
   'accept', ARGV[13], 'prot', ARGV[14], 'name', ARGV[15], 'props', ARGV[16], 'data', ARGV[17], 'mm', ARGV[18],
   'creator', creator, 'placement', ARGV[19], 'res_ms', ARGV[6], 'ret_ms', ARGV[7], 'idem', token,
   'digest', ARGV[9])
 redis.call('SADD', server_key .. ':sessions', sid)
-redis.call('HSET', server_key, 'pstate', 'ACTIVE')
+redis.call('HSET', server_key, 'pstate', S.ACTIVE)
 redis.call('HINCRBY', server_key, 'ver', 1)
 redis.call('ZREM', k.pool, id)
 track_room(k, id)
@@ -95,5 +95,5 @@ if creator ~= '' and limit > 0 then
   redis.call('ZADD', created_by, now, sid)
   redis.call('PEXPIRE', created_by, period)
 end
-session_event(k, 'GAME_SESSION_CREATED', key, now)
+session_event(k, S.GAME_SESSION_CREATED, key, now)
 return session_reply('CREATED', now, nil, server_key, key)

@@ -10,30 +10,43 @@
 local now = now_ms()
 local sid = ARGV[1]
 local key = gkey(k, sid)
-local s = redis.call('HMGET', key, 'status', 'accept', 'cur', 'max', 'res_ms', 'loc', 'ip', 'dns', 'port', 'srv_end')
+local s = redis.call('HMGET', key, 'status', 'accept', 'cur', 'max', 'res_ms', 'loc', 'ip', 'dns', 'port', 'srv_end',
+  'c_ms')
 if not s[1] then return {'NOT_FOUND', tostring(now), ''} end
-if s[1] ~= 'ACTIVE' then return {'NOT_ACTIVE', tostring(now), s[1]} end
+if s[1] ~= S.ACTIVE then return {'NOT_ACTIVE', tostring(now), s[1]} end
 -- Its server was told to end (scale-in, unhealthy…): the session ends with it, so nobody new should join.
 if s[10] == '1' then return {'NOT_ACTIVE', tostring(now), 'ACTIVE on a server that is ending'} end
 if s[2] ~= '1' then return {'DENY_ALL', tostring(now), ''} end
 local live = key .. ':live'
-local held, fresh = {}, 0
+-- A new player's entry in `live` is written as it is checked (one call where a read and a write would be two)
+-- and taken back if the request fails.
+local held, taken = {}, {}
+local function give_back()
+  for _, player in ipairs(taken) do redis.call('HDEL', live, player) end
+end
 for i = 2, #ARGV, 3 do
-  local psid = redis.call('HGET', live, ARGV[i])
-  if psid then
+  if redis.call('HSETNX', live, ARGV[i], ARGV[i + 2]) == 1 then
+    taken[#taken + 1] = ARGV[i]
+  else
+    local psid = redis.call('HGET', live, ARGV[i])
     if redis.call('HGET', pkey(k, psid), 'data') ~= ARGV[i + 1] then
+      give_back()
       return {'PLAYER_CONFLICT', tostring(now), ARGV[i]}
     end
     held[i] = psid
-  else
-    fresh = fresh + 1
   end
 end
+local fresh = #taken
 local cur, max = tonumber(s[3]), tonumber(s[4])
-if cur + fresh > max then return {'FULL', tostring(now), tostring(max - cur)} end
+if cur + fresh > max then
+  give_back()
+  return {'FULL', tostring(now), tostring(max - cur)}
+end
 local until_ms = now + tonumber(s[5])
+-- As strings: the record goes into an event as JSON, where a number is not a string.
+local created, due = tostring(now), tostring(until_ms)
 local endpoint = {s[6], s[7], s[8], s[9]}
-local out = {'CREATED', tostring(now), '', endpoint}
+local out = {'CREATED', created, '', endpoint}
 -- The hot path: a new player session's record is built here once and used for the hash, the event and the reply,
 -- rather than written and read back.
 for i = 2, #ARGV, 3 do
@@ -42,19 +55,18 @@ for i = 2, #ARGV, 3 do
     out[#out + 1] = redis.call('HGETALL', pkey(k, psid))
   else
     psid = ARGV[i + 2]
-    local fields = {'id', psid, 'player', ARGV[i], 'gs', sid, 'status', 'RESERVED', 'data', ARGV[i + 1], 'c_ms', now,
-      'until_ms', until_ms}
+    local fields = {'id', psid, 'player', ARGV[i], 'gs', sid, 'status', S.RESERVED, 'data', ARGV[i + 1], 'c_ms',
+      created, 'until_ms', due}
     redis.call('HSET', pkey(k, psid), unpack(fields))
-    redis.call('HSET', live, ARGV[i], psid)
     redis.call('ZADD', key .. ':ps', now, psid)
     redis.call('ZADD', k.player .. ARGV[i], now, psid)
     redis.call('ZADD', k.res_due, until_ms, psid)
-    player_event(k, 'PLAYER_SESSION_RESERVED', fields, endpoint, now)
+    player_event(k, S.PLAYER_SESSION_RESERVED, fields, endpoint, now)
     out[#out + 1] = fields
   end
 end
 if fresh > 0 then
   redis.call('HINCRBY', key, 'cur', fresh)
-  index_counts(k, sid, {s[1], s[6], cur + fresh, max, s[2], s[10]})
+  index_counts(k, sid, {s[1], s[6], cur + fresh, max, s[2], s[10], s[11]}, cur < max)
 end
 return out

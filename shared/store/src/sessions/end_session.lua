@@ -10,13 +10,13 @@ local id, sid = ARGV[1], ARGV[2]
 local s = redis.call('HMGET', gkey(k, sid), 'server', 'status')
 if not s[1] then return {'NOT_FOUND', tostring(now), '', '0', ''} end
 if s[1] ~= id then return {'NOT_YOURS', tostring(now), '', '0', ''} end
-local status, reason = 'TERMINATED', 'ENDED_BY_SERVER'
+local status, reason = S.TERMINATED, S.ENDED_BY_SERVER
 if ARGV[3] == 'REJECT' then
-  local retried = s[2] == 'ERROR' and redis.call('HGET', gkey(k, sid), 'reason') == 'SERVER_REJECTED'
-  if s[2] ~= 'ACTIVATING' and not retried then return {'WRONG_STATE', tostring(now), '', '0', s[2]} end
-  status, reason = 'ERROR', 'SERVER_REJECTED'
-elseif s[2] == 'TERMINATING' or redis.call('HGET', k.gs .. id, 'pstate') == 'TERMINATING' then
-  reason = 'TRIGGERED_ON_PROCESS_TERMINATE'
+  local retried = s[2] == S.ERROR and redis.call('HGET', gkey(k, sid), 'reason') == S.SERVER_REJECTED
+  if s[2] ~= S.ACTIVATING and not retried then return {'WRONG_STATE', tostring(now), '', '0', s[2]} end
+  status, reason = S.ERROR, S.SERVER_REJECTED
+elseif s[2] == S.TERMINATING or redis.call('HGET', k.gs .. id, 'pstate') == S.TERMINATING then
+  reason = S.TRIGGERED_ON_PROCESS_TERMINATE
 end
 if end_game_session(k, sid, status, reason, now) then release_process(k, id) end
 local routing = redis.call('HMGET', k.gs .. id, 'replica', 'ver')

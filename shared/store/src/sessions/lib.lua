@@ -22,11 +22,12 @@
 --   ended               ended game sessions by when their records expire
 --   idem:<token>        game session id created with an idempotency token
 --   creator:<id>        a creator's game session ids by creation ms
---   idx:<loc>:<score>   ACTIVE sessions of a location ('*': every location) by created, players, max or free (slots
---                       a player session could take now)
+--   idx:<loc>:<index>   ACTIVE sessions of a location ('*': every location) whose server is not ending, by created,
+--                       players or max; `free`: those of them that could take a player now, by created
 --   sevents_gone        position of the last session event trimmed (by retention or the cap)
---   sevents             stream of session events: type, t (ms), kind (g | p), then the record's fields (a player
---                       session's with its game session's loc, ip, dns and port)
+--   sevents             stream of session events: type, t (ms), kind (g | p), rec (the record's fields as a JSON
+--                       list of names and values; a player session's with its game session's loc, ip, dns and
+--                       port)
 
 local function gkey(k, sid) return k.gsess .. sid end
 
@@ -35,7 +36,7 @@ local function track_room(k, id)
   local key = k.gs .. id
   local s = redis.call('HMGET', key, 'pstate', 'max_sess')
   local open = redis.call('SCARD', key .. ':sessions')
-  if s[1] == 'ACTIVE' and open > 0 and open < tonumber(s[2] or '1') then
+  if s[1] == S.ACTIVE and open > 0 and open < tonumber(s[2] or '1') then
     if not redis.call('ZSCORE', k.hosting, id) then redis.call('ZADD', k.hosting, now_ms(), id) end
   else
     redis.call('ZREM', k.hosting, id)
@@ -43,37 +44,53 @@ local function track_room(k, id)
 end
 local function pkey(k, psid) return k.psess .. psid end
 
-local INDEXES = {'created', 'players', 'max', 'free'}
+-- Whether a game session could take a player now, from its {status, accept, cur, max, srv_end}: the rule of
+-- GameSessionRecord::has_available_player_sessions, which the `free` index follows.
+local function takes_players(status, accept, cur, max, srv_end)
+  return status == S.ACTIVE and accept == '1' and srv_end ~= '1' and tonumber(cur) < tonumber(max)
+end
 
--- Keeps a game session's place in the search indexes: there while ACTIVE, scored by its current fields.
-local function index_session(k, sid)
-  local s = redis.call('HMGET', gkey(k, sid), 'status', 'loc', 'c_ms', 'cur', 'max', 'accept', 'srv_end')
-  for _, loc in ipairs({s[2] or '', '*'}) do
-    local prefix = k.idx .. loc .. ':'
-    if s[1] == 'ACTIVE' and s[7] ~= '1' then
-      local cur, max = tonumber(s[4]), tonumber(s[5])
-      local free = 0
-      if s[6] == '1' then free = max - cur end
-      local scores = {s[3], cur, max, free}
-      for i, name in ipairs(INDEXES) do redis.call('ZADD', prefix .. name, scores[i], sid) end
-    else
-      for _, name in ipairs(INDEXES) do redis.call('ZREM', prefix .. name, sid) end
-    end
+-- Puts a game session in one location's index of sessions with room (`prefix` that location's index prefix), or
+-- takes it out.
+local function index_room(prefix, sid, open, c_ms)
+  if open then
+    redis.call('ZADD', prefix .. 'free', c_ms, sid)
+  else
+    redis.call('ZREM', prefix .. 'free', sid)
   end
 end
 
--- Keeps the count-driven indexes (players, free) of a game session whose player count changed; the others do not
--- move with it. `s` is its {status, loc, cur, max, accept, srv_end} as they stand now, for a caller that holds them.
-local function index_counts(k, sid, s)
-  s = s or redis.call('HMGET', gkey(k, sid), 'status', 'loc', 'cur', 'max', 'accept', 'srv_end')
-  if s[1] ~= 'ACTIVE' or s[6] == '1' then return end
-  local cur = tonumber(s[3])
-  local free = 0
-  if s[5] == '1' then free = tonumber(s[4]) - cur end
+-- Keeps a game session's place in the search indexes: in `created`, `players` and `max` (scored by those) while
+-- ACTIVE and its server is not ending; in `free`, scored by creation time, while it could take a player. `free`
+-- is a membership, not a count: a search only ever asks it for sessions with a slot, and a player joining or
+-- leaving then moves it only when the session fills or stops being full.
+local function index_session(k, sid)
+  local s = redis.call('HMGET', gkey(k, sid), 'status', 'loc', 'c_ms', 'cur', 'max', 'accept', 'srv_end')
+  local open = takes_players(s[1], s[6], s[4] or 0, s[5] or 0, s[7])
   for _, loc in ipairs({s[2] or '', '*'}) do
     local prefix = k.idx .. loc .. ':'
-    redis.call('ZADD', prefix .. 'players', cur, sid)
-    redis.call('ZADD', prefix .. 'free', free, sid)
+    if s[1] == S.ACTIVE and s[7] ~= '1' then
+      redis.call('ZADD', prefix .. 'created', s[3], sid)
+      redis.call('ZADD', prefix .. 'players', s[4], sid)
+      redis.call('ZADD', prefix .. 'max', s[5], sid)
+    else
+      for _, name in ipairs({'created', 'players', 'max'}) do redis.call('ZREM', prefix .. name, sid) end
+    end
+    index_room(prefix, sid, open, s[3])
+  end
+end
+
+-- Keeps the indexes that move with a game session's player count: `players`, and `free` when the session filled
+-- or stopped being full. `s` is its {status, loc, cur, max, accept, srv_end, c_ms} as they stand now, for a caller
+-- that holds them; `was_open` whether it could take a player before (nil when the caller does not know).
+local function index_counts(k, sid, s, was_open)
+  s = s or redis.call('HMGET', gkey(k, sid), 'status', 'loc', 'cur', 'max', 'accept', 'srv_end', 'c_ms')
+  if s[1] ~= S.ACTIVE or s[6] == '1' then return end
+  local open = takes_players(s[1], s[5], s[3], s[4], s[6])
+  for _, loc in ipairs({s[2] or '', '*'}) do
+    local prefix = k.idx .. loc .. ':'
+    redis.call('ZADD', prefix .. 'players', s[3], sid)
+    if open ~= was_open then index_room(prefix, sid, open, s[7]) end
   end
 end
 
@@ -98,17 +115,27 @@ local function server_ending(k, id)
   end
 end
 
--- Appends a player-session transition whose record the caller holds: `fields` its flat name/value list,
+-- Appends a transition to the session event stream: its type, t (ms), kind (g | p) and `record`, the flat
+-- name/value list of what it is about, packed into one JSON field: Redis stores and copies one field for much less
+-- than the record's dozen.
+local function append_event(k, type, now, kind, record)
+  -- The session sweep trims the stream to the retention and the deployment's cap (BERTH_SESSION_EVENTS_MAX).
+  redis.call('XADD', k.sevents, '*', 'type', type, 't', now, 'kind', kind, 'rec', cjson.encode(record))
+end
+
+-- A player session's record for an event: with its game session's endpoint {loc, ip, dns, port}.
+local function with_endpoint(record, endpoint)
+  for i, name in ipairs({'loc', 'ip', 'dns', 'port'}) do
+    record[#record + 1] = name
+    record[#record + 1] = endpoint[i] or ''
+  end
+  return record
+end
+
+-- Appends a player-session transition whose record the caller holds: `fields` its flat name/value list (strings),
 -- `endpoint` its game session's {loc, ip, dns, port}.
 local function player_event(k, type, fields, endpoint, now)
-  local entry = {'type', type, 't', now, 'kind', 'p'}
-  for i = 1, #fields do entry[#entry + 1] = fields[i] end
-  for i, name in ipairs({'loc', 'ip', 'dns', 'port'}) do
-    entry[#entry + 1] = name
-    entry[#entry + 1] = endpoint[i] or ''
-  end
-  -- The session sweep trims the stream to the retention and the deployment's cap (BERTH_SESSION_EVENTS_MAX).
-  redis.call('XADD', k.sevents, '*', unpack(entry))
+  append_event(k, type, now, 'p', with_endpoint({unpack(fields)}, endpoint))
 end
 
 -- Appends a transition to the session event stream, with the record as it is now: a game session without its
@@ -116,39 +143,33 @@ end
 -- session's location and endpoint.
 local function session_event(k, type, key, now)
   local fields = redis.call('HGETALL', key)
-  local kind = 'p'
-  if string.find(type, '^GAME_') then kind = 'g' end
-  local entry = {'type', type, 't', now, 'kind', kind}
+  if not string.find(type, '^GAME_') then
+    local endpoint = redis.call('HMGET', gkey(k, redis.call('HGET', key, 'gs')), 'loc', 'ip', 'dns', 'port')
+    append_event(k, type, now, 'p', with_endpoint(fields, endpoint))
+    return
+  end
+  local record = {}
   for i = 1, #fields, 2 do
-    if kind == 'p' or (fields[i] ~= 'data' and fields[i] ~= 'mm') then
-      entry[#entry + 1] = fields[i]
-      entry[#entry + 1] = fields[i + 1]
+    if fields[i] ~= 'data' and fields[i] ~= 'mm' then
+      record[#record + 1] = fields[i]
+      record[#record + 1] = fields[i + 1]
     end
   end
-  if kind == 'p' then
-    local sid = redis.call('HGET', key, 'gs')
-    local endpoint = redis.call('HMGET', gkey(k, sid), 'loc', 'ip', 'dns', 'port')
-    for i, name in ipairs({'loc', 'ip', 'dns', 'port'}) do
-      entry[#entry + 1] = name
-      entry[#entry + 1] = endpoint[i] or ''
-    end
-  end
-  -- The session sweep trims the stream to the retention and the deployment's cap (BERTH_SESSION_EVENTS_MAX).
-  redis.call('XADD', k.sevents, '*', unpack(entry))
+  append_event(k, type, now, 'g', record)
 end
 
 -- Ends a RESERVED or ACTIVE player session (COMPLETED or TIMEDOUT) and frees its slot.
 local function end_player_session(k, psid, status, now)
   local key = pkey(k, psid)
   local p = redis.call('HMGET', key, 'status', 'gs', 'player')
-  if p[1] ~= 'RESERVED' and p[1] ~= 'ACTIVE' then return false end
+  if p[1] ~= S.RESERVED and p[1] ~= S.ACTIVE then return false end
   redis.call('HSET', key, 'status', status, 'end_ms', now)
   redis.call('HDEL', key, 'until_ms')
   redis.call('ZREM', k.res_due, psid)
   redis.call('HDEL', gkey(k, p[2]) .. ':live', p[3])
   redis.call('HINCRBY', gkey(k, p[2]), 'cur', -1)
-  local event = 'PLAYER_SESSION_COMPLETED'
-  if status == 'TIMEDOUT' then event = 'PLAYER_SESSION_TIMED_OUT' end
+  local event = S.PLAYER_SESSION_COMPLETED
+  if status == S.TIMEDOUT then event = S.PLAYER_SESSION_TIMED_OUT end
   session_event(k, event, key, now)
   return true
 end
@@ -158,12 +179,12 @@ end
 local function end_game_session(k, sid, status, reason, now)
   local key = gkey(k, sid)
   local s = redis.call('HMGET', key, 'status', 'ret_ms', 'server')
-  if not s[1] or s[1] == 'TERMINATED' or s[1] == 'ERROR' then return false end
+  if not s[1] or s[1] == S.TERMINATED or s[1] == S.ERROR then return false end
   -- Asked to end, it ended as asked, whatever else its server was doing.
-  if s[1] == 'TERMINATING' and reason == 'ENDED_BY_SERVER' then reason = 'TRIGGERED_ON_PROCESS_TERMINATE' end
+  if s[1] == S.TERMINATING and reason == S.ENDED_BY_SERVER then reason = S.TRIGGERED_ON_PROCESS_TERMINATE end
   redis.call('SREM', k.gs .. s[3] .. ':sessions', sid)
   for _, psid in ipairs(redis.call('HVALS', key .. ':live')) do
-    end_player_session(k, psid, 'COMPLETED', now)
+    end_player_session(k, psid, S.COMPLETED, now)
   end
   redis.call('HSET', key, 'status', status, 'reason', reason, 'end_ms', now)
   redis.call('HDEL', key, 'act_by_ms', 'term_by_ms')
@@ -171,8 +192,8 @@ local function end_game_session(k, sid, status, reason, now)
   redis.call('ZREM', k.term_due, sid)
   redis.call('ZADD', k.ended, now + tonumber(s[2]), sid)
   index_session(k, sid)
-  local event = 'GAME_SESSION_TERMINATED'
-  if status == 'ERROR' then event = 'GAME_SESSION_ERROR' end
+  local event = S.GAME_SESSION_TERMINATED
+  if status == S.ERROR then event = S.GAME_SESSION_ERROR end
   session_event(k, event, key, now)
   return true
 end
@@ -191,8 +212,8 @@ local function release_process(k, id)
   local key = k.gs .. id
   if not redis.call('HGET', key, 'pstate') then return nil end
   redis.call('HINCRBY', key, 'ver', 1)
-  if redis.call('SCARD', key .. ':sessions') == 0 and redis.call('HGET', key, 'pstate') == 'ACTIVE' then
-    redis.call('HSET', key, 'pstate', 'STANDING_BY')
+  if redis.call('SCARD', key .. ':sessions') == 0 and redis.call('HGET', key, 'pstate') == S.ACTIVE then
+    redis.call('HSET', key, 'pstate', S.STANDING_BY)
     if poolable(key) then to_pool(k.pool, id, redis.call('HGET', key, 'istatus'), now_ms()) end
   end
   track_room(k, id)

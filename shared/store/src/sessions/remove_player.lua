@@ -9,5 +9,5 @@ local owner = redis.call('HGET', pkey(k, psid), 'gs')
 if not owner then return {'NOT_FOUND', tostring(now)} end
 if redis.call('HGET', gkey(k, owner), 'server') ~= ARGV[1] then return {'NOT_YOURS', tostring(now)} end
 if owner ~= sid then return {'NOT_FOUND', tostring(now)} end
-if end_player_session(k, psid, 'COMPLETED', now) then index_counts(k, sid) end
+if end_player_session(k, psid, S.COMPLETED, now) then index_counts(k, sid) end
 return {'REMOVED', tostring(now)}

@@ -16,7 +16,7 @@ local function due(deadlines)
 end
 local function release(sid, reason, slot)
   local server = redis.call('HGET', gkey(k, sid), 'server')
-  if end_game_session(k, sid, 'TERMINATED', reason, now) then
+  if end_game_session(k, sid, S.TERMINATED, reason, now) then
     out[slot] = out[slot] + 1
     local key = server and release_process(k, server)
     if key then
@@ -29,16 +29,16 @@ local function release(sid, reason, slot)
 end
 for _, sid in ipairs(due(k.act_due)) do
   redis.call('ZREM', k.act_due, sid)
-  release(sid, 'ACTIVATION_TIMEOUT', 1)
+  release(sid, S.ACTIVATION_TIMEOUT, 1)
 end
 for _, sid in ipairs(due(k.term_due)) do
   redis.call('ZREM', k.term_due, sid)
-  release(sid, 'FORCE_TERMINATED', 2)
+  release(sid, S.FORCE_TERMINATED, 2)
 end
 for _, psid in ipairs(due(k.res_due)) do
   redis.call('ZREM', k.res_due, psid)
   local sid = redis.call('HGET', pkey(k, psid), 'gs')
-  if end_player_session(k, psid, 'TIMEDOUT', now) then
+  if end_player_session(k, psid, S.TIMEDOUT, now) then
     out[3] = out[3] + 1
     index_counts(k, sid)
   end

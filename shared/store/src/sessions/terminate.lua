@@ -10,31 +10,31 @@ local sid, force, deadline = ARGV[1], ARGV[2] == 'FORCE', now + tonumber(ARGV[3]
 local key = gkey(k, sid)
 local s = redis.call('HMGET', key, 'status', 'server')
 if not s[1] then return session_reply('NOT_FOUND', now) end
-local outcome = 'TERMINATING'
-if s[1] == 'TERMINATED' or s[1] == 'ERROR' then
+local outcome = S.TERMINATING
+if s[1] == S.TERMINATED or s[1] == S.ERROR then
   outcome = 'ENDED'
 elseif force then
-  outcome = 'TERMINATED'
-  end_game_session(k, sid, 'TERMINATED', 'FORCE_TERMINATED', now)
-elseif s[1] ~= 'TERMINATING' then
-  redis.call('HSET', key, 'status', 'TERMINATING', 'reason', '', 'term_by_ms', deadline)
+  outcome = S.TERMINATED
+  end_game_session(k, sid, S.TERMINATED, S.FORCE_TERMINATED, now)
+elseif s[1] ~= S.TERMINATING then
+  redis.call('HSET', key, 'status', S.TERMINATING, 'reason', '', 'term_by_ms', deadline)
   redis.call('HDEL', key, 'act_by_ms')
   redis.call('ZREM', k.act_due, sid)
   redis.call('ZADD', k.term_due, deadline, sid)
   index_session(k, sid)
-  session_event(k, 'GAME_SESSION_TERMINATING', key, now)
+  session_event(k, S.GAME_SESSION_TERMINATING, key, now)
 end
 local server_key = k.gs .. s[2]
 local pstate = redis.call('HGET', server_key, 'pstate')
-if outcome ~= 'ENDED' and pstate and pstate ~= 'LOST' then
+if outcome ~= 'ENDED' and pstate and pstate ~= S.LOST then
   local others = 0
   for _, other in ipairs(redis.call('SMEMBERS', server_key .. ':sessions')) do
     if other ~= sid then others = others + 1 end
   end
-  if others == 0 and pstate ~= 'TERMINATING' then
+  if others == 0 and pstate ~= S.TERMINATING then
     local stop = '0'
     if force then stop = '1' end
-    ask_to_end(k, s[2], 'GAME_SESSION_TERMINATED', deadline, stop)
+    ask_to_end(k, s[2], S.GAME_SESSION_TERMINATED, deadline, stop)
   else
     redis.call('HINCRBY', server_key, 'ver', 1)
     track_room(k, s[2])
