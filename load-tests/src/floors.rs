@@ -36,22 +36,20 @@ const FLOOR_FLEET: &str = "bench-floor";
 
 /// The least a player-session creation could cost Redis: a function of its own (`player_floor.lua`) that writes
 /// the record, counts the player, schedules the deadline and appends the event, `calls` times, against which the
-/// real script's Redis time is read. `variant` ends the line's name and keeps its player sessions apart from
-/// another run's.
-pub async fn minimal_player_session(store: &Store, variant: &'static str, calls: u64, concurrency: u16) -> Line {
+/// real script's Redis time is read.
+pub async fn minimal_player_session(store: &Store, calls: u64, concurrency: u16) -> Line {
     let mut load = redis::cmd("FUNCTION");
     load.arg("LOAD").arg("REPLACE").arg(include_str!("player_floor.lua"));
     if let Err(err) = store.query::<redis::Value>(&load).await {
         eprintln!("the minimal player-session function could not be loaded: {err}");
     }
     let store = store.clone();
-    let name = format!("minimal player-session function{variant}");
-    driver::run(&name, calls, concurrency, move |index| {
+    driver::run("minimal player-session function", calls, concurrency, move |index| {
         let store = store.clone();
         async move {
             let tag = format!("berth:{{f:{FLOOR_FLEET}}}");
             let session = format!("{FLOOR_FLEET}/gsess-{}", index % 1000);
-            let player_session = format!("{FLOOR_FLEET}/psess-{variant}{index}");
+            let player_session = format!("{FLOOR_FLEET}/psess-{index}");
             let mut call = redis::cmd("FCALL");
             call.arg("berth_bench_player_floor")
                 .arg(4)

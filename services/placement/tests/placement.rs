@@ -14,7 +14,7 @@ use berth_proto::placement::v1::{ClaimFilter, ClaimGameServerRequest};
 use berth_runtime::auth::Role;
 use berth_sdk::AuthedChannel;
 use berth_store::Store;
-use berth_testkit::{RedisServer, RunningService, TestRedis, assert_serves, spawn_service, token, wait_for_health};
+use berth_testkit::{RunningService, TestRedis, assert_serves, spawn_service, token, wait_for_health};
 use tonic::Code;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_types::StatusExt;
@@ -609,9 +609,9 @@ async fn claims_need_a_client_or_operator_token() {
     assert_eq!(err.code(), Code::Unauthenticated);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_redis_outage_is_unavailable_and_not_serving_until_redis_returns() {
-    let mut redis = RedisServer::start();
+/// Redis goes down, then comes back empty (its library gone too): meanwhile calls fail UNAVAILABLE and nothing
+/// else, and afterwards they succeed, the library loaded again by the store itself.
+async fn a_redis_outage_is_unavailable_and_not_serving_until_redis_returns(mut redis: TestRedis) {
     let mut s = stack(&redis.config(), 60_000).await;
     let endpoint = s.placement.endpoint();
     wait_for_health(&endpoint, CLAIMS, ServingStatus::Serving).await;
@@ -639,6 +639,16 @@ async fn a_redis_outage_is_unavailable_and_not_serving_until_redis_returns() {
         .unwrap()
         .into_inner();
     assert_eq!(claimed.game_server.unwrap().game_server_id, "gs-1");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_outage_is_unavailable_and_not_serving_until_redis_returns_on_a_single_node() {
+    a_redis_outage_is_unavailable_and_not_serving_until_redis_returns(TestRedis::single()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_outage_is_unavailable_and_not_serving_until_redis_returns_on_a_cluster() {
+    a_redis_outage_is_unavailable_and_not_serving_until_redis_returns(TestRedis::cluster()).await;
 }
 
 /// Redis loses the library (as a restarted node without persistence, a promoted replica or a new node does): the

@@ -191,13 +191,31 @@ impl RedisCluster {
         args.extend(addresses.iter().map(String::as_str));
         args.extend(["--cluster-replicas", "0", "--cluster-yes"]);
         redis_cli(nodes[0].port, &args).expect("redis-cli --cluster create");
-        let ports: Vec<u16> = nodes.iter().map(|node| node.port).collect();
-        wait_until("redis cluster", Duration::from_secs(20), || {
+        let cluster = RedisCluster { nodes };
+        cluster.wait_until_ok();
+        cluster
+    }
+
+    fn wait_until_ok(&self) {
+        let ports: Vec<u16> = self.nodes.iter().map(|node| node.port).collect();
+        wait_until("redis cluster", Duration::from_secs(30), || {
             ports.iter().all(|port| {
                 redis_cli(*port, &["CLUSTER", "INFO"]).is_some_and(|info| info.contains("cluster_state:ok"))
             })
         });
-        RedisCluster { nodes }
+    }
+
+    /// Kills every node, as an outage would.
+    pub fn stop(&mut self) {
+        self.nodes.iter_mut().for_each(RedisServer::stop);
+    }
+
+    /// Starts every node again on its port, empty but with its slots (its nodes.conf is kept), and waits until
+    /// the cluster has formed again.
+    pub fn restart(&mut self) {
+        self.stop();
+        self.nodes.iter_mut().for_each(RedisServer::spawn);
+        self.wait_until_ok();
     }
 
     /// Store settings that reach the cluster through its seed nodes.
@@ -236,6 +254,22 @@ impl TestRedis {
         match self {
             TestRedis::Single(server) => server.config(),
             TestRedis::Cluster(cluster) => cluster.config(),
+        }
+    }
+
+    /// Kills it (every node of a cluster), as an outage would.
+    pub fn stop(&mut self) {
+        match self {
+            TestRedis::Single(server) => server.stop(),
+            TestRedis::Cluster(cluster) => cluster.stop(),
+        }
+    }
+
+    /// Starts it again, empty: without the store's library, as after a restart without persistence.
+    pub fn restart(&mut self) {
+        match self {
+            TestRedis::Single(server) => server.restart(),
+            TestRedis::Cluster(cluster) => cluster.restart(),
         }
     }
 }

@@ -43,8 +43,7 @@ if cur + fresh > max then
   return {'FULL', tostring(now), tostring(max - cur)}
 end
 local until_ms = now + tonumber(s[5])
--- As strings: the record goes into an event as JSON, where a number is not a string.
-local created, due = tostring(now), tostring(until_ms)
+local created = tostring(now)
 local endpoint = {s[6], s[7], s[8], s[9]}
 local out = {'CREATED', created, '', endpoint}
 -- The hot path: a new player session's record is built here once and used for the hash, the event and the reply,
@@ -55,8 +54,8 @@ for i = 2, #ARGV, 3 do
     out[#out + 1] = redis.call('HGETALL', pkey(k, psid))
   else
     psid = ARGV[i + 2]
-    local fields = {'id', psid, 'player', ARGV[i], 'gs', sid, 'status', S.RESERVED, 'data', ARGV[i + 1], 'c_ms',
-      created, 'until_ms', due}
+    local fields = {'id', psid, 'player', ARGV[i], 'gs', sid, 'status', S.RESERVED, 'data', ARGV[i + 1], 'c_ms', now,
+      'until_ms', until_ms}
     redis.call('HSET', pkey(k, psid), unpack(fields))
     redis.call('ZADD', key .. ':ps', now, psid)
     redis.call('ZADD', k.player .. ARGV[i], now, psid)

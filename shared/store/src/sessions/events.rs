@@ -29,24 +29,21 @@ pub struct SessionEventEntry {
     pub subject: Subject,
 }
 
-/// Decodes an entry: its type, t, kind and `rec`, the record's name/value list as JSON.
 fn decode(fleet_id: &str, position: String, pairs: &[String]) -> Result<SessionEventEntry, StoreError> {
-    let entry = |name: &str| field(pairs, name);
-    let record: Vec<String> =
-        serde_json::from_str(&entry("rec")).map_err(|_| unexpected("session event", "a malformed record"))?;
-    let subject = if entry("kind") == "g" {
-        let record = game_session(&record)?.ok_or_else(|| unexpected("session event", "an empty game session"))?;
+    let field = |name: &str| field(pairs, name);
+    let subject = if field("kind") == "g" {
+        let record = game_session(pairs)?.ok_or_else(|| unexpected("session event", "an empty game session"))?;
         Subject::GameSession(Box::new(record))
     } else {
-        let endpoint = ["loc", "ip", "dns", "port"].map(|name| field(&record, name));
-        let record = player_session(fleet_id, &record, &endpoint)
+        let endpoint = [field("loc"), field("ip"), field("dns"), field("port")];
+        let record = player_session(fleet_id, pairs, &endpoint)
             .ok_or_else(|| unexpected("session event", "an empty player session"))?;
         Subject::PlayerSession(Box::new(record))
     };
     Ok(SessionEventEntry {
         position,
-        event_type: SessionEventType::parse(&entry("type")),
-        time_ms: entry("t").parse().unwrap_or(0),
+        event_type: SessionEventType::parse(&field("type")),
+        time_ms: field("t").parse().unwrap_or(0),
         subject,
     })
 }

@@ -25,9 +25,8 @@
 --   idx:<loc>:<index>   ACTIVE sessions of a location ('*': every location) whose server is not ending, by created,
 --                       players or max; `free`: those of them that could take a player now, by created
 --   sevents_gone        position of the last session event trimmed (by retention or the cap)
---   sevents             stream of session events: type, t (ms), kind (g | p), rec (the record's fields as a JSON
---                       list of names and values; a player session's with its game session's loc, ip, dns and
---                       port)
+--   sevents             stream of session events: type, t (ms), kind (g | p), then the record's fields (a player
+--                       session's with its game session's loc, ip, dns and port)
 
 local function gkey(k, sid) return k.gsess .. sid end
 
@@ -115,27 +114,17 @@ local function server_ending(k, id)
   end
 end
 
--- Appends a transition to the session event stream: its type, t (ms), kind (g | p) and `record`, the flat
--- name/value list of what it is about, packed into one JSON field: Redis stores and copies one field for much less
--- than the record's dozen.
-local function append_event(k, type, now, kind, record)
-  -- The session sweep trims the stream to the retention and the deployment's cap (BERTH_SESSION_EVENTS_MAX).
-  redis.call('XADD', k.sevents, '*', 'type', type, 't', now, 'kind', kind, 'rec', cjson.encode(record))
-end
-
--- A player session's record for an event: with its game session's endpoint {loc, ip, dns, port}.
-local function with_endpoint(record, endpoint)
-  for i, name in ipairs({'loc', 'ip', 'dns', 'port'}) do
-    record[#record + 1] = name
-    record[#record + 1] = endpoint[i] or ''
-  end
-  return record
-end
-
--- Appends a player-session transition whose record the caller holds: `fields` its flat name/value list (strings),
+-- Appends a player-session transition whose record the caller holds: `fields` its flat name/value list,
 -- `endpoint` its game session's {loc, ip, dns, port}.
 local function player_event(k, type, fields, endpoint, now)
-  append_event(k, type, now, 'p', with_endpoint({unpack(fields)}, endpoint))
+  local entry = {'type', type, 't', now, 'kind', 'p'}
+  for i = 1, #fields do entry[#entry + 1] = fields[i] end
+  for i, name in ipairs({'loc', 'ip', 'dns', 'port'}) do
+    entry[#entry + 1] = name
+    entry[#entry + 1] = endpoint[i] or ''
+  end
+  -- The session sweep trims the stream to the retention and the deployment's cap (BERTH_SESSION_EVENTS_MAX).
+  redis.call('XADD', k.sevents, '*', unpack(entry))
 end
 
 -- Appends a transition to the session event stream, with the record as it is now: a game session without its
@@ -143,19 +132,25 @@ end
 -- session's location and endpoint.
 local function session_event(k, type, key, now)
   local fields = redis.call('HGETALL', key)
-  if not string.find(type, '^GAME_') then
-    local endpoint = redis.call('HMGET', gkey(k, redis.call('HGET', key, 'gs')), 'loc', 'ip', 'dns', 'port')
-    append_event(k, type, now, 'p', with_endpoint(fields, endpoint))
-    return
-  end
-  local record = {}
+  local kind = 'p'
+  if string.find(type, '^GAME_') then kind = 'g' end
+  local entry = {'type', type, 't', now, 'kind', kind}
   for i = 1, #fields, 2 do
-    if fields[i] ~= 'data' and fields[i] ~= 'mm' then
-      record[#record + 1] = fields[i]
-      record[#record + 1] = fields[i + 1]
+    if kind == 'p' or (fields[i] ~= 'data' and fields[i] ~= 'mm') then
+      entry[#entry + 1] = fields[i]
+      entry[#entry + 1] = fields[i + 1]
     end
   end
-  append_event(k, type, now, 'g', record)
+  if kind == 'p' then
+    local sid = redis.call('HGET', key, 'gs')
+    local endpoint = redis.call('HMGET', gkey(k, sid), 'loc', 'ip', 'dns', 'port')
+    for i, name in ipairs({'loc', 'ip', 'dns', 'port'}) do
+      entry[#entry + 1] = name
+      entry[#entry + 1] = endpoint[i] or ''
+    end
+  end
+  -- The session sweep trims the stream to the retention and the deployment's cap (BERTH_SESSION_EVENTS_MAX).
+  redis.call('XADD', k.sevents, '*', unpack(entry))
 end
 
 -- Ends a RESERVED or ACTIVE player session (COMPLETED or TIMEDOUT) and frees its slot.
