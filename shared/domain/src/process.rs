@@ -3,14 +3,14 @@
 
 use std::collections::HashSet;
 
-use berth_proto::common::v1::{Endpoint, KeyValue};
+use berth_proto::common::v1::Endpoint;
 use berth_proto::health::v1 as pb;
 use tonic::Status;
 
 use crate::game_server::{
     CONNECTION_INFO_MAX, GAME_SERVER_DATA_MAX, INSTANCE_ID_LEN, check_fleet_id, check_game_server_id,
 };
-use crate::validate::Violations;
+use crate::validate::{Violations, check_labels};
 
 /// Locations: 1 to 64 characters.
 pub const LOCATION_LEN: (usize, usize) = (1, 64);
@@ -103,7 +103,7 @@ pub fn check_register(req: &pb::RegisterProcess) -> Result<Registration, Status>
             format!("must be at most {PLAYERS_MAX}, got {}", req.max_players),
         );
     }
-    check_labels(&mut v, "labels", &req.labels);
+    check_labels(&mut v, "labels", &req.labels, LABELS_MAX);
     let sdk_len = req.sdk_version.chars().count();
     if !(1..=64).contains(&sdk_len) {
         v.add("sdk_version", format!("must be 1 to 64 characters long, got {sdk_len}"));
@@ -218,29 +218,6 @@ pub fn check_creation_policy(req: &pb::UpdatePlayerSessionCreationPolicy) -> Res
     v.into_result().map(|()| accepts)
 }
 
-/// Checks a server's labels: at most [`LABELS_MAX`], keys unique and 1 to 32 characters, values at most 96.
-fn check_labels(v: &mut Violations, field: &str, labels: &[KeyValue]) {
-    if labels.len() > LABELS_MAX {
-        v.add(
-            field,
-            format!("must have at most {LABELS_MAX} entries, got {}", labels.len()),
-        );
-    }
-    let mut keys = HashSet::new();
-    for (i, label) in labels.iter().enumerate() {
-        let len = label.key.chars().count();
-        if !(1..=32).contains(&len) {
-            v.add(
-                &format!("{field}[{i}].key"),
-                format!("must be 1 to 32 characters long, got {len}"),
-            );
-        } else if !keys.insert(label.key.as_str()) {
-            v.add(&format!("{field}[{i}].key"), format!("{:?} is given twice", label.key));
-        }
-        v.text(&format!("{field}[{i}].value"), &label.value, 96);
-    }
-}
-
 /// Most counters one process keeps, and one UpdateServer sets.
 pub const COUNTERS_MAX: usize = 16;
 /// Largest counter value or capacity: 2^62.
@@ -254,7 +231,7 @@ pub fn check_update_server(req: &pb::UpdateServer) -> Result<(), Status> {
         v.text("update_server.game_server_data", data, GAME_SERVER_DATA_MAX);
     }
     if let Some(labels) = &req.labels {
-        check_labels(&mut v, "update_server.labels.labels", &labels.labels);
+        check_labels(&mut v, "update_server.labels.labels", &labels.labels, LABELS_MAX);
     }
     if req.counters.len() > COUNTERS_MAX {
         v.add(

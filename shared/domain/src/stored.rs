@@ -281,6 +281,68 @@ stored! {
     }
 }
 
+stored! {
+    /// Where a fleet is in its life.
+    FleetStatus: fleet::FleetStatus, unset Unspecified {
+        New = "NEW" => New,
+        Activating = "ACTIVATING" => Activating,
+        Active = "ACTIVE" => Active,
+        Error = "ERROR" => Error,
+        Deleting = "DELETING" => Deleting,
+        Terminated = "TERMINATED" => Terminated,
+    }
+}
+
+stored! {
+    /// Where one location of a fleet is in its life (PlayFab build region).
+    LocationStatus: fleet::LocationStatus, unset Unspecified {
+        Initialized = "INITIALIZED" => Initialized,
+        Deploying = "DEPLOYING" => Deploying,
+        Deployed = "DEPLOYED" => Deployed,
+        Unhealthy = "UNHEALTHY" => Unhealthy,
+        Deleting = "DELETING" => Deleting,
+    }
+}
+
+stored! {
+    /// What a fleet event reports.
+    FleetEventCode: fleet::FleetEventCode, unset Unspecified {
+        FleetCreated = "FLEET_CREATED" => FleetCreated,
+        FleetUpdated = "FLEET_UPDATED" => FleetUpdated,
+        FleetActivating = "FLEET_ACTIVATING" => FleetActivating,
+        FleetActive = "FLEET_ACTIVE" => FleetActive,
+        FleetError = "FLEET_ERROR" => FleetError,
+        FleetDeleting = "FLEET_DELETING" => FleetDeleting,
+        FleetTerminated = "FLEET_TERMINATED" => FleetTerminated,
+        LocationAdded = "LOCATION_ADDED" => LocationAdded,
+        LocationDeploying = "LOCATION_DEPLOYING" => LocationDeploying,
+        LocationDeployed = "LOCATION_DEPLOYED" => LocationDeployed,
+        LocationUnhealthy = "LOCATION_UNHEALTHY" => LocationUnhealthy,
+        LocationDeleting = "LOCATION_DELETING" => LocationDeleting,
+        LocationRemoved = "LOCATION_REMOVED" => LocationRemoved,
+        CapacityChanged = "CAPACITY_CHANGED" => CapacityChanged,
+        ScalingAction = "SCALING_ACTION" => ScalingAction,
+        ScalingPolicyFailed = "SCALING_POLICY_FAILED" => ScalingPolicyFailed,
+        AutoscalingSuspended = "AUTOSCALING_SUSPENDED" => AutoscalingSuspended,
+        AutoscalingResumed = "AUTOSCALING_RESUMED" => AutoscalingResumed,
+        InstanceLaunched = "INSTANCE_LAUNCHED" => InstanceLaunched,
+        InstanceLaunchFailed = "INSTANCE_LAUNCH_FAILED" => InstanceLaunchFailed,
+        InstanceDraining = "INSTANCE_DRAINING" => InstanceDraining,
+        InstanceInterrupted = "INSTANCE_INTERRUPTED" => InstanceInterrupted,
+        InstanceTerminated = "INSTANCE_TERMINATED" => InstanceTerminated,
+        InstanceTypeNotViable = "INSTANCE_TYPE_NOT_VIABLE" => InstanceTypeNotViable,
+        InstanceTypeViable = "INSTANCE_TYPE_VIABLE" => InstanceTypeViable,
+        ServerProcessRegistrationRejected = "SERVER_PROCESS_REGISTRATION_REJECTED" => ServerProcessRegistrationRejected,
+        ServerProcessRegisterTimeout = "SERVER_PROCESS_REGISTER_TIMEOUT" => ServerProcessRegisterTimeout,
+        ServerProcessReadyTimeout = "SERVER_PROCESS_READY_TIMEOUT" => ServerProcessReadyTimeout,
+        ServerProcessTerminatedUnhealthy = "SERVER_PROCESS_TERMINATED_UNHEALTHY" => ServerProcessTerminatedUnhealthy,
+        ServerProcessCrashed = "SERVER_PROCESS_CRASHED" => ServerProcessCrashed,
+        ServerProcessForceTerminated = "SERVER_PROCESS_FORCE_TERMINATED" => ServerProcessForceTerminated,
+        GameSessionActivationTimeout = "GAME_SESSION_ACTIVATION_TIMEOUT" => GameSessionActivationTimeout,
+        ServerProcessTerminated = "SERVER_PROCESS_TERMINATED" => ServerProcessTerminated,
+    }
+}
+
 /// Every name the store writes for a state, of every enum above: what a Lua function may compare a field with.
 pub fn stored_names() -> Vec<&'static str> {
     let mut names = Vec::new();
@@ -296,6 +358,9 @@ pub fn stored_names() -> Vec<&'static str> {
     names.extend(ProcessState::ALL.iter().map(|v| v.as_str()));
     names.extend(GameSessionStatus::ALL.iter().map(|v| v.as_str()));
     names.extend(PlayerSessionStatus::ALL.iter().map(|v| v.as_str()));
+    names.extend(FleetStatus::ALL.iter().map(|v| v.as_str()));
+    names.extend(LocationStatus::ALL.iter().map(|v| v.as_str()));
+    names.extend(FleetEventCode::ALL.iter().map(|v| v.as_str()));
     names
 }
 
@@ -352,6 +417,27 @@ mod tests {
             "SESSION_EVENT_TYPE_",
             SessionEventType::as_str,
             SessionEventType::parse,
+            |v| v.to_proto().as_str_name(),
+        );
+        round_trips(
+            FleetStatus::ALL,
+            "FLEET_STATUS_",
+            FleetStatus::as_str,
+            FleetStatus::parse,
+            |v| v.to_proto().as_str_name(),
+        );
+        round_trips(
+            LocationStatus::ALL,
+            "LOCATION_STATUS_",
+            LocationStatus::as_str,
+            LocationStatus::parse,
+            |v| v.to_proto().as_str_name(),
+        );
+        round_trips(
+            FleetEventCode::ALL,
+            "FLEET_EVENT_CODE_",
+            FleetEventCode::as_str,
+            FleetEventCode::parse,
             |v| v.to_proto().as_str_name(),
         );
         round_trips(

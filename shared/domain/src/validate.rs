@@ -3,6 +3,9 @@
 //! A request is checked whole before anything changes, and every broken rule is reported at once as a
 //! `google.rpc.BadRequest` field violation, so a client learns from one answer what to fix.
 
+use std::collections::HashSet;
+
+use berth_proto::common::v1::KeyValue;
 use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
@@ -95,6 +98,40 @@ pub fn check_page_size(v: &mut Violations, requested: u32, max: u32, default: u3
     }
     let size = if requested == 0 { default } else { requested };
     size.min(max) as usize
+}
+
+/// Entries of a list to check one by one, with their index. Entries past the limit are left out: the count
+/// already refuses the request, and one violation per entry of a huge list would not fit in the status.
+pub fn checked_entries<T>(entries: &[T], max: usize) -> impl Iterator<Item = (usize, &T)> {
+    entries.iter().take(max).enumerate()
+}
+
+/// Checks that a list has `min..=max` entries.
+pub fn check_count(v: &mut Violations, field: &str, count: usize, min: usize, max: usize) {
+    if count > max {
+        v.add(field, format!("must have at most {max} entries, got {count}"));
+    } else if count < min {
+        v.add(field, format!("must have {min} to {max} entries, got {count}"));
+    }
+}
+
+/// Checks labels (`berth.common.v1.KeyValue`): at most `max`, keys unique and 1 to 32 characters, values at most
+/// 96.
+pub fn check_labels(v: &mut Violations, field: &str, labels: &[KeyValue], max: usize) {
+    check_count(v, field, labels.len(), 0, max);
+    let mut keys = HashSet::new();
+    for (i, label) in checked_entries(labels, max) {
+        let len = label.key.chars().count();
+        if !(1..=32).contains(&len) {
+            v.add(
+                &format!("{field}[{i}].key"),
+                format!("must be 1 to 32 characters long, got {len}"),
+            );
+        } else if !keys.insert(label.key.as_str()) {
+            v.add(&format!("{field}[{i}].key"), format!("{:?} is given twice", label.key));
+        }
+        v.text(&format!("{field}[{i}].value"), &label.value, 96);
+    }
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ use super::{SESSION_ID_MAX, fleet_of};
 use crate::game_server::{FLEET_ID_LEN, PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX, check_fleet_id};
 use crate::process::LOCATION_LEN;
 use crate::search::{self, Filter, Sort};
-use crate::validate::{Violations, check_page_size, is_id_char};
+use crate::validate::{Violations, check_count, check_page_size, checked_entries, is_id_char};
 
 /// Most player sessions holding a slot in one game session at once.
 pub const MAXIMUM_PLAYERS_MAX: u32 = 1000;
@@ -318,21 +318,6 @@ pub fn check_watch_session_events(req: &pb::WatchSessionEventsRequest) -> Result
         v.add("from_oldest", "may not be set together with after_cursor");
     }
     v.into_result()
-}
-
-/// Entries of a list to check one by one, with their index. Entries past the limit are left out: the count
-/// already refuses the request, and one violation per entry of a huge list would not fit in the status.
-fn checked_entries<T>(entries: &[T], max: usize) -> impl Iterator<Item = (usize, &T)> {
-    entries.iter().take(max).enumerate()
-}
-
-/// Checks that a list has `min..=max` entries.
-fn check_count(v: &mut Violations, field: &str, count: usize, min: usize, max: usize) {
-    if count > max {
-        v.add(field, format!("must have at most {max} entries, got {count}"));
-    } else if count < min {
-        v.add(field, format!("must have {min} to {max} entries, got {count}"));
-    }
 }
 
 /// An empty location means the fleet's home location (create) or every location (list, search).
