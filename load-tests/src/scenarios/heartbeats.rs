@@ -661,9 +661,9 @@ async fn detections(
     let mut delays = Vec::with_capacity(pending.len());
     while !pending.is_empty() && Instant::now() < deadline {
         tokio::time::sleep(POLL).await;
-        let events = store::recent_events(store, FLEET, count).await?;
+        let events = berth_store::fleets::recent_fleet_events(store, FLEET, count as usize).await?;
         let seen = Instant::now();
-        for event in events.iter().filter(|event| event.code == LOST) {
+        for event in events.iter().filter(|event| event.code_name() == LOST) {
             if let Some(last_ack) = pending.remove(&event.game_server_id) {
                 delays.push(seen - last_ack);
             }

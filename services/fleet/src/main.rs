@@ -11,6 +11,8 @@ struct Cli {
     listen: ListenArgs,
     #[command(flatten)]
     common: CommonArgs,
+    #[command(flatten)]
+    fleets: berth_fleet::FleetArgs,
 }
 
 #[tokio::main]
@@ -20,5 +22,8 @@ async fn main() -> std::process::ExitCode {
         grpc: berth_fleet::GRPC_PORT,
         metrics: berth_fleet::METRICS_PORT,
     };
-    berth_runtime::run_binary("berth-fleet", &cli.common, &cli.listen, ports, berth_fleet::service).await
+    berth_runtime::run_binary("berth-fleet", &cli.common, &cli.listen, ports, |store| {
+        berth_fleet::service(store, &cli.fleets)
+    })
+    .await
 }

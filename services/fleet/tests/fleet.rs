@@ -1,5 +1,10 @@
-//! The fleet service process: it serves health and reflection, and its RPCs are open to operators only. What
-//! every service's edge does (insecure mode on loopback, metric labels) is tested here, on the binary.
+//! The fleet service: fleets as records (`fleet/records.rs`); the process serves health and reflection, and its
+//! RPCs are open to operators only. What every service's edge does (insecure mode on loopback, metric labels) is
+//! tested here, on the binary.
+
+mod fleet {
+    mod records;
+}
 
 use std::time::Duration;
 
@@ -15,7 +20,11 @@ use tonic_health::pb::health_check_response::ServingStatus;
 async fn serves_health_reflection_and_keeps_its_rpcs_to_operators() {
     let redis = TestRedis::single();
     let store = Store::connect(&redis.config()).await.unwrap();
-    let service = spawn_service(berth_fleet::service(store.clone()), store).await;
+    let service = spawn_service(
+        berth_fleet::service(store.clone(), &berth_fleet::FleetArgs::default()),
+        store,
+    )
+    .await;
     assert_serves(
         &service.endpoint(),
         &["berth.fleet.v1.FleetService", "berth.fleet.v1.ScalingService"],

@@ -8,8 +8,8 @@ use berth_proto::health::v1 as pb;
 use berth_proto::health::v1::game_server_service_client::GameServerServiceClient;
 use berth_runtime::auth::Role;
 use berth_store::Store;
+use berth_store::fleets::{FleetEventEntry, recent_fleet_events};
 use berth_store::pool::pool_sizes;
-use berth_store::processes::{FleetEvent, recent_events};
 use berth_testkit::{
     BinaryProcess, ExampleGameServer, RunningService, TestRedis, game_session_status, place_game_session,
     spawn_service, token, wait_for_health,
@@ -38,10 +38,10 @@ async fn eventually<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) ->
     panic!("{what} never happened");
 }
 
-async fn event(store: &Store, fleet: &str, code: &str) -> FleetEvent {
+async fn event(store: &Store, fleet: &str, code: &str) -> FleetEventEntry {
     eventually(code, async || {
-        let events = recent_events(store, fleet, 20).await.unwrap();
-        events.into_iter().find(|event| event.code == code)
+        let events = recent_fleet_events(store, fleet, 20).await.unwrap();
+        events.into_iter().find(|event| event.code_name() == code)
     })
     .await
 }
@@ -106,11 +106,11 @@ async fn the_example_game_server_hosts_a_session_and_honours_a_terminate() {
     event(&store, "arena", "SERVER_PROCESS_TERMINATED").await;
     session_status(&store, &session, ("TERMINATED", "TRIGGERED_ON_PROCESS_TERMINATE")).await;
     assert!(
-        recent_events(&store, "arena", 20)
+        recent_fleet_events(&store, "arena", 20)
             .await
             .unwrap()
             .iter()
-            .all(|e| e.code == "SERVER_PROCESS_TERMINATED")
+            .all(|e| e.code_name() == "SERVER_PROCESS_TERMINATED")
     );
 }
 
@@ -180,5 +180,5 @@ async fn when_a_health_replica_is_killed_its_servers_move_and_none_is_declared_d
     // Well past the health window (3 × 200 ms), every server is alive and claimable, and no death was recorded.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(pool_sizes(&store, "arena").await.unwrap(), (8, 0));
-    assert!(recent_events(&store, "arena", 20).await.unwrap().is_empty());
+    assert!(recent_fleet_events(&store, "arena", 20).await.unwrap().is_empty());
 }

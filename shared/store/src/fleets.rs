@@ -1,6 +1,13 @@
-//! The fleet registry. Until the fleet service keeps fleet records, a fleet is known once one of its game servers
-//! registered: its id is added to one set, beside (never inside) the fleet's own scripts, since the set has a slot
-//! of its own. Sweeps and watches of every fleet start here.
+//! Fleets: their records (see `records.rs`), and the registry of every fleet id — one set, written beside (never
+//! inside) a fleet's own scripts, since the set has a slot of its own. A fleet is listed there once it has a record
+//! or, until servers need a fleet record to register, once one of its game servers registered. Sweeps and watches
+//! of every fleet start here.
+
+mod events;
+mod records;
+
+pub use events::{FleetEventEntry, read_fleet_events, recent_fleet_events};
+pub use records::{CapacityChange, CapacityUpdated, Created, create_fleet, read_fleet, update_capacity};
 
 use crate::codec::unexpected;
 use crate::keys::FLEETS;

@@ -21,3 +21,16 @@ local function fleet_keys(KEYS, names)
   for i = 1, #names do k[names[i]] = KEYS[i] end
   return setmetatable(k, FLEET)
 end
+
+-- Redis's clock, ms since the epoch: every time a function stores is taken from it, never from a replica's.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- Appends the hash at `key` to a reply, as field, value, ...
+local function append_fields(out, key)
+  local fields = redis.call('HGETALL', key)
+  for i = 1, #fields do out[#out + 1] = fields[i] end
+  return out
+end

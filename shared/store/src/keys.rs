@@ -19,7 +19,10 @@ pub fn push_channel(replica: &str) -> String {
 /// Every key of a fleet: the name its Lua reads it by (`k.<name>`, see `scripts.rs`) and what follows the fleet's
 /// tag. A suffix ending in ':' starts the keys of a kind of record, each followed by its record's id; the others are
 /// the fleet's fixed keys, which a function declares at its top (`-- KEYS: k.pool, …`) and receives in KEYS.
-pub(crate) const FLEET_KEYS: [(&str, &str); 25] = [
+pub(crate) const FLEET_KEYS: [(&str, &str); 26] = [
+    // The fleet (fleets/lib.lua): its record, and its event stream, which every area appends to.
+    ("fleet", ":fleet"),
+    ("events", ":events"),
     // Game servers (pool/lib.lua, processes/lib.lua): each one's hash, all by id, the claimable, the claimed by when
     // their claim lapses, each instance's server ids, and the instances not ACTIVE.
     ("gs", ":gs:"),
@@ -29,13 +32,12 @@ pub(crate) const FLEET_KEYS: [(&str, &str); 25] = [
     ("inst", ":inst:"),
     ("inst_status", ":inst-status"),
     // SDK processes: deadlines of their next heartbeat, of ready and of ProcessEnding (ms), those reporting
-    // UNHEALTHY, those hosting sessions with room for another, and the fleet's event stream.
+    // UNHEALTHY, and those hosting sessions with room for another.
     ("hb", ":hb"),
     ("ready", ":ready"),
     ("term", ":term"),
     ("unhealthy", ":unhealthy"),
     ("hosting", ":hosting"),
-    ("events", ":events"),
     // Sessions (sessions/lib.lua): game and player sessions, a player's player sessions, idempotency tokens, a
     // creator's sessions, the search indexes, the fleet's sessions, the deadlines of activation, reservation and
     // forced termination, ended sessions by expiry, the session event stream and its last trimmed position.
@@ -125,6 +127,11 @@ impl FleetKeys {
     /// Set of SDK processes now reporting UNHEALTHY.
     pub fn unhealthy(&self) -> String {
         self.named("unhealthy")
+    }
+
+    /// The fleet's record (see `fleets/lib.lua`).
+    pub fn fleet(&self) -> String {
+        self.named("fleet")
     }
 
     /// Stream of the fleet's events (process crashed, terminated unhealthy, force terminated, …).

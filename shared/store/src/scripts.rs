@@ -16,6 +16,10 @@ use crate::{Store, StoreError};
 
 /// Every script of the store.
 pub struct Scripts {
+    /// Creates a fleet with its locations.
+    pub create_fleet: LuaScript,
+    /// Changes a location's capacity.
+    pub update_fleet_capacity: LuaScript,
     /// Registers a game server as AVAILABLE.
     pub register_game_server: LuaScript,
     /// Updates a game server's utilization, health or data.
@@ -144,8 +148,9 @@ pub(crate) struct Library {
 }
 
 /// The helpers every function may call, in the order they build on each other.
-const HELPERS: [&str; 5] = [
+const HELPERS: [&str; 6] = [
     include_str!("keys.lua"),
+    include_str!("fleets/lib.lua"),
     include_str!("pool/lib.lua"),
     include_str!("processes/lib.lua"),
     include_str!("sessions/lib.lua"),
@@ -154,7 +159,9 @@ const HELPERS: [&str; 5] = [
 
 /// Every function: its field in [`Scripts`], its body (which sees its keys and arguments as KEYS and ARGV), and
 /// whether it only reads.
-const FUNCTIONS: [(&str, &str, bool); 30] = [
+const FUNCTIONS: [(&str, &str, bool); 32] = [
+    ("create_fleet", include_str!("fleets/create.lua"), false),
+    ("update_fleet_capacity", include_str!("fleets/capacity.lua"), false),
     ("register_game_server", include_str!("pool/register.lua"), false),
     ("update_game_server", include_str!("pool/update.lua"), false),
     ("deregister_game_server", include_str!("pool/deregister.lua"), false),
@@ -200,7 +207,7 @@ const FUNCTIONS: [(&str, &str, bool); 30] = [
     ("page_sessions", include_str!("sessions/page.lua"), true),
     ("search_sessions", include_str!("sessions/search.lua"), true),
     ("read_events", include_str!("sessions/read_events.lua"), true),
-    ("fleets_now", include_str!("fleets_now.lua"), true),
+    ("fleets_now", include_str!("fleets/now.lua"), true),
 ];
 
 /// The fleet keys a function declares at its top, `-- KEYS: k.pool, k.claims.` (the list may go on over the next
@@ -287,6 +294,8 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
         }
     };
     Scripts {
+        create_fleet: function("create_fleet"),
+        update_fleet_capacity: function("update_fleet_capacity"),
         register_game_server: function("register_game_server"),
         update_game_server: function("update_game_server"),
         deregister_game_server: function("deregister_game_server"),
@@ -464,6 +473,7 @@ mod tests {
         "ACCEPTED",
         "ACTIVATED",
         "BELOW_COUNT",
+        "CHANGED",
         "CLAIMED",
         "CONFLICT",
         "CREATED",
@@ -482,7 +492,9 @@ mod tests {
         "NOT_CLAIMANT",
         "NOT_FOUND",
         "NOT_YOURS",
+        "NO_LOCATION",
         "NO_SERVER",
+        "OUT_OF_ORDER",
         "PLAYER_CONFLICT",
         "READY",
         "REGISTERED",

@@ -12,7 +12,7 @@ use berth_proto::health::v1::{
 };
 use berth_runtime::auth::Role;
 use berth_store::Store;
-use berth_store::processes::recent_events;
+use berth_store::fleets::recent_fleet_events;
 use berth_testkit::{RunningService, TestRedis, game_session_status, place_game_session, spawn_service, token};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -206,10 +206,10 @@ pub(crate) async fn operator(service: &RunningService) -> GameServerServiceClien
     )
 }
 
-pub(crate) async fn wait_for_event(store: &Store, fleet: &str, wanted: &str) -> berth_store::processes::FleetEvent {
+pub(crate) async fn wait_for_event(store: &Store, fleet: &str, wanted: &str) -> berth_store::fleets::FleetEventEntry {
     for _ in 0..100 {
-        let events = recent_events(store, fleet, 20).await.unwrap();
-        if let Some(event) = events.into_iter().find(|event| event.code == wanted) {
+        let events = recent_fleet_events(store, fleet, 20).await.unwrap();
+        if let Some(event) = events.into_iter().find(|event| event.code_name() == wanted) {
             return event;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -459,7 +459,7 @@ async fn a_dropped_stream_resumes_on_another_replica_with_its_state() {
         ));
         tokio::time::sleep(Duration::from_millis(80)).await;
     }
-    assert!(recent_events(&store, "arena", 10).await.unwrap().is_empty());
+    assert!(recent_fleet_events(&store, "arena", 10).await.unwrap().is_empty());
     // Commands now reach it through B.
     let request = pb::TerminateGameServerRequest {
         fleet_id: "arena".into(),
@@ -648,7 +648,7 @@ async fn a_redis_stall_longer_than_the_window_kills_no_process() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(
-        recent_events(&store, "arena", 10).await.unwrap().is_empty(),
+        recent_fleet_events(&store, "arena", 10).await.unwrap().is_empty(),
         "nobody was declared dead"
     );
 }

@@ -4,7 +4,7 @@
 //! ProcessEnding.
 
 use berth_proto::session::v1::{self as pb, describe_player_sessions_request::Selector};
-use berth_store::processes::recent_events;
+use berth_store::fleets::recent_fleet_events;
 use berth_testkit::{ExampleGameServer, TestRedis};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
@@ -130,9 +130,11 @@ async fn the_whole_session_flow_runs_against_the_example_game_server() {
     );
     let status = eventually("the process exits", async || process.child.try_wait().unwrap()).await;
     assert!(status.success(), "{status:?}");
-    let events = recent_events(&stack.store, FLEET, 20).await.unwrap();
+    let events = recent_fleet_events(&stack.store, FLEET, 20).await.unwrap();
     assert!(
-        events.iter().any(|event| event.code == "SERVER_PROCESS_TERMINATED"),
+        events
+            .iter()
+            .any(|event| event.code_name() == "SERVER_PROCESS_TERMINATED"),
         "{events:?}"
     );
 }

@@ -13,11 +13,6 @@
 
 local TIER_SPAN = 1e13
 
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-
 local function tier_of(istatus)
   if istatus == S.ACTIVE then return 0 elseif istatus == S.DRAINING then return 1 end
   return nil
@@ -56,13 +51,6 @@ local function lapse_claims(pool, claims, prefix, now, limit)
   local ids = redis.call('ZRANGEBYSCORE', claims, '-inf', now, 'LIMIT', 0, limit)
   for _, id in ipairs(ids) do lapse_one(pool, claims, prefix .. id, id, now) end
   return #ids
-end
-
--- Appends the hash at `key` to a reply, as field, value, ...
-local function append_fields(out, key)
-  local fields = redis.call('HGETALL', key)
-  for i = 1, #fields do out[#out + 1] = fields[i] end
-  return out
 end
 
 -- The typed reply every single-record script returns: {outcome, now_ms, hash field, value, ...}.

@@ -9,11 +9,6 @@
 -- ver (version of its desired state, raised by every command), term_reason, term_by_ms, term_force.
 -- Its game sessions' ids are in the set <hash key>:sessions (see sessions/lib.lua for the sessions).
 
-local function record_event(k, code, id, message, now)
-  redis.call('XADD', k.events, 'MAXLEN', '~', 10000, '*', 'code', code, 'game_server_id', id, 'message', message,
-    'time_ms', now)
-end
-
 -- Takes a process out of the pool, claims and every deadline.
 local function retire(k, id)
   redis.call('ZREM', k.pool, id)

@@ -1,0 +1,359 @@
+//! Fleets as records through FleetService, on a single node and on the cluster: created whole or not at all,
+//! described with the defaults their zero values stand for, listed a page at a time, their capacity changed against
+//! the current bounds however changes race, and every step an event.
+
+use berth_proto::fleet::v1 as pb;
+use berth_proto::fleet::v1::fleet_service_client::FleetServiceClient;
+use berth_runtime::auth::Role;
+use berth_store::Store;
+use berth_testkit::{RunningService, TestRedis, spawn_service, token};
+use tokio::task::JoinSet;
+use tonic::Code;
+use tonic_types::StatusExt;
+
+type Client = FleetServiceClient<berth_sdk::AuthedChannel>;
+
+async fn fleet_service(redis: &TestRedis) -> RunningService {
+    let store = Store::connect(&redis.config()).await.unwrap();
+    let args = berth_fleet::FleetArgs {
+        provisioners: vec!["process".into(), "docker".into()],
+    };
+    spawn_service(berth_fleet::service(store.clone(), &args), store).await
+}
+
+async fn client(service: &RunningService) -> Client {
+    FleetServiceClient::new(
+        berth_sdk::connect(&service.endpoint(), &token(Role::Operator, None))
+            .await
+            .unwrap(),
+    )
+}
+
+fn location(name: &str, min: u32, max: u32, desired: u32) -> pb::LocationConfiguration {
+    pb::LocationConfiguration {
+        location: name.into(),
+        capacity: Some(pb::FleetCapacity {
+            minimum_instances: min,
+            maximum_instances: max,
+            desired_instances: desired,
+        }),
+        standby: None,
+    }
+}
+
+fn create(fleet_id: &str) -> pb::CreateFleetRequest {
+    pb::CreateFleetRequest {
+        fleet_id: fleet_id.into(),
+        name: "Arena".into(),
+        provisioner: "process".into(),
+        launch_configuration: Some(pb::ServerLaunchConfiguration {
+            launch_path: "/opt/arena/server".into(),
+            ..Default::default()
+        }),
+        instance_definitions: vec![pb::InstanceDefinition {
+            instance_type: "local".into(),
+            ..Default::default()
+        }],
+        locations: vec![location("home", 0, 10, 3), location("away", 0, 5, 0)],
+        ..Default::default()
+    }
+}
+
+async fn describe(client: &mut Client, fleet_id: &str) -> Result<pb::Fleet, tonic::Status> {
+    let request = pb::DescribeFleetRequest {
+        fleet_id: fleet_id.into(),
+    };
+    Ok(client.describe_fleet(request).await?.into_inner().fleet.unwrap())
+}
+
+async fn events(client: &mut Client, fleet_id: &str) -> Vec<pb::FleetEvent> {
+    let request = pb::ListFleetEventsRequest {
+        fleet_id: fleet_id.into(),
+        ..Default::default()
+    };
+    client.list_fleet_events(request).await.unwrap().into_inner().events
+}
+
+fn codes(events: &[pb::FleetEvent]) -> Vec<(pb::FleetEventCode, String)> {
+    events.iter().map(|e| (e.code(), e.location.clone())).collect()
+}
+
+async fn a_fleet_is_created_whole_with_its_defaults_and_events(redis: TestRedis) {
+    let service = fleet_service(&redis).await;
+    let mut fleets = client(&service).await;
+    let created = fleets
+        .create_fleet(create("arena"))
+        .await
+        .unwrap()
+        .into_inner()
+        .fleet
+        .unwrap();
+    assert_eq!(created.status(), pb::FleetStatus::New);
+    assert_eq!(created.revision, 1);
+    assert_eq!(created.game_session_activation_timeout_seconds, 300);
+    assert_eq!(created.player_session_reservation_timeout_seconds, 60);
+    assert_eq!(created.server_processes_per_instance, 1);
+    assert_eq!(created.process_timeouts.unwrap().heartbeat_interval_ms, 5000);
+    let statuses: Vec<_> = created
+        .locations
+        .iter()
+        .map(|l| (l.location.as_str(), l.status()))
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            ("home", pb::LocationStatus::Deploying),
+            ("away", pb::LocationStatus::Initialized)
+        ]
+    );
+    assert_eq!(describe(&mut fleets, "arena").await.unwrap(), created);
+
+    // The same id again: refused, nothing changed.
+    let again = pb::CreateFleetRequest {
+        name: "Other".into(),
+        ..create("arena")
+    };
+    let err = fleets.create_fleet(again).await.unwrap_err();
+    assert_eq!(err.code(), Code::AlreadyExists);
+    assert_eq!(describe(&mut fleets, "arena").await.unwrap().name, "Arena");
+
+    // Bad input names its field and creates nothing.
+    let bad = pb::CreateFleetRequest {
+        locations: vec![location("home", 0, 2, 3)],
+        ..create("broken")
+    };
+    let err = fleets.create_fleet(bad).await.unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    let fields: Vec<_> = err
+        .get_details_bad_request()
+        .unwrap()
+        .field_violations
+        .into_iter()
+        .map(|f| f.field)
+        .collect();
+    assert_eq!(fields, ["locations[0].capacity.desired_instances"]);
+    assert_eq!(
+        describe(&mut fleets, "broken").await.unwrap_err().code(),
+        Code::NotFound
+    );
+    let unknown = pb::CreateFleetRequest {
+        provisioner: "kubernetes".into(),
+        ..create("elsewhere")
+    };
+    let err = fleets.create_fleet(unknown).await.unwrap_err();
+    assert!(err.message().contains("not configured"), "{}", err.message());
+
+    assert_eq!(
+        codes(&events(&mut fleets, "arena").await),
+        [
+            (pb::FleetEventCode::FleetCreated, String::new()),
+            (pb::FleetEventCode::LocationAdded, "home".into()),
+            (pb::FleetEventCode::LocationAdded, "away".into()),
+            (pb::FleetEventCode::LocationDeploying, "home".into()),
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_is_created_whole_with_its_defaults_and_events_on_a_single_node() {
+    a_fleet_is_created_whole_with_its_defaults_and_events(TestRedis::single()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_is_created_whole_with_its_defaults_and_events_on_a_cluster() {
+    a_fleet_is_created_whole_with_its_defaults_and_events(TestRedis::cluster()).await;
+}
+
+async fn capacity_changes_hold_against_the_current_bounds_however_they_race(redis: TestRedis) {
+    let service = fleet_service(&redis).await;
+    let mut fleets = client(&service).await;
+    fleets.create_fleet(create("arena")).await.unwrap();
+
+    // The away location is INITIALIZED until it is given instances.
+    let change =
+        |location: &str, min: Option<u32>, max: Option<u32>, desired: Option<u32>| pb::UpdateFleetCapacityRequest {
+            fleet_id: "arena".into(),
+            location: location.into(),
+            minimum_instances: min,
+            maximum_instances: max,
+            desired_instances: desired,
+        };
+    let away = fleets
+        .update_fleet_capacity(change("away", None, None, Some(2)))
+        .await
+        .unwrap();
+    let away = away.into_inner().location.unwrap();
+    assert_eq!(away.status(), pb::LocationStatus::Deploying);
+    assert_eq!(away.capacity.unwrap().desired_instances, 2);
+
+    // Above the stored maximum: refused with the field, nothing changed.
+    let err = fleets
+        .update_fleet_capacity(change("", None, None, Some(11)))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert_eq!(
+        err.get_details_bad_request().unwrap().field_violations[0].field,
+        "desired_instances"
+    );
+    let home = describe(&mut fleets, "arena").await.unwrap().locations[0]
+        .capacity
+        .unwrap();
+    assert_eq!(home.desired_instances, 3);
+    let err = fleets
+        .update_fleet_capacity(change("mars", None, None, Some(1)))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::NotFound);
+
+    // Lowering the maximum and raising the desired count race: each is valid alone, not both together. Whatever
+    // the order, the location always ends in order.
+    for round in 0..20u32 {
+        fleets
+            .update_fleet_capacity(change("", Some(0), Some(10), Some(3)))
+            .await
+            .unwrap();
+        let mut racing = JoinSet::new();
+        for task in 0..8u32 {
+            let mut fleets = fleets.clone();
+            let request = if task % 2 == 0 {
+                change("", None, Some(4), None)
+            } else {
+                change("", None, None, Some(5 + (round + task) % 5))
+            };
+            racing.spawn(async move { fleets.update_fleet_capacity(request).await.map(|_| ()) });
+        }
+        let mut refused = 0;
+        while let Some(outcome) = racing.join_next().await {
+            if let Err(err) = outcome.unwrap() {
+                assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+                refused += 1;
+            }
+        }
+        assert!(
+            refused > 0,
+            "lowering the maximum below a desired count raised first is refused"
+        );
+        let capacity = describe(&mut fleets, "arena").await.unwrap().locations[0]
+            .capacity
+            .unwrap();
+        assert!(
+            capacity.minimum_instances <= capacity.desired_instances
+                && capacity.desired_instances <= capacity.maximum_instances,
+            "{capacity:?}"
+        );
+    }
+
+    // Each change is an event with the desired count before and after.
+    let changed: Vec<_> = events(&mut fleets, "arena")
+        .await
+        .into_iter()
+        .filter(|e| e.code() == pb::FleetEventCode::CapacityChanged)
+        .collect();
+    let first = changed[0].capacity_change.clone().unwrap();
+    assert_eq!(
+        (
+            changed[0].location.as_str(),
+            first.previous_desired_instances,
+            first.new_desired_instances
+        ),
+        ("away", 0, 2)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capacity_changes_hold_against_the_current_bounds_however_they_race_on_a_single_node() {
+    capacity_changes_hold_against_the_current_bounds_however_they_race(TestRedis::single()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capacity_changes_hold_against_the_current_bounds_however_they_race_on_a_cluster() {
+    capacity_changes_hold_against_the_current_bounds_however_they_race(TestRedis::cluster()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_creations_of_one_fleet_make_exactly_one() {
+    let redis = TestRedis::cluster();
+    let service = fleet_service(&redis).await;
+    let fleets = client(&service).await;
+    let mut racing = JoinSet::new();
+    for task in 0..16 {
+        let mut fleets = fleets.clone();
+        let request = pb::CreateFleetRequest {
+            name: format!("creator {task}"),
+            ..create("contested")
+        };
+        racing.spawn(async move {
+            fleets
+                .create_fleet(request)
+                .await
+                .map(|r| r.into_inner().fleet.unwrap().name)
+        });
+    }
+    let mut created = Vec::new();
+    while let Some(outcome) = racing.join_next().await {
+        match outcome.unwrap() {
+            Ok(name) => created.push(name),
+            Err(err) => assert_eq!(err.code(), Code::AlreadyExists),
+        }
+    }
+    assert_eq!(created.len(), 1);
+    let mut fleets = fleets;
+    assert_eq!(describe(&mut fleets, "contested").await.unwrap().name, created[0]);
+    let created_events = events(&mut fleets, "contested").await;
+    assert_eq!(
+        created_events
+            .iter()
+            .filter(|e| e.code() == pb::FleetEventCode::FleetCreated)
+            .count(),
+        1
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fleets_are_listed_in_id_order_a_page_at_a_time_and_by_status() {
+    let redis = TestRedis::single();
+    let service = fleet_service(&redis).await;
+    let mut fleets = client(&service).await;
+    for id in ["c", "a", "e", "b", "d"] {
+        fleets.create_fleet(create(id)).await.unwrap();
+    }
+    let mut seen = Vec::new();
+    let mut token = String::new();
+    loop {
+        let page = fleets
+            .list_fleets(pb::ListFleetsRequest {
+                statuses: Vec::new(),
+                page_size: 2,
+                page_token: token.clone(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(page.fleets.len() <= 2);
+        seen.extend(page.fleets.into_iter().map(|f| f.fleet_id));
+        if page.next_page_token.is_empty() {
+            break;
+        }
+        token = page.next_page_token;
+    }
+    assert_eq!(seen, ["a", "b", "c", "d", "e"]);
+    let active = fleets
+        .list_fleets(pb::ListFleetsRequest {
+            statuses: vec![pb::FleetStatus::Active as i32],
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(active.fleets.is_empty(), "new fleets are not ACTIVE");
+    let err = fleets
+        .list_fleets(pb::ListFleetsRequest {
+            statuses: Vec::new(),
+            page_size: 2,
+            page_token: "forged.a".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+}

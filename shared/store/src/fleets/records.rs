@@ -1,0 +1,213 @@
+//! Fleet records: created whole by one script, read in one call, their capacity changed atomically against the
+//! current bounds. The layout is in `lib.lua`; the configuration is the contract's `Fleet` message, encoded here and
+//! never read by a script.
+
+use std::collections::HashMap;
+
+pub use berth_domain::fleet::check::CapacityChange;
+use berth_domain::fleet::check::NewFleet;
+use berth_domain::fleet::{FleetRecord, LocationRecord};
+use berth_domain::stored::{FleetStatus, LocationStatus};
+use berth_proto::fleet::v1 as pb;
+use prost::Message;
+use redis::Value;
+
+use super::enlist;
+use crate::codec::unexpected;
+use crate::keys::FleetKeys;
+use crate::scripts::scripts;
+use crate::{Store, StoreError};
+
+/// A fleet's stored fields by name; values are bytes, since the configurations are encoded messages.
+type Fields = HashMap<String, Vec<u8>>;
+
+/// The outcome of creating a fleet.
+#[derive(Debug, PartialEq)]
+pub enum Created {
+    /// The fleet as created.
+    Created(Box<FleetRecord>),
+    /// A fleet with that id exists; nothing was changed.
+    Exists,
+}
+
+/// Creates a fleet with its locations, NEW.
+pub async fn create_fleet(store: &Store, fleet: &NewFleet) -> Result<Created, StoreError> {
+    const SCRIPT: &str = "create_fleet";
+    let fleet_id = &fleet.config.fleet_id;
+    // Listed first: a listed fleet without a record is skipped by readers, a record nobody lists is never swept.
+    enlist(store, fleet_id).await?;
+    let keys = FleetKeys::new(fleet_id);
+    let mut call = scripts().create_fleet.for_fleet(&keys);
+    call.arg(fleet.config.encode_to_vec());
+    for location in &fleet.locations {
+        let capacity = location.capacity.unwrap_or_default();
+        let has_standby = location.standby.as_ref().is_some_and(|s| s.standby_servers > 0);
+        call.arg(&location.location)
+            .arg(capacity.minimum_instances)
+            .arg(capacity.maximum_instances)
+            .arg(capacity.desired_instances)
+            .arg(location_config(location.standby.clone(), Vec::new()))
+            .arg(u8::from(has_standby));
+    }
+    let raw: Vec<Value> = store.invoke(&call).await?;
+    let (outcome, rest) = outcome(SCRIPT, &raw)?;
+    match outcome.as_str() {
+        "CREATED" => Ok(Created::Created(Box::new(decode(SCRIPT, rest)?))),
+        "EXISTS" => Ok(Created::Exists),
+        other => Err(unexpected(SCRIPT, other)),
+    }
+}
+
+/// A fleet by id; `None` when there is none.
+pub async fn read_fleet(store: &Store, fleet_id: &str) -> Result<Option<FleetRecord>, StoreError> {
+    let fields: Fields = store
+        .query(redis::cmd("HGETALL").arg(FleetKeys::new(fleet_id).fleet()))
+        .await?;
+    if fields.is_empty() {
+        return Ok(None);
+    }
+    from_fields("read_fleet", &fields).map(Some)
+}
+
+/// The outcome of changing a location's capacity.
+#[derive(Debug, PartialEq)]
+pub enum CapacityUpdated {
+    /// The fleet after the change.
+    Changed(Box<FleetRecord>),
+    NotFound,
+    /// The fleet has no such location.
+    NoLocation,
+    /// The fleet (`true`) or the location is being deleted.
+    Deleting {
+        fleet: bool,
+    },
+    /// The bounds, merged with the current ones, are out of order: the merged minimum, maximum and desired.
+    OutOfOrder {
+        minimum: u32,
+        maximum: u32,
+        desired: u32,
+    },
+}
+
+/// Changes the capacity of `location` (empty: the home location), against its current bounds.
+pub async fn update_capacity(
+    store: &Store,
+    fleet_id: &str,
+    location: &str,
+    change: CapacityChange,
+) -> Result<CapacityUpdated, StoreError> {
+    const SCRIPT: &str = "update_fleet_capacity";
+    let keys = FleetKeys::new(fleet_id);
+    let given = |value: Option<u32>| value.map(|v| v.to_string()).unwrap_or_default();
+    let mut call = scripts().update_fleet_capacity.for_fleet(&keys);
+    call.arg(location)
+        .arg(given(change.minimum))
+        .arg(given(change.maximum))
+        .arg(given(change.desired));
+    let raw: Vec<Value> = store.invoke(&call).await?;
+    let (outcome, rest) = outcome(SCRIPT, &raw)?;
+    let [detail, record @ ..] = rest else {
+        return Err(unexpected(SCRIPT, raw.len()));
+    };
+    let detail: String = redis::from_redis_value_ref(detail).map_err(|_| unexpected(SCRIPT, "a malformed detail"))?;
+    Ok(match outcome.as_str() {
+        "CHANGED" => CapacityUpdated::Changed(Box::new(decode(SCRIPT, record)?)),
+        "NOT_FOUND" => CapacityUpdated::NotFound,
+        "NO_LOCATION" => CapacityUpdated::NoLocation,
+        "DELETING" => CapacityUpdated::Deleting {
+            fleet: detail == "fleet",
+        },
+        "OUT_OF_ORDER" => {
+            let bounds: Vec<u32> = detail.split(' ').filter_map(|n| n.parse().ok()).collect();
+            let [minimum, maximum, desired] = bounds[..] else {
+                return Err(unexpected(SCRIPT, &detail));
+            };
+            CapacityUpdated::OutOfOrder {
+                minimum,
+                maximum,
+                desired,
+            }
+        }
+        other => return Err(unexpected(SCRIPT, other)),
+    })
+}
+
+/// A location's stored configuration: its standby and viabilities, as the contract's `FleetLocation`.
+fn location_config(standby: Option<pb::StandbyConfiguration>, viabilities: Vec<pb::InstanceTypeViability>) -> Vec<u8> {
+    pb::FleetLocation {
+        standby,
+        instance_type_viabilities: viabilities,
+        ..Default::default()
+    }
+    .encode_to_vec()
+}
+
+/// The outcome word of a reply, and the rest of it.
+fn outcome<'a>(script: &str, raw: &'a [Value]) -> Result<(String, &'a [Value]), StoreError> {
+    let [outcome, _now, rest @ ..] = raw else {
+        return Err(unexpected(script, raw.len()));
+    };
+    let outcome = redis::from_redis_value_ref(outcome).map_err(|_| unexpected(script, "a malformed outcome"))?;
+    Ok((outcome, rest))
+}
+
+/// A fleet from a script's reply of its stored fields, as a flat name/value list.
+fn decode(script: &str, raw: &[Value]) -> Result<FleetRecord, StoreError> {
+    let pairs: Vec<Vec<u8>> = raw
+        .iter()
+        .map(|value| redis::from_redis_value_ref(value).map_err(|_| unexpected(script, "a malformed field")))
+        .collect::<Result<_, _>>()?;
+    let fields: Fields = pairs
+        .chunks_exact(2)
+        .map(|pair| (String::from_utf8_lossy(&pair[0]).into_owned(), pair[1].clone()))
+        .collect();
+    from_fields(script, &fields)
+}
+
+/// A fleet from its stored fields.
+fn from_fields(script: &str, fields: &Fields) -> Result<FleetRecord, StoreError> {
+    let bad = |what: &str| unexpected(script, format!("a fleet with {what}"));
+    let text = |name: &str| {
+        fields
+            .get(name)
+            .map(|v| String::from_utf8_lossy(v).into_owned())
+            .unwrap_or_default()
+    };
+    let number = |name: &str| text(name).parse::<i64>().map_err(|_| bad(name));
+    let config = pb::Fleet::decode(fields.get("cfg").map(Vec::as_slice).unwrap_or_default())
+        .map_err(|_| bad("a configuration that does not decode"))?;
+    let locations = text("locs")
+        .split(' ')
+        .filter(|name| !name.is_empty())
+        .map(|name| {
+            let at = |field: &str| format!("l:{name}:{field}");
+            let stored = pb::FleetLocation::decode(fields.get(&at("cfg")).map(Vec::as_slice).unwrap_or_default())
+                .map_err(|_| bad("a location configuration that does not decode"))?;
+            let count = |field: &str| text(&at(field)).parse::<u32>().map_err(|_| bad(&at(field)));
+            Ok(LocationRecord {
+                location: name.to_owned(),
+                status: LocationStatus::parse(&text(&at("status"))).ok_or_else(|| bad(&at("status")))?,
+                status_message: text(&at("msg")),
+                status_change_ms: number(&at("st_ms"))?,
+                capacity: pb::FleetCapacity {
+                    minimum_instances: count("min")?,
+                    maximum_instances: count("max")?,
+                    desired_instances: count("desired")?,
+                },
+                standby: stored.standby,
+                autoscaling_suspended: text(&at("susp")) == "1",
+                viabilities: stored.instance_type_viabilities,
+                create_ms: number(&at("c_ms"))?,
+            })
+        })
+        .collect::<Result<_, StoreError>>()?;
+    Ok(FleetRecord {
+        config,
+        status: FleetStatus::parse(&text("status")).ok_or_else(|| bad("status"))?,
+        status_message: text("msg"),
+        revision: number("rev")? as u64,
+        create_ms: number("c_ms")?,
+        update_ms: number("u_ms")?,
+        locations,
+    })
+}
