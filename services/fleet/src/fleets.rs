@@ -2,15 +2,15 @@
 
 use std::sync::Arc;
 
-use berth_domain::fleet::FleetRecord;
 use berth_domain::fleet::check::{self, capacity_out_of_order};
+use berth_domain::fleet::{FleetRecord, LocationRecord};
 use berth_domain::game_server::{PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX, check_fleet_id, timestamp};
 use berth_domain::page_token::{digest, issue, redeem};
-use berth_domain::stored::FleetStatus;
+use berth_domain::stored::{FleetEventCode, FleetStatus, LocationStatus};
 use berth_domain::validate::{Violations, check_count, check_page_size, invalid};
 use berth_proto::fleet::v1 as pb;
 use berth_proto::fleet::v1::fleet_service_server::FleetService;
-use berth_store::fleets::{self as store, CapacityUpdated, Created, FleetEventEntry};
+use berth_store::fleets::{self as store, CapacityUpdated, Created, FleetChange, FleetEventEntry, Written};
 use tonic::codegen::tokio_stream::Empty;
 use tonic::{Request, Response, Status};
 
@@ -31,6 +31,119 @@ impl Fleets {
             .await?
             .ok_or_else(|| not_found(fleet_id))
     }
+}
+
+impl Fleets {
+    /// Suspends (`suspended`) or resumes autoscaling in some locations (none: every one); a location already so
+    /// changes nothing. Each change is an event.
+    async fn set_autoscaling(&self, fleet_id: &str, names: &[String], suspended: bool) -> Result<FleetRecord, Status> {
+        check::check_autoscaling(fleet_id, names)?;
+        self.change_fleet(fleet_id, 0, |fleet| {
+            let locations = changed_locations(fleet, names, |location| {
+                let differs = location.autoscaling_suspended != suspended;
+                location.autoscaling_suspended = suspended;
+                differs
+            })?;
+            let code = if suspended {
+                FleetEventCode::AutoscalingSuspended
+            } else {
+                FleetEventCode::AutoscalingResumed
+            };
+            let events = locations
+                .iter()
+                .map(|location| (code, location.location.clone(), String::new()))
+                .collect();
+            Ok(location_change(fleet, locations, events))
+        })
+        .await
+    }
+}
+
+/// How often a change is computed again when other changes keep landing first.
+const CHANGE_ATTEMPTS: usize = 10;
+
+impl Fleets {
+    /// Computes a change from the fleet's record and writes it if the fleet is still at that record's revision;
+    /// when another change landed first, computes it again from the new record — unless the caller pinned a
+    /// revision (`expected_revision`, 0 for none), which is then ABORTED. `compute` answers `None` when there is
+    /// nothing to change.
+    async fn change_fleet(
+        &self,
+        fleet_id: &str,
+        expected_revision: u64,
+        mut compute: impl FnMut(&FleetRecord) -> Result<Option<FleetChange>, Status>,
+    ) -> Result<FleetRecord, Status> {
+        let pinned = |revision: u64| {
+            Status::aborted(format!(
+                "fleet {fleet_id:?} is at revision {revision}, not the expected {expected_revision}"
+            ))
+        };
+        for _ in 0..CHANGE_ATTEMPTS {
+            let fleet = self.fleet(fleet_id).await?;
+            if expected_revision != 0 && fleet.revision != expected_revision {
+                return Err(pinned(fleet.revision));
+            }
+            if matches!(fleet.status, FleetStatus::Deleting | FleetStatus::Terminated) {
+                return Err(being_deleted(fleet_id, fleet.status));
+            }
+            let Some(change) = compute(&fleet)? else {
+                return Ok(fleet);
+            };
+            match store::write_fleet(&self.context.store, fleet_id, &change).await? {
+                Written::Written(fleet) => return Ok(*fleet),
+                Written::NotFound => return Err(not_found(fleet_id)),
+                Written::Deleting(status) => return Err(being_deleted(fleet_id, status)),
+                Written::Conflict(revision) if expected_revision != 0 => return Err(pinned(revision)),
+                Written::Conflict(_) => continue,
+            }
+        }
+        Err(Status::aborted(format!(
+            "fleet {fleet_id:?} kept changing while this change was made; try again"
+        )))
+    }
+}
+
+/// A change of the locations a request names (none: every one) of a fleet, each as `change` makes it; NOT_FOUND
+/// for a name the fleet does not have.
+fn changed_locations(
+    fleet: &FleetRecord,
+    names: &[String],
+    mut change: impl FnMut(&mut LocationRecord) -> bool,
+) -> Result<Vec<LocationRecord>, Status> {
+    if let Some(unknown) = names.iter().find(|name| fleet.location(name).is_none()) {
+        return Err(no_location(&fleet.config.fleet_id, unknown));
+    }
+    Ok(fleet
+        .locations
+        .iter()
+        .filter(|location| names.is_empty() || names.contains(&location.location))
+        .filter_map(|location| {
+            let mut location = location.clone();
+            change(&mut location).then_some(location)
+        })
+        .collect())
+}
+
+/// The change of a fleet's locations, with its events; `None` when no location changed.
+fn location_change(
+    fleet: &FleetRecord,
+    locations: Vec<LocationRecord>,
+    events: Vec<(FleetEventCode, String, String)>,
+) -> Option<FleetChange> {
+    (!locations.is_empty()).then_some(FleetChange {
+        revision: fleet.revision,
+        config: None,
+        locations,
+        events,
+    })
+}
+
+fn no_location(fleet_id: &str, location: &str) -> Status {
+    Status::not_found(format!("fleet {fleet_id:?} has no location {location:?}"))
+}
+
+fn being_deleted(fleet_id: &str, status: FleetStatus) -> Status {
+    Status::failed_precondition(format!("fleet {fleet_id:?} is {}", status.as_str()))
 }
 
 fn not_found(fleet_id: &str) -> Status {
@@ -71,9 +184,29 @@ impl FleetService for Fleets {
 
     async fn update_fleet(
         &self,
-        _request: Request<pb::UpdateFleetRequest>,
+        request: Request<pb::UpdateFleetRequest>,
     ) -> Result<Response<pb::UpdateFleetResponse>, Status> {
-        Err(not_built("UpdateFleet"))
+        let req = request.into_inner();
+        check::check_update(&req)?;
+        let fleet = self
+            .change_fleet(&req.fleet_id, req.expected_revision, |fleet| {
+                let mut config = fleet.config.clone();
+                let changed = check::apply_update(&mut config, &req);
+                Ok((!changed.is_empty()).then(|| FleetChange {
+                    revision: fleet.revision,
+                    config: Some(config),
+                    locations: Vec::new(),
+                    events: vec![(
+                        FleetEventCode::FleetUpdated,
+                        String::new(),
+                        format!("changed: {}", changed.join(", ")),
+                    )],
+                }))
+            })
+            .await?;
+        Ok(Response::new(pb::UpdateFleetResponse {
+            fleet: Some(fleet.to_proto()),
+        }))
     }
 
     async fn delete_fleet(
@@ -168,10 +301,7 @@ impl FleetService for Fleets {
                 location: fleet.location(&req.location).map(|location| location.to_proto()),
             })),
             CapacityUpdated::NotFound => Err(not_found(&req.fleet_id)),
-            CapacityUpdated::NoLocation => Err(Status::not_found(format!(
-                "fleet {:?} has no location {:?}",
-                req.fleet_id, req.location
-            ))),
+            CapacityUpdated::NoLocation => Err(no_location(&req.fleet_id, &req.location)),
             CapacityUpdated::Deleting { fleet: true } => Err(Status::failed_precondition(format!(
                 "fleet {:?} is being deleted",
                 req.fleet_id
@@ -194,30 +324,120 @@ impl FleetService for Fleets {
 
     async fn update_fleet_standby(
         &self,
-        _request: Request<pb::UpdateFleetStandbyRequest>,
+        request: Request<pb::UpdateFleetStandbyRequest>,
     ) -> Result<Response<pb::UpdateFleetStandbyResponse>, Status> {
-        Err(not_built("UpdateFleetStandby"))
+        let req = request.into_inner();
+        check::check_update_standby(&req)?;
+        let fleet = self
+            .change_fleet(&req.fleet_id, 0, |fleet| {
+                let location = fleet
+                    .location(&req.location)
+                    .ok_or_else(|| no_location(&req.fleet_id, &req.location))?;
+                if location.status == LocationStatus::Deleting {
+                    return Err(Status::failed_precondition(format!(
+                        "location {:?} is being deleted",
+                        location.location
+                    )));
+                }
+                let names = [location.location.clone()];
+                let locations = changed_locations(fleet, &names, |location| {
+                    let differs = location.standby != req.standby;
+                    location.standby = req.standby.clone();
+                    differs
+                })?;
+                Ok(location_change(fleet, locations, Vec::new()))
+            })
+            .await?;
+        Ok(Response::new(pb::UpdateFleetStandbyResponse {
+            location: fleet.location(&req.location).map(|location| location.to_proto()),
+        }))
     }
 
     async fn set_instance_type_viability(
         &self,
-        _request: Request<pb::SetInstanceTypeViabilityRequest>,
+        request: Request<pb::SetInstanceTypeViabilityRequest>,
     ) -> Result<Response<pb::SetInstanceTypeViabilityResponse>, Status> {
-        Err(not_built("SetInstanceTypeViability"))
+        let req = request.into_inner();
+        check::check_viability(&req)?;
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| since.as_millis() as i64);
+        let fleet = self
+            .change_fleet(&req.fleet_id, 0, |fleet| {
+                let defined = fleet.config.instance_definitions.iter();
+                if !defined.clone().any(|d| d.instance_type == req.instance_type) {
+                    return Err(Status::not_found(format!(
+                        "fleet {:?} defines no instance type {:?}",
+                        req.fleet_id, req.instance_type
+                    )));
+                }
+                let names: Vec<String> = if req.location.is_empty() {
+                    Vec::new()
+                } else {
+                    vec![req.location.clone()]
+                };
+                let locations = changed_locations(fleet, &names, |location| {
+                    let known = location
+                        .viabilities
+                        .iter()
+                        .position(|v| v.instance_type == req.instance_type);
+                    // A type never judged is viable: judging it viable changes nothing.
+                    let was_viable = known.is_none_or(|at| location.viabilities[at].viable);
+                    if was_viable == req.viable {
+                        return false;
+                    }
+                    let judged = pb::InstanceTypeViability {
+                        instance_type: req.instance_type.clone(),
+                        viable: req.viable,
+                        reason: req.reason.clone(),
+                        update_time: Some(timestamp(now_ms)),
+                    };
+                    match known {
+                        Some(at) => location.viabilities[at] = judged,
+                        None => location.viabilities.push(judged),
+                    }
+                    true
+                })?;
+                let code = if req.viable {
+                    FleetEventCode::InstanceTypeViable
+                } else {
+                    FleetEventCode::InstanceTypeNotViable
+                };
+                let events = locations
+                    .iter()
+                    .map(|location| {
+                        let message = format!("{}: {}", req.instance_type, req.reason);
+                        (code, location.location.clone(), message)
+                    })
+                    .collect();
+                Ok(location_change(fleet, locations, events))
+            })
+            .await?;
+        Ok(Response::new(pb::SetInstanceTypeViabilityResponse {
+            fleet: Some(fleet.to_proto()),
+        }))
     }
 
     async fn suspend_autoscaling(
         &self,
-        _request: Request<pb::SuspendAutoscalingRequest>,
+        request: Request<pb::SuspendAutoscalingRequest>,
     ) -> Result<Response<pb::SuspendAutoscalingResponse>, Status> {
-        Err(not_built("SuspendAutoscaling"))
+        let req = request.into_inner();
+        let fleet = self.set_autoscaling(&req.fleet_id, &req.locations, true).await?;
+        Ok(Response::new(pb::SuspendAutoscalingResponse {
+            fleet: Some(fleet.to_proto()),
+        }))
     }
 
     async fn resume_autoscaling(
         &self,
-        _request: Request<pb::ResumeAutoscalingRequest>,
+        request: Request<pb::ResumeAutoscalingRequest>,
     ) -> Result<Response<pb::ResumeAutoscalingResponse>, Status> {
-        Err(not_built("ResumeAutoscaling"))
+        let req = request.into_inner();
+        let fleet = self.set_autoscaling(&req.fleet_id, &req.locations, false).await?;
+        Ok(Response::new(pb::ResumeAutoscalingResponse {
+            fleet: Some(fleet.to_proto()),
+        }))
     }
 
     async fn list_fleet_events(

@@ -1,7 +1,9 @@
-//! Berth's fleet service: fleets and their locations as records, with their capacity and events. Any number of
-//! replicas may run: every change is one script over the fleet's Redis slot. Instances are not provisioned yet:
-//! the reconciler and provisioners, WatchFleetEvents, GetFleetUtilization, deletion, locations added or removed,
-//! viability and autoscaling suspension answer UNIMPLEMENTED until they land; ScalingService is the autoscaler's.
+//! Berth's fleet service: fleets and their locations as records, with their capacity, standby, viability,
+//! autoscaling suspension and events. Any number of replicas may run: every change is one script over the fleet's
+//! Redis slot, and a change computed from a record is written only if the fleet is still at that record's revision.
+//! Instances are not provisioned yet: the reconciler and provisioners, WatchFleetEvents, GetFleetUtilization,
+//! deletion and locations added or removed answer UNIMPLEMENTED until they land; ScalingService is the
+//! autoscaler's.
 
 mod fleets;
 

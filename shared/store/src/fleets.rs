@@ -7,7 +7,10 @@ mod events;
 mod records;
 
 pub use events::{FleetEventEntry, read_fleet_events, recent_fleet_events};
-pub use records::{CapacityChange, CapacityUpdated, Created, create_fleet, read_fleet, update_capacity};
+pub use records::{
+    CapacityChange, CapacityUpdated, Created, FleetChange, Written, create_fleet, read_fleet, update_capacity,
+    write_fleet,
+};
 
 use crate::codec::unexpected;
 use crate::keys::FLEETS;

@@ -18,6 +18,8 @@ use crate::{Store, StoreError};
 pub struct Scripts {
     /// Creates a fleet with its locations.
     pub create_fleet: LuaScript,
+    /// Writes a change of a fleet's configuration made at a known revision.
+    pub write_fleet: LuaScript,
     /// Changes a location's capacity.
     pub update_fleet_capacity: LuaScript,
     /// Registers a game server as AVAILABLE.
@@ -159,8 +161,9 @@ const HELPERS: [&str; 6] = [
 
 /// Every function: its field in [`Scripts`], its body (which sees its keys and arguments as KEYS and ARGV), and
 /// whether it only reads.
-const FUNCTIONS: [(&str, &str, bool); 32] = [
+const FUNCTIONS: [(&str, &str, bool); 33] = [
     ("create_fleet", include_str!("fleets/create.lua"), false),
+    ("write_fleet", include_str!("fleets/write.lua"), false),
     ("update_fleet_capacity", include_str!("fleets/capacity.lua"), false),
     ("register_game_server", include_str!("pool/register.lua"), false),
     ("update_game_server", include_str!("pool/update.lua"), false),
@@ -295,6 +298,7 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
     };
     Scripts {
         create_fleet: function("create_fleet"),
+        write_fleet: function("write_fleet"),
         update_fleet_capacity: function("update_fleet_capacity"),
         register_game_server: function("register_game_server"),
         update_game_server: function("update_game_server"),
@@ -507,6 +511,7 @@ mod tests {
         "TOO_MANY_PROPERTIES",
         "UNKNOWN",
         "UPDATED",
+        "WRITTEN",
         "WRONG_STATE",
     ];
 

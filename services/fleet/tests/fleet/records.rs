@@ -357,3 +357,157 @@ async fn fleets_are_listed_in_id_order_a_page_at_a_time_and_by_status() {
         .unwrap_err();
     assert_eq!(err.code(), Code::InvalidArgument);
 }
+
+async fn configuration_changes_land_one_at_a_time_and_none_is_lost(redis: TestRedis) {
+    let service = fleet_service(&redis).await;
+    let mut fleets = client(&service).await;
+    fleets.create_fleet(create("arena")).await.unwrap();
+    let update = |name: Option<&str>, description: Option<&str>| pb::UpdateFleetRequest {
+        fleet_id: "arena".into(),
+        name: name.map(Into::into),
+        description: description.map(Into::into),
+        ..Default::default()
+    };
+
+    // Eight updates race, each from the record it read: a change computed from an older record is computed again,
+    // so every one lands, each raising the revision once.
+    let mut racing = JoinSet::new();
+    for task in 0..8 {
+        let mut fleets = fleets.clone();
+        let request = if task % 2 == 0 {
+            update(Some(&format!("name {task}")), None)
+        } else {
+            update(None, Some(&format!("description {task}")))
+        };
+        racing.spawn(async move { fleets.update_fleet(request).await.map(|_| ()) });
+    }
+    while let Some(outcome) = racing.join_next().await {
+        outcome.unwrap().unwrap();
+    }
+    let fleet = describe(&mut fleets, "arena").await.unwrap();
+    assert_eq!(fleet.revision, 9);
+    assert!(fleet.name.starts_with("name ") && fleet.description.starts_with("description "));
+    let updated = events(&mut fleets, "arena")
+        .await
+        .into_iter()
+        .filter(|e| e.code() == pb::FleetEventCode::FleetUpdated)
+        .count();
+    assert_eq!(updated, 8);
+
+    // A pinned revision that is not the fleet's is ABORTED; an update that changes nothing raises nothing.
+    let pinned = pb::UpdateFleetRequest {
+        expected_revision: 3,
+        ..update(Some("late"), None)
+    };
+    assert_eq!(fleets.update_fleet(pinned).await.unwrap_err().code(), Code::Aborted);
+    let same = fleets.update_fleet(update(Some(&fleet.name), None)).await.unwrap();
+    assert_eq!(same.into_inner().fleet.unwrap().revision, 9);
+    let bad = pb::UpdateFleetRequest {
+        server_processes_per_instance: Some(0),
+        ..update(None, None)
+    };
+    assert_eq!(
+        fleets.update_fleet(bad).await.unwrap_err().code(),
+        Code::InvalidArgument
+    );
+
+    // Standby moves an INITIALIZED location to DEPLOYING; suspension and viability are per location.
+    let standby = pb::UpdateFleetStandbyRequest {
+        fleet_id: "arena".into(),
+        location: "away".into(),
+        standby: Some(pb::StandbyConfiguration {
+            standby_servers: 4,
+            ..Default::default()
+        }),
+    };
+    let away = fleets
+        .update_fleet_standby(standby)
+        .await
+        .unwrap()
+        .into_inner()
+        .location
+        .unwrap();
+    assert_eq!(away.status(), pb::LocationStatus::Deploying);
+    assert_eq!(away.standby.unwrap().standby_servers, 4);
+    let suspend = |locations: Vec<String>| pb::SuspendAutoscalingRequest {
+        fleet_id: "arena".into(),
+        locations,
+    };
+    let suspended = fleets
+        .suspend_autoscaling(suspend(Vec::new()))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        suspended
+            .fleet
+            .unwrap()
+            .locations
+            .iter()
+            .all(|l| l.autoscaling_suspended)
+    );
+    fleets.suspend_autoscaling(suspend(vec!["home".into()])).await.unwrap();
+    let resume = pb::ResumeAutoscalingRequest {
+        fleet_id: "arena".into(),
+        locations: vec!["away".into()],
+    };
+    let resumed = fleets
+        .resume_autoscaling(resume)
+        .await
+        .unwrap()
+        .into_inner()
+        .fleet
+        .unwrap();
+    let flags: Vec<_> = resumed.locations.iter().map(|l| l.autoscaling_suspended).collect();
+    assert_eq!(flags, [true, false]);
+    let err = fleets
+        .suspend_autoscaling(suspend(vec!["mars".into()]))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::NotFound);
+
+    let viability = |instance_type: &str, viable: bool| pb::SetInstanceTypeViabilityRequest {
+        fleet_id: "arena".into(),
+        location: "home".into(),
+        instance_type: instance_type.into(),
+        viable,
+        reason: "spot interruptions".into(),
+    };
+    let judged = fleets
+        .set_instance_type_viability(viability("local", false))
+        .await
+        .unwrap();
+    let home = judged.into_inner().fleet.unwrap().locations[0].clone();
+    assert_eq!(home.instance_type_viabilities.len(), 1);
+    assert!(!home.instance_type_viabilities[0].viable);
+    let err = fleets
+        .set_instance_type_viability(viability("gpu", false))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::NotFound);
+
+    let tail: Vec<_> = codes(&events(&mut fleets, "arena").await)
+        .into_iter()
+        .skip(12)
+        .collect();
+    assert_eq!(
+        tail,
+        [
+            (pb::FleetEventCode::LocationDeploying, "away".into()),
+            (pb::FleetEventCode::AutoscalingSuspended, "home".into()),
+            (pb::FleetEventCode::AutoscalingSuspended, "away".into()),
+            (pb::FleetEventCode::AutoscalingResumed, "away".into()),
+            (pb::FleetEventCode::InstanceTypeNotViable, "home".into()),
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn configuration_changes_land_one_at_a_time_and_none_is_lost_on_a_single_node() {
+    configuration_changes_land_one_at_a_time_and_none_is_lost(TestRedis::single()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn configuration_changes_land_one_at_a_time_and_none_is_lost_on_a_cluster() {
+    configuration_changes_land_one_at_a_time_and_none_is_lost(TestRedis::cluster()).await;
+}

@@ -188,6 +188,232 @@ pub fn check_create(req: &pb::CreateFleetRequest, provisioners: &[&str]) -> Resu
     })
 }
 
+/// Checks an UpdateFleet request: every field given, against the same limits as at creation. Whether the fleet's
+/// compute type needs the launch settings it keeps is not a question: an update cannot remove them.
+pub fn check_update(req: &pb::UpdateFleetRequest) -> Result<(), Status> {
+    let mut v = Violations::new();
+    check_fleet_id(&mut v, &req.fleet_id);
+    if let Some(name) = &req.name {
+        v.text("name", name, TEXT_MAX);
+    }
+    if let Some(description) = &req.description {
+        v.text("description", description, TEXT_MAX);
+    }
+    if let Some(launch) = &req.launch_configuration {
+        check_launch(&mut v, "launch_configuration", launch);
+    }
+    if let Some(definitions) = &req.instance_definitions {
+        let field = "instance_definitions.instance_definitions";
+        check_count(
+            &mut v,
+            field,
+            definitions.instance_definitions.len(),
+            1,
+            INSTANCE_DEFINITIONS_MAX,
+        );
+        check_instance_definitions(&mut v, field, &definitions.instance_definitions);
+    }
+    enum_or(
+        &mut v,
+        "balancing_strategy",
+        pb::BalancingStrategy::try_from(req.balancing_strategy),
+        pb::BalancingStrategy::Unspecified,
+        pb::BalancingStrategy::Unspecified,
+    );
+    if let Some(processes) = req.server_processes_per_instance {
+        in_range(
+            &mut v,
+            "server_processes_per_instance",
+            processes,
+            (1, PROCESSES_PER_INSTANCE_MAX),
+        );
+    }
+    if let Some(activations) = req.max_concurrent_game_session_activations {
+        check_at_most(
+            &mut v,
+            "max_concurrent_game_session_activations",
+            activations,
+            ACTIVATIONS_MAX,
+        );
+    }
+    if let Some(timeout) = req.game_session_activation_timeout_seconds {
+        in_range(
+            &mut v,
+            "game_session_activation_timeout_seconds",
+            timeout,
+            ACTIVATION_TIMEOUT_S,
+        );
+    }
+    for (field, value) in [
+        (
+            "new_game_session_protection_policy",
+            req.new_game_session_protection_policy,
+        ),
+        ("game_server_protection_policy", req.game_server_protection_policy),
+    ] {
+        enum_or(
+            &mut v,
+            field,
+            pb::ProtectionPolicy::try_from(value),
+            pb::ProtectionPolicy::Unspecified,
+            pb::ProtectionPolicy::Unspecified,
+        );
+    }
+    if let Some(limit) = &req.resource_creation_limit_policy {
+        check_creation_limit(&mut v, "resource_creation_limit_policy", limit);
+    }
+    if let Some(timeouts) = &req.process_timeouts {
+        check_timeouts(&mut v, "process_timeouts", timeouts);
+    }
+    if let Some(timeout) = req.player_session_reservation_timeout_seconds {
+        in_range(
+            &mut v,
+            "player_session_reservation_timeout_seconds",
+            timeout,
+            RESERVATION_TIMEOUT_S,
+        );
+    }
+    if let Some(labels) = &req.labels {
+        check_labels(&mut v, "labels.labels", &labels.labels, LABELS_MAX);
+    }
+    v.into_result()
+}
+
+/// Applies a checked UpdateFleet to a fleet's configuration; the names of the fields it changed, in the contract's
+/// order.
+pub fn apply_update(config: &mut pb::Fleet, req: &pb::UpdateFleetRequest) -> Vec<&'static str> {
+    let c = &mut Vec::new();
+    let given = |value: i32| (value != 0).then_some(value);
+    assign(c, "name", &mut config.name, req.name.clone());
+    assign(c, "description", &mut config.description, req.description.clone());
+    assign(
+        c,
+        "launch_configuration",
+        &mut config.launch_configuration,
+        req.launch_configuration.clone().map(Some),
+    );
+    assign(
+        c,
+        "instance_definitions",
+        &mut config.instance_definitions,
+        req.instance_definitions.clone().map(|d| d.instance_definitions),
+    );
+    assign(
+        c,
+        "balancing_strategy",
+        &mut config.balancing_strategy,
+        given(req.balancing_strategy),
+    );
+    assign(
+        c,
+        "server_processes_per_instance",
+        &mut config.server_processes_per_instance,
+        req.server_processes_per_instance,
+    );
+    assign(
+        c,
+        "max_concurrent_game_session_activations",
+        &mut config.max_concurrent_game_session_activations,
+        req.max_concurrent_game_session_activations,
+    );
+    assign(
+        c,
+        "game_session_activation_timeout_seconds",
+        &mut config.game_session_activation_timeout_seconds,
+        req.game_session_activation_timeout_seconds,
+    );
+    assign(
+        c,
+        "new_game_session_protection_policy",
+        &mut config.new_game_session_protection_policy,
+        given(req.new_game_session_protection_policy),
+    );
+    assign(
+        c,
+        "game_server_protection_policy",
+        &mut config.game_server_protection_policy,
+        given(req.game_server_protection_policy),
+    );
+    assign(
+        c,
+        "resource_creation_limit_policy",
+        &mut config.resource_creation_limit_policy,
+        req.resource_creation_limit_policy
+            .map(|limit| Some(limit).filter(|limit| limit.new_game_sessions_per_creator > 0)),
+    );
+    assign(
+        c,
+        "process_timeouts",
+        &mut config.process_timeouts,
+        req.process_timeouts
+            .as_ref()
+            .map(|timeouts| Some(check_timeouts(&mut Violations::new(), "process_timeouts", timeouts))),
+    );
+    assign(
+        c,
+        "player_session_reservation_timeout_seconds",
+        &mut config.player_session_reservation_timeout_seconds,
+        req.player_session_reservation_timeout_seconds,
+    );
+    assign(
+        c,
+        "labels",
+        &mut config.labels,
+        req.labels.clone().map(|labels| labels.labels),
+    );
+    std::mem::take(c)
+}
+
+/// Sets a field to a value an update gives, noting its name when that changes it.
+fn assign<T: PartialEq>(changed: &mut Vec<&'static str>, name: &'static str, field: &mut T, given: Option<T>) {
+    if let Some(value) = given {
+        if *field != value {
+            changed.push(name);
+        }
+        *field = value;
+    }
+}
+
+/// Longest viability reason, in characters.
+pub const REASON_MAX: usize = 256;
+
+/// Checks an UpdateFleetStandby request.
+pub fn check_update_standby(req: &pb::UpdateFleetStandbyRequest) -> Result<(), Status> {
+    let mut v = Violations::new();
+    check_fleet_id(&mut v, &req.fleet_id);
+    check_location(&mut v, "location", &req.location);
+    if let Some(standby) = &req.standby {
+        check_standby(&mut v, "standby", standby);
+    }
+    v.into_result()
+}
+
+/// Checks a SetInstanceTypeViability request.
+pub fn check_viability(req: &pb::SetInstanceTypeViabilityRequest) -> Result<(), Status> {
+    let mut v = Violations::new();
+    check_fleet_id(&mut v, &req.fleet_id);
+    check_location(&mut v, "location", &req.location);
+    v.id(
+        "instance_type",
+        &req.instance_type,
+        INSTANCE_TYPE_LEN.0,
+        INSTANCE_TYPE_LEN.1,
+    );
+    v.text("reason", &req.reason, REASON_MAX);
+    v.into_result()
+}
+
+/// Checks the fleet and locations of SuspendAutoscaling or ResumeAutoscaling (no locations: every one).
+pub fn check_autoscaling(fleet_id: &str, locations: &[String]) -> Result<(), Status> {
+    let mut v = Violations::new();
+    check_fleet_id(&mut v, fleet_id);
+    check_count(&mut v, "locations", locations.len(), 0, LOCATIONS_MAX);
+    for (i, location) in checked_entries(locations, LOCATIONS_MAX) {
+        v.id(&format!("locations[{i}]"), location, LOCATION_LEN.0, LOCATION_LEN.1);
+    }
+    v.into_result()
+}
+
 /// Checks a DescribeFleet request.
 pub fn check_describe(req: &pb::DescribeFleetRequest) -> Result<(), Status> {
     let mut v = Violations::new();

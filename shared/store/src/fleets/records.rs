@@ -7,7 +7,7 @@ use std::collections::HashMap;
 pub use berth_domain::fleet::check::CapacityChange;
 use berth_domain::fleet::check::NewFleet;
 use berth_domain::fleet::{FleetRecord, LocationRecord};
-use berth_domain::stored::{FleetStatus, LocationStatus};
+use berth_domain::stored::{FleetEventCode, FleetStatus, LocationStatus};
 use berth_proto::fleet::v1 as pb;
 use prost::Message;
 use redis::Value;
@@ -105,11 +105,7 @@ pub async fn update_capacity(
         .arg(given(change.maximum))
         .arg(given(change.desired));
     let raw: Vec<Value> = store.invoke(&call).await?;
-    let (outcome, rest) = outcome(SCRIPT, &raw)?;
-    let [detail, record @ ..] = rest else {
-        return Err(unexpected(SCRIPT, raw.len()));
-    };
-    let detail: String = redis::from_redis_value_ref(detail).map_err(|_| unexpected(SCRIPT, "a malformed detail"))?;
+    let (outcome, detail, record) = outcome_with_detail(SCRIPT, &raw)?;
     Ok(match outcome.as_str() {
         "CHANGED" => CapacityUpdated::Changed(Box::new(decode(SCRIPT, record)?)),
         "NOT_FOUND" => CapacityUpdated::NotFound,
@@ -132,6 +128,75 @@ pub async fn update_capacity(
     })
 }
 
+/// A change of a fleet's configuration, computed from its record at `revision`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FleetChange {
+    /// The revision of the record it was computed from.
+    pub revision: u64,
+    /// The new configuration, when it changed.
+    pub config: Option<pb::Fleet>,
+    /// The locations whose standby, viabilities or suspension changed, with all three as they are to be (their
+    /// status is the store's: an INITIALIZED one given standby servers starts DEPLOYING).
+    pub locations: Vec<LocationRecord>,
+    /// Its events: code, location (empty for the fleet), message.
+    pub events: Vec<(FleetEventCode, String, String)>,
+}
+
+/// The outcome of writing a change.
+#[derive(Debug, PartialEq)]
+pub enum Written {
+    /// The fleet after the change.
+    Written(Box<FleetRecord>),
+    NotFound,
+    /// The fleet is being deleted or was: its status.
+    Deleting(FleetStatus),
+    /// The fleet changed since the record the change was computed from: its revision now.
+    Conflict(u64),
+}
+
+/// Writes a change of a fleet's configuration, if the fleet is still at the change's revision.
+pub async fn write_fleet(store: &Store, fleet_id: &str, change: &FleetChange) -> Result<Written, StoreError> {
+    const SCRIPT: &str = "write_fleet";
+    let mut fields: Vec<(String, Vec<u8>)> = Vec::new();
+    if let Some(config) = &change.config {
+        fields.push(("cfg".into(), config.encode_to_vec()));
+    }
+    for location in &change.locations {
+        let at = |name: &str| format!("l:{}:{name}", location.location);
+        let config = location_config(location.standby.clone(), location.viabilities.clone());
+        fields.push((at("cfg"), config));
+        fields.push((at("susp"), vec![b'0' + u8::from(location.autoscaling_suspended)]));
+    }
+    let keys = FleetKeys::new(fleet_id);
+    let mut call = scripts().write_fleet.for_fleet(&keys);
+    call.arg(change.revision).arg(fields.len());
+    for (name, value) in &fields {
+        call.arg(name).arg(value.as_slice());
+    }
+    let with_standby: Vec<&str> = change
+        .locations
+        .iter()
+        .filter(|location| location.standby.as_ref().is_some_and(|s| s.standby_servers > 0))
+        .map(|location| location.location.as_str())
+        .collect();
+    call.arg(with_standby.len());
+    for location in with_standby {
+        call.arg(location);
+    }
+    for (code, location, message) in &change.events {
+        call.arg(code.as_str()).arg(location).arg(message);
+    }
+    let raw: Vec<Value> = store.invoke(&call).await?;
+    let (outcome, detail, record) = outcome_with_detail(SCRIPT, &raw)?;
+    Ok(match outcome.as_str() {
+        "WRITTEN" => Written::Written(Box::new(decode(SCRIPT, record)?)),
+        "NOT_FOUND" => Written::NotFound,
+        "DELETING" => Written::Deleting(FleetStatus::parse(&detail).ok_or_else(|| unexpected(SCRIPT, &detail))?),
+        "CONFLICT" => Written::Conflict(detail.parse().map_err(|_| unexpected(SCRIPT, &detail))?),
+        other => return Err(unexpected(SCRIPT, other)),
+    })
+}
+
 /// A location's stored configuration: its standby and viabilities, as the contract's `FleetLocation`.
 fn location_config(standby: Option<pb::StandbyConfiguration>, viabilities: Vec<pb::InstanceTypeViability>) -> Vec<u8> {
     pb::FleetLocation {
@@ -149,6 +214,16 @@ fn outcome<'a>(script: &str, raw: &'a [Value]) -> Result<(String, &'a [Value]), 
     };
     let outcome = redis::from_redis_value_ref(outcome).map_err(|_| unexpected(script, "a malformed outcome"))?;
     Ok((outcome, rest))
+}
+
+/// The outcome word of a reply, its detail, and the rest of it.
+fn outcome_with_detail<'a>(script: &str, raw: &'a [Value]) -> Result<(String, String, &'a [Value]), StoreError> {
+    let (outcome, rest) = outcome(script, raw)?;
+    let [detail, record @ ..] = rest else {
+        return Err(unexpected(script, raw.len()));
+    };
+    let detail = redis::from_redis_value_ref(detail).map_err(|_| unexpected(script, "a malformed detail"))?;
+    Ok((outcome, detail, record))
 }
 
 /// A fleet from a script's reply of its stored fields, as a flat name/value list.
