@@ -10,7 +10,9 @@ use berth_domain::stored::{FleetEventCode, FleetStatus, LocationStatus};
 use berth_domain::validate::{Violations, check_count, check_page_size, invalid};
 use berth_proto::fleet::v1 as pb;
 use berth_proto::fleet::v1::fleet_service_server::FleetService;
-use berth_store::fleets::{self as store, CapacityUpdated, Created, FleetChange, FleetEventEntry, Written};
+use berth_store::fleets::{
+    self as store, CapacityUpdated, Created, FleetChange, FleetEventEntry, LocationsAdded, Written,
+};
 use tonic::codegen::tokio_stream::Empty;
 use tonic::{Request, Response, Status};
 
@@ -277,9 +279,27 @@ impl FleetService for Fleets {
 
     async fn create_fleet_locations(
         &self,
-        _request: Request<pb::CreateFleetLocationsRequest>,
+        request: Request<pb::CreateFleetLocationsRequest>,
     ) -> Result<Response<pb::CreateFleetLocationsResponse>, Status> {
-        Err(not_built("CreateFleetLocations"))
+        let req = request.into_inner();
+        check::check_create_locations(&req)?;
+        let added = store::add_locations(&self.context.store, &req.fleet_id, &req.locations, check::LOCATIONS_MAX);
+        match added.await? {
+            LocationsAdded::Added(fleet) => Ok(Response::new(pb::CreateFleetLocationsResponse {
+                fleet: Some(fleet.to_proto()),
+            })),
+            LocationsAdded::NotFound => Err(not_found(&req.fleet_id)),
+            LocationsAdded::Deleting(status) => Err(being_deleted(&req.fleet_id, status)),
+            LocationsAdded::Exists(location) => Err(Status::already_exists(format!(
+                "fleet {:?} has location {location:?} already; none was added",
+                req.fleet_id
+            ))),
+            LocationsAdded::TooMany(has) => Err(Status::resource_exhausted(format!(
+                "fleet {:?} has {has} locations; it may have at most {}",
+                req.fleet_id,
+                check::LOCATIONS_MAX
+            ))),
+        }
     }
 
     async fn delete_fleet_locations(

@@ -2,7 +2,7 @@
 //! autoscaling suspension and events. Any number of replicas may run: every change is one script over the fleet's
 //! Redis slot, and a change computed from a record is written only if the fleet is still at that record's revision.
 //! Instances are not provisioned yet: the reconciler and provisioners, WatchFleetEvents, GetFleetUtilization,
-//! deletion and locations added or removed answer UNIMPLEMENTED until they land; ScalingService is the
+//! deletion of fleets and locations answer UNIMPLEMENTED until they land; ScalingService is the
 //! autoscaler's.
 
 mod fleets;

@@ -8,8 +8,8 @@ mod records;
 
 pub use events::{FleetEventEntry, read_fleet_events, recent_fleet_events};
 pub use records::{
-    CapacityChange, CapacityUpdated, Created, FleetChange, Written, create_fleet, read_fleet, update_capacity,
-    write_fleet,
+    CapacityChange, CapacityUpdated, Created, FleetChange, LocationsAdded, Written, add_locations, create_fleet,
+    read_fleet, update_capacity, write_fleet,
 };
 
 use crate::codec::unexpected;

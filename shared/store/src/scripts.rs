@@ -18,6 +18,8 @@ use crate::{Store, StoreError};
 pub struct Scripts {
     /// Creates a fleet with its locations.
     pub create_fleet: LuaScript,
+    /// Adds locations to a fleet.
+    pub add_fleet_locations: LuaScript,
     /// Writes a change of a fleet's configuration made at a known revision.
     pub write_fleet: LuaScript,
     /// Changes a location's capacity.
@@ -161,8 +163,9 @@ const HELPERS: [&str; 6] = [
 
 /// Every function: its field in [`Scripts`], its body (which sees its keys and arguments as KEYS and ARGV), and
 /// whether it only reads.
-const FUNCTIONS: [(&str, &str, bool); 33] = [
+const FUNCTIONS: [(&str, &str, bool); 34] = [
     ("create_fleet", include_str!("fleets/create.lua"), false),
+    ("add_fleet_locations", include_str!("fleets/add_locations.lua"), false),
     ("write_fleet", include_str!("fleets/write.lua"), false),
     ("update_fleet_capacity", include_str!("fleets/capacity.lua"), false),
     ("register_game_server", include_str!("pool/register.lua"), false),
@@ -298,6 +301,7 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
     };
     Scripts {
         create_fleet: function("create_fleet"),
+        add_fleet_locations: function("add_fleet_locations"),
         write_fleet: function("write_fleet"),
         update_fleet_capacity: function("update_fleet_capacity"),
         register_game_server: function("register_game_server"),
@@ -475,6 +479,7 @@ mod tests {
     const REPLY_WORDS: &[&str] = &[
         "ABOVE_SERVER",
         "ACCEPTED",
+        "ADDED",
         "ACTIVATED",
         "BELOW_COUNT",
         "CHANGED",
@@ -508,6 +513,7 @@ mod tests {
         "SDK_PROCESS",
         "TOKEN_REUSED",
         "TOO_MANY_COUNTERS",
+        "TOO_MANY",
         "TOO_MANY_PROPERTIES",
         "UNKNOWN",
         "UPDATED",

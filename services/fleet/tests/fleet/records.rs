@@ -148,10 +148,38 @@ async fn a_fleet_is_created_whole_with_its_defaults_and_events(redis: TestRedis)
         [
             (pb::FleetEventCode::FleetCreated, String::new()),
             (pb::FleetEventCode::LocationAdded, "home".into()),
-            (pb::FleetEventCode::LocationAdded, "away".into()),
             (pb::FleetEventCode::LocationDeploying, "home".into()),
+            (pb::FleetEventCode::LocationAdded, "away".into()),
         ]
     );
+
+    // Locations are added all or none: one the fleet has already refuses the whole request.
+    let add = |locations: Vec<pb::LocationConfiguration>| pb::CreateFleetLocationsRequest {
+        fleet_id: "arena".into(),
+        locations,
+    };
+    let err = fleets
+        .create_fleet_locations(add(vec![location("north", 0, 1, 1), location("away", 0, 1, 0)]))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::AlreadyExists);
+    assert_eq!(describe(&mut fleets, "arena").await.unwrap().locations.len(), 2);
+    let added = fleets
+        .create_fleet_locations(add(vec![location("north", 0, 1, 1)]))
+        .await
+        .unwrap();
+    let names: Vec<_> = added
+        .into_inner()
+        .fleet
+        .unwrap()
+        .locations
+        .into_iter()
+        .map(|l| l.location)
+        .collect();
+    assert_eq!(names, ["home", "away", "north"]);
+    let many = (0..98).map(|n| location(&format!("zone-{n}"), 0, 0, 0)).collect();
+    let err = fleets.create_fleet_locations(add(many)).await.unwrap_err();
+    assert_eq!(err.code(), Code::ResourceExhausted);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

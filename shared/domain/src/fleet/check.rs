@@ -414,6 +414,15 @@ pub fn check_autoscaling(fleet_id: &str, locations: &[String]) -> Result<(), Sta
     v.into_result()
 }
 
+/// Checks a CreateFleetLocations request: 1 to 100 distinct locations, each as at creation.
+pub fn check_create_locations(req: &pb::CreateFleetLocationsRequest) -> Result<(), Status> {
+    let mut v = Violations::new();
+    check_fleet_id(&mut v, &req.fleet_id);
+    check_count(&mut v, "locations", req.locations.len(), 1, LOCATIONS_MAX);
+    check_locations(&mut v, "locations", &req.locations);
+    v.into_result()
+}
+
 /// Checks a DescribeFleet request.
 pub fn check_describe(req: &pb::DescribeFleetRequest) -> Result<(), Status> {
     let mut v = Violations::new();

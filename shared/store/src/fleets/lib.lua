@@ -30,3 +30,25 @@ local function fleet_location(k, loc)
   end
   return nil
 end
+
+-- Writes a new location from six arguments of `args` from `at` on: its name, minimum, maximum and desired
+-- instances, its encoded standby and viabilities, and 1 when it has standby servers. It starts INITIALIZED, or
+-- DEPLOYING when given desired instances or standby servers; each step is an event. Answers its name, for the
+-- caller to list it.
+local function add_location(k, now, args, at)
+  local loc = args[at]
+  local deploying = tonumber(args[at + 3]) > 0 or args[at + 5] == '1'
+  local status = S.INITIALIZED
+  if deploying then status = S.DEPLOYING end
+  local values = {status = status, msg = '', st_ms = now, min = args[at + 1], max = args[at + 2],
+    desired = args[at + 3], cfg = args[at + 4], susp = 0, c_ms = now}
+  local fields = {}
+  for name, value in pairs(values) do
+    fields[#fields + 1] = loc_field(loc, name)
+    fields[#fields + 1] = value
+  end
+  redis.call('HSET', k.fleet, unpack(fields))
+  fleet_event(k, now, S.LOCATION_ADDED, '', {'location', loc})
+  if deploying then fleet_event(k, now, S.LOCATION_DEPLOYING, 'given capacity or standby', {'location', loc}) end
+  return loc
+end

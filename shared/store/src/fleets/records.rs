@@ -15,7 +15,7 @@ use redis::Value;
 use super::enlist;
 use crate::codec::unexpected;
 use crate::keys::FleetKeys;
-use crate::scripts::scripts;
+use crate::scripts::{FunctionCall, scripts};
 use crate::{Store, StoreError};
 
 /// A fleet's stored fields by name; values are bytes, since the configurations are encoded messages.
@@ -39,16 +39,7 @@ pub async fn create_fleet(store: &Store, fleet: &NewFleet) -> Result<Created, St
     let keys = FleetKeys::new(fleet_id);
     let mut call = scripts().create_fleet.for_fleet(&keys);
     call.arg(fleet.config.encode_to_vec());
-    for location in &fleet.locations {
-        let capacity = location.capacity.unwrap_or_default();
-        let has_standby = location.standby.as_ref().is_some_and(|s| s.standby_servers > 0);
-        call.arg(&location.location)
-            .arg(capacity.minimum_instances)
-            .arg(capacity.maximum_instances)
-            .arg(capacity.desired_instances)
-            .arg(location_config(location.standby.clone(), Vec::new()))
-            .arg(u8::from(has_standby));
-    }
+    new_locations(&mut call, &fleet.locations);
     let raw: Vec<Value> = store.invoke(&call).await?;
     let (outcome, rest) = outcome(SCRIPT, &raw)?;
     match outcome.as_str() {
@@ -193,6 +184,58 @@ pub async fn write_fleet(store: &Store, fleet_id: &str, change: &FleetChange) ->
         "NOT_FOUND" => Written::NotFound,
         "DELETING" => Written::Deleting(FleetStatus::parse(&detail).ok_or_else(|| unexpected(SCRIPT, &detail))?),
         "CONFLICT" => Written::Conflict(detail.parse().map_err(|_| unexpected(SCRIPT, &detail))?),
+        other => return Err(unexpected(SCRIPT, other)),
+    })
+}
+
+/// The arguments that describe new locations to the scripts that add them (`add_location` in `lib.lua`).
+fn new_locations(call: &mut FunctionCall<'_>, locations: &[pb::LocationConfiguration]) {
+    for location in locations {
+        let capacity = location.capacity.unwrap_or_default();
+        let has_standby = location.standby.as_ref().is_some_and(|s| s.standby_servers > 0);
+        call.arg(&location.location)
+            .arg(capacity.minimum_instances)
+            .arg(capacity.maximum_instances)
+            .arg(capacity.desired_instances)
+            .arg(location_config(location.standby.clone(), Vec::new()))
+            .arg(u8::from(has_standby));
+    }
+}
+
+/// The outcome of adding locations to a fleet.
+#[derive(Debug, PartialEq)]
+pub enum LocationsAdded {
+    /// The fleet with them.
+    Added(Box<FleetRecord>),
+    NotFound,
+    /// The fleet is being deleted or was: its status.
+    Deleting(FleetStatus),
+    /// The fleet has this location already; none was added.
+    Exists(String),
+    /// The fleet would have more than the most allowed; it has this many.
+    TooMany(usize),
+}
+
+/// Adds locations to a fleet, all or none, up to `max` locations in all.
+pub async fn add_locations(
+    store: &Store,
+    fleet_id: &str,
+    locations: &[pb::LocationConfiguration],
+    max: usize,
+) -> Result<LocationsAdded, StoreError> {
+    const SCRIPT: &str = "add_fleet_locations";
+    let keys = FleetKeys::new(fleet_id);
+    let mut call = scripts().add_fleet_locations.for_fleet(&keys);
+    call.arg(max);
+    new_locations(&mut call, locations);
+    let raw: Vec<Value> = store.invoke(&call).await?;
+    let (outcome, detail, record) = outcome_with_detail(SCRIPT, &raw)?;
+    Ok(match outcome.as_str() {
+        "ADDED" => LocationsAdded::Added(Box::new(decode(SCRIPT, record)?)),
+        "NOT_FOUND" => LocationsAdded::NotFound,
+        "DELETING" => LocationsAdded::Deleting(FleetStatus::parse(&detail).ok_or_else(|| unexpected(SCRIPT, &detail))?),
+        "EXISTS" => LocationsAdded::Exists(detail),
+        "TOO_MANY" => LocationsAdded::TooMany(detail.parse().map_err(|_| unexpected(SCRIPT, &detail))?),
         other => return Err(unexpected(SCRIPT, other)),
     })
 }
