@@ -4,10 +4,10 @@ use std::sync::Arc;
 
 use berth_domain::fleet::check::{self, capacity_out_of_order};
 use berth_domain::fleet::{FleetRecord, LocationRecord};
-use berth_domain::game_server::{PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX, check_fleet_id, timestamp};
+use berth_domain::game_server::timestamp;
 use berth_domain::page_token::{digest, issue, redeem};
 use berth_domain::stored::{FleetEventCode, FleetStatus, LocationStatus};
-use berth_domain::validate::{Violations, check_count, check_page_size, invalid};
+use berth_domain::validate::invalid;
 use berth_proto::fleet::v1 as pb;
 use berth_proto::fleet::v1::fleet_service_server::FleetService;
 use berth_store::fleets::{
@@ -33,38 +33,7 @@ impl Fleets {
             .await?
             .ok_or_else(|| not_found(fleet_id))
     }
-}
 
-impl Fleets {
-    /// Suspends (`suspended`) or resumes autoscaling in some locations (none: every one); a location already so
-    /// changes nothing. Each change is an event.
-    async fn set_autoscaling(&self, fleet_id: &str, names: &[String], suspended: bool) -> Result<FleetRecord, Status> {
-        check::check_autoscaling(fleet_id, names)?;
-        self.change_fleet(fleet_id, 0, |fleet| {
-            let locations = changed_locations(fleet, names, |location| {
-                let differs = location.autoscaling_suspended != suspended;
-                location.autoscaling_suspended = suspended;
-                differs
-            })?;
-            let code = if suspended {
-                FleetEventCode::AutoscalingSuspended
-            } else {
-                FleetEventCode::AutoscalingResumed
-            };
-            let events = locations
-                .iter()
-                .map(|location| (code, location.location.clone(), String::new()))
-                .collect();
-            Ok(location_change(fleet, locations, events))
-        })
-        .await
-    }
-}
-
-/// How often a change is computed again when other changes keep landing first.
-const CHANGE_ATTEMPTS: usize = 10;
-
-impl Fleets {
     /// Computes a change from the fleet's record and writes it if the fleet is still at that record's revision;
     /// when another change landed first, computes it again from the new record — unless the caller pinned a
     /// revision (`expected_revision`, 0 for none), which is then ABORTED. `compute` answers `None` when there is
@@ -103,7 +72,34 @@ impl Fleets {
             "fleet {fleet_id:?} kept changing while this change was made; try again"
         )))
     }
+
+    /// Suspends (`suspended`) or resumes autoscaling in some locations (none: every one); a location already so
+    /// changes nothing. Each change is an event.
+    async fn set_autoscaling(&self, fleet_id: &str, names: &[String], suspended: bool) -> Result<FleetRecord, Status> {
+        check::check_autoscaling(fleet_id, names)?;
+        self.change_fleet(fleet_id, 0, |fleet| {
+            let locations = changed_locations(fleet, names, |location| {
+                let differs = location.autoscaling_suspended != suspended;
+                location.autoscaling_suspended = suspended;
+                differs
+            })?;
+            let code = if suspended {
+                FleetEventCode::AutoscalingSuspended
+            } else {
+                FleetEventCode::AutoscalingResumed
+            };
+            let events = locations
+                .iter()
+                .map(|location| (code, location.location.clone(), String::new()))
+                .collect();
+            Ok(location_change(fleet, locations, events))
+        })
+        .await
+    }
 }
+
+/// How often a change is computed again when other changes keep landing first.
+const CHANGE_ATTEMPTS: usize = 10;
 
 /// A change of the locations a request names (none: every one) of a fleet, each as `change` makes it; NOT_FOUND
 /// for a name the fleet does not have.
@@ -157,10 +153,6 @@ fn not_built(rpc: &str) -> Status {
     Status::unimplemented(format!("{rpc} is not built yet"))
 }
 
-/// Most statuses in a ListFleets filter.
-const STATUSES_MAX: usize = 6;
-/// Most codes in a ListFleetEvents filter.
-const CODES_MAX: usize = 32;
 /// Events read per round trip while a page of filtered events fills.
 const EVENTS_CHUNK: usize = 500;
 
@@ -235,20 +227,7 @@ impl FleetService for Fleets {
         request: Request<pb::ListFleetsRequest>,
     ) -> Result<Response<pb::ListFleetsResponse>, Status> {
         let req = request.into_inner();
-        let mut v = Violations::new();
-        check_count(&mut v, "statuses", req.statuses.len(), 0, STATUSES_MAX);
-        let mut wanted = Vec::new();
-        for (i, status) in req.statuses.iter().enumerate() {
-            match pb::FleetStatus::try_from(*status)
-                .ok()
-                .and_then(FleetStatus::from_proto)
-            {
-                Some(status) => wanted.push(status),
-                None => v.add(&format!("statuses[{i}]"), format!("{status} is not a fleet status")),
-            }
-        }
-        let size = check_page_size(&mut v, req.page_size, PAGE_SIZE_MAX, PAGE_SIZE_DEFAULT);
-        v.into_result()?;
+        let (wanted, size) = check::check_list(&req)?;
         let selection = digest(&[format!("{:?}", req.statuses).as_bytes()]);
         let after = redeem(&selection, &req.page_token)?;
         let mut ids = berth_store::fleets::fleets(&self.context.store).await?;
@@ -465,30 +444,12 @@ impl FleetService for Fleets {
         request: Request<pb::ListFleetEventsRequest>,
     ) -> Result<Response<pb::ListFleetEventsResponse>, Status> {
         let req = request.into_inner();
-        let mut v = Violations::new();
-        check_fleet_id(&mut v, &req.fleet_id);
-        if !req.location.is_empty() {
-            v.id("location", &req.location, 1, 64);
-        }
-        check_count(&mut v, "codes", req.codes.len(), 0, CODES_MAX);
-        let mut codes = Vec::new();
-        for (i, code) in req.codes.iter().enumerate() {
-            match pb::FleetEventCode::try_from(*code) {
-                Ok(code) if code != pb::FleetEventCode::Unspecified => codes.push(code),
-                _ => v.add(&format!("codes[{i}]"), format!("{code} is not a fleet event code")),
-            }
-        }
-        let start_ms = req
-            .start_time
-            .map(|t| t.seconds * 1000 + i64::from(t.nanos) / 1_000_000);
-        let end_ms = req.end_time.map(|t| t.seconds * 1000 + i64::from(t.nanos) / 1_000_000);
-        if let (Some(start), Some(end)) = (start_ms, end_ms)
-            && end < start
-        {
-            v.add("end_time", "must not be before start_time");
-        }
-        let size = check_page_size(&mut v, req.page_size, PAGE_SIZE_MAX, PAGE_SIZE_DEFAULT);
-        v.into_result()?;
+        let check::EventQuery {
+            codes,
+            start_ms,
+            end_ms,
+            size,
+        } = check::check_list_events(&req)?;
         let selection = digest(&[
             req.fleet_id.as_bytes(),
             req.location.as_bytes(),
@@ -511,7 +472,7 @@ impl FleetService for Fleets {
             for entry in chunk {
                 start = format!("({}", entry.position);
                 let wanted = (req.location.is_empty() || entry.location == req.location)
-                    && (codes.is_empty() || entry.code.is_some_and(|code| codes.contains(&code.to_proto())));
+                    && (codes.is_empty() || entry.code.is_some_and(|code| codes.contains(&code)));
                 if wanted {
                     if events.len() == size {
                         next = events.last().map(|event: &pb::FleetEvent| event.cursor.clone());

@@ -12,9 +12,10 @@ use prost_types::value::Kind;
 use tonic::Status;
 
 use super::defaults;
-use crate::game_server::check_fleet_id;
+use crate::game_server::{PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX, check_fleet_id};
 use crate::process::LOCATION_LEN;
-use crate::validate::{Violations, check_count, check_labels, checked_entries};
+use crate::stored::{FleetEventCode, FleetStatus};
+use crate::validate::{Violations, check_count, check_labels, check_page_size, checked_entries};
 
 /// Longest name, description and status message, in characters.
 pub const TEXT_MAX: usize = 1024;
@@ -421,6 +422,74 @@ pub fn check_create_locations(req: &pb::CreateFleetLocationsRequest) -> Result<(
     check_count(&mut v, "locations", req.locations.len(), 1, LOCATIONS_MAX);
     check_locations(&mut v, "locations", &req.locations);
     v.into_result()
+}
+
+/// Most statuses in a ListFleets filter.
+pub const STATUSES_MAX: usize = 6;
+/// Most codes in a ListFleetEvents filter.
+pub const CODES_MAX: usize = 32;
+
+/// Checks a ListFleets request: the statuses it asks for, and the page size to serve.
+pub fn check_list(req: &pb::ListFleetsRequest) -> Result<(Vec<FleetStatus>, usize), Status> {
+    let mut v = Violations::new();
+    check_count(&mut v, "statuses", req.statuses.len(), 0, STATUSES_MAX);
+    let mut statuses = Vec::new();
+    for (i, status) in checked_entries(&req.statuses, STATUSES_MAX) {
+        match pb::FleetStatus::try_from(*status)
+            .ok()
+            .and_then(FleetStatus::from_proto)
+        {
+            Some(status) => statuses.push(status),
+            None => v.add(&format!("statuses[{i}]"), format!("{status} is not a fleet status")),
+        }
+    }
+    let size = check_page_size(&mut v, req.page_size, PAGE_SIZE_MAX, PAGE_SIZE_DEFAULT);
+    v.into_result().map(|()| (statuses, size))
+}
+
+/// What a valid ListFleetEvents asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EventQuery {
+    /// Only these codes; empty for every one.
+    pub codes: Vec<FleetEventCode>,
+    /// At or after this time, ms since the epoch.
+    pub start_ms: Option<i64>,
+    /// Before this time.
+    pub end_ms: Option<i64>,
+    /// The page size to serve.
+    pub size: usize,
+}
+
+/// Checks a ListFleetEvents request.
+pub fn check_list_events(req: &pb::ListFleetEventsRequest) -> Result<EventQuery, Status> {
+    let mut v = Violations::new();
+    check_fleet_id(&mut v, &req.fleet_id);
+    check_location(&mut v, "location", &req.location);
+    check_count(&mut v, "codes", req.codes.len(), 0, CODES_MAX);
+    let mut codes = Vec::new();
+    for (i, code) in checked_entries(&req.codes, CODES_MAX) {
+        match pb::FleetEventCode::try_from(*code)
+            .ok()
+            .and_then(FleetEventCode::from_proto)
+        {
+            Some(code) => codes.push(code),
+            None => v.add(&format!("codes[{i}]"), format!("{code} is not a fleet event code")),
+        }
+    }
+    let ms = |t: &prost_types::Timestamp| t.seconds * 1000 + i64::from(t.nanos) / 1_000_000;
+    let (start_ms, end_ms) = (req.start_time.as_ref().map(ms), req.end_time.as_ref().map(ms));
+    if let (Some(start), Some(end)) = (start_ms, end_ms)
+        && end < start
+    {
+        v.add("end_time", "must not be before start_time");
+    }
+    let size = check_page_size(&mut v, req.page_size, PAGE_SIZE_MAX, PAGE_SIZE_DEFAULT);
+    v.into_result().map(|()| EventQuery {
+        codes,
+        start_ms,
+        end_ms,
+        size,
+    })
 }
 
 /// Checks a DescribeFleet request.

@@ -317,3 +317,38 @@ fn capacity_changes_are_checked_against_each_other_where_given() {
         ["desired_instances"]
     );
 }
+
+#[test]
+fn listings_name_the_filter_entries_they_refuse() {
+    let list = pb::ListFleetsRequest {
+        statuses: vec![pb::FleetStatus::Active as i32, 0, 42],
+        page_size: 1001,
+        page_token: String::new(),
+    };
+    assert_eq!(
+        refused(check_list(&list).unwrap_err()),
+        ["statuses[1]", "statuses[2]", "page_size"]
+    );
+    let at = |seconds| Some(Timestamp { seconds, nanos: 0 });
+    let events = pb::ListFleetEventsRequest {
+        fleet_id: "arena".into(),
+        codes: vec![pb::FleetEventCode::CapacityChanged as i32, 0],
+        start_time: at(20),
+        end_time: at(10),
+        ..Default::default()
+    };
+    assert_eq!(
+        refused(check_list_events(&events).unwrap_err()),
+        ["codes[1]", "end_time"]
+    );
+    let fine = pb::ListFleetEventsRequest {
+        codes: vec![pb::FleetEventCode::CapacityChanged as i32],
+        end_time: at(30),
+        ..events
+    };
+    let query = check_list_events(&fine).unwrap();
+    assert_eq!(
+        (query.codes, query.start_ms, query.end_ms, query.size),
+        (vec![FleetEventCode::CapacityChanged], Some(20_000), Some(30_000), 100)
+    );
+}
