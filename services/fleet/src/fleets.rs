@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use berth_domain::fleet::check::{self, capacity_out_of_order};
+use berth_domain::fleet::defaults;
 use berth_domain::fleet::{FleetRecord, LocationRecord};
 use berth_domain::game_server::timestamp;
 use berth_domain::page_token::{digest, issue, redeem};
@@ -13,6 +14,8 @@ use berth_proto::fleet::v1::fleet_service_server::FleetService;
 use berth_store::fleets::{
     self as store, CapacityUpdated, Created, FleetChange, FleetEventEntry, LocationsAdded, Written,
 };
+use berth_store::processes;
+use berth_store::sessions::{self, Deleted};
 use tonic::codegen::tokio_stream::Empty;
 use tonic::{Request, Response, Status};
 
@@ -205,9 +208,44 @@ impl FleetService for Fleets {
 
     async fn delete_fleet(
         &self,
-        _request: Request<pb::DeleteFleetRequest>,
+        request: Request<pb::DeleteFleetRequest>,
     ) -> Result<Response<pb::DeleteFleetResponse>, Status> {
-        Err(not_built("DeleteFleet"))
+        let req = request.into_inner();
+        check::check_delete(&req)?;
+        let fleet = self.fleet(&req.fleet_id).await?;
+        let grace_ms = fleet
+            .config
+            .process_timeouts
+            .map_or(defaults::TERMINATION_GRACE_S, |t| t.termination_grace_seconds);
+        let store = &self.context.store;
+        let deleted = sessions::delete_fleet(
+            store,
+            &req.fleet_id,
+            req.force,
+            req.expected_revision,
+            u64::from(grace_ms) * 1000,
+        );
+        match deleted.await? {
+            Deleted::Deleting(told) => {
+                for (game_server_id, routing) in &told {
+                    processes::announce(store, routing, &req.fleet_id, game_server_id).await;
+                }
+                let fleet = self.fleet(&req.fleet_id).await?;
+                Ok(Response::new(pb::DeleteFleetResponse {
+                    fleet: Some(fleet.to_proto()),
+                }))
+            }
+            Deleted::NotFound => Err(not_found(&req.fleet_id)),
+            Deleted::Gone(status) => Err(being_deleted(&req.fleet_id, status)),
+            Deleted::Conflict(revision) => Err(Status::aborted(format!(
+                "fleet {:?} is at revision {revision}, not the expected {}",
+                req.fleet_id, req.expected_revision
+            ))),
+            Deleted::Live(live) => Err(Status::failed_precondition(format!(
+                "fleet {:?} has {live} live game session(s); end them or delete with force",
+                req.fleet_id
+            ))),
+        }
     }
 
     async fn describe_fleet(

@@ -15,10 +15,10 @@ use berth_proto::session::v1::game_session_service_client::GameSessionServiceCli
 use berth_proto::session::v1::player_session_service_client::PlayerSessionServiceClient;
 use berth_proto::session::v1::{self as pb, describe_player_sessions_request::Selector};
 use berth_runtime::auth::Role;
-use berth_sdk::game_server::{Event, Events, GameServer, GameServerConfig, SdkError};
+use berth_sdk::game_server::{Event, Events, GameServer, SdkError};
 use berth_session::SessionArgs;
 use berth_store::Store;
-use berth_testkit::{RunningService, TestRedis, assert_serves, spawn_service, token};
+use berth_testkit::{RunningService, TestRedis, assert_serves, game_server_config, spawn_service, token};
 use tokio::task::JoinSet;
 use tonic::Code;
 
@@ -83,26 +83,7 @@ impl Stack {
 
     /// A ready game server process hosting up to `sessions` sessions of up to `max_players` each (0: 1000).
     async fn server_of(&self, id: &str, sessions: u32, location: &str, max_players: u32) -> (GameServer, Events) {
-        let config = GameServerConfig {
-            sdk_endpoint: self.health.endpoint(),
-            token: token(Role::GameServer, Some((FLEET, id))),
-            fleet_id: FLEET.into(),
-            game_server_id: id.into(),
-            instance_id: format!("i-{id}"),
-            location: location.into(),
-            endpoint: berth_proto::common::v1::Endpoint {
-                ip_address: "10.0.0.7".into(),
-                dns_name: String::new(),
-                port: 7777,
-            },
-            ports: Vec::new(),
-            max_concurrent_game_sessions: sessions,
-            max_players,
-            labels: Vec::new(),
-            sdk_version: "berth-tests/1".into(),
-            log_paths: Vec::new(),
-            game_server_data: String::new(),
-        };
+        let config = game_server_config(&self.health.endpoint(), FLEET, id, location, sessions, max_players);
         let (server, events) = GameServer::connect(config).await.unwrap();
         server.ready().await.unwrap();
         (server, events)

@@ -74,6 +74,10 @@ pub struct Scripts {
     pub remove_player_session: LuaScript,
     /// Times out, forces and expires sessions.
     pub sweep_sessions: LuaScript,
+    /// Deletes a fleet: DELETING, its processes told to terminate.
+    pub delete_fleet: LuaScript,
+    /// Turns a DELETING fleet with no process left TERMINATED.
+    pub finish_fleet_deletion: LuaScript,
     /// Reads sessions by id.
     pub read_sessions: LuaScript,
     /// Reads a page of a session listing.
@@ -163,7 +167,7 @@ const HELPERS: [&str; 6] = [
 
 /// Every function: its field in [`Scripts`], its body (which sees its keys and arguments as KEYS and ARGV), and
 /// whether it only reads.
-const FUNCTIONS: [(&str, &str, bool); 34] = [
+const FUNCTIONS: [(&str, &str, bool); 36] = [
     ("create_fleet", include_str!("fleets/create.lua"), false),
     ("add_fleet_locations", include_str!("fleets/add_locations.lua"), false),
     ("write_fleet", include_str!("fleets/write.lua"), false),
@@ -213,6 +217,12 @@ const FUNCTIONS: [(&str, &str, bool); 34] = [
     ("page_sessions", include_str!("sessions/page.lua"), true),
     ("search_sessions", include_str!("sessions/search.lua"), true),
     ("read_events", include_str!("sessions/read_events.lua"), true),
+    ("delete_fleet", include_str!("sessions/delete_fleet.lua"), false),
+    (
+        "finish_fleet_deletion",
+        include_str!("sessions/finish_deletion.lua"),
+        false,
+    ),
     ("fleets_now", include_str!("fleets/now.lua"), true),
 ];
 
@@ -333,6 +343,8 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
         page_sessions: function("page_sessions"),
         search_sessions: function("search_sessions"),
         read_events: function("read_events"),
+        delete_fleet: function("delete_fleet"),
+        finish_fleet_deletion: function("finish_fleet_deletion"),
         fleets_now: function("fleets_now"),
     }
 });
@@ -439,6 +451,7 @@ mod tests {
         "DESC",
         "GET",
         "HDEL",
+        "HEXISTS",
         "HGET",
         "HGETALL",
         "HINCRBY",
@@ -496,7 +509,9 @@ mod tests {
         "FORCE",
         "FOUND",
         "FULL",
+        "GONE",
         "LAPSED",
+        "LIVE",
         "NOT_ACTIVE",
         "NOT_CLAIMANT",
         "NOT_FOUND",
@@ -517,6 +532,7 @@ mod tests {
         "TOO_MANY_PROPERTIES",
         "UNKNOWN",
         "UPDATED",
+        "WAITING",
         "WRITTEN",
         "WRONG_STATE",
     ];

@@ -11,5 +11,5 @@ mod sessions;
 pub use binary::{BinaryProcess, ExampleGameServer};
 pub use process::{assert_serves, wait_for_health};
 pub use redis_server::{RedisCluster, RedisServer, TestRedis};
-pub use service::{RunningService, TEST_KEY, spawn_service, token};
+pub use service::{RunningService, TEST_KEY, game_server_config, spawn_service, token};
 pub use sessions::{SESSION_TIMINGS, game_session_status, place_game_session};

@@ -78,3 +78,36 @@ pub async fn spawn_service(def: ServiceDef, store: Store) -> RunningService {
         task: Some(task),
     }
 }
+
+/// How an SDK game server of the tests connects: to `health` (a health replica's endpoint) as `id` of `fleet_id`
+/// in `location`, with its own scoped token, hosting up to `sessions` game sessions of up to `max_players` (0: the
+/// fleet's default) players.
+pub fn game_server_config(
+    health: &str,
+    fleet_id: &str,
+    id: &str,
+    location: &str,
+    sessions: u32,
+    max_players: u32,
+) -> berth_sdk::game_server::GameServerConfig {
+    berth_sdk::game_server::GameServerConfig {
+        sdk_endpoint: health.to_owned(),
+        token: token(Role::GameServer, Some((fleet_id, id))),
+        fleet_id: fleet_id.into(),
+        game_server_id: id.into(),
+        instance_id: format!("i-{id}"),
+        location: location.into(),
+        endpoint: berth_proto::common::v1::Endpoint {
+            ip_address: "10.0.0.7".into(),
+            dns_name: String::new(),
+            port: 7777,
+        },
+        ports: Vec::new(),
+        max_concurrent_game_sessions: sessions,
+        max_players,
+        labels: Vec::new(),
+        sdk_version: "berth-tests/1".into(),
+        log_paths: Vec::new(),
+        game_server_data: String::new(),
+    }
+}

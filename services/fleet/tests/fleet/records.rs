@@ -2,11 +2,15 @@
 //! described with the defaults their zero values stand for, listed a page at a time, their capacity changed against
 //! the current bounds however changes race, and every step an event.
 
+use std::time::Duration;
+
 use berth_proto::fleet::v1 as pb;
 use berth_proto::fleet::v1::fleet_service_client::FleetServiceClient;
+use berth_proto::health::v1::TerminationReason;
 use berth_runtime::auth::Role;
+use berth_sdk::game_server::{Event, Events, GameServer};
 use berth_store::Store;
-use berth_testkit::{RunningService, TestRedis, spawn_service, token};
+use berth_testkit::{RunningService, TestRedis, game_server_config, spawn_service, token};
 use tokio::task::JoinSet;
 use tonic::Code;
 use tonic_types::StatusExt;
@@ -17,6 +21,8 @@ async fn fleet_service(redis: &TestRedis) -> RunningService {
     let store = Store::connect(&redis.config()).await.unwrap();
     let args = berth_fleet::FleetArgs {
         provisioners: vec!["process".into(), "docker".into()],
+        sweep_ms: 50,
+        ..Default::default()
     };
     spawn_service(berth_fleet::service(store.clone(), &args), store).await
 }
@@ -538,4 +544,106 @@ async fn configuration_changes_land_one_at_a_time_and_none_is_lost_on_a_single_n
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn configuration_changes_land_one_at_a_time_and_none_is_lost_on_a_cluster() {
     configuration_changes_land_one_at_a_time_and_none_is_lost(TestRedis::cluster()).await;
+}
+
+/// A process of the fleet, ready, through a health replica.
+async fn ready_process(health: &RunningService, fleet_id: &str, id: &str) -> (GameServer, Events) {
+    let config = game_server_config(&health.endpoint(), fleet_id, id, "home", 1, 0);
+    let (server, events) = GameServer::connect(config).await.unwrap();
+    server.ready().await.unwrap();
+    (server, events)
+}
+
+async fn a_deleted_fleet_ends_its_processes_then_terminates(redis: TestRedis) {
+    let store = Store::connect(&redis.config()).await.unwrap();
+    let health_args = berth_health::HealthArgs {
+        heartbeat_interval_ms: 200,
+        initial_delay_ms: 500,
+        heartbeat_flush_ms: 5,
+        monitor_sweep_ms: 50,
+        ..Default::default()
+    };
+    let health = spawn_service(berth_health::service(store.clone(), &health_args), store.clone()).await;
+    let service = fleet_service(&redis).await;
+    let mut fleets = client(&service).await;
+    fleets.create_fleet(create("arena")).await.unwrap();
+    let (server, mut told) = ready_process(&health, "arena", "gs-1").await;
+    berth_testkit::place_game_session(&store, "arena", "gs-1", 2).await;
+
+    // A live game session keeps the fleet unless the deletion is forced.
+    let delete = |force| pb::DeleteFleetRequest {
+        fleet_id: "arena".into(),
+        force,
+        expected_revision: 0,
+    };
+    let err = fleets.delete_fleet(delete(false)).await.unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition);
+    assert!(err.message().contains("1 live game session"), "{}", err.message());
+    assert_eq!(
+        describe(&mut fleets, "arena").await.unwrap().status(),
+        pb::FleetStatus::New
+    );
+
+    let deleting = fleets
+        .delete_fleet(delete(true))
+        .await
+        .unwrap()
+        .into_inner()
+        .fleet
+        .unwrap();
+    assert_eq!(deleting.status(), pb::FleetStatus::Deleting);
+    let reason = loop {
+        match tokio::time::timeout(Duration::from_secs(10), told.recv()).await {
+            Ok(Some(Event::Terminate { reason, .. })) => break reason,
+            Ok(Some(_)) => continue,
+            other => panic!("expected the process to be told to terminate, got {other:?}"),
+        }
+    };
+    assert_eq!(reason, TerminationReason::FleetDeleted);
+    let err = fleets.delete_fleet(delete(true)).await.unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition);
+    let update = pb::UpdateFleetRequest {
+        fleet_id: "arena".into(),
+        name: Some("late".into()),
+        ..Default::default()
+    };
+    assert_eq!(
+        fleets.update_fleet(update).await.unwrap_err().code(),
+        Code::FailedPrecondition
+    );
+
+    // The process ends as told; the fleet is TERMINATED once it is gone.
+    server.process_ending("fleet deleted").await.unwrap();
+    let mut terminated = None;
+    for _ in 0..200 {
+        let fleet = describe(&mut fleets, "arena").await.unwrap();
+        if fleet.status() == pb::FleetStatus::Terminated {
+            terminated = Some(fleet);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(terminated.is_some(), "the fleet became TERMINATED");
+    let last: Vec<_> = codes(&events(&mut fleets, "arena").await)
+        .into_iter()
+        .map(|(code, _)| code)
+        .collect();
+    let deleting_at = last
+        .iter()
+        .position(|c| *c == pb::FleetEventCode::FleetDeleting)
+        .unwrap();
+    assert!(
+        last[deleting_at..].contains(&pb::FleetEventCode::FleetTerminated),
+        "{last:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_fleet_ends_its_processes_then_terminates_on_a_single_node() {
+    a_deleted_fleet_ends_its_processes_then_terminates(TestRedis::single()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_fleet_ends_its_processes_then_terminates_on_a_cluster() {
+    a_deleted_fleet_ends_its_processes_then_terminates(TestRedis::cluster()).await;
 }

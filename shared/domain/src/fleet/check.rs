@@ -499,6 +499,13 @@ pub fn check_describe(req: &pb::DescribeFleetRequest) -> Result<(), Status> {
     v.into_result()
 }
 
+/// Checks a DeleteFleet request.
+pub fn check_delete(req: &pb::DeleteFleetRequest) -> Result<(), Status> {
+    let mut v = Violations::new();
+    check_fleet_id(&mut v, &req.fleet_id);
+    v.into_result()
+}
+
 /// A capacity change: each bound given, or kept (`None`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CapacityChange {

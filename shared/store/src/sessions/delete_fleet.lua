@@ -1,0 +1,32 @@
+-- Deletes a fleet (DeleteFleet), in the top area since it reads the fleet's sessions and ends its processes.
+-- Refused while game sessions are ACTIVATING, ACTIVE or TERMINATING (every session not yet ended) unless forced.
+-- The fleet becomes DELETING, and each of its processes still running is told to terminate (FLEET_DELETED) within
+-- the termination grace: its sessions take no new players and end with it. The fleet becomes TERMINATED once no
+-- process is left (finish_fleet_deletion).
+-- KEYS: k.claims, k.ended, k.events, k.fleet, k.hosting, k.pool, k.ready, k.servers, k.sessions, k.term. ARGV[1] 1
+-- to force, ARGV[2] the expected revision ('0' for any), ARGV[3] the termination grace, ms.
+-- Reply: {outcome, now_ms, detail, {process id, replica, version}...}. Outcomes: DELETING, with the processes told
+-- (for their health replicas to be told in turn); NOT_FOUND; GONE (detail: DELETING or TERMINATED); CONFLICT
+-- (detail: its revision); LIVE (detail: how many game sessions are live).
+local now = now_ms()
+local s = redis.call('HMGET', k.fleet, 'status', 'rev')
+if not s[1] then return {'NOT_FOUND', tostring(now), ''} end
+if s[1] == S.DELETING or s[1] == S.TERMINATED then return {'GONE', tostring(now), s[1]} end
+if ARGV[2] ~= '0' and ARGV[2] ~= s[2] then return {'CONFLICT', tostring(now), s[2]} end
+-- Ended sessions are in both sets until they expire, so the live ones are the difference.
+local live = redis.call('ZCARD', k.sessions) - redis.call('ZCARD', k.ended)
+if live > 0 and ARGV[1] ~= '1' then return {'LIVE', tostring(now), tostring(live)} end
+redis.call('HSET', k.fleet, 'status', S.DELETING, 'msg', '', 'st_ms', now)
+fleet_event(k, now, S.FLEET_DELETING, live .. ' game session(s) live')
+local out = {S.DELETING, tostring(now), ''}
+local deadline = now + tonumber(ARGV[3])
+for _, id in ipairs(redis.call('ZRANGE', k.servers, 0, -1)) do
+  local key = k.gs .. id
+  local pstate = redis.call('HGET', key, 'pstate')
+  if pstate and pstate ~= S.LOST and pstate ~= S.TERMINATING then
+    ask_to_end(k, id, S.FLEET_DELETED, deadline, '0')
+    local routing = redis.call('HMGET', key, 'replica', 'ver')
+    out[#out + 1] = {id, routing[1] or '', routing[2] or '0'}
+  end
+end
+return out
