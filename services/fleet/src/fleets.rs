@@ -15,7 +15,7 @@ use berth_store::fleets::{
     self as store, CapacityUpdated, Created, FleetChange, FleetEventEntry, LocationsAdded, Written,
 };
 use berth_store::processes;
-use berth_store::sessions::{self, Deleted};
+use berth_store::sessions::{self, Deleted, LocationsDeleted};
 use tonic::codegen::tokio_stream::Empty;
 use tonic::{Request, Response, Status};
 
@@ -139,6 +139,15 @@ fn location_change(
     })
 }
 
+/// How long a fleet's processes have to end once told to, ms.
+fn termination_grace_ms(fleet: &FleetRecord) -> u64 {
+    let seconds = fleet
+        .config
+        .process_timeouts
+        .map_or(defaults::TERMINATION_GRACE_S, |t| t.termination_grace_seconds);
+    u64::from(seconds) * 1000
+}
+
 fn no_location(fleet_id: &str, location: &str) -> Status {
     Status::not_found(format!("fleet {fleet_id:?} has no location {location:?}"))
 }
@@ -213,18 +222,9 @@ impl FleetService for Fleets {
         let req = request.into_inner();
         check::check_delete(&req)?;
         let fleet = self.fleet(&req.fleet_id).await?;
-        let grace_ms = fleet
-            .config
-            .process_timeouts
-            .map_or(defaults::TERMINATION_GRACE_S, |t| t.termination_grace_seconds);
         let store = &self.context.store;
-        let deleted = sessions::delete_fleet(
-            store,
-            &req.fleet_id,
-            req.force,
-            req.expected_revision,
-            u64::from(grace_ms) * 1000,
-        );
+        let grace_ms = termination_grace_ms(&fleet);
+        let deleted = sessions::delete_fleet(store, &req.fleet_id, req.force, req.expected_revision, grace_ms);
         match deleted.await? {
             Deleted::Deleting(told) => {
                 for (game_server_id, routing) in &told {
@@ -321,9 +321,31 @@ impl FleetService for Fleets {
 
     async fn delete_fleet_locations(
         &self,
-        _request: Request<pb::DeleteFleetLocationsRequest>,
+        request: Request<pb::DeleteFleetLocationsRequest>,
     ) -> Result<Response<pb::DeleteFleetLocationsResponse>, Status> {
-        Err(not_built("DeleteFleetLocations"))
+        let req = request.into_inner();
+        check::check_delete_locations(&req)?;
+        let fleet = self.fleet(&req.fleet_id).await?;
+        let store = &self.context.store;
+        let deleted = sessions::delete_locations(store, &req.fleet_id, &req.locations, termination_grace_ms(&fleet));
+        match deleted.await? {
+            LocationsDeleted::Deleting(told) => {
+                for (game_server_id, routing) in &told {
+                    processes::announce(store, routing, &req.fleet_id, game_server_id).await;
+                }
+                let fleet = self.fleet(&req.fleet_id).await?;
+                Ok(Response::new(pb::DeleteFleetLocationsResponse {
+                    fleet: Some(fleet.to_proto()),
+                }))
+            }
+            LocationsDeleted::NotFound => Err(not_found(&req.fleet_id)),
+            LocationsDeleted::Gone(status) => Err(being_deleted(&req.fleet_id, status)),
+            LocationsDeleted::NoLocation(location) => Err(no_location(&req.fleet_id, &location)),
+            LocationsDeleted::Home(location) => Err(Status::failed_precondition(format!(
+                "{location:?} is the home location of fleet {:?}: delete the fleet instead",
+                req.fleet_id
+            ))),
+        }
     }
 
     async fn update_fleet_capacity(

@@ -1,9 +1,10 @@
 //! Berth's fleet service: fleets and their locations as records, with their capacity, standby, viability,
 //! autoscaling suspension and events. Any number of replicas may run: every change is one script over the fleet's
 //! Redis slot, and a change computed from a record is written only if the fleet is still at that record's revision.
-//! A deleted fleet's processes are told to terminate, and a background sweep turns it TERMINATED once the last is
-//! gone. Instances are not provisioned yet: the reconciler and provisioners, WatchFleetEvents, GetFleetUtilization
-//! and the removal of locations answer UNIMPLEMENTED until they land; ScalingService is the autoscaler's.
+//! A deleted fleet's (or location's) processes are told to terminate, and a background sweep turns it TERMINATED
+//! (removes it) once the last is gone. Instances are not provisioned yet: the reconciler and provisioners,
+//! WatchFleetEvents and GetFleetUtilization answer UNIMPLEMENTED until they land; ScalingService is the
+//! autoscaler's.
 
 mod fleets;
 
@@ -37,7 +38,7 @@ pub struct FleetArgs {
     /// How long a TERMINATED fleet, with its events, stays readable, in ms.
     #[arg(long, env = "BERTH_FLEET_RETENTION_MS", default_value_t = 7 * 86_400_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub retention_ms: u64,
-    /// How often DELETING fleets are checked for their last process gone, in ms.
+    /// How often DELETING fleets and locations are checked for their last process gone, in ms.
     #[arg(long, env = "BERTH_FLEET_SWEEP_MS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
     pub sweep_ms: u64,
 }
@@ -71,7 +72,11 @@ pub fn service(store: Store, args: &FleetArgs) -> ServiceDef {
         async move {
             let (store, retention_ms) = (&context.store, context.args.retention_ms);
             for_each_fleet(store, "fleet_deletion", |fleet| async move {
-                if sessions::finish_fleet_deletion(store, &fleet, retention_ms).await? {
+                let finished = sessions::finish_fleet_deletion(store, &fleet, retention_ms).await?;
+                for location in &finished.removed {
+                    tracing::info!(fleet = %fleet, location = %location, "location removed: its last process is gone");
+                }
+                if finished.terminated {
                     tracing::info!(fleet = %fleet, "fleet terminated: its last process is gone");
                 }
                 Ok(())

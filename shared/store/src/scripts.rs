@@ -76,7 +76,9 @@ pub struct Scripts {
     pub sweep_sessions: LuaScript,
     /// Deletes a fleet: DELETING, its processes told to terminate.
     pub delete_fleet: LuaScript,
-    /// Turns a DELETING fleet with no process left TERMINATED.
+    /// Removes locations from a fleet: DELETING, their processes told to terminate.
+    pub delete_fleet_locations: LuaScript,
+    /// Removes DELETING locations and turns a DELETING fleet TERMINATED where no process is left.
     pub finish_fleet_deletion: LuaScript,
     /// Reads sessions by id.
     pub read_sessions: LuaScript,
@@ -167,7 +169,7 @@ const HELPERS: [&str; 6] = [
 
 /// Every function: its field in [`Scripts`], its body (which sees its keys and arguments as KEYS and ARGV), and
 /// whether it only reads.
-const FUNCTIONS: [(&str, &str, bool); 36] = [
+const FUNCTIONS: [(&str, &str, bool); 37] = [
     ("create_fleet", include_str!("fleets/create.lua"), false),
     ("add_fleet_locations", include_str!("fleets/add_locations.lua"), false),
     ("write_fleet", include_str!("fleets/write.lua"), false),
@@ -218,6 +220,11 @@ const FUNCTIONS: [(&str, &str, bool); 36] = [
     ("search_sessions", include_str!("sessions/search.lua"), true),
     ("read_events", include_str!("sessions/read_events.lua"), true),
     ("delete_fleet", include_str!("sessions/delete_fleet.lua"), false),
+    (
+        "delete_fleet_locations",
+        include_str!("sessions/delete_locations.lua"),
+        false,
+    ),
     (
         "finish_fleet_deletion",
         include_str!("sessions/finish_deletion.lua"),
@@ -344,6 +351,7 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
         search_sessions: function("search_sessions"),
         read_events: function("read_events"),
         delete_fleet: function("delete_fleet"),
+        delete_fleet_locations: function("delete_fleet_locations"),
         finish_fleet_deletion: function("finish_fleet_deletion"),
         fleets_now: function("fleets_now"),
     }
@@ -509,6 +517,7 @@ mod tests {
         "FORCE",
         "FOUND",
         "FULL",
+        "HOME",
         "GONE",
         "LAPSED",
         "LIVE",

@@ -17,7 +17,9 @@ mod players;
 mod reads;
 
 pub use events::{EventsRead, SessionEventEntry, Subject, game_session_data, parse_position, read_events};
-pub use fleet_deletion::{Deleted, delete_fleet, finish_fleet_deletion};
+pub use fleet_deletion::{
+    Deleted, DeletionsFinished, LocationsDeleted, delete_fleet, delete_locations, finish_fleet_deletion,
+};
 pub use players::{
     Accepted, NewPlayer, PlayersCreated, Removed, accept_player_session, create_player_sessions, remove_player_session,
 };

@@ -546,15 +546,26 @@ async fn configuration_changes_land_one_at_a_time_and_none_is_lost_on_a_cluster(
     configuration_changes_land_one_at_a_time_and_none_is_lost(TestRedis::cluster()).await;
 }
 
-/// A process of the fleet, ready, through a health replica.
-async fn ready_process(health: &RunningService, fleet_id: &str, id: &str) -> (GameServer, Events) {
-    let config = game_server_config(&health.endpoint(), fleet_id, id, "home", 1, 0);
+/// Why a process is told to terminate, once it is.
+async fn terminated_because(told: &mut Events) -> TerminationReason {
+    loop {
+        match tokio::time::timeout(Duration::from_secs(10), told.recv()).await {
+            Ok(Some(Event::Terminate { reason, .. })) => return reason,
+            Ok(Some(_)) => continue,
+            other => panic!("expected the process to be told to terminate, got {other:?}"),
+        }
+    }
+}
+
+/// A process of the fleet in `location`, ready, through a health replica.
+async fn ready_process(health: &RunningService, fleet_id: &str, id: &str, location: &str) -> (GameServer, Events) {
+    let config = game_server_config(&health.endpoint(), fleet_id, id, location, 1, 0);
     let (server, events) = GameServer::connect(config).await.unwrap();
     server.ready().await.unwrap();
     (server, events)
 }
 
-async fn a_deleted_fleet_ends_its_processes_then_terminates(redis: TestRedis) {
+async fn a_deleted_fleet_or_location_ends_its_processes_then_goes(redis: TestRedis) {
     let store = Store::connect(&redis.config()).await.unwrap();
     let health_args = berth_health::HealthArgs {
         heartbeat_interval_ms: 200,
@@ -567,8 +578,43 @@ async fn a_deleted_fleet_ends_its_processes_then_terminates(redis: TestRedis) {
     let service = fleet_service(&redis).await;
     let mut fleets = client(&service).await;
     fleets.create_fleet(create("arena")).await.unwrap();
-    let (server, mut told) = ready_process(&health, "arena", "gs-1").await;
+    let (server, mut told) = ready_process(&health, "arena", "gs-1", "home").await;
     berth_testkit::place_game_session(&store, "arena", "gs-1", 2).await;
+
+    // A location other than home is removed once its processes are gone; home only with the fleet.
+    let (away, mut away_told) = ready_process(&health, "arena", "gs-away", "away").await;
+    let remove = |location: &str| pb::DeleteFleetLocationsRequest {
+        fleet_id: "arena".into(),
+        locations: vec![location.into()],
+    };
+    let err = fleets.delete_fleet_locations(remove("home")).await.unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition);
+    let err = fleets.delete_fleet_locations(remove("mars")).await.unwrap_err();
+    assert_eq!(err.code(), Code::NotFound);
+    let removing = fleets
+        .delete_fleet_locations(remove("away"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        removing.fleet.unwrap().locations[1].status(),
+        pb::LocationStatus::Deleting
+    );
+    assert_eq!(
+        terminated_because(&mut away_told).await,
+        TerminationReason::FleetDeleted
+    );
+    away.process_ending("location removed").await.unwrap();
+    let mut names = Vec::new();
+    for _ in 0..200 {
+        let fleet = describe(&mut fleets, "arena").await.unwrap();
+        names = fleet.locations.into_iter().map(|l| l.location).collect();
+        if names.len() == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(names, ["home"]);
 
     // A live game session keeps the fleet unless the deletion is forced.
     let delete = |force| pb::DeleteFleetRequest {
@@ -592,14 +638,7 @@ async fn a_deleted_fleet_ends_its_processes_then_terminates(redis: TestRedis) {
         .fleet
         .unwrap();
     assert_eq!(deleting.status(), pb::FleetStatus::Deleting);
-    let reason = loop {
-        match tokio::time::timeout(Duration::from_secs(10), told.recv()).await {
-            Ok(Some(Event::Terminate { reason, .. })) => break reason,
-            Ok(Some(_)) => continue,
-            other => panic!("expected the process to be told to terminate, got {other:?}"),
-        }
-    };
-    assert_eq!(reason, TerminationReason::FleetDeleted);
+    assert_eq!(terminated_because(&mut told).await, TerminationReason::FleetDeleted);
     let err = fleets.delete_fleet(delete(true)).await.unwrap_err();
     assert_eq!(err.code(), Code::FailedPrecondition);
     let update = pb::UpdateFleetRequest {
@@ -639,11 +678,11 @@ async fn a_deleted_fleet_ends_its_processes_then_terminates(redis: TestRedis) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_deleted_fleet_ends_its_processes_then_terminates_on_a_single_node() {
-    a_deleted_fleet_ends_its_processes_then_terminates(TestRedis::single()).await;
+async fn a_deleted_fleet_or_location_ends_its_processes_then_goes_on_a_single_node() {
+    a_deleted_fleet_or_location_ends_its_processes_then_goes(TestRedis::single()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_deleted_fleet_ends_its_processes_then_terminates_on_a_cluster() {
-    a_deleted_fleet_ends_its_processes_then_terminates(TestRedis::cluster()).await;
+async fn a_deleted_fleet_or_location_ends_its_processes_then_goes_on_a_cluster() {
+    a_deleted_fleet_or_location_ends_its_processes_then_goes(TestRedis::cluster()).await;
 }

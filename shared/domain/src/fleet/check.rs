@@ -499,6 +499,21 @@ pub fn check_describe(req: &pb::DescribeFleetRequest) -> Result<(), Status> {
     v.into_result()
 }
 
+/// Checks a DeleteFleetLocations request: 1 to 100 distinct locations.
+pub fn check_delete_locations(req: &pb::DeleteFleetLocationsRequest) -> Result<(), Status> {
+    let mut v = Violations::new();
+    check_fleet_id(&mut v, &req.fleet_id);
+    check_count(&mut v, "locations", req.locations.len(), 1, LOCATIONS_MAX);
+    let mut names = HashSet::new();
+    for (i, location) in checked_entries(&req.locations, LOCATIONS_MAX) {
+        v.id(&format!("locations[{i}]"), location, LOCATION_LEN.0, LOCATION_LEN.1);
+        if !names.insert(location.as_str()) {
+            v.add(&format!("locations[{i}]"), format!("{location:?} is given twice"));
+        }
+    }
+    v.into_result()
+}
+
 /// Checks a DeleteFleet request.
 pub fn check_delete(req: &pb::DeleteFleetRequest) -> Result<(), Status> {
     let mut v = Violations::new();

@@ -36,3 +36,16 @@ local function ask_to_end(k, id, reason, deadline, force)
   redis.call('ZADD', k.term, deadline, id)
   server_ending(k, id)
 end
+
+-- Tells a running process (neither LOST nor TERMINATING already) to end because its fleet or location is deleted
+-- (FLEET_DELETED), by `deadline`; only in `locations` (a set of names) when given. Appends {id, replica, version} to
+-- `told`, for its health replica to be told in turn.
+local function end_for_deletion(k, id, deadline, told, locations)
+  local key = k.gs .. id
+  local s = redis.call('HMGET', key, 'pstate', 'loc')
+  if not s[1] or s[1] == S.LOST or s[1] == S.TERMINATING then return end
+  if locations and not locations[s[2]] then return end
+  ask_to_end(k, id, S.FLEET_DELETED, deadline, '0')
+  local routing = redis.call('HMGET', key, 'replica', 'ver')
+  told[#told + 1] = {id, routing[1] or '', routing[2] or '0'}
+end

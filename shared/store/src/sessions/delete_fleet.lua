@@ -20,13 +20,5 @@ redis.call('HSET', k.fleet, 'status', S.DELETING, 'msg', '', 'st_ms', now)
 fleet_event(k, now, S.FLEET_DELETING, live .. ' game session(s) live')
 local out = {S.DELETING, tostring(now), ''}
 local deadline = now + tonumber(ARGV[3])
-for _, id in ipairs(redis.call('ZRANGE', k.servers, 0, -1)) do
-  local key = k.gs .. id
-  local pstate = redis.call('HGET', key, 'pstate')
-  if pstate and pstate ~= S.LOST and pstate ~= S.TERMINATING then
-    ask_to_end(k, id, S.FLEET_DELETED, deadline, '0')
-    local routing = redis.call('HMGET', key, 'replica', 'ver')
-    out[#out + 1] = {id, routing[1] or '', routing[2] or '0'}
-  end
-end
+for _, id in ipairs(redis.call('ZRANGE', k.servers, 0, -1)) do end_for_deletion(k, id, deadline, out) end
 return out

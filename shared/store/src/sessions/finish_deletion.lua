@@ -1,15 +1,48 @@
--- Finishes deleting a fleet: once none of its processes is left (each ended, or was declared lost), a DELETING
--- fleet becomes TERMINATED (event FLEET_TERMINATED), and its record and events are kept for the retention, then
--- expire.
+-- Finishes deletions once no process is left where they apply (each ended, or was declared lost): a DELETING
+-- location disappears from its fleet (event LOCATION_REMOVED); a DELETING fleet becomes TERMINATED (event
+-- FLEET_TERMINATED), its record and events kept for the retention, then expiring.
 -- KEYS: k.events, k.fleet, k.servers. ARGV[1] the retention, ms.
--- Reply: {outcome, now_ms}: TERMINATED; WAITING (processes are left, or the fleet is not DELETING).
+-- Reply: {outcome, now_ms, locations removed...}: TERMINATED; WAITING (the fleet is not finished: processes are
+-- left, or it is not DELETING).
 local now = now_ms()
-if redis.call('HGET', k.fleet, 'status') ~= S.DELETING then return {'WAITING', tostring(now)} end
-for _, id in ipairs(redis.call('ZRANGE', k.servers, 0, -1)) do
-  if redis.call('HEXISTS', k.gs .. id, 'pstate') == 1 then return {'WAITING', tostring(now)} end
+local status = redis.call('HGET', k.fleet, 'status')
+local names = {}
+for name in string.gmatch(redis.call('HGET', k.fleet, 'locs') or '', '%S+') do names[#names + 1] = name end
+local deleting = {}
+for _, loc in ipairs(names) do
+  if redis.call('HGET', k.fleet, loc_field(loc, 'status')) == S.DELETING then deleting[loc] = true end
 end
-redis.call('HSET', k.fleet, 'status', S.TERMINATED, 'msg', '', 'st_ms', now)
-fleet_event(k, now, S.FLEET_TERMINATED, '')
-redis.call('PEXPIRE', k.fleet, ARGV[1])
-redis.call('PEXPIRE', k.events, ARGV[1])
-return {S.TERMINATED, tostring(now)}
+if status ~= S.DELETING and next(deleting) == nil then return {'WAITING', tostring(now)} end
+-- Where processes are left.
+local busy, any = {}, false
+for _, id in ipairs(redis.call('ZRANGE', k.servers, 0, -1)) do
+  local s = redis.call('HMGET', k.gs .. id, 'pstate', 'loc')
+  if s[1] then
+    any = true
+    busy[s[2]] = true
+  end
+end
+local out = {'WAITING', tostring(now)}
+local kept = {}
+for _, loc in ipairs(names) do
+  if deleting[loc] and not busy[loc] and status ~= S.DELETING then
+    local fields = {}
+    for _, name in ipairs({'status', 'msg', 'st_ms', 'min', 'max', 'desired', 'cfg', 'susp', 'c_ms'}) do
+      fields[#fields + 1] = loc_field(loc, name)
+    end
+    redis.call('HDEL', k.fleet, unpack(fields))
+    fleet_event(k, now, S.LOCATION_REMOVED, '', {'location', loc})
+    out[#out + 1] = loc
+  else
+    kept[#kept + 1] = loc
+  end
+end
+redis.call('HSET', k.fleet, 'locs', table.concat(kept, ' '))
+if status == S.DELETING and not any then
+  redis.call('HSET', k.fleet, 'status', S.TERMINATED, 'msg', '', 'st_ms', now)
+  fleet_event(k, now, S.FLEET_TERMINATED, '')
+  redis.call('PEXPIRE', k.fleet, ARGV[1])
+  redis.call('PEXPIRE', k.events, ARGV[1])
+  out[1] = S.TERMINATED
+end
+return out

@@ -1,4 +1,5 @@
-//! Deleting a fleet: it reads the fleet's sessions and tells its processes to end, so it lives in the top area.
+//! Deleting a fleet or some of its locations: it reads the fleet's sessions and tells its processes to end, so it
+//! lives in the top area.
 
 use berth_domain::stored::FleetStatus;
 use redis::Value;
@@ -37,25 +38,10 @@ pub async fn delete_fleet(
     let mut call = scripts().delete_fleet.for_fleet(&keys);
     call.arg(u8::from(force)).arg(expected_revision).arg(grace_ms);
     let raw: Vec<Value> = store.invoke(&call).await?;
-    let text = |value: &Value| {
-        redis::from_redis_value_ref::<String>(value).map_err(|_| unexpected(SCRIPT, "a malformed reply"))
-    };
-    let [outcome, _now, detail, told @ ..] = raw.as_slice() else {
-        return Err(unexpected(SCRIPT, raw.len()));
-    };
-    let (outcome, detail) = (text(outcome)?, text(detail)?);
+    let (outcome, detail, told) = outcome_detail(SCRIPT, &raw)?;
     let number = |detail: &str| detail.parse().map_err(|_| unexpected(SCRIPT, detail));
     Ok(match outcome.as_str() {
-        "DELETING" => Deleted::Deleting(
-            told.iter()
-                .map(|process| {
-                    let [id, replica, version] = redis::from_redis_value_ref::<[String; 3]>(process)
-                        .map_err(|_| unexpected(SCRIPT, "a malformed process"))?;
-                    let version = number(&version)?;
-                    Ok((id, Routing { replica, version }))
-                })
-                .collect::<Result<_, StoreError>>()?,
-        ),
+        "DELETING" => Deleted::Deleting(processes_told(SCRIPT, told)?),
         "NOT_FOUND" => Deleted::NotFound,
         "GONE" => Deleted::Gone(FleetStatus::parse(&detail).ok_or_else(|| unexpected(SCRIPT, &detail))?),
         "CONFLICT" => Deleted::Conflict(number(&detail)?),
@@ -64,12 +50,92 @@ pub async fn delete_fleet(
     })
 }
 
-/// Turns a DELETING fleet with no process left TERMINATED, its record and events kept for `retention_ms`; `true`
-/// when it did.
-pub async fn finish_fleet_deletion(store: &Store, fleet_id: &str, retention_ms: u64) -> Result<bool, StoreError> {
+/// The outcome of removing locations from a fleet.
+#[derive(Debug, PartialEq, Eq)]
+pub enum LocationsDeleted {
+    /// The locations are DELETING: the processes told to terminate, each with the routing of its health replica.
+    Deleting(Vec<(String, Routing)>),
+    NotFound,
+    /// The fleet is deleted already: DELETING or TERMINATED.
+    Gone(FleetStatus),
+    /// The fleet has no such location.
+    NoLocation(String),
+    /// The home location, which only deleting the fleet removes.
+    Home(String),
+}
+
+/// Removes locations from a fleet: each DELETING, its processes told to terminate within `grace_ms`; none when one
+/// of them is not the fleet's or is its home.
+pub async fn delete_locations(
+    store: &Store,
+    fleet_id: &str,
+    locations: &[String],
+    grace_ms: u64,
+) -> Result<LocationsDeleted, StoreError> {
+    const SCRIPT: &str = "delete_fleet_locations";
+    let keys = FleetKeys::new(fleet_id);
+    let mut call = scripts().delete_fleet_locations.for_fleet(&keys);
+    call.arg(grace_ms).arg(locations);
+    let raw: Vec<Value> = store.invoke(&call).await?;
+    let (outcome, detail, told) = outcome_detail(SCRIPT, &raw)?;
+    Ok(match outcome.as_str() {
+        "DELETING" => LocationsDeleted::Deleting(processes_told(SCRIPT, told)?),
+        "NOT_FOUND" => LocationsDeleted::NotFound,
+        "GONE" => LocationsDeleted::Gone(FleetStatus::parse(&detail).ok_or_else(|| unexpected(SCRIPT, &detail))?),
+        "NO_LOCATION" => LocationsDeleted::NoLocation(detail),
+        "HOME" => LocationsDeleted::Home(detail),
+        other => return Err(unexpected(SCRIPT, other)),
+    })
+}
+
+/// A deletion's reply: `{outcome, now_ms, detail, processes told...}`.
+fn outcome_detail<'a>(script: &str, raw: &'a [Value]) -> Result<(String, String, &'a [Value]), StoreError> {
+    let text = |value: &Value| {
+        redis::from_redis_value_ref::<String>(value).map_err(|_| unexpected(script, "a malformed reply"))
+    };
+    let [outcome, _now, detail, told @ ..] = raw else {
+        return Err(unexpected(script, raw.len()));
+    };
+    Ok((text(outcome)?, text(detail)?, told))
+}
+
+/// The processes a deletion told to terminate: `{id, replica, version}` each.
+fn processes_told(script: &str, told: &[Value]) -> Result<Vec<(String, Routing)>, StoreError> {
+    told.iter()
+        .map(|process| {
+            let [id, replica, version] = redis::from_redis_value_ref::<[String; 3]>(process)
+                .map_err(|_| unexpected(script, "a malformed process"))?;
+            let version = version.parse().map_err(|_| unexpected(script, &version))?;
+            Ok((id, Routing { replica, version }))
+        })
+        .collect()
+}
+
+/// What a sweep of a fleet's deletions finished.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct DeletionsFinished {
+    /// The fleet became TERMINATED.
+    pub terminated: bool,
+    /// These DELETING locations, with no process left, were removed.
+    pub removed: Vec<String>,
+}
+
+/// Finishes a fleet's deletions where no process is left: DELETING locations are removed, a DELETING fleet becomes
+/// TERMINATED, its record and events kept for `retention_ms`.
+pub async fn finish_fleet_deletion(
+    store: &Store,
+    fleet_id: &str,
+    retention_ms: u64,
+) -> Result<DeletionsFinished, StoreError> {
     let keys = FleetKeys::new(fleet_id);
     let mut call = scripts().finish_fleet_deletion.for_fleet(&keys);
     call.arg(retention_ms);
-    let (outcome, _now): (String, String) = store.invoke(&call).await?;
-    Ok(outcome == "TERMINATED")
+    let raw: Vec<String> = store.invoke(&call).await?;
+    let [outcome, _now, removed @ ..] = raw.as_slice() else {
+        return Err(unexpected("finish_fleet_deletion", raw.len()));
+    };
+    Ok(DeletionsFinished {
+        terminated: outcome == "TERMINATED",
+        removed: removed.to_vec(),
+    })
 }
