@@ -67,7 +67,7 @@ impl Fleets {
                 Written::Written(fleet) => return Ok(*fleet),
                 Written::NotFound => return Err(not_found(fleet_id)),
                 Written::Deleting(status) => return Err(being_deleted(fleet_id, status)),
-                Written::Conflict(revision) if expected_revision != 0 => return Err(pinned(revision)),
+                // Computed again; a pinned revision that moved is refused at the top.
                 Written::Conflict(_) => continue,
             }
         }
@@ -95,7 +95,7 @@ impl Fleets {
                 .iter()
                 .map(|location| (code, location.location.clone(), String::new()))
                 .collect();
-            Ok(location_change(fleet, locations, events))
+            Ok(location_change(locations, events))
         })
         .await
     }
@@ -104,19 +104,28 @@ impl Fleets {
 /// How often a change is computed again when other changes keep landing first.
 const CHANGE_ATTEMPTS: usize = 10;
 
-/// A change of the locations a request names (none: every one) of a fleet, each as `change` makes it; NOT_FOUND
-/// for a name the fleet does not have.
+/// A change of the locations a request names (none: every one not being deleted) of a fleet, each as `change`
+/// makes it; NOT_FOUND for a name the fleet does not have, FAILED_PRECONDITION for one being deleted.
 fn changed_locations(
     fleet: &FleetRecord,
     names: &[String],
     mut change: impl FnMut(&mut LocationRecord) -> bool,
 ) -> Result<Vec<LocationRecord>, Status> {
-    if let Some(unknown) = names.iter().find(|name| fleet.location(name).is_none()) {
-        return Err(no_location(&fleet.config.fleet_id, unknown));
+    for name in names {
+        match fleet.location(name) {
+            None => return Err(no_location(&fleet.config.fleet_id, name)),
+            Some(location) if location.status == LocationStatus::Deleting => {
+                return Err(Status::failed_precondition(format!(
+                    "location {name:?} is being deleted"
+                )));
+            }
+            Some(_) => {}
+        }
     }
     Ok(fleet
         .locations
         .iter()
+        .filter(|location| location.status != LocationStatus::Deleting)
         .filter(|location| names.is_empty() || names.contains(&location.location))
         .filter_map(|location| {
             let mut location = location.clone();
@@ -127,12 +136,10 @@ fn changed_locations(
 
 /// The change of a fleet's locations, with its events; `None` when no location changed.
 fn location_change(
-    fleet: &FleetRecord,
     locations: Vec<LocationRecord>,
     events: Vec<(FleetEventCode, String, String)>,
 ) -> Option<FleetChange> {
     (!locations.is_empty()).then_some(FleetChange {
-        revision: fleet.revision,
         config: None,
         locations,
         events,
@@ -199,8 +206,7 @@ impl FleetService for Fleets {
                 let mut config = fleet.config.clone();
                 let changed = check::apply_update(&mut config, &req);
                 Ok((!changed.is_empty()).then(|| FleetChange {
-                    revision: fleet.revision,
-                    config: Some(config),
+                    config: Some((fleet.revision, config)),
                     locations: Vec::new(),
                     events: vec![(
                         FleetEventCode::FleetUpdated,
@@ -392,19 +398,13 @@ impl FleetService for Fleets {
                 let location = fleet
                     .location(&req.location)
                     .ok_or_else(|| no_location(&req.fleet_id, &req.location))?;
-                if location.status == LocationStatus::Deleting {
-                    return Err(Status::failed_precondition(format!(
-                        "location {:?} is being deleted",
-                        location.location
-                    )));
-                }
                 let names = [location.location.clone()];
                 let locations = changed_locations(fleet, &names, |location| {
                     let differs = location.standby != req.standby;
                     location.standby = req.standby.clone();
                     differs
                 })?;
-                Ok(location_change(fleet, locations, Vec::new()))
+                Ok(location_change(locations, Vec::new()))
             })
             .await?;
         Ok(Response::new(pb::UpdateFleetStandbyResponse {
@@ -469,7 +469,7 @@ impl FleetService for Fleets {
                         (code, location.location.clone(), message)
                     })
                     .collect();
-                Ok(location_change(fleet, locations, events))
+                Ok(location_change(locations, events))
             })
             .await?;
         Ok(Response::new(pb::SetInstanceTypeViabilityResponse {
@@ -518,11 +518,20 @@ impl FleetService for Fleets {
         let after = redeem(&selection, &req.page_token)?;
         self.fleet(&req.fleet_id).await?;
         let mut start = match after {
-            Some(position) => format!("({position}"),
+            Some(position) => {
+                // The digest binds a token to its filters, not to a position: one edited by hand is refused here.
+                let parsed = position
+                    .split_once('-')
+                    .and_then(|(ms, seq)| Some((ms.parse::<u64>().ok()?, seq.parse::<u64>().ok()?)));
+                if parsed.is_none_or(|at| at == (u64::MAX, u64::MAX)) {
+                    return Err(invalid("page_token", "is not a token this call issued"));
+                }
+                format!("({position}")
+            }
             None => start_ms.map_or_else(|| "-".to_owned(), |ms| ms.max(0).to_string()),
         };
-        // XRANGE's end is inclusive; the request's is not.
-        let end = end_ms.map_or_else(|| "+".to_owned(), |ms| format!("({}", ms.max(0)));
+        // XRANGE's end is inclusive; the request's is not: up to, and without, the first position of its ms.
+        let end = end_ms.map_or_else(|| "+".to_owned(), |ms| format!("({}-0", ms.max(0)));
         let mut events = Vec::new();
         let mut next = None;
         'pages: loop {

@@ -50,6 +50,9 @@ pub struct LocationRecord {
     pub viabilities: Vec<pb::InstanceTypeViability>,
     /// When it was added, ms since the epoch.
     pub create_ms: i64,
+    /// Version of its standby, viabilities and suspension, raised by every change of them and never given twice
+    /// in a fleet: a change computed from an older version is refused.
+    pub version: u64,
 }
 
 /// A fleet: its configuration, statuses and locations (home first).
@@ -68,8 +71,8 @@ pub struct FleetRecord {
 }
 
 impl FleetRecord {
-    /// The fleet as the contract shows it. Instance and game-server counts are left at zero until the live counts
-    /// that feed them exist.
+    /// The fleet as the contract shows it. Instance and game-server counts, but the desired ones, are left at zero
+    /// until the live counts that feed them exist.
     pub fn to_proto(&self) -> pb::Fleet {
         pb::Fleet {
             status: self.status.to_proto() as i32,
@@ -78,7 +81,10 @@ impl FleetRecord {
             create_time: Some(timestamp(self.create_ms)),
             update_time: Some(timestamp(self.update_ms)),
             locations: self.locations.iter().map(LocationRecord::to_proto).collect(),
-            instance_counts: Some(pb::InstanceCounts::default()),
+            instance_counts: Some(pb::InstanceCounts {
+                desired: self.locations.iter().map(|l| l.capacity.desired_instances).sum(),
+                ..Default::default()
+            }),
             game_server_counts: Some(pb::GameServerCounts::default()),
             ..self.config.clone()
         }

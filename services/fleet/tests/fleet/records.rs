@@ -639,6 +639,12 @@ async fn a_deleted_fleet_or_location_ends_its_processes_then_goes(redis: TestRed
         .unwrap();
     assert_eq!(deleting.status(), pb::FleetStatus::Deleting);
     assert_eq!(terminated_because(&mut told).await, TerminationReason::FleetDeleted);
+    // A process that registers after the deletion began is told to end too, and the fleet waits for it.
+    let (late, mut late_told) = ready_process(&health, "arena", "gs-late", "home").await;
+    assert_eq!(
+        terminated_because(&mut late_told).await,
+        TerminationReason::FleetDeleted
+    );
     let err = fleets.delete_fleet(delete(true)).await.unwrap_err();
     assert_eq!(err.code(), Code::FailedPrecondition);
     let update = pb::UpdateFleetRequest {
@@ -651,8 +657,14 @@ async fn a_deleted_fleet_or_location_ends_its_processes_then_goes(redis: TestRed
         Code::FailedPrecondition
     );
 
-    // The process ends as told; the fleet is TERMINATED once it is gone.
+    // The processes end as told; the fleet is TERMINATED once they are gone.
     server.process_ending("fleet deleted").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        describe(&mut fleets, "arena").await.unwrap().status(),
+        pb::FleetStatus::Deleting
+    );
+    late.process_ending("fleet deleted").await.unwrap();
     let mut terminated = None;
     for _ in 0..200 {
         let fleet = describe(&mut fleets, "arena").await.unwrap();
@@ -685,4 +697,74 @@ async fn a_deleted_fleet_or_location_ends_its_processes_then_goes_on_a_single_no
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_fleet_or_location_ends_its_processes_then_goes_on_a_cluster() {
     a_deleted_fleet_or_location_ends_its_processes_then_goes(TestRedis::cluster()).await;
+}
+
+/// Changes of one location's standby, viability and suspension computed at once from the same record: each is
+/// written only if the location is still as it was read, so none undoes another.
+async fn location_changes_racing_each_other_all_land(redis: TestRedis) {
+    let service = fleet_service(&redis).await;
+    let fleets = client(&service).await;
+    fleets.clone().create_fleet(create("arena")).await.unwrap();
+    for round in 0..10u32 {
+        let mut racing = JoinSet::new();
+        let suspended = round % 2 == 0;
+        let mut f = fleets.clone();
+        racing.spawn(async move {
+            let standby = pb::UpdateFleetStandbyRequest {
+                fleet_id: "arena".into(),
+                location: "home".into(),
+                standby: Some(pb::StandbyConfiguration {
+                    standby_servers: round + 1,
+                    ..Default::default()
+                }),
+            };
+            f.update_fleet_standby(standby).await.map(drop)
+        });
+        let mut f = fleets.clone();
+        racing.spawn(async move {
+            let viability = pb::SetInstanceTypeViabilityRequest {
+                fleet_id: "arena".into(),
+                location: "home".into(),
+                instance_type: "local".into(),
+                viable: !suspended,
+                reason: format!("round {round}"),
+            };
+            f.set_instance_type_viability(viability).await.map(drop)
+        });
+        let mut f = fleets.clone();
+        racing.spawn(async move {
+            let locations = vec!["home".to_owned()];
+            if suspended {
+                let request = pb::SuspendAutoscalingRequest {
+                    fleet_id: "arena".into(),
+                    locations,
+                };
+                f.suspend_autoscaling(request).await.map(drop)
+            } else {
+                let request = pb::ResumeAutoscalingRequest {
+                    fleet_id: "arena".into(),
+                    locations,
+                };
+                f.resume_autoscaling(request).await.map(drop)
+            }
+        });
+        while let Some(outcome) = racing.join_next().await {
+            outcome.unwrap().unwrap();
+        }
+        let home = describe(&mut fleets.clone(), "arena").await.unwrap().locations[0].clone();
+        assert_eq!(home.standby.unwrap().standby_servers, round + 1, "round {round}");
+        assert_eq!(home.autoscaling_suspended, suspended, "round {round}");
+        let viable = home.instance_type_viabilities.first().is_none_or(|v| v.viable);
+        assert_eq!(viable, !suspended, "round {round}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn location_changes_racing_each_other_all_land_on_a_single_node() {
+    location_changes_racing_each_other_all_land(TestRedis::single()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn location_changes_racing_each_other_all_land_on_a_cluster() {
+    location_changes_racing_each_other_all_land(TestRedis::cluster()).await;
 }

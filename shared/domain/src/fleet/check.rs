@@ -476,8 +476,11 @@ pub fn check_list_events(req: &pb::ListFleetEventsRequest) -> Result<EventQuery,
             None => v.add(&format!("codes[{i}]"), format!("{code} is not a fleet event code")),
         }
     }
-    let ms = |t: &prost_types::Timestamp| t.seconds * 1000 + i64::from(t.nanos) / 1_000_000;
-    let (start_ms, end_ms) = (req.start_time.as_ref().map(ms), req.end_time.as_ref().map(ms));
+    let start_ms = req
+        .start_time
+        .as_ref()
+        .and_then(|t| check_time(&mut v, "start_time", t));
+    let end_ms = req.end_time.as_ref().and_then(|t| check_time(&mut v, "end_time", t));
     if let (Some(start), Some(end)) = (start_ms, end_ms)
         && end < start
     {
@@ -897,6 +900,12 @@ pub fn check_standby(v: &mut Violations, field: &str, standby: &pb::StandbyConfi
             v.add(&at, "start_time and end_time are required");
             continue;
         };
+        let (Some(_), Some(_)) = (
+            check_time(v, &format!("{at}.start_time"), start),
+            check_time(v, &format!("{at}.end_time"), end),
+        ) else {
+            continue;
+        };
         if end.seconds <= start.seconds {
             v.add(&format!("{at}.end_time"), "must be after start_time");
         } else if window.recurring_weekly && end.seconds - start.seconds > RECURRING_WINDOW_MAX_S {
@@ -942,6 +951,21 @@ fn weekly_meets(weekly: (i64, i64, bool), once: (i64, i64, bool)) -> bool {
     let first = ((once.0 - weekly.0 - length).div_euclid(WEEK) + 1).max(0);
     let start = weekly.0 + first * WEEK;
     start < once.1 && once.0 < start + length
+}
+
+/// Latest time a request may name: the end of year 9999, as protobuf's Timestamp allows.
+const TIME_MAX_S: i64 = 253_402_300_799;
+
+/// Checks a time a request names: from the epoch to the end of year 9999, nanos below a second; in ms when valid.
+fn check_time(v: &mut Violations, field: &str, time: &prost_types::Timestamp) -> Option<i64> {
+    if !(0..=TIME_MAX_S).contains(&time.seconds) || !(0..1_000_000_000).contains(&time.nanos) {
+        v.add(
+            field,
+            "must be a time from 1970 to the end of 9999, with nanos from 0 to 999999999",
+        );
+        return None;
+    }
+    Some(time.seconds * 1000 + i64::from(time.nanos) / 1_000_000)
 }
 
 /// A value that 0 leaves at `default`, else within `range`.

@@ -2,10 +2,12 @@
 --
 -- A fleet's record is one hash, k.fleet: cfg (its configuration, the contract's Fleet message as the fleet service
 -- encodes it; no script reads it), status, msg (detail of the status), st_ms (when the status last changed), rev
--- (raised by every change of configuration), c_ms, u_ms, locs (its locations' names, home first, separated by
--- spaces), and per location the fields l:<location>:<name> (see loc_field): status, msg, st_ms, min, max,
--- desired (instances), cfg (its standby and instance-type viabilities, as the contract's FleetLocation), susp (1
--- while autoscaling is suspended there), c_ms.
+-- (raised by every change of configuration), c_ms, u_ms, grace_ms (once a deletion began: how long its processes
+-- have to end), locs (its locations' names, home first, separated by
+-- spaces), lver (the last location version given), and per location the fields l:<location>:<name> (see
+-- loc_field): status, msg, st_ms, min, max, desired (instances), cfg (its standby and instance-type viabilities, as
+-- the contract's FleetLocation), susp (1 while autoscaling is suspended there), c_ms, ver (raised from lver by every
+-- change of its cfg or susp, so that a version is never given twice, even to a location removed and added again).
 -- Its events are the stream k.events: code, time_ms, message, then those of location, instance_id, game_server_id,
 -- game_session_id, prev and new (desired instances) and policy that concern it.
 
@@ -41,7 +43,7 @@ local function add_location(k, now, args, at)
   local status = S.INITIALIZED
   if deploying then status = S.DEPLOYING end
   local values = {status = status, msg = '', st_ms = now, min = args[at + 1], max = args[at + 2],
-    desired = args[at + 3], cfg = args[at + 4], susp = 0, c_ms = now}
+    desired = args[at + 3], cfg = args[at + 4], susp = 0, c_ms = now, ver = redis.call('HINCRBY', k.fleet, 'lver', 1)}
   local fields = {}
   for name, value in pairs(values) do
     fields[#fields + 1] = loc_field(loc, name)

@@ -119,15 +119,14 @@ pub async fn update_capacity(
     })
 }
 
-/// A change of a fleet's configuration, computed from its record at `revision`.
+/// A change of a fleet computed from its record.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FleetChange {
-    /// The revision of the record it was computed from.
-    pub revision: u64,
-    /// The new configuration, when it changed.
-    pub config: Option<pb::Fleet>,
-    /// The locations whose standby, viabilities or suspension changed, with all three as they are to be (their
-    /// status is the store's: an INITIALIZED one given standby servers starts DEPLOYING).
+    /// The new configuration, with the revision of the record it was computed from; `None` when it is left.
+    pub config: Option<(u64, pb::Fleet)>,
+    /// The locations whose standby, viabilities or suspension changed, with all three as they are to be and the
+    /// version they were computed from (their status is the store's: an INITIALIZED one given standby servers
+    /// starts DEPLOYING).
     pub locations: Vec<LocationRecord>,
     /// Its events: code, location (empty for the fleet), message.
     pub events: Vec<(FleetEventCode, String, String)>,
@@ -141,38 +140,28 @@ pub enum Written {
     NotFound,
     /// The fleet is being deleted or was: its status.
     Deleting(FleetStatus),
-    /// The fleet changed since the record the change was computed from: its revision now.
-    Conflict(u64),
+    /// The fleet changed since the record the change was computed from (its revision, or a location's version or
+    /// status): what changed.
+    Conflict(String),
 }
 
-/// Writes a change of a fleet's configuration, if the fleet is still at the change's revision.
+/// Writes a change of a fleet, if nothing it was computed from has changed since.
 pub async fn write_fleet(store: &Store, fleet_id: &str, change: &FleetChange) -> Result<Written, StoreError> {
     const SCRIPT: &str = "write_fleet";
-    let mut fields: Vec<(String, Vec<u8>)> = Vec::new();
-    if let Some(config) = &change.config {
-        fields.push(("cfg".into(), config.encode_to_vec()));
-    }
-    for location in &change.locations {
-        let at = |name: &str| format!("l:{}:{name}", location.location);
-        let config = location_config(location.standby.clone(), location.viabilities.clone());
-        fields.push((at("cfg"), config));
-        fields.push((at("susp"), vec![b'0' + u8::from(location.autoscaling_suspended)]));
-    }
     let keys = FleetKeys::new(fleet_id);
     let mut call = scripts().write_fleet.for_fleet(&keys);
-    call.arg(change.revision).arg(fields.len());
-    for (name, value) in &fields {
-        call.arg(name).arg(value.as_slice());
-    }
-    let with_standby: Vec<&str> = change
-        .locations
-        .iter()
-        .filter(|location| location.standby.as_ref().is_some_and(|s| s.standby_servers > 0))
-        .map(|location| location.location.as_str())
-        .collect();
-    call.arg(with_standby.len());
-    for location in with_standby {
-        call.arg(location);
+    match &change.config {
+        Some((revision, config)) => call.arg(revision).arg(config.encode_to_vec()),
+        None => call.arg("").arg(""),
+    };
+    call.arg(change.locations.len());
+    for location in &change.locations {
+        let has_standby = location.standby.as_ref().is_some_and(|s| s.standby_servers > 0);
+        call.arg(&location.location)
+            .arg(location.version)
+            .arg(location_config(location.standby.clone(), location.viabilities.clone()))
+            .arg(u8::from(location.autoscaling_suspended))
+            .arg(u8::from(has_standby));
     }
     for (code, location, message) in &change.events {
         call.arg(code.as_str()).arg(location).arg(message);
@@ -183,7 +172,7 @@ pub async fn write_fleet(store: &Store, fleet_id: &str, change: &FleetChange) ->
         "WRITTEN" => Written::Written(Box::new(decode(SCRIPT, record)?)),
         "NOT_FOUND" => Written::NotFound,
         "DELETING" => Written::Deleting(FleetStatus::parse(&detail).ok_or_else(|| unexpected(SCRIPT, &detail))?),
-        "CONFLICT" => Written::Conflict(detail.parse().map_err(|_| unexpected(SCRIPT, &detail))?),
+        "CONFLICT" => Written::Conflict(detail),
         other => return Err(unexpected(SCRIPT, other)),
     })
 }
@@ -316,6 +305,7 @@ fn from_fields(script: &str, fields: &Fields) -> Result<FleetRecord, StoreError>
                 autoscaling_suspended: text(&at("susp")) == "1",
                 viabilities: stored.instance_type_viabilities,
                 create_ms: number(&at("c_ms"))?,
+                version: number(&at("ver"))? as u64,
             })
         })
         .collect::<Result<_, StoreError>>()?;

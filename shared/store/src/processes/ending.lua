@@ -16,7 +16,7 @@ if state[2] ~= S.LOST then
   local reason = S.TRIGGERED_ON_PROCESS_TERMINATE
   if state[2] ~= S.TERMINATING then reason = S.ENDED_BY_SERVER end
   end_sessions(k, key, S.TERMINATED, reason, now)
-  fleet_event(k, now, S.SERVER_PROCESS_TERMINATED, 'ProcessEnding: ' .. ARGV[3], {'game_server_id', id})
+  process_event(k, now, S.SERVER_PROCESS_TERMINATED, 'ProcessEnding: ' .. ARGV[3], id)
 end
 if state[3] then redis.call('SREM', k.inst .. state[3], id) end
 redis.call('ZREM', k.servers, id)

@@ -25,3 +25,9 @@ local function process_reply(outcome, now, key)
   local state = redis.call('HMGET', key, 'replica', 'ver')
   return {outcome, tostring(now), state[1] or '', state[2] or '0'}
 end
+
+-- A fleet event about a process: its id, location and instance.
+local function process_event(k, now, code, message, id)
+  local p = redis.call('HMGET', k.gs .. id, 'loc', 'instance')
+  fleet_event(k, now, code, message, {'game_server_id', id, 'location', p[1] or '', 'instance_id', p[2] or ''})
+end

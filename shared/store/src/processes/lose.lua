@@ -18,7 +18,7 @@ local function lose(k, id, now, code, message, session_status, session_reason, r
   end_sessions(k, key, session_status, session_reason, now)
   redis.call('PEXPIRE', key, retention_ms)
   redis.call('PEXPIRE', key .. ':sessions', retention_ms)
-  fleet_event(k, now, code, message, {'game_server_id', id})
+  process_event(k, now, code, message, id)
 end
 
 
