@@ -184,7 +184,7 @@ impl FleetService for Fleets {
         let req = request.into_inner();
         let provisioners: Vec<&str> = self.context.args.provisioners.iter().map(String::as_str).collect();
         let fleet = check::check_create(&req, &provisioners)?;
-        match store::create_fleet(&self.context.store, &fleet).await? {
+        match store::create_fleet(&self.context.store, &fleet, self.context.args.retention_ms).await? {
             Created::Created(record) => Ok(Response::new(pb::CreateFleetResponse {
                 fleet: Some(record.to_proto()),
             })),

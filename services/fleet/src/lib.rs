@@ -35,7 +35,7 @@ pub struct FleetArgs {
     /// The provisioners this deployment configures, by name: a MANAGED fleet names one of them.
     #[arg(long, env = "BERTH_PROVISIONERS", value_delimiter = ',', default_value = "process")]
     pub provisioners: Vec<String>,
-    /// How long a TERMINATED fleet, with its events, stays readable, in ms.
+    /// How long fleet events are kept, and a TERMINATED fleet stays readable, in ms.
     #[arg(long, env = "BERTH_FLEET_RETENTION_MS", default_value_t = 7 * 86_400_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub retention_ms: u64,
     /// How often DELETING fleets and locations are checked for their last process gone, in ms.

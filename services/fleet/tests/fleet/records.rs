@@ -768,3 +768,34 @@ async fn location_changes_racing_each_other_all_land_on_a_single_node() {
 async fn location_changes_racing_each_other_all_land_on_a_cluster() {
     location_changes_racing_each_other_all_land(TestRedis::cluster()).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fleet_events_are_kept_for_the_retention() {
+    let redis = TestRedis::single();
+    let store = Store::connect(&redis.config()).await.unwrap();
+    let args = berth_fleet::FleetArgs {
+        retention_ms: 300,
+        ..Default::default()
+    };
+    let service = spawn_service(berth_fleet::service(store.clone(), &args), store).await;
+    let mut fleets = client(&service).await;
+    let request = pb::CreateFleetRequest {
+        provisioner: "process".into(),
+        ..create("arena")
+    };
+    fleets.create_fleet(request).await.unwrap();
+    assert_eq!(events(&mut fleets, "arena").await.len(), 4);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let change = pb::UpdateFleetCapacityRequest {
+        fleet_id: "arena".into(),
+        location: String::new(),
+        minimum_instances: None,
+        maximum_instances: None,
+        desired_instances: Some(4),
+    };
+    fleets.update_fleet_capacity(change).await.unwrap();
+    assert_eq!(
+        codes(&events(&mut fleets, "arena").await),
+        [(pb::FleetEventCode::CapacityChanged, "home".into())]
+    );
+}

@@ -2,8 +2,8 @@
 --
 -- A fleet's record is one hash, k.fleet: cfg (its configuration, the contract's Fleet message as the fleet service
 -- encodes it; no script reads it), status, msg (detail of the status), st_ms (when the status last changed), rev
--- (raised by every change of configuration), c_ms, u_ms, grace_ms (once a deletion began: how long its processes
--- have to end), locs (its locations' names, home first, separated by
+-- (raised by every change of configuration), c_ms, u_ms, ret_ms (how long its events are kept), grace_ms (once a
+-- deletion began: how long its processes have to end), locs (its locations' names, home first, separated by
 -- spaces), lver (the last location version given), and per location the fields l:<location>:<name> (see
 -- loc_field): status, msg, st_ms, min, max, desired (instances), cfg (its standby and instance-type viabilities, as
 -- the contract's FleetLocation), susp (1 while autoscaling is suspended there), c_ms, ver (raised from lver by every
@@ -11,10 +11,16 @@
 -- Its events are the stream k.events: code, time_ms, message, then those of location, instance_id, game_server_id,
 -- game_session_id, prev and new (desired instances) and policy that concern it.
 
--- Appends a fleet event; `extra` is the flat list of names and values of the fields that concern it.
+-- Appends a fleet event; `extra` is the flat list of names and values of the fields that concern it. Events are
+-- kept for the fleet's retention (ret_ms in its record), older ones trimmed here; a fleet without a record (its
+-- servers registered before fleets were records) keeps about its last 10,000.
 local function fleet_event(k, now, code, message, extra)
-  redis.call('XADD', k.events, 'MAXLEN', '~', 10000, '*', 'code', code, 'time_ms', now, 'message', message,
-    unpack(extra or {}))
+  local retention = redis.call('HGET', k.fleet, 'ret_ms')
+  local args = {k.events, 'MAXLEN', '~', 10000}
+  if retention then args = {k.events, 'MINID', now - tonumber(retention)} end
+  for _, value in ipairs({'*', 'code', code, 'time_ms', now, 'message', message}) do args[#args + 1] = value end
+  for _, value in ipairs(extra or {}) do args[#args + 1] = value end
+  redis.call('XADD', unpack(args))
 end
 
 -- The name of a location's field in its fleet's hash.

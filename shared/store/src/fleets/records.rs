@@ -30,15 +30,15 @@ pub enum Created {
     Exists,
 }
 
-/// Creates a fleet with its locations, NEW.
-pub async fn create_fleet(store: &Store, fleet: &NewFleet) -> Result<Created, StoreError> {
+/// Creates a fleet with its locations, NEW; its events are kept for `retention_ms`.
+pub async fn create_fleet(store: &Store, fleet: &NewFleet, retention_ms: u64) -> Result<Created, StoreError> {
     const SCRIPT: &str = "create_fleet";
     let fleet_id = &fleet.config.fleet_id;
     // Listed first: a listed fleet without a record is skipped by readers, a record nobody lists is never swept.
     enlist(store, fleet_id).await?;
     let keys = FleetKeys::new(fleet_id);
     let mut call = scripts().create_fleet.for_fleet(&keys);
-    call.arg(fleet.config.encode_to_vec());
+    call.arg(fleet.config.encode_to_vec()).arg(retention_ms);
     new_locations(&mut call, &fleet.locations);
     let raw: Vec<Value> = store.invoke(&call).await?;
     let (outcome, rest) = outcome(SCRIPT, &raw)?;

@@ -2,8 +2,8 @@
 -- health, game state and player count when they changed. A process that reports UNHEALTHY `threshold` times in a
 -- row is declared lost. A heartbeat from a lost registration, or over a stream that a newer one replaced, changes
 -- nothing.
--- KEYS: k.act_due, k.claims, k.ended, k.events, k.hb, k.hosting, k.pool, k.ready, k.res_due, k.servers, k.sevents,
--- k.term, k.term_due, k.unhealthy. ARGV[1] heartbeat window ms, ARGV[2] unhealthy threshold,
+-- KEYS: k.act_due, k.claims, k.ended, k.events, k.fleet, k.hb, k.hosting, k.pool, k.ready, k.res_due, k.servers,
+-- k.sevents, k.term, k.term_due, k.unhealthy. ARGV[1] heartbeat window ms, ARGV[2] unhealthy threshold,
 -- ARGV[3] retention ms of lost records, then per heartbeat six arguments: game-server id, registration id, the
 -- stream's attach number, health (HEALTHY | UNHEALTHY), game state, connected players.
 -- Reply: one integer per heartbeat, in order: the process's desired-state version, -1 when it is lost, -2 when

@@ -1,7 +1,7 @@
 -- The health monitor's sweep of one fleet: processes whose heartbeat, ready or ProcessEnding deadline passed are
 -- declared lost. Safe with any number of health replicas sweeping: a process is found late once, then retired.
--- KEYS: k.act_due, k.claims, k.ended, k.events, k.hb, k.hosting, k.pool, k.ready, k.res_due, k.servers, k.sevents,
--- k.term, k.term_due, k.unhealthy. ARGV[1] most processes to act on per deadline, ARGV[2] retention ms,
+-- KEYS: k.act_due, k.claims, k.ended, k.events, k.fleet, k.hb, k.hosting, k.pool, k.ready, k.res_due, k.servers,
+-- k.sevents, k.term, k.term_due, k.unhealthy. ARGV[1] most processes to act on per deadline, ARGV[2] retention ms,
 -- ARGV[3] '1' to sweep heartbeat deadlines too ('0' while Redis has not been reachable for a whole window: after
 -- an outage no heartbeat could be recorded, and silence then is not death).
 -- Reply: {processes alive, processes reporting UNHEALTHY, then (game-server id, replica, event code) for each process
