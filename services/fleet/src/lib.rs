@@ -14,7 +14,7 @@ use std::time::Duration;
 use berth_proto::fleet::v1::fleet_service_server::FleetServiceServer;
 use berth_runtime::auth::{AccessRules, Role};
 use berth_runtime::{Background, ServiceDef, for_each_fleet};
-use berth_store::{Store, processes, sessions};
+use berth_store::{Store, sessions};
 use tonic::service::Routes;
 
 pub use fleets::Fleets;
@@ -73,9 +73,6 @@ pub fn service(store: Store, args: &FleetArgs) -> ServiceDef {
             let (store, retention_ms) = (&context.store, context.args.retention_ms);
             for_each_fleet(store, "fleet_deletion", |fleet| async move {
                 let finished = sessions::finish_fleet_deletion(store, &fleet, retention_ms).await?;
-                for (game_server_id, routing) in &finished.told {
-                    processes::announce(store, routing, &fleet, game_server_id).await;
-                }
                 for location in &finished.removed {
                     tracing::info!(fleet = %fleet, location = %location, "location removed: its last process is gone");
                 }

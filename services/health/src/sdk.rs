@@ -237,6 +237,12 @@ impl SdkService for Sdk {
                     "no such registration to resume (it ended or never was); the process must exit",
                 ));
             }
+            Attached::NoLocation(why) => {
+                return Err(Status::not_found(format!("{why}; the process must exit")));
+            }
+            Attached::Deleting(why) => {
+                return Err(Status::failed_precondition(format!("{why}; the process must exit")));
+            }
         };
         let registration_id = resume.map(str::to_owned).unwrap_or(registration_id);
         let desired = store::desired_state(&context.store, &register.fleet_id, &register.game_server_id).await?;

@@ -8,7 +8,7 @@ use berth_proto::fleet::v1 as pb;
 use berth_proto::fleet::v1::fleet_service_client::FleetServiceClient;
 use berth_proto::health::v1::TerminationReason;
 use berth_runtime::auth::Role;
-use berth_sdk::game_server::{Event, Events, GameServer};
+use berth_sdk::game_server::{Event, Events, GameServer, SdkError};
 use berth_store::Store;
 use berth_testkit::{RunningService, TestRedis, game_server_config, spawn_service, token};
 use tokio::task::JoinSet;
@@ -546,6 +546,14 @@ async fn configuration_changes_land_one_at_a_time_and_none_is_lost_on_a_cluster(
     configuration_changes_land_one_at_a_time_and_none_is_lost(TestRedis::cluster()).await;
 }
 
+/// The status a refused registration failed with.
+fn registration_code(err: SdkError) -> Code {
+    match err {
+        SdkError::Registration(status) => status.code(),
+        other => panic!("expected a refused registration, got {other:?}"),
+    }
+}
+
 /// Why a process is told to terminate, once it is.
 async fn terminated_because(told: &mut Events) -> TerminationReason {
     loop {
@@ -580,6 +588,23 @@ async fn a_deleted_fleet_or_location_ends_its_processes_then_goes(redis: TestRed
     fleets.create_fleet(create("arena")).await.unwrap();
     let (server, mut told) = ready_process(&health, "arena", "gs-1", "home").await;
     berth_testkit::place_game_session(&store, "arena", "gs-1", 2).await;
+
+    // A process in a location the fleet does not have is refused, with an event.
+    let lost = game_server_config(&health.endpoint(), "arena", "gs-mars", "mars", 1, 0);
+    let err = GameServer::connect(lost)
+        .await
+        .err()
+        .expect("a process in an unknown location is refused");
+    assert_eq!(registration_code(err), Code::NotFound);
+    let rejected = events(&mut fleets, "arena").await.into_iter().last().unwrap();
+    assert_eq!(
+        (
+            rejected.code(),
+            rejected.location.as_str(),
+            rejected.game_server_id.as_str()
+        ),
+        (pb::FleetEventCode::ServerProcessRegistrationRejected, "mars", "gs-mars")
+    );
 
     // A location other than home is removed once its processes are gone; home only with the fleet.
     let (away, mut away_told) = ready_process(&health, "arena", "gs-away", "away").await;
@@ -639,12 +664,13 @@ async fn a_deleted_fleet_or_location_ends_its_processes_then_goes(redis: TestRed
         .unwrap();
     assert_eq!(deleting.status(), pb::FleetStatus::Deleting);
     assert_eq!(terminated_because(&mut told).await, TerminationReason::FleetDeleted);
-    // A process that registers after the deletion began is told to end too, and the fleet waits for it.
-    let (late, mut late_told) = ready_process(&health, "arena", "gs-late", "home").await;
-    assert_eq!(
-        terminated_because(&mut late_told).await,
-        TerminationReason::FleetDeleted
-    );
+    // No process may register in a fleet being deleted.
+    let late = game_server_config(&health.endpoint(), "arena", "gs-late", "home", 1, 0);
+    let err = GameServer::connect(late)
+        .await
+        .err()
+        .expect("a process registering in a DELETING fleet is refused");
+    assert_eq!(registration_code(err), Code::FailedPrecondition);
     let err = fleets.delete_fleet(delete(true)).await.unwrap_err();
     assert_eq!(err.code(), Code::FailedPrecondition);
     let update = pb::UpdateFleetRequest {
@@ -657,14 +683,8 @@ async fn a_deleted_fleet_or_location_ends_its_processes_then_goes(redis: TestRed
         Code::FailedPrecondition
     );
 
-    // The processes end as told; the fleet is TERMINATED once they are gone.
+    // The process ends as told; the fleet is TERMINATED once it is gone.
     server.process_ending("fleet deleted").await.unwrap();
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert_eq!(
-        describe(&mut fleets, "arena").await.unwrap().status(),
-        pb::FleetStatus::Deleting
-    );
-    late.process_ending("fleet deleted").await.unwrap();
     let mut terminated = None;
     for _ in 0..200 {
         let fleet = describe(&mut fleets, "arena").await.unwrap();

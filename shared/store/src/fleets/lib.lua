@@ -2,9 +2,8 @@
 --
 -- A fleet's record is one hash, k.fleet: cfg (its configuration, the contract's Fleet message as the fleet service
 -- encodes it; no script reads it), status, msg (detail of the status), st_ms (when the status last changed), rev
--- (raised by every change of configuration), c_ms, u_ms, ret_ms (how long its events are kept), grace_ms (once a
--- deletion began: how long its processes have to end), locs (its locations' names, home first, separated by
--- spaces), lver (the last location version given), and per location the fields l:<location>:<name> (see
+-- (raised by every change of configuration), c_ms, u_ms, ret_ms (how long its events are kept), locs (its
+-- locations' names, home first, separated by spaces), lver (the last location version given), and per location the fields l:<location>:<name> (see
 -- loc_field): status, msg, st_ms, min, max, desired (instances), cfg (its standby and instance-type viabilities, as
 -- the contract's FleetLocation), susp (1 while autoscaling is suspended there), c_ms, ver (raised from lver by every
 -- change of its cfg or susp, so that a version is never given twice, even to a location removed and added again).
@@ -59,4 +58,19 @@ local function add_location(k, now, args, at)
   fleet_event(k, now, S.LOCATION_ADDED, '', {'location', loc})
   if deploying then fleet_event(k, now, S.LOCATION_DEPLOYING, 'given capacity or standby', {'location', loc}) end
   return loc
+end
+
+-- Why a fleet refuses a new process in location `loc` ('' for the home location), as {outcome, detail}: NO_LOCATION
+-- (the fleet has no such location) or DELETING (the fleet, or the location, is being deleted or was); nil when it
+-- takes it. A fleet without a record takes any: its servers registered before fleets were records.
+local function refusal(k, loc)
+  local status = redis.call('HGET', k.fleet, 'status')
+  if not status then return nil end
+  if status == S.DELETING or status == S.TERMINATED then return {S.DELETING, 'the fleet is ' .. status} end
+  local known = fleet_location(k, loc)
+  if not known then return {'NO_LOCATION', 'the fleet has no location ' .. loc} end
+  if redis.call('HGET', k.fleet, loc_field(known, 'status')) == S.DELETING then
+    return {S.DELETING, 'location ' .. known .. ' is DELETING'}
+  end
+  return nil
 end

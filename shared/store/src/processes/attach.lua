@@ -1,13 +1,14 @@
 -- Registers a process that opened its stream, or resumes one whose stream broke.
--- KEYS: k.hb, k.inst_status, k.ready, k.servers.
+-- KEYS: k.events, k.fleet, k.hb, k.inst_status, k.ready, k.servers.
 -- ARGV[1] game-server id, ARGV[2] instance id, ARGV[3] new registration id, ARGV[4] registration id to resume
 -- ('' for a new registration), ARGV[5] replica id, ARGV[6] ms until the first heartbeat is due (initial delay +
 -- heartbeat window), ARGV[7] ms until ready is due, ARGV[8] heartbeat window ms, ARGV[12..] field/value pairs of
 -- the registration (conn, data, loc, ip, dns, port, max_sess, max_players, sdkv, labels, ports).
--- Reply: {REGISTERED | RESUMED | EXISTS | LOST | UNKNOWN, now_ms, fields...}; after RESUMED's fields, the pair
--- 'superseded', the replica that held the stream it replaces. EXISTS: the id has a live registration (resume it,
--- or wait until it is declared lost). LOST: the registration to resume was declared lost or ended. UNKNOWN: no
--- such registration.
+-- Reply: {REGISTERED | RESUMED | EXISTS | LOST | UNKNOWN | NO_LOCATION | DELETING, now_ms, fields...}; after
+-- RESUMED's fields, the pair 'superseded', the replica that held the stream it replaces. EXISTS: the id has a live
+-- registration (resume it, or wait until it is declared lost). LOST: the registration to resume was declared lost
+-- or ended. UNKNOWN: no such registration. NO_LOCATION, DELETING: the fleet refuses a new process there (the
+-- pair 'detail' says why; event SERVER_PROCESS_REGISTRATION_REJECTED).
 local now = now_ms()
 local id = ARGV[1]
 local key = k.gs .. id
@@ -28,6 +29,16 @@ end
 if redis.call('EXISTS', key) == 1 then
   if current[2] ~= S.LOST then return reply('EXISTS', now, key) end
   redis.call('DEL', key, key .. ':sessions')
+end
+local loc = ''
+for i = 9, #ARGV, 2 do
+  if ARGV[i] == 'loc' then loc = ARGV[i + 1] end
+end
+local refused = refusal(k, loc)
+if refused then
+  fleet_event(k, now, S.SERVER_PROCESS_REGISTRATION_REJECTED, refused[2], {'game_server_id', id, 'location', loc,
+    'instance_id', ARGV[2]})
+  return {refused[1], tostring(now), 'detail', refused[2]}
 end
 local istatus = redis.call('HGET', k.inst_status, ARGV[2]) or S.ACTIVE
 redis.call('HSET', key, 'id', id, 'instance', ARGV[2], 'util', S.AVAILABLE, 'istatus', istatus, 'reg_ms', now,

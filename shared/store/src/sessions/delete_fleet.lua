@@ -16,7 +16,7 @@ if ARGV[2] ~= '0' and ARGV[2] ~= s[2] then return {'CONFLICT', tostring(now), s[
 -- Ended sessions are in both sets until they expire, so the live ones are the difference.
 local live = redis.call('ZCARD', k.sessions) - redis.call('ZCARD', k.ended)
 if live > 0 and ARGV[1] ~= '1' then return {'LIVE', tostring(now), tostring(live)} end
-redis.call('HSET', k.fleet, 'status', S.DELETING, 'msg', '', 'st_ms', now, 'grace_ms', ARGV[3])
+redis.call('HSET', k.fleet, 'status', S.DELETING, 'msg', '', 'st_ms', now)
 fleet_event(k, now, S.FLEET_DELETING, live .. ' game session(s) live')
 local out = {S.DELETING, tostring(now), ''}
 local deadline = now + tonumber(ARGV[3])

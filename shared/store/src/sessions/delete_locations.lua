@@ -17,7 +17,6 @@ for i = 2, #ARGV do
   if ARGV[i] == home then return {'HOME', tostring(now), home} end
   removed[ARGV[i]] = true
 end
-redis.call('HSET', k.fleet, 'grace_ms', ARGV[1])
 local out = {S.DELETING, tostring(now), ''}
 for i = 2, #ARGV do
   local loc = ARGV[i]

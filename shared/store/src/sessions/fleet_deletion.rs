@@ -111,39 +111,31 @@ fn processes_told(script: &str, told: &[Value]) -> Result<Vec<(String, Routing)>
         .collect()
 }
 
-/// What a sweep of a fleet's deletions did.
+/// What a sweep of a fleet's deletions finished.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct DeletionsFinished {
     /// The fleet became TERMINATED.
     pub terminated: bool,
     /// These DELETING locations, with no process left, were removed.
     pub removed: Vec<String>,
-    /// Processes that registered where a deletion applies after it began, told to terminate now, each with the
-    /// routing of its health replica.
-    pub told: Vec<(String, Routing)>,
 }
 
-/// Carries a fleet's deletions on: processes that registered where one applies are told to terminate; where no
-/// process is left, DELETING locations are removed and a DELETING fleet becomes TERMINATED, its record and events
-/// kept for `retention_ms`.
+/// Finishes a fleet's deletions where no process is left: DELETING locations are removed, a DELETING fleet becomes
+/// TERMINATED, its record and events kept for `retention_ms`.
 pub async fn finish_fleet_deletion(
     store: &Store,
     fleet_id: &str,
     retention_ms: u64,
 ) -> Result<DeletionsFinished, StoreError> {
-    const SCRIPT: &str = "finish_fleet_deletion";
     let keys = FleetKeys::new(fleet_id);
     let mut call = scripts().finish_fleet_deletion.for_fleet(&keys);
     call.arg(retention_ms);
-    let raw: Vec<Value> = store.invoke(&call).await?;
-    let [outcome, _now, removed, told] = raw.as_slice() else {
-        return Err(unexpected(SCRIPT, raw.len()));
+    let raw: Vec<String> = store.invoke(&call).await?;
+    let [outcome, _now, removed @ ..] = raw.as_slice() else {
+        return Err(unexpected("finish_fleet_deletion", raw.len()));
     };
-    let outcome: String = redis::from_redis_value_ref(outcome).map_err(|_| unexpected(SCRIPT, "a malformed reply"))?;
-    let told: Vec<Value> = redis::from_redis_value_ref(told).map_err(|_| unexpected(SCRIPT, "a malformed reply"))?;
     Ok(DeletionsFinished {
         terminated: outcome == "TERMINATED",
-        removed: redis::from_redis_value_ref(removed).map_err(|_| unexpected(SCRIPT, "a malformed reply"))?,
-        told: processes_told(SCRIPT, &told)?,
+        removed: removed.to_vec(),
     })
 }
