@@ -652,7 +652,7 @@ async fn a_deleted_fleet_or_location_ends_its_processes_then_goes(redis: TestRed
     assert!(err.message().contains("1 live game session"), "{}", err.message());
     assert_eq!(
         describe(&mut fleets, "arena").await.unwrap().status(),
-        pb::FleetStatus::New
+        pb::FleetStatus::Active
     );
 
     let deleting = fleets
@@ -818,4 +818,48 @@ async fn fleet_events_are_kept_for_the_retention() {
         codes(&events(&mut fleets, "arena").await),
         [(pb::FleetEventCode::CapacityChanged, "home".into())]
     );
+}
+
+async fn a_location_is_deployed_and_its_fleet_active_once_a_server_is_ready(redis: TestRedis) {
+    let store = Store::connect(&redis.config()).await.unwrap();
+    let health_args = berth_health::HealthArgs {
+        heartbeat_interval_ms: 200,
+        initial_delay_ms: 500,
+        ..Default::default()
+    };
+    let health = spawn_service(berth_health::service(store.clone(), &health_args), store.clone()).await;
+    let service = fleet_service(&redis).await;
+    let mut fleets = client(&service).await;
+    fleets.create_fleet(create("arena")).await.unwrap();
+    let (_home, _told) = ready_process(&health, "arena", "gs-1", "home").await;
+    let fleet = describe(&mut fleets, "arena").await.unwrap();
+    assert_eq!(fleet.status(), pb::FleetStatus::Active);
+    let statuses: Vec<_> = fleet.locations.iter().map(|l| l.status()).collect();
+    assert_eq!(
+        statuses,
+        [pb::LocationStatus::Deployed, pb::LocationStatus::Initialized]
+    );
+    // A server ready in a location with no capacity yet (one started by someone else) deploys it too.
+    let (_away, _told) = ready_process(&health, "arena", "gs-2", "away").await;
+    let fleet = describe(&mut fleets, "arena").await.unwrap();
+    assert_eq!(fleet.locations[1].status(), pb::LocationStatus::Deployed);
+    let tail: Vec<_> = codes(&events(&mut fleets, "arena").await).into_iter().skip(4).collect();
+    assert_eq!(
+        tail,
+        [
+            (pb::FleetEventCode::LocationDeployed, "home".into()),
+            (pb::FleetEventCode::FleetActive, String::new()),
+            (pb::FleetEventCode::LocationDeployed, "away".into()),
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_location_is_deployed_and_its_fleet_active_once_a_server_is_ready_on_a_single_node() {
+    a_location_is_deployed_and_its_fleet_active_once_a_server_is_ready(TestRedis::single()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_location_is_deployed_and_its_fleet_active_once_a_server_is_ready_on_a_cluster() {
+    a_location_is_deployed_and_its_fleet_active_once_a_server_is_ready(TestRedis::cluster()).await;
 }

@@ -74,3 +74,22 @@ local function refusal(k, loc)
   end
   return nil
 end
+
+-- A server became ready in location `loc` of the fleet: the build works there. A location not yet DEPLOYED (nor
+-- being deleted) becomes DEPLOYED (event LOCATION_DEPLOYED), and a fleet NEW or ACTIVATING becomes ACTIVE (event
+-- FLEET_ACTIVE) with its first deployed location. A fleet without a record has no statuses to move.
+local function location_ready(k, now, loc)
+  local status = redis.call('HGET', k.fleet, 'status')
+  local known = status and fleet_location(k, loc)
+  if not known then return end
+  local field = loc_field(known, 'status')
+  local current = redis.call('HGET', k.fleet, field)
+  if current == S.INITIALIZED or current == S.DEPLOYING or current == S.UNHEALTHY then
+    redis.call('HSET', k.fleet, field, S.DEPLOYED, loc_field(known, 'msg'), '', loc_field(known, 'st_ms'), now)
+    fleet_event(k, now, S.LOCATION_DEPLOYED, 'a server became ready', {'location', known})
+  end
+  if status == S.NEW or status == S.ACTIVATING then
+    redis.call('HSET', k.fleet, 'status', S.ACTIVE, 'msg', '', 'st_ms', now)
+    fleet_event(k, now, S.FLEET_ACTIVE, 'a server became ready in ' .. known)
+  end
+end

@@ -1,6 +1,7 @@
 -- A process is ready (StandingBy): it joins the pool and may be given game sessions or be claimed, at the
--- endpoint it registered or, when it only knows its port now, the one it gives.
--- KEYS: k.pool, k.ready. ARGV[1] game-server id, ARGV[2] registration id, ARGV[3] '1' to move its
+-- endpoint it registered or, when it only knows its port now, the one it gives. Its location is then DEPLOYED, and
+-- its fleet ACTIVE, if they were not yet.
+-- KEYS: k.events, k.fleet, k.pool, k.ready. ARGV[1] game-server id, ARGV[2] registration id, ARGV[3] '1' to move its
 -- endpoint to ip ARGV[4], dns ARGV[5], port ARGV[6], with connection info ARGV[7].
 -- Reply: {READY | LOST, now_ms, replica, version}. Saying ready again is READY and changes nothing.
 local now = now_ms()
@@ -12,5 +13,6 @@ if state[2] == S.INITIALIZING then
   redis.call('HSET', key, 'pstate', S.STANDING_BY)
   redis.call('ZREM', k.ready, ARGV[1])
   to_pool(k.pool, ARGV[1], state[3], now)
+  location_ready(k, now, redis.call('HGET', key, 'loc') or '')
 end
 return process_reply('READY', now, key)
