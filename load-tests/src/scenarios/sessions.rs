@@ -610,6 +610,8 @@ fn created_code(created: &Created) -> Code {
         Created::Created(..) | Created::Existing(_) => Code::Ok,
         Created::TokenReused => Code::AlreadyExists,
         Created::NoServer | Created::CreatorLimit(_) => Code::ResourceExhausted,
+        Created::NoLocation(_) => Code::NotFound,
+        Created::FleetNotActive(_) => Code::FailedPrecondition,
     }
 }
 

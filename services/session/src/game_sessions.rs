@@ -125,6 +125,15 @@ impl GameSessionService for GameSessions {
                     when(until_ms)
                 )));
             }
+            Created::NoLocation(why) => {
+                return Err(Status::not_found(format!("fleet {:?}: {why}", req.fleet_id)));
+            }
+            Created::FleetNotActive(why) => {
+                return Err(Status::failed_precondition(format!(
+                    "fleet {:?} takes no new game session: {why}",
+                    req.fleet_id
+                )));
+            }
         };
         Ok(Response::new(pb::CreateGameSessionResponse {
             game_session: Some(session.into()),

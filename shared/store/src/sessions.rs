@@ -120,6 +120,10 @@ pub enum Created {
     NoServer,
     /// The creator reached the limit; it may create again at this time (ms).
     CreatorLimit(i64),
+    /// The fleet has no such location: why.
+    NoLocation(String),
+    /// The fleet is not ACTIVE, or the location is being deleted: why.
+    FleetNotActive(String),
 }
 
 /// Creates a game session, placing it on a process in the same step.
@@ -162,6 +166,8 @@ pub async fn create_game_session(
         "TOKEN_REUSED" => Created::TokenReused,
         "NO_SERVER" => Created::NoServer,
         "CREATOR_LIMIT" => Created::CreatorLimit(detail.parse().map_err(|_| unexpected(SCRIPT, &detail))?),
+        "NO_LOCATION" => Created::NoLocation(detail),
+        "NOT_ACTIVE" => Created::FleetNotActive(detail),
         other => return Err(unexpected(SCRIPT, other)),
     })
 }

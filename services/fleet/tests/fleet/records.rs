@@ -863,3 +863,48 @@ async fn a_location_is_deployed_and_its_fleet_active_once_a_server_is_ready_on_a
 async fn a_location_is_deployed_and_its_fleet_active_once_a_server_is_ready_on_a_cluster() {
     a_location_is_deployed_and_its_fleet_active_once_a_server_is_ready(TestRedis::cluster()).await;
 }
+
+/// Game sessions go only to ACTIVE fleets, in locations they have and are not deleting.
+async fn game_sessions_go_only_to_active_fleets_and_their_locations(redis: TestRedis) {
+    use berth_proto::session::v1::CreateGameSessionRequest;
+    use berth_proto::session::v1::game_session_service_client::GameSessionServiceClient;
+    let store = Store::connect(&redis.config()).await.unwrap();
+    let health = berth_health::HealthArgs::default();
+    let health = spawn_service(berth_health::service(store.clone(), &health), store.clone()).await;
+    let session_args = berth_session::SessionArgs::default();
+    let sessions = spawn_service(berth_session::service(store.clone(), &session_args), store.clone()).await;
+    let channel = berth_sdk::connect(&sessions.endpoint(), &token(Role::Client, None))
+        .await
+        .unwrap();
+    let mut games = GameSessionServiceClient::new(channel);
+    let service = fleet_service(&redis).await;
+    let mut fleets = client(&service).await;
+    fleets.create_fleet(create("arena")).await.unwrap();
+    let at = |location: &str| CreateGameSessionRequest {
+        fleet_id: "arena".into(),
+        location: location.into(),
+        maximum_player_session_count: 2,
+        ..Default::default()
+    };
+
+    // NEW: no server has been ready anywhere yet.
+    let err = games.create_game_session(at("")).await.unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+    assert!(err.message().contains("NEW"), "{}", err.message());
+
+    let (_server, _told) = ready_process(&health, "arena", "gs-1", "home").await;
+    let err = games.create_game_session(at("mars")).await.unwrap_err();
+    assert_eq!(err.code(), Code::NotFound, "{err:?}");
+    let created = games.create_game_session(at("home")).await.unwrap().into_inner();
+    assert_eq!(created.game_session.unwrap().location, "home");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn game_sessions_go_only_to_active_fleets_and_their_locations_on_a_single_node() {
+    game_sessions_go_only_to_active_fleets_and_their_locations(TestRedis::single()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn game_sessions_go_only_to_active_fleets_and_their_locations_on_a_cluster() {
+    game_sessions_go_only_to_active_fleets_and_their_locations(TestRedis::cluster()).await;
+}

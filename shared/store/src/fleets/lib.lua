@@ -93,3 +93,18 @@ local function location_ready(k, now, loc)
     fleet_event(k, now, S.FLEET_ACTIVE, 'a server became ready in ' .. known)
   end
 end
+
+-- Why a fleet takes no new game session in location `loc` ('' for any of its locations), as {outcome, detail}:
+-- NO_LOCATION (it has no such location) or NOT_ACTIVE (the fleet is not ACTIVE, or the location is being deleted);
+-- nil when it takes one. A fleet without a record takes them wherever it has servers.
+local function session_refusal(k, loc)
+  local status = redis.call('HGET', k.fleet, 'status')
+  if not status then return nil end
+  if status ~= S.ACTIVE then return {'NOT_ACTIVE', 'the fleet is ' .. status} end
+  if loc == '' then return nil end
+  if not fleet_location(k, loc) then return {'NO_LOCATION', 'the fleet has no location ' .. loc} end
+  if redis.call('HGET', k.fleet, loc_field(loc, 'status')) == S.DELETING then
+    return {'NOT_ACTIVE', 'location ' .. loc .. ' is DELETING'}
+  end
+  return nil
+end

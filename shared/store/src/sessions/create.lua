@@ -3,7 +3,7 @@
 -- empty out), then the first ready one of the pool (the claim order: ACTIVE instances first, then the longest
 -- idle). The process hosts it from now on (it leaves the pool; its desired state gets a new version), the session
 -- is ACTIVATING until the process activates it or its activation deadline passes.
--- KEYS: k.act_due, k.claims, k.hosting, k.pool, k.sessions, k.sevents. ARGV[1] game session id, ARGV[2] game-server
+-- KEYS: k.act_due, k.claims, k.fleet, k.hosting, k.pool, k.sessions, k.sevents. ARGV[1] game session id, ARGV[2] game-server
 -- id ('' to pick one),
 -- ARGV[3] location ('' for any), ARGV[4] maximum players, ARGV[5] activation timeout ms, ARGV[6] reservation
 -- timeout ms, ARGV[7] retention ms, ARGV[8] idempotency token (''), ARGV[9] digest of the request,
@@ -13,7 +13,8 @@
 -- Reply: {outcome, now_ms, replica, version, detail, session fields...}. Outcomes: CREATED; EXISTING (the token
 -- was used with the same request: the session as it stands); TOKEN_REUSED (used with another request);
 -- NO_SERVER (none ready with room, or the named server is unknown or cannot host it: either way the caller looks
--- elsewhere); CREATOR_LIMIT (detail: ms when the creator may create again).
+-- elsewhere); CREATOR_LIMIT (detail: ms when the creator may create again); NO_LOCATION, NOT_ACTIVE (the fleet
+-- takes no new session there: detail says why).
 local now = now_ms()
 local sid, named, loc, max = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local token, creator, limit, period = ARGV[8], ARGV[10], tonumber(ARGV[11]), tonumber(ARGV[12])
@@ -26,6 +27,8 @@ if token ~= '' then
     return session_reply('EXISTING', now, nil, nil, key)
   end
 end
+local refused = session_refusal(k, loc)
+if refused then return session_reply(refused[1], now, refused[2]) end
 local created_by = k.creator .. creator
 if creator ~= '' and limit > 0 then
   redis.call('ZREMRANGEBYSCORE', created_by, '-inf', now - period)
