@@ -1,10 +1,10 @@
 //! Berth's fleet service: fleets and their locations as records, with their capacity, standby, viability,
 //! autoscaling suspension and events. Any number of replicas may run: every change is one script over the fleet's
-//! Redis slot, and a change computed from a record is written only if the fleet is still at that record's revision.
-//! A deleted fleet's (or location's) processes are told to terminate, and a background sweep turns it TERMINATED
-//! (removes it) once the last is gone. Instances are not provisioned yet: the reconciler and provisioners,
-//! WatchFleetEvents and GetFleetUtilization answer UNIMPLEMENTED until they land; ScalingService is the
-//! autoscaler's.
+//! Redis slot, and a change computed from a record is written only if what it was computed from (the revision, a
+//! location's version) has not moved. A deleted fleet's (or location's) processes are told to terminate, and a
+//! background sweep turns it TERMINATED (removes it) once the last is gone. Instances are not provisioned yet: the
+//! reconciler and provisioners are still to come, WatchFleetEvents and GetFleetUtilization answer UNIMPLEMENTED
+//! until they land, and ScalingService is the autoscaler's.
 
 mod fleets;
 
