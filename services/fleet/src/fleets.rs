@@ -276,21 +276,21 @@ impl FleetService for Fleets {
         let after = redeem(&selection, &req.page_token)?;
         let mut ids = berth_store::fleets::fleets(&self.context.store).await?;
         ids.sort();
+        ids.retain(|id| after.is_none_or(|after| id.as_str() > after));
         let mut fleets = Vec::new();
         let mut next = None;
-        for id in ids
-            .into_iter()
-            .filter(|id| after.is_none_or(|after| id.as_str() > after))
-        {
-            if fleets.len() == size {
-                next = fleets.last().map(|fleet: &pb::Fleet| fleet.fleet_id.clone());
-                break;
-            }
+        // Read a page's worth at a time, concurrently: a status filter may skip many.
+        'pages: for batch in ids.chunks(size) {
+            let reads = batch.iter().map(|id| store::read_fleet(&self.context.store, id));
             // A listed fleet without a record has servers that registered before fleets were records.
-            let Some(fleet) = store::read_fleet(&self.context.store, &id).await? else {
-                continue;
-            };
-            if wanted.is_empty() || wanted.contains(&fleet.status) {
+            for fleet in futures::future::try_join_all(reads).await?.into_iter().flatten() {
+                if !wanted.is_empty() && !wanted.contains(&fleet.status) {
+                    continue;
+                }
+                if fleets.len() == size {
+                    next = fleets.last().map(|fleet: &pb::Fleet| fleet.fleet_id.clone());
+                    break 'pages;
+                }
                 fleets.push(fleet.to_proto());
             }
         }
