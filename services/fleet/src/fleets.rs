@@ -14,7 +14,7 @@ use berth_proto::fleet::v1::fleet_service_server::FleetService;
 use berth_store::fleets::{
     self as store, CapacityUpdated, Created, FleetChange, FleetEventEntry, LocationsAdded, Written,
 };
-use berth_store::processes;
+use berth_store::processes::{self, Routing};
 use berth_store::sessions::{self, Deleted, LocationsDeleted};
 use tonic::codegen::tokio_stream::Empty;
 use tonic::{Request, Response, Status};
@@ -37,6 +37,14 @@ impl Fleets {
             .ok_or_else(|| not_found(fleet_id))
     }
 
+    /// Tells the health replicas of the processes a deletion asked to end, and answers the fleet as it is now.
+    async fn told_to_end(&self, fleet_id: &str, told: &[(String, Routing)]) -> Result<FleetRecord, Status> {
+        for (game_server_id, routing) in told {
+            processes::announce(&self.context.store, routing, fleet_id, game_server_id).await;
+        }
+        self.fleet(fleet_id).await
+    }
+
     /// Computes a change from the fleet's record and writes it if the fleet is still at that record's revision;
     /// when another change landed first, computes it again from the new record — unless the caller pinned a
     /// revision (`expected_revision`, 0 for none), which is then ABORTED. `compute` answers `None` when there is
@@ -47,15 +55,10 @@ impl Fleets {
         expected_revision: u64,
         mut compute: impl FnMut(&FleetRecord) -> Result<Option<FleetChange>, Status>,
     ) -> Result<FleetRecord, Status> {
-        let pinned = |revision: u64| {
-            Status::aborted(format!(
-                "fleet {fleet_id:?} is at revision {revision}, not the expected {expected_revision}"
-            ))
-        };
         for _ in 0..CHANGE_ATTEMPTS {
             let fleet = self.fleet(fleet_id).await?;
             if expected_revision != 0 && fleet.revision != expected_revision {
-                return Err(pinned(fleet.revision));
+                return Err(not_at_revision(fleet_id, fleet.revision, expected_revision));
             }
             if matches!(fleet.status, FleetStatus::Deleting | FleetStatus::Terminated) {
                 return Err(being_deleted(fleet_id, fleet.status));
@@ -159,6 +162,13 @@ fn no_location(fleet_id: &str, location: &str) -> Status {
     Status::not_found(format!("fleet {fleet_id:?} has no location {location:?}"))
 }
 
+/// ABORTED: the caller pinned a revision the fleet has moved past.
+fn not_at_revision(fleet_id: &str, revision: u64, expected: u64) -> Status {
+    Status::aborted(format!(
+        "fleet {fleet_id:?} is at revision {revision}, not the expected {expected}"
+    ))
+}
+
 fn being_deleted(fleet_id: &str, status: FleetStatus) -> Status {
     Status::failed_precondition(format!("fleet {fleet_id:?} is {}", status.as_str()))
 }
@@ -232,21 +242,12 @@ impl FleetService for Fleets {
         let grace_ms = termination_grace_ms(&fleet);
         let deleted = sessions::delete_fleet(store, &req.fleet_id, req.force, req.expected_revision, grace_ms);
         match deleted.await? {
-            Deleted::Deleting(told) => {
-                for (game_server_id, routing) in &told {
-                    processes::announce(store, routing, &req.fleet_id, game_server_id).await;
-                }
-                let fleet = self.fleet(&req.fleet_id).await?;
-                Ok(Response::new(pb::DeleteFleetResponse {
-                    fleet: Some(fleet.to_proto()),
-                }))
-            }
+            Deleted::Deleting(told) => Ok(Response::new(pb::DeleteFleetResponse {
+                fleet: Some(self.told_to_end(&req.fleet_id, &told).await?.to_proto()),
+            })),
             Deleted::NotFound => Err(not_found(&req.fleet_id)),
             Deleted::Gone(status) => Err(being_deleted(&req.fleet_id, status)),
-            Deleted::Conflict(revision) => Err(Status::aborted(format!(
-                "fleet {:?} is at revision {revision}, not the expected {}",
-                req.fleet_id, req.expected_revision
-            ))),
+            Deleted::Conflict(revision) => Err(not_at_revision(&req.fleet_id, revision, req.expected_revision)),
             Deleted::Live(live) => Err(Status::failed_precondition(format!(
                 "fleet {:?} has {live} live game session(s); end them or delete with force",
                 req.fleet_id
@@ -335,15 +336,9 @@ impl FleetService for Fleets {
         let store = &self.context.store;
         let deleted = sessions::delete_locations(store, &req.fleet_id, &req.locations, termination_grace_ms(&fleet));
         match deleted.await? {
-            LocationsDeleted::Deleting(told) => {
-                for (game_server_id, routing) in &told {
-                    processes::announce(store, routing, &req.fleet_id, game_server_id).await;
-                }
-                let fleet = self.fleet(&req.fleet_id).await?;
-                Ok(Response::new(pb::DeleteFleetLocationsResponse {
-                    fleet: Some(fleet.to_proto()),
-                }))
-            }
+            LocationsDeleted::Deleting(told) => Ok(Response::new(pb::DeleteFleetLocationsResponse {
+                fleet: Some(self.told_to_end(&req.fleet_id, &told).await?.to_proto()),
+            })),
             LocationsDeleted::NotFound => Err(not_found(&req.fleet_id)),
             LocationsDeleted::Gone(status) => Err(being_deleted(&req.fleet_id, status)),
             LocationsDeleted::NoLocation(location) => Err(no_location(&req.fleet_id, &location)),
@@ -520,9 +515,7 @@ impl FleetService for Fleets {
         let mut start = match after {
             Some(position) => {
                 // The digest binds a token to its filters, not to a position: one edited by hand is refused here.
-                let parsed = position
-                    .split_once('-')
-                    .and_then(|(ms, seq)| Some((ms.parse::<u64>().ok()?, seq.parse::<u64>().ok()?)));
+                let parsed = berth_store::parse_position(position);
                 if parsed.is_none_or(|at| at == (u64::MAX, u64::MAX)) {
                     return Err(invalid("page_token", "is not a token this call issued"));
                 }

@@ -72,7 +72,7 @@ impl Mark {
             None => (cursor, None),
         };
         // No event is ever at the last millisecond, and nothing could be read after it.
-        let at = store::parse_position(position).filter(|(ms, _)| *ms < u64::MAX)?;
+        let at = berth_store::parse_position(position).filter(|(ms, _)| *ms < u64::MAX)?;
         Some(Mark { at, fleet })
     }
 
@@ -279,7 +279,7 @@ impl Watch {
             round.full |= full;
             let last = read
                 .last()
-                .and_then(|entry| store::parse_position(&entry.position))
+                .and_then(|entry| berth_store::parse_position(&entry.position))
                 .map(|at| Mark::after(at, fleet_id));
             // Read to its end, the fleet gets nothing more before the node's time (or its last event, should that
             // be later); with more waiting, it has been read up to its last event.
@@ -299,7 +299,7 @@ impl Watch {
         let mut ready: Vec<(Mark, String, SessionEventEntry)> = entries
             .into_iter()
             .filter_map(|(fleet_id, entry)| {
-                let mark = Mark::after(store::parse_position(&entry.position)?, &fleet_id);
+                let mark = Mark::after(berth_store::parse_position(&entry.position)?, &fleet_id);
                 (mark <= reached).then_some((mark, fleet_id, entry))
             })
             .collect();

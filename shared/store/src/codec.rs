@@ -23,6 +23,24 @@ pub(crate) fn unexpected(script: &str, what: impl std::fmt::Debug) -> StoreError
     StoreError::Unexpected(format!("{script} answered {what:?}"))
 }
 
+/// The reply shape most scripts share, `{outcome, now_ms, detail, rest...}`: the outcome word, the detail, and the
+/// rest.
+pub(crate) fn outcome_detail<'a>(script: &str, raw: &'a [Value]) -> Result<(String, String, &'a [Value]), StoreError> {
+    let text = |value: &Value| {
+        redis::from_redis_value_ref::<String>(value).map_err(|_| unexpected(script, "a malformed reply"))
+    };
+    let [outcome, _now, detail, rest @ ..] = raw else {
+        return Err(unexpected(script, raw.len()));
+    };
+    Ok((text(outcome)?, text(detail)?, rest))
+}
+
+/// A stream position (`<ms>-<seq>`, from Redis's clock) as a comparable pair; `None` when malformed.
+pub fn parse_position(position: &str) -> Option<(u64, u64)> {
+    let (ms, seq) = position.split_once('-')?;
+    Some((ms.parse().ok()?, seq.parse().ok()?))
+}
+
 /// Fields of a stored record by name.
 type Fields = HashMap<String, String>;
 

@@ -16,7 +16,7 @@ mod fleet_deletion;
 mod players;
 mod reads;
 
-pub use events::{EventsRead, SessionEventEntry, Subject, game_session_data, parse_position, read_events};
+pub use events::{EventsRead, SessionEventEntry, Subject, game_session_data, read_events};
 pub use fleet_deletion::{
     Deleted, DeletionsFinished, LocationsDeleted, delete_fleet, delete_locations, finish_fleet_deletion,
 };

@@ -13,7 +13,7 @@ use prost::Message;
 use redis::Value;
 
 use super::enlist;
-use crate::codec::unexpected;
+use crate::codec::{outcome_detail, unexpected};
 use crate::keys::FleetKeys;
 use crate::scripts::{FunctionCall, scripts};
 use crate::{Store, StoreError};
@@ -41,9 +41,9 @@ pub async fn create_fleet(store: &Store, fleet: &NewFleet, retention_ms: u64) ->
     call.arg(fleet.config.encode_to_vec()).arg(retention_ms);
     new_locations(&mut call, &fleet.locations);
     let raw: Vec<Value> = store.invoke(&call).await?;
-    let (outcome, rest) = outcome(SCRIPT, &raw)?;
+    let (outcome, _, record) = outcome_detail(SCRIPT, &raw)?;
     match outcome.as_str() {
-        "CREATED" => Ok(Created::Created(Box::new(decode(SCRIPT, rest)?))),
+        "CREATED" => Ok(Created::Created(Box::new(decode(SCRIPT, record)?))),
         "EXISTS" => Ok(Created::Exists),
         other => Err(unexpected(SCRIPT, other)),
     }
@@ -96,7 +96,7 @@ pub async fn update_capacity(
         .arg(given(change.maximum))
         .arg(given(change.desired));
     let raw: Vec<Value> = store.invoke(&call).await?;
-    let (outcome, detail, record) = outcome_with_detail(SCRIPT, &raw)?;
+    let (outcome, detail, record) = outcome_detail(SCRIPT, &raw)?;
     Ok(match outcome.as_str() {
         "CHANGED" => CapacityUpdated::Changed(Box::new(decode(SCRIPT, record)?)),
         "NOT_FOUND" => CapacityUpdated::NotFound,
@@ -167,7 +167,7 @@ pub async fn write_fleet(store: &Store, fleet_id: &str, change: &FleetChange) ->
         call.arg(code.as_str()).arg(location).arg(message);
     }
     let raw: Vec<Value> = store.invoke(&call).await?;
-    let (outcome, detail, record) = outcome_with_detail(SCRIPT, &raw)?;
+    let (outcome, detail, record) = outcome_detail(SCRIPT, &raw)?;
     Ok(match outcome.as_str() {
         "WRITTEN" => Written::Written(Box::new(decode(SCRIPT, record)?)),
         "NOT_FOUND" => Written::NotFound,
@@ -218,7 +218,7 @@ pub async fn add_locations(
     call.arg(max);
     new_locations(&mut call, locations);
     let raw: Vec<Value> = store.invoke(&call).await?;
-    let (outcome, detail, record) = outcome_with_detail(SCRIPT, &raw)?;
+    let (outcome, detail, record) = outcome_detail(SCRIPT, &raw)?;
     Ok(match outcome.as_str() {
         "ADDED" => LocationsAdded::Added(Box::new(decode(SCRIPT, record)?)),
         "NOT_FOUND" => LocationsAdded::NotFound,
@@ -237,25 +237,6 @@ fn location_config(standby: Option<pb::StandbyConfiguration>, viabilities: Vec<p
         ..Default::default()
     }
     .encode_to_vec()
-}
-
-/// The outcome word of a reply, and the rest of it.
-fn outcome<'a>(script: &str, raw: &'a [Value]) -> Result<(String, &'a [Value]), StoreError> {
-    let [outcome, _now, rest @ ..] = raw else {
-        return Err(unexpected(script, raw.len()));
-    };
-    let outcome = redis::from_redis_value_ref(outcome).map_err(|_| unexpected(script, "a malformed outcome"))?;
-    Ok((outcome, rest))
-}
-
-/// The outcome word of a reply, its detail, and the rest of it.
-fn outcome_with_detail<'a>(script: &str, raw: &'a [Value]) -> Result<(String, String, &'a [Value]), StoreError> {
-    let (outcome, rest) = outcome(script, raw)?;
-    let [detail, record @ ..] = rest else {
-        return Err(unexpected(script, raw.len()));
-    };
-    let detail = redis::from_redis_value_ref(detail).map_err(|_| unexpected(script, "a malformed detail"))?;
-    Ok((outcome, detail, record))
 }
 
 /// A fleet from a script's reply of its stored fields, as a flat name/value list.

@@ -4,7 +4,7 @@
 use berth_domain::game_session::{GameSessionRecord, PlayerSessionRecord};
 use berth_domain::stored::SessionEventType;
 
-use crate::codec::{field, unexpected};
+use crate::codec::{field, parse_position, unexpected};
 use crate::codec::{game_session, player_session};
 use crate::keys::FleetKeys;
 use crate::scripts::scripts;
@@ -90,12 +90,6 @@ pub async fn read_events(store: &Store, fleet_id: &str, start: &str, count: usiz
         },
         entries,
     })
-}
-
-/// A position as a comparable pair; `None` when malformed.
-pub fn parse_position(position: &str) -> Option<(u64, u64)> {
-    let (ms, seq) = position.split_once('-')?;
-    Some((ms.parse().ok()?, seq.parse().ok()?))
 }
 
 /// A game session's data and matchmaker data, which events leave out; empty when the session is gone.

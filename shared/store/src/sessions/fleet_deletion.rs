@@ -4,7 +4,7 @@
 use berth_domain::stored::FleetStatus;
 use redis::Value;
 
-use crate::codec::unexpected;
+use crate::codec::{outcome_detail, unexpected};
 use crate::keys::FleetKeys;
 use crate::processes::Routing;
 use crate::scripts::scripts;
@@ -86,17 +86,6 @@ pub async fn delete_locations(
         "HOME" => LocationsDeleted::Home(detail),
         other => return Err(unexpected(SCRIPT, other)),
     })
-}
-
-/// A deletion's reply: `{outcome, now_ms, detail, processes told...}`.
-fn outcome_detail<'a>(script: &str, raw: &'a [Value]) -> Result<(String, String, &'a [Value]), StoreError> {
-    let text = |value: &Value| {
-        redis::from_redis_value_ref::<String>(value).map_err(|_| unexpected(script, "a malformed reply"))
-    };
-    let [outcome, _now, detail, told @ ..] = raw else {
-        return Err(unexpected(script, raw.len()));
-    };
-    Ok((text(outcome)?, text(detail)?, told))
 }
 
 /// The processes a deletion told to terminate: `{id, replica, version}` each.
