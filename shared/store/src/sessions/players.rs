@@ -4,7 +4,7 @@
 use berth_domain::game_session::PlayerSessionRecord;
 use redis::Value;
 
-use crate::codec::unexpected;
+use crate::codec::{outcome_detail, unexpected};
 use crate::codec::{player_session, strings};
 use crate::keys::FleetKeys;
 use crate::scripts::scripts;
@@ -36,12 +36,7 @@ fn decode(
     fleet_id: &str,
     raw: &[Value],
 ) -> Result<(String, String, Vec<PlayerSessionRecord>), StoreError> {
-    let [outcome, _now, detail, rest @ ..] = raw else {
-        return Err(unexpected(script, raw.len()));
-    };
-    let text = |value: &Value| {
-        redis::from_redis_value_ref::<String>(value).map_err(|_| unexpected(script, "a malformed reply"))
-    };
+    let (outcome, detail, rest) = outcome_detail(script, raw)?;
     let mut records = Vec::new();
     if let [endpoint, sessions @ ..] = rest {
         let endpoint = strings(script, endpoint)?;
@@ -51,7 +46,7 @@ fn decode(
             records.push(record);
         }
     }
-    Ok((text(outcome)?, text(detail)?, records))
+    Ok((outcome, detail, records))
 }
 
 /// Reserves slots for `players` in a game session, all or none.
