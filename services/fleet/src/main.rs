@@ -22,8 +22,13 @@ async fn main() -> std::process::ExitCode {
         grpc: berth_fleet::GRPC_PORT,
         metrics: berth_fleet::METRICS_PORT,
     };
+    // The key that checks callers' tokens also signs those of the game servers this replica launches.
+    let tokens = match berth_runtime::server::ServeOptions::from_args(&cli.common).map(|options| options.auth) {
+        Ok(berth_runtime::auth::AuthMode::Tokens(key)) => Some(key),
+        _ => None,
+    };
     berth_runtime::run_binary("berth-fleet", &cli.common, &cli.listen, ports, |store| {
-        berth_fleet::service(store, &cli.fleets)
+        berth_fleet::service(store, &cli.fleets, tokens)
     })
     .await
 }

@@ -3,6 +3,7 @@
 //! tested here, on the binary.
 
 mod fleet {
+    mod provisioning;
     mod records;
 }
 
@@ -21,7 +22,7 @@ async fn serves_health_reflection_and_keeps_its_rpcs_to_operators() {
     let redis = TestRedis::single();
     let store = Store::connect(&redis.config()).await.unwrap();
     let service = spawn_service(
-        berth_fleet::service(store.clone(), &berth_fleet::FleetArgs::default()),
+        berth_fleet::service(store.clone(), &berth_fleet::FleetArgs::default(), None),
         store,
     )
     .await;

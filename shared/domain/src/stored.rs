@@ -228,6 +228,23 @@ stored! {
 }
 
 stored! {
+    /// Where an instance a provisioner runs for a fleet is in its life, as its reconciler records it. The contract
+    /// counts instances by what their servers do (pending, active, idle), so this has no contract value of its own.
+    InstanceState: stored only {
+        /// Recorded before the provisioner was asked to launch it, so that a reconciler that dies in between leaves
+        /// a record for the next one to find.
+        Launching = "LAUNCHING",
+        /// The provisioner launched it.
+        Running = "RUNNING",
+        /// Its instance type is not viable: its servers are used last and it goes once it holds no protected
+        /// gameplay and its replacements run.
+        Draining = "DRAINING",
+        /// Being stopped: its processes were told to end, and it is killed when its deadline passes.
+        Terminating = "TERMINATING",
+    }
+}
+
+stored! {
     /// Where an SDK process is in its life; the contracts show it through other fields (utilization, the game
     /// sessions it hosts, fleet events), so it has no contract value of its own.
     ProcessState: stored only {
@@ -356,6 +373,7 @@ pub fn stored_names() -> Vec<&'static str> {
     names.extend(Utilization::ALL.iter().map(|v| v.as_str()));
     names.extend(ProcessHealth::ALL.iter().map(|v| v.as_str()));
     names.extend(ProcessState::ALL.iter().map(|v| v.as_str()));
+    names.extend(InstanceState::ALL.iter().map(|v| v.as_str()));
     names.extend(GameSessionStatus::ALL.iter().map(|v| v.as_str()));
     names.extend(PlayerSessionStatus::ALL.iter().map(|v| v.as_str()));
     names.extend(FleetStatus::ALL.iter().map(|v| v.as_str()));

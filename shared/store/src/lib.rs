@@ -3,12 +3,14 @@
 //! It hides whether Redis is a single node or a cluster ([`Store`]), names every key ([`keys`]), runs the Lua
 //! functions that make each state change atomic ([`scripts`]), and turns Redis failures into gRPC statuses that a
 //! client can act on ([`StoreError`]). The typed calls of each data area live in their own module, each using only
-//! the areas before it: [`fleets`], then the [`pool`] of game servers, then [`processes`], then [`sessions`].
+//! the areas before it: [`fleets`], then the [`pool`] of game servers, then [`processes`], then [`sessions`], then
+//! the [`instances`] that provisioners run.
 
 mod codec;
 mod connection;
 mod error;
 pub mod fleets;
+pub mod instances;
 pub mod keys;
 pub mod pool;
 pub mod processes;
@@ -26,13 +28,14 @@ mod tests {
     use std::path::Path;
 
     /// The store's areas, each allowed to use only those before it: the kernel first, then the fleet registry, the
-    /// pool of game servers, processes, and sessions.
-    const LAYERS: [&[&str]; 5] = [
+    /// pool of game servers, processes, sessions, and instances.
+    const LAYERS: [&[&str]; 6] = [
         &["codec", "connection", "error", "keys", "pubsub", "scripts"],
         &["fleets"],
         &["pool"],
         &["processes"],
         &["sessions"],
+        &["instances"],
     ];
 
     fn layer(module: &str) -> usize {

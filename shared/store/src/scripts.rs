@@ -90,6 +90,22 @@ pub struct Scripts {
     pub read_events: LuaScript,
     /// Reads the fleets with their node's clock.
     pub fleets_now: LuaScript,
+    /// Takes, renews or gives up a location reconciler's lease.
+    pub take_lease: LuaScript,
+    /// Reads a location's instances and what their servers do.
+    pub read_instances: LuaScript,
+    /// Records an instance before its launch.
+    pub record_launch: LuaScript,
+    /// Records what a launch gave.
+    pub record_launched: LuaScript,
+    /// Drains an instance.
+    pub drain_instance: LuaScript,
+    /// Stops an instance.
+    pub stop_instance: LuaScript,
+    /// Forgets an instance nothing of which runs.
+    pub remove_instance: LuaScript,
+    /// Marks a location UNHEALTHY.
+    pub location_unhealthy: LuaScript,
 }
 
 /// One function of the library.
@@ -158,18 +174,19 @@ pub(crate) struct Library {
 }
 
 /// The helpers every function may call, in the order they build on each other.
-const HELPERS: [&str; 6] = [
+const HELPERS: [&str; 7] = [
     include_str!("keys.lua"),
     include_str!("fleets/lib.lua"),
     include_str!("pool/lib.lua"),
     include_str!("processes/lib.lua"),
     include_str!("sessions/lib.lua"),
     include_str!("processes/lose.lua"),
+    include_str!("instances/lib.lua"),
 ];
 
 /// Every function: its field in [`Scripts`], its body (which sees its keys and arguments as KEYS and ARGV), and
 /// whether it only reads.
-const FUNCTIONS: [(&str, &str, bool); 37] = [
+const FUNCTIONS: [(&str, &str, bool); 45] = [
     ("create_fleet", include_str!("fleets/create.lua"), false),
     ("add_fleet_locations", include_str!("fleets/add_locations.lua"), false),
     ("write_fleet", include_str!("fleets/write.lua"), false),
@@ -231,6 +248,14 @@ const FUNCTIONS: [(&str, &str, bool); 37] = [
         false,
     ),
     ("fleets_now", include_str!("fleets/now.lua"), true),
+    ("take_lease", include_str!("instances/lease.lua"), false),
+    ("read_instances", include_str!("instances/read.lua"), true),
+    ("record_launch", include_str!("instances/launch.lua"), false),
+    ("record_launched", include_str!("instances/launched.lua"), false),
+    ("drain_instance", include_str!("instances/drain.lua"), false),
+    ("stop_instance", include_str!("instances/stop.lua"), false),
+    ("remove_instance", include_str!("instances/remove.lua"), false),
+    ("location_unhealthy", include_str!("instances/unhealthy.lua"), false),
 ];
 
 /// The fleet keys a function declares at its top, `-- KEYS: k.pool, k.claims.` (the list may go on over the next
@@ -354,6 +379,14 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
         delete_fleet_locations: function("delete_fleet_locations"),
         finish_fleet_deletion: function("finish_fleet_deletion"),
         fleets_now: function("fleets_now"),
+        take_lease: function("take_lease"),
+        read_instances: function("read_instances"),
+        record_launch: function("record_launch"),
+        record_launched: function("record_launched"),
+        drain_instance: function("drain_instance"),
+        stop_instance: function("stop_instance"),
+        remove_instance: function("remove_instance"),
+        location_unhealthy: function("location_unhealthy"),
     }
 });
 
@@ -471,6 +504,7 @@ mod tests {
         "MAXLEN",
         "MINID",
         "PEXPIRE",
+        "PX",
         "SADD",
         "SCARD",
         "SET",
@@ -514,12 +548,16 @@ mod tests {
         "EXHAUSTED",
         "EXISTING",
         "EXISTS",
+        "FAILED",
+        "FENCED",
         "FORCE",
         "FOUND",
         "FULL",
         "HOME",
         "GONE",
+        "HELD",
         "LAPSED",
+        "LAUNCHED",
         "LIVE",
         "NOT_ACTIVE",
         "NOT_CLAIMANT",
@@ -530,15 +568,19 @@ mod tests {
         "OUT_OF_ORDER",
         "PLAYER_CONFLICT",
         "READY",
+        "RECORDED",
         "REGISTERED",
         "REJECT",
         "REMOVED",
         "RESUMED",
         "SDK_PROCESS",
+        "STOPPING",
+        "TAKEN",
         "TOKEN_REUSED",
         "TOO_MANY_COUNTERS",
         "TOO_MANY",
         "TOO_MANY_PROPERTIES",
+        "UNCHANGED",
         "UNKNOWN",
         "UPDATED",
         "WAITING",

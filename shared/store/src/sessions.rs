@@ -17,6 +17,7 @@ mod players;
 mod reads;
 
 pub use events::{EventsRead, SessionEventEntry, Subject, game_session_data, read_events};
+pub(crate) use fleet_deletion::processes_told;
 pub use fleet_deletion::{
     Deleted, DeletionsFinished, LocationsDeleted, delete_fleet, delete_locations, finish_fleet_deletion,
 };

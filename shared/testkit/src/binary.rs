@@ -56,6 +56,14 @@ impl BinaryProcess {
         format!("http://127.0.0.1:{}", self.port)
     }
 
+    /// Sends it `signal` (e.g. `libc::SIGSTOP`, `libc::SIGCONT`).
+    pub fn signal(&self, signal: i32) {
+        // SAFETY: kill(2) on the pid of a child this value owns and has not reaped; no memory is involved.
+        unsafe {
+            libc::kill(self.child.id() as i32, signal);
+        }
+    }
+
     /// Kills it with SIGKILL: no shutdown, no goodbyes.
     pub fn kill(&mut self) {
         let _ = self.child.kill();
@@ -108,7 +116,7 @@ impl Drop for ExampleGameServer {
 
 /// Where cargo put the workspace binary `name` (of any package): beside the directory of the running test
 /// executable.
-fn binary(name: &str) -> PathBuf {
+pub fn binary(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("the test knows where it runs");
     let dir = exe
         .parent()

@@ -8,7 +8,7 @@ mod redis_server;
 mod service;
 mod sessions;
 
-pub use binary::{BinaryProcess, ExampleGameServer};
+pub use binary::{BinaryProcess, ExampleGameServer, binary};
 pub use process::{assert_serves, wait_for_health};
 pub use redis_server::{RedisCluster, RedisServer, TestRedis};
 pub use service::{RunningService, TEST_KEY, game_server_config, spawn_service, token};

@@ -17,14 +17,18 @@ use tonic_types::StatusExt;
 
 type Client = FleetServiceClient<berth_sdk::AuthedChannel>;
 
+/// A provisioner the deployment names but this replica does not run: these tests are about records, so nothing is
+/// launched for their fleets.
+const RECORDS_ONLY: &str = "records-only";
+
 async fn fleet_service(redis: &TestRedis) -> RunningService {
     let store = Store::connect(&redis.config()).await.unwrap();
     let args = berth_fleet::FleetArgs {
-        provisioners: vec!["process".into(), "docker".into()],
+        provisioners: vec![RECORDS_ONLY.into(), "docker".into()],
         sweep_ms: 50,
         ..Default::default()
     };
-    spawn_service(berth_fleet::service(store.clone(), &args), store).await
+    spawn_service(berth_fleet::service(store.clone(), &args, None), store).await
 }
 
 async fn client(service: &RunningService) -> Client {
@@ -51,7 +55,7 @@ fn create(fleet_id: &str) -> pb::CreateFleetRequest {
     pb::CreateFleetRequest {
         fleet_id: fleet_id.into(),
         name: "Arena".into(),
-        provisioner: "process".into(),
+        provisioner: RECORDS_ONLY.into(),
         launch_configuration: Some(pb::ServerLaunchConfiguration {
             launch_path: "/opt/arena/server".into(),
             ..Default::default()
@@ -794,13 +798,14 @@ async fn fleet_events_are_kept_for_the_retention() {
     let redis = TestRedis::single();
     let store = Store::connect(&redis.config()).await.unwrap();
     let args = berth_fleet::FleetArgs {
+        provisioners: vec![RECORDS_ONLY.into()],
         retention_ms: 300,
         ..Default::default()
     };
-    let service = spawn_service(berth_fleet::service(store.clone(), &args), store).await;
+    let service = spawn_service(berth_fleet::service(store.clone(), &args, None), store).await;
     let mut fleets = client(&service).await;
     let request = pb::CreateFleetRequest {
-        provisioner: "process".into(),
+        provisioner: RECORDS_ONLY.into(),
         ..create("arena")
     };
     fleets.create_fleet(request).await.unwrap();

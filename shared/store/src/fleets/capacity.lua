@@ -1,7 +1,7 @@
 -- Changes a location's capacity (UpdateFleetCapacity). The bounds given, merged with the current ones, must hold
 -- minimum ≤ desired ≤ maximum, checked here so that two changes racing cannot leave a location out of order. An
--- INITIALIZED location given desired instances starts DEPLOYING. Events: CAPACITY_CHANGED (with the desired count
--- before and after), and LOCATION_DEPLOYING.
+-- INITIALIZED location given desired instances, or an UNHEALTHY one given any capacity, starts DEPLOYING. Events:
+-- CAPACITY_CHANGED (with the desired count before and after), and LOCATION_DEPLOYING.
 -- KEYS: k.fleet, k.events. ARGV[1] the location ('' for the home location), ARGV[2] minimum, ARGV[3] maximum,
 -- ARGV[4] desired ('' for each one left as it is).
 -- Reply: {outcome, now_ms, detail, fleet fields...}. Outcomes: CHANGED, with the record after the change;
@@ -28,7 +28,7 @@ redis.call('HSET', k.fleet, f('min'), min, f('max'), max, f('desired'), desired)
 fleet_event(k, now, S.CAPACITY_CHANGED,
   'minimum ' .. min .. ', maximum ' .. max .. ', desired ' .. s[4] .. ' → ' .. desired,
   {'location', loc, 'prev', s[4], 'new', desired})
-if s[1] == S.INITIALIZED and desired > 0 then
+if (s[1] == S.INITIALIZED and desired > 0) or s[1] == S.UNHEALTHY then
   redis.call('HSET', k.fleet, f('status'), S.DEPLOYING, f('msg'), '', f('st_ms'), now)
   fleet_event(k, now, S.LOCATION_DEPLOYING, 'given capacity', {'location', loc})
 end

@@ -6,7 +6,9 @@
 -- locations' names, home first, separated by spaces), lver (the last location version given), and per location the fields l:<location>:<name> (see
 -- loc_field): status, msg, st_ms, min, max, desired (instances), cfg (its standby and instance-type viabilities, as
 -- the contract's FleetLocation), susp (1 while autoscaling is suspended there), c_ms, ver (raised from lver by every
--- change of its cfg or susp, so that a version is never given twice, even to a location removed and added again).
+-- change of its cfg or susp, so that a version is never given twice, even to a location removed and added again),
+-- fence (the last lease token of its reconciler, see instances/lib.lua), first_ms (its first launch since it last
+-- became DEPLOYING) and seen_ms (when a server last registered there while it was DEPLOYING).
 -- Its events are the stream k.events: code, time_ms, message, then those of location, instance_id, game_server_id,
 -- game_session_id, prev and new (desired instances) and policy that concern it.
 
@@ -107,4 +109,16 @@ local function session_refusal(k, loc)
     return {'NOT_ACTIVE', 'location ' .. loc .. ' is DELETING'}
   end
   return nil
+end
+
+-- A process of instance `instance` registered in location `loc` ('' for the home location): the instance's record,
+-- when a reconciler keeps one, notes when each of its servers first registered, and a DEPLOYING location notes that
+-- it heard from a server (its first-heartbeat deadline is met).
+local function process_registered(k, now, instance, id, loc)
+  local vm = k.vm .. instance
+  if redis.call('EXISTS', vm) == 1 then redis.call('HSETNX', vm, 'r:' .. id, now) end
+  local known = redis.call('EXISTS', k.fleet) == 1 and fleet_location(k, loc)
+  if known and redis.call('HGET', k.fleet, loc_field(known, 'status')) == S.DEPLOYING then
+    redis.call('HSET', k.fleet, loc_field(known, 'seen_ms'), now)
+  end
 end

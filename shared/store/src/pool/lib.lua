@@ -39,6 +39,23 @@ local function poolable(key)
   return state[1] == S.AVAILABLE and (not state[2] or state[2] == S.STANDING_BY) and state[3] ~= S.UNHEALTHY
 end
 
+-- Sets the instance status of servers `ids` (of an instance) and moves the unclaimed AVAILABLE ones to the matching
+-- place in the pool, keeping how long they have been idle (claimed ones find it when their claim lapses).
+local function set_istatus(pool, prefix, ids, istatus, now)
+  for _, id in ipairs(ids) do
+    local key = prefix .. id
+    if redis.call('EXISTS', key) == 1 then
+      redis.call('HSET', key, 'istatus', istatus)
+      if poolable(key) and not redis.call('HGET', key, 'claim_exp_ms') then
+        local score = redis.call('ZSCORE', pool, id)
+        local since = now
+        if score then since = tonumber(score) % TIER_SPAN end
+        to_pool(pool, id, istatus, since)
+      end
+    end
+  end
+end
+
 -- Hands one lapsed claim back: the server returns to the pool if it may wait there.
 local function lapse_one(pool, claims, key, id, now)
   redis.call('ZREM', claims, id)

@@ -10,14 +10,5 @@ else
   redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
 end
 local ids = redis.call('SMEMBERS', KEYS[1])
-for _, id in ipairs(ids) do
-  local key = ARGV[3] .. id
-  redis.call('HSET', key, 'istatus', ARGV[2])
-  if poolable(key) and not redis.call('HGET', key, 'claim_exp_ms') then
-    local score = redis.call('ZSCORE', KEYS[3], id)
-    local since = now
-    if score then since = tonumber(score) % TIER_SPAN end
-    to_pool(KEYS[3], id, ARGV[2], since)
-  end
-end
+set_istatus(KEYS[3], ARGV[3], ids, ARGV[2], now)
 return #ids

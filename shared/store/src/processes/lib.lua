@@ -31,3 +31,10 @@ local function process_event(k, now, code, message, id)
   local p = redis.call('HMGET', k.gs .. id, 'loc', 'instance')
   fleet_event(k, now, code, message, {'game_server_id', id, 'location', p[1] or '', 'instance_id', p[2] or ''})
 end
+
+-- Appends {game-server id, replica, version} of a process whose desired state moved, for its health replica to be
+-- told.
+local function told_process(k, told, id)
+  local routing = redis.call('HMGET', k.gs .. id, 'replica', 'ver')
+  told[#told + 1] = {id, routing[1] or '', routing[2] or '0'}
+end

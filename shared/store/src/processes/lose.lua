@@ -46,6 +46,5 @@ local function end_for_deletion(k, id, deadline, told, locations)
   if not s[1] or s[1] == S.LOST or s[1] == S.TERMINATING then return end
   if locations and not locations[s[2]] then return end
   ask_to_end(k, id, S.FLEET_DELETED, deadline, '0')
-  local routing = redis.call('HMGET', key, 'replica', 'ver')
-  told[#told + 1] = {id, routing[1] or '', routing[2] or '0'}
+  told_process(k, told, id)
 end

@@ -1,5 +1,5 @@
--- Finishes deletions (DeleteFleet, DeleteFleetLocations) once no process is left where they apply (each ended, or
--- was declared lost; no new one registers there meanwhile, as attach refuses it): a DELETING location disappears
+-- Finishes deletions (DeleteFleet, DeleteFleetLocations) once no process and no instance is left where they apply
+-- (each process ended, or was declared lost, and no new one registers there meanwhile, as attach refuses it): a DELETING location disappears
 -- from its fleet (event LOCATION_REMOVED), and a DELETING fleet becomes TERMINATED (event FLEET_TERMINATED), its
 -- record and events kept for the retention, then expiring.
 -- KEYS: k.events, k.fleet, k.servers. ARGV[1] the retention, ms.
@@ -24,11 +24,19 @@ for _, id in ipairs(redis.call('ZRANGE', k.servers, 0, -1)) do
     busy[s[2]] = true
   end
 end
+-- Where instances are left (their reconciler removes them once nothing of them runs).
+for _, loc in ipairs(names) do
+  if redis.call('EXISTS', k.vms .. loc) == 1 then
+    any = true
+    busy[loc] = true
+  end
+end
 local out, kept = {'WAITING', tostring(now)}, {}
 for _, loc in ipairs(names) do
   if deleting[loc] and not busy[loc] and status ~= S.DELETING then
     local fields = {}
-    for _, name in ipairs({'status', 'msg', 'st_ms', 'min', 'max', 'desired', 'cfg', 'susp', 'c_ms', 'ver'}) do
+    for _, name in ipairs({'status', 'msg', 'st_ms', 'min', 'max', 'desired', 'cfg', 'susp', 'c_ms', 'ver', 'first_ms',
+      'seen_ms'}) do
       fields[#fields + 1] = loc_field(loc, name)
     end
     redis.call('HDEL', k.fleet, unpack(fields))

@@ -89,7 +89,7 @@ pub async fn delete_locations(
 }
 
 /// The processes a deletion told to terminate: `{id, replica, version}` each.
-fn processes_told(script: &str, told: &[Value]) -> Result<Vec<(String, Routing)>, StoreError> {
+pub(crate) fn processes_told(script: &str, told: &[Value]) -> Result<Vec<(String, Routing)>, StoreError> {
     told.iter()
         .map(|process| {
             let [id, replica, version] = redis::from_redis_value_ref::<[String; 3]>(process)

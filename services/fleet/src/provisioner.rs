@@ -1,0 +1,58 @@
+//! Provisioners: what starts and stops a fleet's instances, behind one trait so that the reconciler is the same
+//! whatever runs them (local processes today; containers, an operator's hosting API or Kubernetes pods alike).
+//!
+//! The reconciler asks for three things only, each by the instance's id and the handle its launch answered: launch
+//! an instance with its processes' environment, count its processes still running, and stop it (gently, or kill
+//! it). A provisioner keeps no state the reconciler relies on: a handle, or the instance id itself when the
+//! launching replica died before it recorded the handle, is enough for any replica to find the instance again.
+
+pub mod process;
+
+use berth_proto::fleet::v1 as pb;
+use futures::future::BoxFuture;
+
+/// One instance to launch.
+#[derive(Clone, Debug)]
+pub struct LaunchSpec {
+    pub fleet_id: String,
+    pub location: String,
+    pub instance_id: String,
+    pub instance_type: String,
+    /// The fleet's launch path, parameters and provisioner parameters.
+    pub launch: pb::ServerLaunchConfiguration,
+    /// Its server processes, one per server the fleet runs on an instance.
+    pub processes: Vec<ProcessSpec>,
+}
+
+/// One server process of an instance: its id and the environment the SDK reads (`BERTH_SDK_ENDPOINT`,
+/// `BERTH_SDK_TOKEN`, `BERTH_FLEET_ID`, `BERTH_GAME_SERVER_ID`, `BERTH_INSTANCE_ID`, `BERTH_LOCATION`); the
+/// provisioner adds where players reach it (`BERTH_SDK_PORT`, and the address when it knows one).
+#[derive(Clone, Debug)]
+pub struct ProcessSpec {
+    pub game_server_id: String,
+    pub env: Vec<(String, String)>,
+}
+
+/// An instance launched before, as the reconciler finds it recorded.
+#[derive(Clone, Copy, Debug)]
+pub struct Instance<'a> {
+    pub fleet_id: &'a str,
+    pub instance_id: &'a str,
+    /// What its launch answered; empty when the replica that launched it died before recording it.
+    pub handle: &'a str,
+}
+
+/// Why a provisioner could not do what it was asked; the message goes into the fleet's events as it is.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ProvisionError(pub String);
+
+/// Starts and stops instances.
+pub trait Provisioner: Send + Sync {
+    /// Launches an instance with its processes; answers its handle.
+    fn launch<'a>(&'a self, spec: &'a LaunchSpec) -> BoxFuture<'a, Result<String, ProvisionError>>;
+    /// How many of an instance's processes still run.
+    fn running<'a>(&'a self, instance: Instance<'a>) -> BoxFuture<'a, Result<u32, ProvisionError>>;
+    /// Stops an instance: asks its processes to exit, or with `kill`, ends them at once.
+    fn stop<'a>(&'a self, instance: Instance<'a>, kill: bool) -> BoxFuture<'a, Result<(), ProvisionError>>;
+}

@@ -1,0 +1,513 @@
+//! Fleets whose instances the fleet service launches with the `process` provisioner: real example game servers,
+//! started as OS processes, registering with a real health replica, on a single node and on the cluster. Each test
+//! uses fleet ids of its own, and kills what its fleets launched when it ends.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use berth_domain::stored::ProcessState;
+use berth_proto::fleet::v1 as pb;
+use berth_proto::fleet::v1::fleet_service_client::FleetServiceClient;
+use berth_runtime::auth::{Role, TokenKey};
+use berth_store::Store;
+use berth_store::instances::{self, Acted, InstanceRecord, Lease, Leased};
+use berth_store::sessions::{self, Created, NewGameSession};
+use berth_testkit::{RunningService, SESSION_TIMINGS, TEST_KEY, TestRedis, binary, spawn_service, token};
+
+type Client = FleetServiceClient<berth_sdk::AuthedChannel>;
+
+/// The health replica the launched game servers speak to, and fleet replicas launching them.
+struct Stack {
+    store: Store,
+    health: RunningService,
+    fleet: Vec<RunningService>,
+}
+
+async fn stack(redis: &TestRedis, fleet_replicas: usize) -> Stack {
+    let store = Store::connect(&redis.config()).await.unwrap();
+    let health_args = berth_health::HealthArgs {
+        heartbeat_interval_ms: 1000,
+        initial_delay_ms: 2000,
+        heartbeat_flush_ms: 5,
+        monitor_sweep_ms: 50,
+        ..Default::default()
+    };
+    let health = spawn_service(berth_health::service(store.clone(), &health_args), store.clone()).await;
+    let mut fleet = Vec::new();
+    for replica in 0..fleet_replicas {
+        let args = berth_fleet::FleetArgs {
+            sdk_endpoint: health.endpoint(),
+            reconcile_ms: 100,
+            lease_ms: 1000,
+            replica_id: Some(format!("replica-{replica}")),
+            sweep_ms: 100,
+            ..Default::default()
+        };
+        let key = TokenKey::new(TEST_KEY.to_vec()).unwrap();
+        fleet.push(spawn_service(berth_fleet::service(store.clone(), &args, Some(key)), store.clone()).await);
+    }
+    Stack { store, health, fleet }
+}
+
+async fn client(service: &RunningService) -> Client {
+    FleetServiceClient::new(
+        berth_sdk::connect(&service.endpoint(), &token(Role::Operator, None))
+            .await
+            .unwrap(),
+    )
+}
+
+/// A MANAGED fleet of `launch_path` on the process provisioner, one server per instance, in location "local",
+/// with the shortest deadlines the contract allows.
+fn managed(fleet_id: &str, launch_path: &str, desired: u32) -> pb::CreateFleetRequest {
+    pb::CreateFleetRequest {
+        fleet_id: fleet_id.into(),
+        provisioner: "process".into(),
+        launch_configuration: Some(pb::ServerLaunchConfiguration {
+            launch_path: launch_path.into(),
+            ..Default::default()
+        }),
+        instance_definitions: ["small", "large"]
+            .map(|t| pb::InstanceDefinition {
+                instance_type: t.into(),
+                ..Default::default()
+            })
+            .to_vec(),
+        server_processes_per_instance: 1,
+        process_timeouts: Some(pb::ProcessTimeouts {
+            register_timeout_seconds: 10,
+            ready_timeout_seconds: 10,
+            termination_grace_seconds: 10,
+            exit_timeout_seconds: 1,
+            location_first_heartbeat_timeout_seconds: 60,
+            location_ready_timeout_seconds: 60,
+            ..Default::default()
+        }),
+        locations: vec![pb::LocationConfiguration {
+            location: "local".into(),
+            capacity: Some(pb::FleetCapacity {
+                minimum_instances: 0,
+                maximum_instances: 10,
+                desired_instances: desired,
+            }),
+            standby: None,
+        }],
+        ..Default::default()
+    }
+}
+
+/// A fleet id of this run's own: the single-node and cluster runs of a test go on at once, on one host.
+fn fleet_id(name: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!("{name}-{nanos:x}")
+}
+
+fn example() -> String {
+    binary("berth-example-game-server").display().to_string()
+}
+
+/// Kills, when dropped, every process launched for a fleet (found by its environment), so that no test leaves game
+/// servers behind.
+struct Reaper(Vec<String>);
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        for fleet_id in &self.0 {
+            let wanted = format!("BERTH_FLEET_ID={fleet_id}");
+            let Ok(entries) = std::fs::read_dir("/proc") else {
+                return;
+            };
+            for pid in entries
+                .flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+            {
+                let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+                if environ.split(|b| *b == 0).any(|var| var == wanted.as_bytes()) {
+                    // SAFETY: kill(2) of a game server this test's fleet launched; no memory is involved.
+                    unsafe {
+                        libc::kill(pid, libc::SIGKILL);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The location's instances, once `done` holds of them (within 30 s).
+async fn instances_when(
+    store: &Store,
+    fleet_id: &str,
+    what: &str,
+    done: impl Fn(&[InstanceRecord]) -> bool,
+) -> Vec<InstanceRecord> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let found = instances::read_instances(store, fleet_id, "local")
+            .await
+            .unwrap()
+            .instances;
+        if done(&found) {
+            return found;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what}: never happened; instances {found:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn ready(instance: &InstanceRecord) -> bool {
+    instance
+        .servers
+        .iter()
+        .all(|s| matches!(s.process, Some(ProcessState::StandingBy | ProcessState::Active)))
+}
+
+fn all_ready(count: usize) -> impl Fn(&[InstanceRecord]) -> bool {
+    move |found| found.len() == count && found.iter().all(ready)
+}
+
+fn ids(found: &[InstanceRecord]) -> BTreeSet<String> {
+    found.iter().map(|i| i.id.clone()).collect()
+}
+
+async fn events(client: &mut Client, fleet_id: &str) -> Vec<pb::FleetEvent> {
+    let request = pb::ListFleetEventsRequest {
+        fleet_id: fleet_id.into(),
+        page_size: 1000,
+        ..Default::default()
+    };
+    client.list_fleet_events(request).await.unwrap().into_inner().events
+}
+
+fn count(events: &[pb::FleetEvent], code: pb::FleetEventCode) -> usize {
+    events.iter().filter(|e| e.code() == code).count()
+}
+
+async fn location(client: &mut Client, fleet_id: &str) -> pb::FleetLocation {
+    let request = pb::DescribeFleetRequest {
+        fleet_id: fleet_id.into(),
+    };
+    let fleet = client
+        .describe_fleet(request)
+        .await
+        .unwrap()
+        .into_inner()
+        .fleet
+        .unwrap();
+    fleet.locations.into_iter().next().unwrap()
+}
+
+async fn set_desired(client: &mut Client, fleet_id: &str, desired: u32) {
+    let request = pb::UpdateFleetCapacityRequest {
+        fleet_id: fleet_id.into(),
+        location: "local".into(),
+        desired_instances: Some(desired),
+        ..Default::default()
+    };
+    client.update_fleet_capacity(request).await.unwrap();
+}
+
+/// The pid of an instance's (only) process, from the process provisioner's handle `pid:start`.
+fn pid(instance: &InstanceRecord) -> i32 {
+    instance.handle.split(':').next().unwrap().parse().unwrap()
+}
+
+async fn a_fleet_launches_replaces_and_scales_in_its_instances(redis: TestRedis) {
+    let stack = stack(&redis, 1).await;
+    let launch = &fleet_id("arena-launch");
+    let _reaper = Reaper(vec![launch.into()]);
+    let mut fleets = client(&stack.fleet[0]).await;
+    fleets.create_fleet(managed(launch, &example(), 3)).await.unwrap();
+
+    // Three instances launch; their servers register and become ready; the location is DEPLOYED.
+    let first = instances_when(&stack.store, launch, "3 ready", all_ready(3)).await;
+    assert!(
+        first.iter().all(|i| i.instance_type == "small"),
+        "the first type in preference order"
+    );
+    let deployed = location(&mut fleets, launch).await;
+    assert_eq!(deployed.status(), pb::LocationStatus::Deployed);
+    let seen = events(&mut fleets, launch).await;
+    let order: Vec<_> = seen.iter().map(|e| e.code()).collect();
+    let position = |code| order.iter().position(|c| *c == code).unwrap();
+    assert!(position(pb::FleetEventCode::LocationDeploying) < position(pb::FleetEventCode::FleetActivating));
+    assert!(position(pb::FleetEventCode::FleetActivating) < position(pb::FleetEventCode::InstanceLaunched));
+    assert!(position(pb::FleetEventCode::InstanceLaunched) < position(pb::FleetEventCode::LocationDeployed));
+    assert_eq!(count(&seen, pb::FleetEventCode::InstanceLaunched), 3);
+    assert_eq!(count(&seen, pb::FleetEventCode::FleetActive), 1);
+
+    // A process killed outright is replaced.
+    let victim = first[0].clone();
+    // SAFETY: kill(2) of a game server this test's fleet launched.
+    unsafe {
+        libc::kill(pid(&victim), libc::SIGKILL);
+    }
+    let replaced = instances_when(&stack.store, launch, "the killed one replaced", |found| {
+        all_ready(3)(found) && !ids(found).contains(&victim.id)
+    })
+    .await;
+    assert_eq!(ids(&replaced).intersection(&ids(&first)).count(), 2);
+    let seen = events(&mut fleets, launch).await;
+    assert!(
+        seen.iter()
+            .any(|e| e.code() == pb::FleetEventCode::InstanceTerminated && e.instance_id == victim.id)
+    );
+
+    // A protected game session on one instance; lowering the desired count removes the idle ones, never it.
+    let protected = &replaced[0];
+    let server_id = protected.servers[0].id.clone();
+    let session_id = berth_domain::game_session::new_game_session_id(launch);
+    let new = NewGameSession {
+        game_server_id: Some(&server_id),
+        protected: true,
+        ..NewGameSession::new(&session_id, launch, 4)
+    };
+    let created = sessions::create_game_session(&stack.store, &new, &SESSION_TIMINGS)
+        .await
+        .unwrap();
+    assert!(matches!(created, Created::Created(..)), "{created:?}");
+    set_desired(&mut fleets, launch, 1).await;
+    let left = instances_when(&stack.store, launch, "scaled in to 1", |found| found.len() == 1).await;
+    assert_eq!(left[0].id, protected.id, "the protected instance stays");
+    set_desired(&mut fleets, launch, 0).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let still = instances::read_instances(&stack.store, launch, "local")
+        .await
+        .unwrap()
+        .instances;
+    assert_eq!(ids(&still), ids(&left), "not even at 0 is a protected instance removed");
+    let seen = events(&mut fleets, launch).await;
+    assert_eq!(count(&seen, pb::FleetEventCode::InstanceTerminated), 3);
+    drop(stack.health);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_fleet_launches_replaces_and_scales_in_its_instances_on_a_single_node() {
+    a_fleet_launches_replaces_and_scales_in_its_instances(TestRedis::single()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_fleet_launches_replaces_and_scales_in_its_instances_on_a_cluster() {
+    a_fleet_launches_replaces_and_scales_in_its_instances(TestRedis::cluster()).await;
+}
+
+async fn a_non_viable_instance_type_drains_and_is_replaced_first(redis: TestRedis) {
+    let stack = stack(&redis, 1).await;
+    let spot = &fleet_id("arena-spot");
+    let _reaper = Reaper(vec![spot.into()]);
+    let mut fleets = client(&stack.fleet[0]).await;
+    fleets.create_fleet(managed(spot, &example(), 2)).await.unwrap();
+    let small = instances_when(&stack.store, spot, "2 ready", all_ready(2)).await;
+    let playing = small[0].servers[0].id.clone();
+    let session_id = berth_domain::game_session::new_game_session_id(spot);
+    let new = NewGameSession {
+        game_server_id: Some(&playing),
+        protected: true,
+        ..NewGameSession::new(&session_id, spot, 4)
+    };
+    sessions::create_game_session(&stack.store, &new, &SESSION_TIMINGS)
+        .await
+        .unwrap();
+
+    let judged = pb::SetInstanceTypeViabilityRequest {
+        fleet_id: spot.into(),
+        location: "local".into(),
+        instance_type: "small".into(),
+        viable: false,
+        reason: "interruptions".into(),
+    };
+    fleets.set_instance_type_viability(judged).await.unwrap();
+    // Replacements of the other type come up; then the idle drained instance goes, the one with protected
+    // gameplay stays, draining.
+    let after = instances_when(&stack.store, spot, "replaced", |found| {
+        let large: Vec<_> = found.iter().filter(|i| i.instance_type == "large").collect();
+        large.len() == 2 && large.iter().all(|i| ready(i)) && found.len() == 3
+    })
+    .await;
+    let kept: Vec<_> = after.iter().filter(|i| i.instance_type == "small").collect();
+    assert_eq!(kept[0].id, small[0].id);
+    assert_eq!(kept[0].state, berth_domain::stored::InstanceState::Draining);
+    let seen = events(&mut fleets, spot).await;
+    assert_eq!(count(&seen, pb::FleetEventCode::InstanceDraining), 2);
+    let first_launch_of_large = seen
+        .iter()
+        .position(|e| e.code() == pb::FleetEventCode::InstanceLaunched && e.message == "large")
+        .unwrap();
+    let first_removal = seen
+        .iter()
+        .position(|e| e.code() == pb::FleetEventCode::InstanceTerminated)
+        .unwrap();
+    assert!(first_launch_of_large < first_removal, "replacements are launched first");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_non_viable_instance_type_drains_and_is_replaced_first_on_a_single_node() {
+    a_non_viable_instance_type_drains_and_is_replaced_first(TestRedis::single()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_non_viable_instance_type_drains_and_is_replaced_first_on_a_cluster() {
+    a_non_viable_instance_type_drains_and_is_replaced_first(TestRedis::cluster()).await;
+}
+
+/// A launch path that exits at once, and one that does not exist: every launch fails or dies, with events, and the
+/// location turns UNHEALTHY at its first-heartbeat deadline (60 s, the contract's least), launching nothing after.
+async fn a_build_that_never_runs_turns_its_location_unhealthy(redis: TestRedis) {
+    let stack = stack(&redis, 1).await;
+    let (exits, missing) = (&fleet_id("arena-exits"), &fleet_id("arena-missing"));
+    let _reaper = Reaper(vec![exits.into(), missing.into()]);
+    let mut fleets = client(&stack.fleet[0]).await;
+    fleets.create_fleet(managed(exits, "/bin/false", 2)).await.unwrap();
+    fleets
+        .create_fleet(managed(missing, "/nonexistent/server", 2))
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+    for fleet_id in [exits, missing] {
+        while location(&mut fleets, fleet_id).await.status() != pb::LocationStatus::Unhealthy {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{fleet_id} never turned UNHEALTHY"
+            );
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        let unhealthy = location(&mut fleets, fleet_id).await;
+        assert!(
+            unhealthy
+                .status_message
+                .contains("no server sent a heartbeat within 60 s")
+        );
+    }
+    let exited = events(&mut fleets, exits).await;
+    assert!(count(&exited, pb::FleetEventCode::InstanceLaunched) >= 2);
+    assert!(
+        count(&exited, pb::FleetEventCode::InstanceTerminated) >= 2,
+        "each exit seen"
+    );
+    assert_eq!(count(&exited, pb::FleetEventCode::LocationUnhealthy), 1);
+    let never_started = events(&mut fleets, missing).await;
+    let failed: Vec<_> = never_started
+        .iter()
+        .filter(|e| e.code() == pb::FleetEventCode::InstanceLaunchFailed)
+        .collect();
+    assert!(failed.len() >= 2);
+    assert!(
+        failed[0].message.contains("cannot start /nonexistent/server"),
+        "{}",
+        failed[0].message
+    );
+    assert_eq!(count(&never_started, pb::FleetEventCode::InstanceLaunched), 0);
+    // Backoff: far fewer attempts than one per pass over the minute.
+    assert!(failed.len() < 20, "{} attempts", failed.len());
+    // UNHEALTHY: nothing more is launched.
+    let launched = count(&exited, pb::FleetEventCode::InstanceLaunched);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let later = events(&mut fleets, exits).await;
+    assert_eq!(count(&later, pb::FleetEventCode::InstanceLaunched), launched);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_build_that_never_runs_turns_its_location_unhealthy_on_a_single_node() {
+    a_build_that_never_runs_turns_its_location_unhealthy(TestRedis::single()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_build_that_never_runs_turns_its_location_unhealthy_on_a_cluster() {
+    a_build_that_never_runs_turns_its_location_unhealthy(TestRedis::cluster()).await;
+}
+
+/// Three fleet replicas reconcile one location: exactly the desired instances are launched, never one more, and
+/// a change made under a lease that is no longer live changes nothing.
+async fn replicas_never_both_act_for_one_location(redis: TestRedis) {
+    let stack = stack(&redis, 3).await;
+    let fleet = &fleet_id("arena-lease");
+    let _reaper = Reaper(vec![fleet.into()]);
+    let mut fleets = client(&stack.fleet[0]).await;
+    fleets.create_fleet(managed(fleet, &example(), 4)).await.unwrap();
+    instances_when(&stack.store, fleet, "4 ready", all_ready(4)).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    // Every launch is of an instance of its own, and one more than the 4 only replaces one that ended.
+    let seen = events(&mut fleets, fleet).await;
+    let launched: Vec<_> = seen
+        .iter()
+        .filter(|e| e.code() == pb::FleetEventCode::InstanceLaunched)
+        .map(|e| e.instance_id.clone())
+        .collect();
+    assert_eq!(
+        launched.iter().collect::<BTreeSet<_>>().len(),
+        launched.len(),
+        "no instance launched twice"
+    );
+    assert_eq!(launched.len(), 4 + count(&seen, pb::FleetEventCode::InstanceTerminated));
+
+    // The replicas stop; their leases are given up or lapse.
+    for replica in stack.fleet {
+        replica.shutdown().await;
+    }
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    fenced_after_losing_the_lease(&stack.store, fleet).await;
+}
+
+/// A lease taken by a holder, then lost when it lapsed and another took it: the first holder's changes are fenced.
+async fn fenced_after_losing_the_lease(store: &Store, fleet: &str) {
+    let Lease::Held(stalled) = instances::take_lease(store, fleet, "local", "stalled", 200, None)
+        .await
+        .unwrap()
+    else {
+        panic!("the lease was not free once the replicas stopped");
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let Lease::Held(newer) = instances::take_lease(store, fleet, "local", "newer", 60_000, None)
+        .await
+        .unwrap()
+    else {
+        panic!("the lapsed lease was not taken over");
+    };
+    assert_ne!(stalled, newer);
+    let old = Leased {
+        fleet_id: fleet,
+        location: "local",
+        lease: &stalled,
+    };
+    let before = instances::read_instances(store, fleet, "local").await.unwrap();
+    let launch = instances::record_launch(store, &old, "i-late", "small", &["i-late-0".into()]).await;
+    assert_eq!(launch.unwrap(), Acted::Fenced);
+    let victim = &before.instances[0].id;
+    assert_eq!(
+        instances::drain_instance(store, &old, victim).await.unwrap(),
+        Acted::Fenced
+    );
+    assert_eq!(
+        instances::remove_instance(store, &old, victim, false, 1000)
+            .await
+            .unwrap(),
+        Acted::Fenced
+    );
+    assert_eq!(
+        instances::take_lease(store, fleet, "local", "stalled", 60_000, Some(&stalled))
+            .await
+            .unwrap(),
+        Lease::Taken(newer.clone()),
+        "a lapsed lease is not renewed"
+    );
+    let after = instances::read_instances(store, fleet, "local").await.unwrap();
+    assert_eq!(
+        after.instances, before.instances,
+        "nothing changed under the lapsed lease"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn replicas_never_both_act_for_one_location_on_a_single_node() {
+    replicas_never_both_act_for_one_location(TestRedis::single()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn replicas_never_both_act_for_one_location_on_a_cluster() {
+    replicas_never_both_act_for_one_location(TestRedis::cluster()).await;
+}

@@ -1,0 +1,21 @@
+-- Records what the provisioner answered to an instance's launch: the instance RUNNING with its handle (event
+-- INSTANCE_LAUNCHED), or, when the launch failed, the instance forgotten (event INSTANCE_LAUNCH_FAILED with the
+-- provisioner's message).
+-- KEYS: k.events, k.fleet. ARGV[1] location, ARGV[2] lease, ARGV[3] instance id, ARGV[4] handle, ARGV[5] why the
+-- launch failed ('' when it did not).
+-- Reply: {LAUNCHED | FAILED | GONE | FENCED, now_ms}. GONE: no such instance is recorded any more.
+local now = now_ms()
+local loc, id = ARGV[1], ARGV[3]
+if not holds_lease(k, loc, ARGV[2]) then return {'FENCED', tostring(now)} end
+local vm = k.vm .. id
+if redis.call('EXISTS', vm) == 0 then return {'GONE', tostring(now)} end
+local extra = {'location', loc, 'instance_id', id}
+if ARGV[5] ~= '' then
+  forget_instance(k, loc, id)
+  fleet_event(k, now, S.INSTANCE_LAUNCH_FAILED, ARGV[5], extra)
+  return {'FAILED', tostring(now)}
+end
+if redis.call('HGET', vm, 'state') == S.LAUNCHING then redis.call('HSET', vm, 'state', S.RUNNING) end
+redis.call('HSET', vm, 'handle', ARGV[4])
+fleet_event(k, now, S.INSTANCE_LAUNCHED, redis.call('HGET', vm, 'type'), extra)
+return {'LAUNCHED', tostring(now)}
