@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make run`: Berth on this machine. Starts a redis-server when none answers on BERTH_REDIS_URL, builds and starts
 # the four services (logs in .run/), checks that each is SERVING and lists its services by reflection, then runs
-# a demo fleet and matchmaker whose pool you can watch. Ctrl-C stops everything it started.
+# a demo fleet and matchmaker whose pool you can watch; the fleet service launches the demo's SDK game servers
+# itself (process provisioner). Ctrl-C stops everything it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
@@ -23,6 +24,9 @@ cleanup() {
     for pid in "${pids[@]}"; do pkill -P "$pid" 2>/dev/null || true; done
     wait "${pids[@]}" 2>/dev/null || true
   fi
+  # The game servers berth-fleet launched outlive it by design (as instances outlive a control plane); the demo's
+  # go with it.
+  pkill -f "$PWD/target/release/berth-example-game-server" 2>/dev/null || true
 }
 trap cleanup EXIT INT TERM
 
@@ -38,11 +42,12 @@ fi
 echo "Building (release)…"
 cargo build --release --locked --quiet --bins -p berth-placement -p berth-session -p berth-fleet -p berth-health -p berth-runtime -p berth-sdk
 cargo build --release --locked -p berth-sdk --example demo_fleet --quiet
-sdk_servers=3
 
 declare -A grpc=([placement]=7101 [session]=7102 [fleet]=7103 [health]=7104)
 declare -A metrics=([placement]=9101 [session]=9102 [fleet]=9103 [health]=9104)
 services=""
+# The fleet service launches game servers that reach the health service, and keeps their output beside the logs.
+export BERTH_SDK_ENDPOINT="http://127.0.0.1:${grpc[health]}" BERTH_PROCESS_LOG_DIR="$run_dir"
 for name in placement session fleet health; do
   BERTH_LISTEN="127.0.0.1:${grpc[$name]}" BERTH_METRICS_LISTEN="127.0.0.1:${metrics[$name]}" \
     "target/release/berth-$name" >"$run_dir/$name.log" 2>&1 &
@@ -62,28 +67,13 @@ for name in placement session fleet health; do
   printf "  berth-%-10s 127.0.0.1:%-8s http://127.0.0.1:%s/metrics   %s\n" \
     "$name" "${grpc[$name]}" "${metrics[$name]}" "$run_dir/$name.log"
 done
-# Example game servers on the SDK, each restarted when it exits, as a fleet provisioner would.
-for i in $(seq "$sdk_servers"); do
-  id="demo-sdk-$i"
-  (
-    while true; do
-      BERTH_SDK_ENDPOINT=http://127.0.0.1:${grpc[health]} \
-        BERTH_SDK_TOKEN="$(target/release/berth-token --key-file "$BERTH_AUTH_KEY_FILE" --role game-server \
-          --fleet demo-sdk --game-server "$id" --subject "$id")" \
-        BERTH_FLEET_ID=demo-sdk BERTH_GAME_SERVER_ID="$id" BERTH_INSTANCE_ID="local-$i" BERTH_LOCATION=local \
-        BERTH_SDK_PORT=$((7800 + i)) target/release/berth-example-game-server >>"$run_dir/$id.log" 2>&1
-      sleep 1
-    done
-  ) &
-  pids+=($!)
-done
-
 cat <<HINT
-  $sdk_servers example game servers (berth-example-game-server) on ports 7801-780$sdk_servers, fleet demo-sdk; logs .run/demo-sdk-*.log
+  Fleet demo-sdk: 3 example game servers (berth-example-game-server) launched by berth-fleet; logs .run/i-*.log
 
 Tokens: target/release/berth-token --key-file $BERTH_AUTH_KEY_FILE --role operator   (or client, game-server)
 
 HINT
-target/release/examples/demo_fleet --services "$services" --auth-key-file "$BERTH_AUTH_KEY_FILE" &
+target/release/examples/demo_fleet --services "$services" --auth-key-file "$BERTH_AUTH_KEY_FILE" \
+  --sdk-launch-path "$PWD/target/release/berth-example-game-server" --sdk-servers 3 &
 pids+=($!)
 wait "${pids[-1]}"

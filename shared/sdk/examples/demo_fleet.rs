@@ -6,7 +6,10 @@
 //! (deregisters and registers again). Some claims are abandoned on purpose to show them lapse back to the pool, and
 //! one instance is draining so its servers are claimed last.
 //!
-//! GameLift session style, on the SDK fleet `demo-sdk` (the example game servers `make run` starts): every few
+//! GameLift session style, on the SDK fleet `demo-sdk`, created here through FleetService with the `process`
+//! provisioner: the fleet service launches its example game servers, which register and become ready; one is told
+//! to terminate now and then, and one killed outright (SIGKILL) now and then, and the fleet service replaces each;
+//! every fleet event (launched, deployed, terminated, …) is printed as it happens. Every few
 //! seconds a session matchmaker creates a game session, waits for its server to activate it, reserves 2–4 player
 //! sessions, and each player connects to the server, JOINs with their player session, plays a few seconds and
 //! leaves; the server ends the game session when its last player has left. Now and then a reserved player never
@@ -23,6 +26,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
 use berth_proto::common::v1::KeyValue;
+use berth_proto::fleet::v1 as fpb;
+use berth_proto::fleet::v1::fleet_service_client::FleetServiceClient;
 use berth_proto::health::v1::game_server_service_client::GameServerServiceClient;
 use berth_proto::health::v1::{
     self as hpb, DeregisterGameServerRequest, ListGameServersRequest, RegisterGameServerRequest,
@@ -68,10 +73,20 @@ struct Cli {
     /// How often the matchmaker asks for a server, in ms.
     #[arg(long, default_value_t = 400)]
     claim_every_ms: u64,
-    /// Fleet of SDK game-server processes to watch (the example game servers `make run` starts); one of them is
-    /// told to terminate every `--terminate-every-seconds`, to show a process honouring it.
+    /// Fleet of SDK game-server processes, created through FleetService and launched by its `process`
+    /// provisioner; one of them is told to terminate every `--terminate-every-seconds`, to show a process honouring
+    /// it, and one is killed every `--kill-every-seconds`, to show it replaced.
     #[arg(long, default_value = "demo-sdk")]
     sdk_fleet: String,
+    /// The game server the SDK fleet launches (an absolute path: the fleet service starts it).
+    #[arg(long)]
+    sdk_launch_path: String,
+    /// Instances of the SDK fleet (one game server each).
+    #[arg(long, default_value_t = 3)]
+    sdk_servers: u32,
+    /// How often one of the SDK fleet's game servers is killed with SIGKILL, in seconds (0: never).
+    #[arg(long, default_value_t = 45)]
+    kill_every_seconds: u64,
     /// How often one SDK process is told to terminate, in seconds (0: never).
     #[arg(long, default_value_t = 20)]
     terminate_every_seconds: u64,
@@ -193,8 +208,8 @@ async fn pool_line(operator: &mut GameServerServiceClient<AuthedChannel>, fleet:
         .join(" · ")
 }
 
-/// Tells the first SDK process of the fleet to terminate; the example game server ends and its supervisor
-/// starts a fresh one.
+/// Tells the first SDK process of the fleet to terminate; the example game server ends and the fleet service
+/// launches a fresh instance.
 async fn terminate_one(operator: &mut GameServerServiceClient<AuthedChannel>, fleet: &str) {
     let request = ListGameServersRequest {
         fleet_id: fleet.into(),
@@ -218,6 +233,87 @@ async fn terminate_one(operator: &mut GameServerServiceClient<AuthedChannel>, fl
             server.game_server_id
         ),
         Err(status) => println!("  could not terminate {}: {}", server.game_server_id, status.message()),
+    }
+}
+
+/// Creates the SDK fleet through FleetService, or gives the one an earlier run left its desired count.
+async fn create_sdk_fleet(fleets: &mut FleetServiceClient<AuthedChannel>, cli: &Cli) -> Result<(), tonic::Status> {
+    let capacity = fpb::FleetCapacity {
+        minimum_instances: 0,
+        maximum_instances: cli.sdk_servers.max(10),
+        desired_instances: cli.sdk_servers,
+    };
+    let request = fpb::CreateFleetRequest {
+        fleet_id: cli.sdk_fleet.clone(),
+        name: "make run: example game servers".into(),
+        provisioner: "process".into(),
+        launch_configuration: Some(fpb::ServerLaunchConfiguration {
+            launch_path: cli.sdk_launch_path.clone(),
+            ..Default::default()
+        }),
+        instance_definitions: vec![fpb::InstanceDefinition {
+            instance_type: "local".into(),
+            ..Default::default()
+        }],
+        locations: vec![fpb::LocationConfiguration {
+            location: "local".into(),
+            capacity: Some(capacity),
+            standby: None,
+        }],
+        ..Default::default()
+    };
+    match fleets.create_fleet(request).await {
+        Ok(_) => Ok(()),
+        Err(status) if status.code() == tonic::Code::AlreadyExists => {
+            let request = fpb::UpdateFleetCapacityRequest {
+                fleet_id: cli.sdk_fleet.clone(),
+                location: "local".into(),
+                minimum_instances: Some(0),
+                maximum_instances: Some(capacity.maximum_instances),
+                desired_instances: Some(cli.sdk_servers),
+            };
+            fleets.update_fleet_capacity(request).await.map(drop)
+        }
+        Err(status) => Err(status),
+    }
+}
+
+/// Prints the fleet's events not printed yet (`seen`: the ids printed), oldest first.
+async fn print_fleet_events(fleets: &mut FleetServiceClient<AuthedChannel>, fleet: &str, seen: &mut HashSet<String>) {
+    let since = SystemTime::now() - Duration::from_secs(10);
+    let request = fpb::ListFleetEventsRequest {
+        fleet_id: fleet.into(),
+        start_time: Some(since.into()),
+        page_size: 1000,
+        ..Default::default()
+    };
+    let Ok(page) = fleets.list_fleet_events(request).await else {
+        return;
+    };
+    for event in page.into_inner().events {
+        if seen.insert(event.event_id.clone()) {
+            let subject = [&event.location, &event.instance_id, &event.game_server_id]
+                .into_iter()
+                .filter(|s| !s.is_empty())
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+                .join(" ");
+            println!(
+                "  fleet event {}: {subject} {}",
+                event.code().as_str_name().trim_start_matches("FLEET_EVENT_CODE_"),
+                event.message
+            );
+        }
+    }
+}
+
+/// Kills the oldest example game server with SIGKILL, as a crash would; the fleet service replaces its instance.
+fn kill_one() {
+    let killed = std::process::Command::new("pkill")
+        .args(["-KILL", "-o", "-f", "berth-example-game-server"])
+        .status();
+    if killed.is_ok_and(|status| status.success()) {
+        println!("  killed a game server with SIGKILL: the fleet service replaces its instance");
     }
 }
 
@@ -544,6 +640,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let health = endpoint_of(&services, "health");
     let mut operator =
         GameServerServiceClient::new(berth_sdk::connect(health, &mint(&key, Role::Operator, None)).await?);
+    let fleet_endpoint = endpoint_of(&services, "fleet");
+    let mut fleets =
+        FleetServiceClient::new(berth_sdk::connect(fleet_endpoint, &mint(&key, Role::Operator, None)).await?);
+    create_sdk_fleet(&mut fleets, &cli).await?;
+    let mut fleet_events = HashSet::new();
     let placement = endpoint_of(&services, "placement");
     let mut matchmaker = ClaimServiceClient::new(berth_sdk::connect(placement, &mint(&key, Role::Client, None)).await?);
     let session = endpoint_of(&services, "session");
@@ -624,6 +725,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 if cli.terminate_every_seconds > 0 && elapsed > 0 && elapsed.is_multiple_of(cli.terminate_every_seconds) {
                     terminate_one(&mut operator, &cli.sdk_fleet).await;
                 }
+                if cli.kill_every_seconds > 0 && elapsed > 0 && elapsed.is_multiple_of(cli.kill_every_seconds) {
+                    kill_one();
+                }
+                print_fleet_events(&mut fleets, &cli.sdk_fleet, &mut fleet_events).await;
             }
             _ = session_tick.tick() => {
                 session_matches += 1;
