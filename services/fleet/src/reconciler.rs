@@ -168,6 +168,9 @@ impl Reconciler {
         provisioner: &dyn Provisioner,
     ) -> Result<(), StoreError> {
         let fleet_id = fleet.config.fleet_id.as_str();
+        let Some(record) = fleet.location(location) else {
+            return Ok(());
+        };
         let Some(lease) = self.lease(fleet_id, location).await? else {
             return Ok(());
         };
@@ -178,19 +181,16 @@ impl Reconciler {
         };
         let found = instances::read_instances(&self.store, fleet_id, location).await?;
         let mut views = Vec::with_capacity(found.instances.len());
-        for record in &found.instances {
-            let running = match provisioner.running(instance_of(fleet_id, record)).await {
+        for instance in &found.instances {
+            let running = match provisioner.running(instance_of(fleet_id, instance)).await {
                 Ok(running) => Some(running),
                 Err(err) => {
-                    tracing::warn!(fleet = %fleet_id, instance = %record.id, error = %err, "cannot tell whether it runs");
+                    tracing::warn!(fleet = %fleet_id, instance = %instance.id, error = %err, "cannot tell whether it runs");
                     None
                 }
             };
-            views.push(view(record, running));
+            views.push(view(instance, running));
         }
-        let Some(record) = fleet.location(location) else {
-            return Ok(());
-        };
         let key = (fleet_id.to_owned(), location.to_owned());
         // A ready server shows the build runs here: launches stop backing off.
         if views
@@ -220,7 +220,12 @@ impl Reconciler {
             let by_id = |id: &str| found.instances.iter().find(|i| i.id == id);
             let done = match &action {
                 Action::Launch { count, instance_type } => {
-                    self.launch(fleet, &leased, provisioner, *count, instance_type).await
+                    let launches = Launches {
+                        count: *count,
+                        instance_type,
+                        now_ms: found.now_ms,
+                    };
+                    self.launch(fleet, &leased, provisioner, &launches).await
                 }
                 Action::Drain { instance } => instances::drain_instance(&self.store, &leased, instance)
                     .await
@@ -316,20 +321,19 @@ impl Reconciler {
         Ok(true)
     }
 
-    /// Launches `count` instances; `false` when the lease was lost meanwhile.
+    /// Launches instances; `false` when the lease was lost meanwhile.
     async fn launch(
         &self,
         fleet: &FleetRecord,
         leased: &Leased<'_>,
         provisioner: &dyn Provisioner,
-        count: u32,
-        instance_type: &str,
+        launches: &Launches<'_>,
     ) -> Result<bool, StoreError> {
-        let mut outcomes = Vec::with_capacity(count as usize);
-        let mut left = count as usize;
+        let mut outcomes = Vec::with_capacity(launches.count as usize);
+        let mut left = launches.count as usize;
         while left > 0 {
             let batch = left.min(LAUNCHES_AT_ONCE);
-            let launches = (0..batch).map(|_| self.launch_one(fleet, leased, provisioner, instance_type));
+            let launches = (0..batch).map(|_| self.launch_one(fleet, leased, provisioner, launches.instance_type));
             outcomes.extend(futures::future::join_all(launches).await);
             left -= batch;
         }
@@ -338,7 +342,8 @@ impl Reconciler {
         for outcome in outcomes {
             match outcome? {
                 LaunchOutcome::Running => {}
-                LaunchOutcome::Failed(now_ms) => self.launch_failed(&key, now_ms),
+                // Backs off from the pass's Redis clock, which the plan compares the backoff with.
+                LaunchOutcome::Failed => self.launch_failed(&key, launches.now_ms),
                 LaunchOutcome::Fenced => fenced = true,
             }
         }
@@ -391,7 +396,7 @@ impl Reconciler {
             }
             (Acted::Done(()), Err(err)) => {
                 tracing::warn!(fleet = %leased.fleet_id, location = %leased.location, error = %err, "launch failed");
-                Ok(LaunchOutcome::Failed(now_ms()))
+                Ok(LaunchOutcome::Failed)
             }
             // The lease moved on while the provisioner worked: what was launched is not this replica's to keep.
             (Acted::Fenced | Acted::Gone, _) => {
@@ -446,18 +451,19 @@ impl Reconciler {
     }
 }
 
+/// Instances to launch in one pass.
+struct Launches<'a> {
+    count: u32,
+    instance_type: &'a str,
+    /// The pass's Redis clock, ms.
+    now_ms: i64,
+}
+
 /// What came of one launch.
 enum LaunchOutcome {
     Running,
-    /// Failed at this time, ms.
-    Failed(i64),
+    Failed,
     Fenced,
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 fn instance_of<'a>(fleet_id: &'a str, record: &'a InstanceRecord) -> Instance<'a> {
