@@ -62,6 +62,15 @@ pub struct Args {
     /// the health replica declares them lost.
     #[arg(long, env = "BERTH_BENCH_DEAD", default_value_t = 100)]
     pub dead: u64,
+    /// Instances the fleet scenario scales a process-provisioned fleet to and back from (one example game server
+    /// each).
+    #[arg(
+        long,
+        env = "BERTH_BENCH_INSTANCES",
+        default_value_t = 200,
+        value_parser = clap::value_parser!(u32).range(1..=2_000)
+    )]
+    pub instances: u32,
     /// Run against a 3-master Redis Cluster instead of a single redis-server.
     #[arg(long, env = "BERTH_BENCH_CLUSTER")]
     pub cluster: bool,

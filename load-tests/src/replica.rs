@@ -1,6 +1,6 @@
-//! One health replica as a separate OS process: the real `berth-health` binary, configured through its `BERTH_*`
-//! variables as a deployment configures it. Being a process of its own, its resident memory and CPU time can be
-//! read from /proc without the load generator's mixed in.
+//! One service replica as a separate OS process: the real `berth-health` or `berth-fleet` binary, configured
+//! through its `BERTH_*` variables as a deployment configures it. Being a process of its own, its resident memory
+//! and CPU time can be read from /proc without the load generator's mixed in.
 
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -15,25 +15,28 @@ use tonic_health::pb::health_check_response::ServingStatus;
 
 use crate::Failure;
 
-/// The binary, built beside `berth-bench` by `cargo build --release --bins`.
-const BINARY: &str = "berth-health";
-
 /// How long the replica has to report SERVING: it starts in well under a second.
 const START_TIMEOUT: Duration = Duration::from_secs(15);
 
-/// A running `berth-health`, killed when dropped (also when the bench panics), so that no replica outlives a run.
+/// A running replica, killed when dropped (also when the bench panics), so that no replica outlives a run.
 pub struct Replica {
     child: Child,
     port: u16,
+    binary: &'static str,
 }
 
 impl Replica {
-    /// Starts the binary over `redis` with `settings` (`BERTH_*` variables of the health service) and waits until
-    /// `grpc.health.v1` reports it SERVING. It inherits the bench's environment, so any other setting of the
-    /// service (BERTH_HEARTBEAT_FLUSH_MS, BERTH_REDIS_CONNECTIONS…) can be given to the bench and reaches it;
-    /// `settings` and what the bench must decide (addresses, Redis, token key, logs) win.
-    pub async fn start(redis: &RedisConfig, settings: &[(&str, String)]) -> Result<Replica, Failure> {
-        let path = binary()?;
+    /// Starts `binary` (built beside `berth-bench` by `cargo build --release --bins`) over `redis` with `settings`
+    /// (`BERTH_*` variables of its service) and waits until `grpc.health.v1` reports it SERVING. It inherits the
+    /// bench's environment, so any other setting of the service (BERTH_HEARTBEAT_FLUSH_MS,
+    /// BERTH_REDIS_CONNECTIONS…) can be given to the bench and reaches it; `settings` and what the bench must decide
+    /// (addresses, Redis, token key, logs) win.
+    pub async fn start(
+        binary: &'static str,
+        redis: &RedisConfig,
+        settings: &[(&str, String)],
+    ) -> Result<Replica, Failure> {
+        let path = beside_the_bench(binary)?;
         // Bound and released at once: the replica binds it a moment later. Another process could take it in
         // between, which the start-up check below would report.
         let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
@@ -56,7 +59,7 @@ impl Replica {
             .stderr(Stdio::inherit())
             .spawn()
             .map_err(|err| format!("starting {}: {err}", path.display()))?;
-        let mut replica = Replica { child, port };
+        let mut replica = Replica { child, port, binary };
         replica.wait_until_serving().await?;
         Ok(replica)
     }
@@ -76,7 +79,7 @@ impl Replica {
         let endpoint = Endpoint::from_shared(self.endpoint())?;
         loop {
             if let Some(status) = self.child.try_wait()? {
-                return Err(format!("{BINARY} exited at start-up ({status}); its output is above").into());
+                return Err(format!("{} exited at start-up ({status}); its output is above", self.binary).into());
             }
             if let Ok(channel) = endpoint.connect().await
                 && matches!(
@@ -87,7 +90,7 @@ impl Replica {
                 return Ok(());
             }
             if started.elapsed() > START_TIMEOUT {
-                return Err(format!("{BINARY} did not report SERVING within {START_TIMEOUT:?}").into());
+                return Err(format!("{} did not report SERVING within {START_TIMEOUT:?}", self.binary).into());
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -101,10 +104,10 @@ impl Drop for Replica {
     }
 }
 
-/// The binary beside the running `berth-bench` (cargo puts every binary of a profile in one directory).
-fn binary() -> Result<PathBuf, Failure> {
+/// A binary beside the running `berth-bench` (cargo puts every binary of a profile in one directory).
+pub fn beside_the_bench(binary: &str) -> Result<PathBuf, Failure> {
     let exe = std::env::current_exe()?;
-    let path = exe.with_file_name(BINARY);
+    let path = exe.with_file_name(binary);
     if path.exists() {
         Ok(path)
     } else {

@@ -501,7 +501,7 @@ pub async fn run(stack: &Stack, args: &Args) -> Result<Findings, Failure> {
     let servers = args.servers;
     let period = Duration::from_millis(args.heartbeat_ms);
     let offered = servers as f64 / period.as_secs_f64();
-    let replica = Replica::start(stack.store.config(), &settings(args)).await?;
+    let replica = Replica::start("berth-health", stack.store.config(), &settings(args)).await?;
     let rss_before_kib = procfs::rss_kib(replica.pid())?;
     let clients = connect(&replica.endpoint(), args.connections).await?;
     let shared = Arc::new(Shared {

@@ -3,6 +3,7 @@
 //! (player sessions, …) is a module and a variant here.
 
 mod claim;
+mod fleets;
 mod heartbeats;
 mod sessions;
 
@@ -26,6 +27,9 @@ pub enum Scenario {
     /// Create game sessions and player sessions through the session service, accept the players, and search
     /// 100,000 ACTIVE game sessions: rates, latency, and Redis memory per game session and per player session.
     Sessions,
+    /// Read GetFleetUtilization of a fleet of 20 servers and of one of `--servers` over four locations: the live
+    /// counts cost the same whatever the fleet's size.
+    Fleet,
 }
 
 impl Scenario {
@@ -39,7 +43,7 @@ impl Scenario {
     /// The HTTP/2 connections it opens per service: `--connections`, or more when the scenario needs them.
     pub fn connections(self, args: &Args) -> u16 {
         match self {
-            Scenario::Claim | Scenario::Sessions => args.connections,
+            Scenario::Claim | Scenario::Sessions | Scenario::Fleet => args.connections,
             Scenario::Heartbeats => heartbeats::connections(args),
         }
     }
@@ -50,6 +54,7 @@ impl Scenario {
             Scenario::Claim => claim::run(stack, args).await,
             Scenario::Heartbeats => heartbeats::run(stack, args).await,
             Scenario::Sessions => sessions::run(stack, args).await,
+            Scenario::Fleet => fleets::run(stack, args).await,
         }
     }
 }

@@ -16,10 +16,12 @@ use berth_store::fleets::{
 };
 use berth_store::processes::{self, Routing};
 use berth_store::sessions::{self, Deleted, LocationsDeleted};
+use berth_store::utilization::{UtilizationRead, read_utilization};
 use tonic::codegen::tokio_stream::Empty;
 use tonic::{Request, Response, Status};
 
 use crate::Context;
+use crate::utilization::fleet_utilization;
 
 /// The FleetService handlers.
 pub struct Fleets {
@@ -564,9 +566,20 @@ impl FleetService for Fleets {
 
     async fn get_fleet_utilization(
         &self,
-        _request: Request<pb::GetFleetUtilizationRequest>,
+        request: Request<pb::GetFleetUtilizationRequest>,
     ) -> Result<Response<pb::GetFleetUtilizationResponse>, Status> {
-        Err(not_built("GetFleetUtilization"))
+        let req = request.into_inner();
+        check::check_utilization(&req)?;
+        match read_utilization(&self.context.store, &req.fleet_id, &req.location).await? {
+            UtilizationRead::Read(read) => Ok(Response::new(pb::GetFleetUtilizationResponse {
+                utilization: Some(fleet_utilization(&req.fleet_id, &read)),
+            })),
+            UtilizationRead::NotFound => Err(not_found(&req.fleet_id)),
+            UtilizationRead::NoLocation => Err(Status::not_found(format!(
+                "fleet {:?} has no location {:?}",
+                req.fleet_id, req.location
+            ))),
+        }
     }
 }
 

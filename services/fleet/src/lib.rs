@@ -10,6 +10,7 @@
 mod fleets;
 pub mod provisioner;
 mod reconciler;
+mod utilization;
 
 use std::sync::Arc;
 use std::time::Duration;

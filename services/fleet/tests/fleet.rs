@@ -5,6 +5,7 @@
 mod fleet {
     mod provisioning;
     mod records;
+    mod tally;
 }
 
 use std::time::Duration;

@@ -28,9 +28,15 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- Appends the hash at `key` to a reply, as field, value, ...
+-- Appends the hash at `key` to a reply, as field, value, ..., without the record's share of the live counts (tly,
+-- see utilization/tally.lua), which is the store's own bookkeeping.
 local function append_fields(out, key)
   local fields = redis.call('HGETALL', key)
-  for i = 1, #fields do out[#out + 1] = fields[i] end
+  for i = 1, #fields, 2 do
+    if fields[i] ~= 'tly' then
+      out[#out + 1] = fields[i]
+      out[#out + 1] = fields[i + 1]
+    end
+  end
   return out
 end

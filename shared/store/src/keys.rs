@@ -19,7 +19,7 @@ pub fn push_channel(replica: &str) -> String {
 /// Every key of a fleet: the name its Lua reads it by (`k.<name>`, see `scripts.rs`) and what follows the fleet's
 /// tag. A suffix ending in ':' starts the keys of a kind of record, each followed by its record's id; the others are
 /// the fleet's fixed keys, which a function declares at its top (`-- KEYS: k.pool, …`) and receives in KEYS.
-pub(crate) const FLEET_KEYS: [(&str, &str); 29] = [
+pub(crate) const FLEET_KEYS: [(&str, &str); 31] = [
     // The fleet (fleets/lib.lua): its record, and its event stream, which every area appends to.
     ("fleet", ":fleet"),
     ("events", ":events"),
@@ -28,6 +28,9 @@ pub(crate) const FLEET_KEYS: [(&str, &str); 29] = [
     ("vm", ":vm:"),
     ("vms", ":vms:"),
     ("lease", ":lease:"),
+    // Live counts (utilization/tally.lua): each location's, and each instance's.
+    ("tally", ":tally:"),
+    ("itally", ":itally:"),
     // Game servers (pool/lib.lua, processes/lib.lua): each one's hash, all by id, the claimable, the claimed by when
     // their claim lapses, each instance's server ids, and the instances not ACTIVE.
     ("gs", ":gs:"),

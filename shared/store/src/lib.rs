@@ -4,7 +4,7 @@
 //! functions that make each state change atomic ([`scripts`]), and turns Redis failures into gRPC statuses that a
 //! client can act on ([`StoreError`]). The typed calls of each data area live in their own module, each using only
 //! the areas before it: [`fleets`], then the [`pool`] of game servers, then [`processes`], then [`sessions`], then
-//! the [`instances`] that provisioners run.
+//! the [`instances`] that provisioners run, and the live counts of [`utilization`] that all of them keep.
 
 mod codec;
 mod connection;
@@ -17,6 +17,7 @@ pub mod processes;
 mod pubsub;
 pub mod scripts;
 pub mod sessions;
+pub mod utilization;
 
 pub use codec::parse_position;
 pub use connection::{RedisConfig, RedisMode, Store};
@@ -28,14 +29,15 @@ mod tests {
     use std::path::Path;
 
     /// The store's areas, each allowed to use only those before it: the kernel first, then the fleet registry, the
-    /// pool of game servers, processes, sessions, and instances.
-    const LAYERS: [&[&str]; 6] = [
+    /// pool of game servers, processes, sessions, instances, and utilization.
+    const LAYERS: [&[&str]; 7] = [
         &["codec", "connection", "error", "keys", "pubsub", "scripts"],
         &["fleets"],
         &["pool"],
         &["processes"],
         &["sessions"],
         &["instances"],
+        &["utilization"],
     ];
 
     fn layer(module: &str) -> usize {

@@ -289,8 +289,7 @@ pub async fn set_instance_status(
         .key(keys.instance_statuses())
         .key(keys.pool())
         .arg(instance_id)
-        .arg(status.as_str())
-        .arg(keys.game_server_prefix());
+        .arg(status.as_str());
     store.invoke(&call).await
 }
 
@@ -352,10 +351,7 @@ pub async fn claim(store: &Store, claim: &Claim<'_>) -> Result<Claimed, StoreErr
 pub async fn expire_claims(store: &Store, fleet_id: &str, limit: u32) -> Result<Expired, StoreError> {
     let keys = FleetKeys::new(fleet_id);
     let mut call = scripts().expire_claims.prepare();
-    call.key(keys.pool())
-        .key(keys.claims())
-        .arg(keys.game_server_prefix())
-        .arg(limit);
+    call.key(keys.pool()).key(keys.claims()).arg(limit);
     let (lapsed, available, claimed) = store.invoke(&call).await?;
     Ok(Expired {
         lapsed,

@@ -106,6 +106,8 @@ pub struct Scripts {
     pub remove_instance: LuaScript,
     /// Marks a location UNHEALTHY.
     pub location_unhealthy: LuaScript,
+    /// Reads the live counts of a fleet's locations.
+    pub read_utilization: LuaScript,
 }
 
 /// One function of the library.
@@ -174,9 +176,10 @@ pub(crate) struct Library {
 }
 
 /// The helpers every function may call, in the order they build on each other.
-const HELPERS: [&str; 7] = [
+const HELPERS: [&str; 8] = [
     include_str!("keys.lua"),
     include_str!("fleets/lib.lua"),
+    include_str!("utilization/tally.lua"),
     include_str!("pool/lib.lua"),
     include_str!("processes/lib.lua"),
     include_str!("sessions/lib.lua"),
@@ -186,7 +189,7 @@ const HELPERS: [&str; 7] = [
 
 /// Every function: its field in [`Scripts`], its body (which sees its keys and arguments as KEYS and ARGV), and
 /// whether it only reads.
-const FUNCTIONS: [(&str, &str, bool); 45] = [
+const FUNCTIONS: [(&str, &str, bool); 46] = [
     ("create_fleet", include_str!("fleets/create.lua"), false),
     ("add_fleet_locations", include_str!("fleets/add_locations.lua"), false),
     ("write_fleet", include_str!("fleets/write.lua"), false),
@@ -256,6 +259,7 @@ const FUNCTIONS: [(&str, &str, bool); 45] = [
     ("stop_instance", include_str!("instances/stop.lua"), false),
     ("remove_instance", include_str!("instances/remove.lua"), false),
     ("location_unhealthy", include_str!("instances/unhealthy.lua"), false),
+    ("read_utilization", include_str!("utilization/read.lua"), true),
 ];
 
 /// The fleet keys a function declares at its top, `-- KEYS: k.pool, k.claims.` (the list may go on over the next
@@ -387,6 +391,7 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
         stop_instance: function("stop_instance"),
         remove_instance: function("remove_instance"),
         location_unhealthy: function("location_unhealthy"),
+        read_utilization: function("read_utilization"),
     }
 });
 

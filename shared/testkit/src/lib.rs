@@ -3,12 +3,14 @@
 //! binaries as real processes for tests that kill them.
 
 mod binary;
+mod launched;
 mod process;
 mod redis_server;
 mod service;
 mod sessions;
 
 pub use binary::{BinaryProcess, ExampleGameServer, binary};
+pub use launched::Reaper;
 pub use process::{assert_serves, wait_for_health};
 pub use redis_server::{RedisCluster, RedisServer, TestRedis};
 pub use service::{RunningService, TEST_KEY, game_server_config, spawn_service, token};

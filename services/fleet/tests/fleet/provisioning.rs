@@ -12,7 +12,7 @@ use berth_runtime::auth::{Role, TokenKey};
 use berth_store::Store;
 use berth_store::instances::{self, Acted, InstanceRecord, Lease, Leased};
 use berth_store::sessions::{self, Created, NewGameSession};
-use berth_testkit::{RunningService, SESSION_TIMINGS, TEST_KEY, TestRedis, binary, spawn_service, token};
+use berth_testkit::{Reaper, RunningService, SESSION_TIMINGS, TEST_KEY, TestRedis, binary, spawn_service, token};
 
 type Client = FleetServiceClient<berth_sdk::AuthedChannel>;
 
@@ -109,33 +109,6 @@ fn example() -> String {
     binary("berth-example-game-server").display().to_string()
 }
 
-/// Kills, when dropped, every process launched for a fleet (found by its environment), so that no test leaves game
-/// servers behind.
-struct Reaper(Vec<String>);
-
-impl Drop for Reaper {
-    fn drop(&mut self) {
-        for fleet_id in &self.0 {
-            let wanted = format!("BERTH_FLEET_ID={fleet_id}");
-            let Ok(entries) = std::fs::read_dir("/proc") else {
-                return;
-            };
-            for pid in entries
-                .flatten()
-                .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-            {
-                let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
-                if environ.split(|b| *b == 0).any(|var| var == wanted.as_bytes()) {
-                    // SAFETY: kill(2) of a game server this test's fleet launched; no memory is involved.
-                    unsafe {
-                        libc::kill(pid, libc::SIGKILL);
-                    }
-                }
-            }
-        }
-    }
-}
-
 /// The location's instances, once `done` holds of them (within 30 s).
 async fn instances_when(
     store: &Store,
@@ -202,6 +175,45 @@ async fn location(client: &mut Client, fleet_id: &str) -> pb::FleetLocation {
     fleet.locations.into_iter().next().unwrap()
 }
 
+/// The utilization of the fleet's (only) location, checked against the fleet total it sums into.
+async fn utilization(client: &mut Client, fleet_id: &str) -> pb::LocationUtilization {
+    let request = pb::GetFleetUtilizationRequest {
+        fleet_id: fleet_id.into(),
+        location: String::new(),
+    };
+    let read = client
+        .get_fleet_utilization(request)
+        .await
+        .unwrap()
+        .into_inner()
+        .utilization
+        .unwrap();
+    let [local] = &read.locations[..] else {
+        panic!("one location: {read:?}");
+    };
+    let total = read.total.clone().unwrap();
+    assert_eq!(total.location, "");
+    assert_eq!(
+        pb::LocationUtilization {
+            location: local.location.clone(),
+            ..total
+        },
+        *local,
+        "the total of one location is that location"
+    );
+    local.clone()
+}
+
+/// Instance counts (desired, pending, active, idle) and server counts (launching, available, utilized).
+fn counts(u: &pb::LocationUtilization) -> ([u32; 4], [u32; 3]) {
+    let i = u.instance_counts.unwrap();
+    let g = u.game_server_counts.unwrap();
+    (
+        [i.desired, i.pending, i.active, i.idle],
+        [g.launching, g.available, g.utilized],
+    )
+}
+
 async fn set_desired(client: &mut Client, fleet_id: &str, desired: u32) {
     let request = pb::UpdateFleetCapacityRequest {
         fleet_id: fleet_id.into(),
@@ -240,6 +252,17 @@ async fn a_fleet_launches_replaces_and_scales_in_its_instances(redis: TestRedis)
     assert!(position(pb::FleetEventCode::InstanceLaunched) < position(pb::FleetEventCode::LocationDeployed));
     assert_eq!(count(&seen, pb::FleetEventCode::InstanceLaunched), 3);
     assert_eq!(count(&seen, pb::FleetEventCode::FleetActive), 1);
+    let ready = utilization(&mut fleets, launch).await;
+    assert_eq!(counts(&ready), ([3, 0, 3, 3], [0, 3, 0]));
+    assert_eq!(
+        (
+            ready.active_server_processes,
+            ready.available_game_sessions,
+            ready.percent_idle_instances
+        ),
+        (3, 3, 100.0)
+    );
+    assert!(ready.server_startup_time_average_ms > 0, "{ready:?}");
 
     // A process killed outright is replaced.
     let victim = first[0].clone();
@@ -271,9 +294,19 @@ async fn a_fleet_launches_replaces_and_scales_in_its_instances(redis: TestRedis)
         .await
         .unwrap();
     assert!(matches!(created, Created::Created(..)), "{created:?}");
+    let hosting = utilization(&mut fleets, launch).await;
+    assert_eq!(counts(&hosting), ([3, 0, 3, 2], [0, 2, 1]));
+    assert_eq!(
+        (hosting.activating_game_sessions, hosting.available_game_sessions),
+        (1, 2)
+    );
+    assert!((hosting.percent_utilized_game_servers - 100.0 / 3.0).abs() < 1e-9);
+    assert!(hosting.game_session_allocations_per_minute > 0.0);
     set_desired(&mut fleets, launch, 1).await;
     let left = instances_when(&stack.store, launch, "scaled in to 1", |found| found.len() == 1).await;
     assert_eq!(left[0].id, protected.id, "the protected instance stays");
+    let scaled = utilization(&mut fleets, launch).await;
+    assert_eq!(counts(&scaled).0, [1, 0, 1, 0]);
     set_desired(&mut fleets, launch, 0).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let still = instances::read_instances(&stack.store, launch, "local")

@@ -857,6 +857,55 @@ async fn a_location_is_deployed_and_its_fleet_active_once_a_server_is_ready(redi
             (pb::FleetEventCode::LocationDeployed, "away".into()),
         ]
     );
+
+    // Each location counts its own ready server; the total sums them; one location may be asked for alone.
+    let utilization = |location: &str| pb::GetFleetUtilizationRequest {
+        fleet_id: "arena".into(),
+        location: location.into(),
+    };
+    let read = fleets
+        .get_fleet_utilization(utilization(""))
+        .await
+        .unwrap()
+        .into_inner()
+        .utilization
+        .unwrap();
+    let available = |u: &pb::LocationUtilization| {
+        (
+            u.location.clone(),
+            u.game_server_counts.unwrap().available,
+            u.instance_counts.unwrap().active,
+        )
+    };
+    let per_location: Vec<_> = read.locations.iter().map(available).collect();
+    assert_eq!(per_location, [("home".into(), 1, 1), ("away".into(), 1, 1)]);
+    assert_eq!(available(read.total.as_ref().unwrap()), (String::new(), 2, 2));
+    let away = fleets
+        .get_fleet_utilization(utilization("away"))
+        .await
+        .unwrap()
+        .into_inner()
+        .utilization
+        .unwrap();
+    assert_eq!(away.locations.len(), 1);
+    assert_eq!(away.total.unwrap().game_server_counts.unwrap().available, 1);
+    let err = fleets.get_fleet_utilization(utilization("mars")).await.unwrap_err();
+    assert_eq!((err.code(), err.message().contains("mars")), (Code::NotFound, true));
+    let missing = pb::GetFleetUtilizationRequest {
+        fleet_id: "nowhere".into(),
+        location: String::new(),
+    };
+    let err = fleets.get_fleet_utilization(missing).await.unwrap_err();
+    assert_eq!(err.code(), Code::NotFound);
+    let malformed = pb::GetFleetUtilizationRequest {
+        fleet_id: "a{b}".into(),
+        location: String::new(),
+    };
+    let err = fleets.get_fleet_utilization(malformed).await.unwrap_err();
+    assert_eq!(
+        (err.code(), err.message().contains("fleet_id")),
+        (Code::InvalidArgument, true)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -502,6 +502,14 @@ pub fn check_describe(req: &pb::DescribeFleetRequest) -> Result<(), Status> {
     v.into_result()
 }
 
+/// Checks a GetFleetUtilization request.
+pub fn check_utilization(req: &pb::GetFleetUtilizationRequest) -> Result<(), Status> {
+    let mut v = Violations::new();
+    check_fleet_id(&mut v, &req.fleet_id);
+    check_location(&mut v, "location", &req.location);
+    v.into_result()
+}
+
 /// Checks a DeleteFleetLocations request: 1 to 100 distinct locations.
 pub fn check_delete_locations(req: &pb::DeleteFleetLocationsRequest) -> Result<(), Status> {
     let mut v = Violations::new();

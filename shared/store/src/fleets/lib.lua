@@ -3,7 +3,9 @@
 -- A fleet's record is one hash, k.fleet: cfg (its configuration, the contract's Fleet message as the fleet service
 -- encodes it; no script reads it), status, msg (detail of the status), st_ms (when the status last changed), rev
 -- (raised by every change of configuration), c_ms, u_ms, ret_ms (how long its events are kept), locs (its
--- locations' names, home first, separated by spaces), lver (the last location version given), and per location the fields l:<location>:<name> (see
+-- locations' names, home first, separated by spaces), lver (the last location version given), mca (its most
+-- concurrent game-session activations per instance, 0 for no limit, which its locations' tallies count with: see
+-- utilization/tally.lua), and per location the fields l:<location>:<name> (see
 -- loc_field): status, msg, st_ms, min, max, desired (instances), cfg (its standby and instance-type viabilities, as
 -- the contract's FleetLocation), susp (1 while autoscaling is suspended there), c_ms, ver (raised from lver by every
 -- change of its cfg or susp, so that a version is never given twice, even to a location removed and added again),
@@ -57,6 +59,7 @@ local function add_location(k, now, args, at)
     fields[#fields + 1] = value
   end
   redis.call('HSET', k.fleet, unpack(fields))
+  redis.call('HSET', k.tally .. loc, 'mca', redis.call('HGET', k.fleet, 'mca') or 0)
   fleet_event(k, now, S.LOCATION_ADDED, '', {'location', loc})
   if deploying then fleet_event(k, now, S.LOCATION_DEPLOYING, 'given capacity or standby', {'location', loc}) end
   return loc
@@ -116,7 +119,9 @@ end
 -- it heard from a server (its first-heartbeat deadline is met).
 local function process_registered(k, now, instance, id, loc)
   local vm = k.vm .. instance
-  if redis.call('EXISTS', vm) == 1 then redis.call('HSETNX', vm, 'r:' .. id, now) end
+  if redis.call('EXISTS', vm) == 1 and redis.call('HSETNX', vm, 'r:' .. id, now) == 1 then
+    redis.call('HINCRBY', vm, 'unreg', -1)
+  end
   local known = redis.call('EXISTS', k.fleet) == 1 and fleet_location(k, loc)
   if known and redis.call('HGET', k.fleet, loc_field(known, 'status')) == S.DEPLOYING then
     redis.call('HSET', k.fleet, loc_field(known, 'seen_ms'), now)

@@ -38,7 +38,9 @@ pub async fn create_fleet(store: &Store, fleet: &NewFleet, retention_ms: u64) ->
     enlist(store, fleet_id).await?;
     let keys = FleetKeys::new(fleet_id);
     let mut call = scripts().create_fleet.for_fleet(&keys);
-    call.arg(fleet.config.encode_to_vec()).arg(retention_ms);
+    call.arg(fleet.config.encode_to_vec())
+        .arg(retention_ms)
+        .arg(fleet.config.max_concurrent_game_session_activations);
     new_locations(&mut call, &fleet.locations);
     let raw: Vec<Value> = store.invoke(&call).await?;
     let (outcome, _, record) = outcome_detail(SCRIPT, &raw)?;
@@ -151,8 +153,11 @@ pub async fn write_fleet(store: &Store, fleet_id: &str, change: &FleetChange) ->
     let keys = FleetKeys::new(fleet_id);
     let mut call = scripts().write_fleet.for_fleet(&keys);
     match &change.config {
-        Some((revision, config)) => call.arg(revision).arg(config.encode_to_vec()),
-        None => call.arg("").arg(""),
+        Some((revision, config)) => call
+            .arg(revision)
+            .arg(config.encode_to_vec())
+            .arg(config.max_concurrent_game_session_activations),
+        None => call.arg("").arg("").arg(""),
     };
     call.arg(change.locations.len());
     for location in &change.locations {

@@ -11,7 +11,7 @@ if not state or state == S.TERMINATING then return {'GONE', tostring(now)} end
 if state ~= S.DRAINING then
   redis.call('HSET', vm, 'state', S.DRAINING)
   redis.call('HSET', k.inst_status, id, S.DRAINING)
-  set_istatus(k.pool, k.gs, instance_servers(vm), S.DRAINING, now)
+  set_istatus(k, k.pool, instance_servers(vm), S.DRAINING, now)
   fleet_event(k, now, S.INSTANCE_DRAINING, 'its instance type ' .. redis.call('HGET', vm, 'type') .. ' is not viable',
     {'location', loc, 'instance_id', id})
 end

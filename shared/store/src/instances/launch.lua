@@ -7,9 +7,12 @@
 local now = now_ms()
 local loc = ARGV[1]
 if not holds_lease(k, loc, ARGV[2]) then return {'FENCED', tostring(now)} end
+local servers = 0
+for _ in string.gmatch(ARGV[5], '%S+') do servers = servers + 1 end
 redis.call('HSET', k.vm .. ARGV[3], 'id', ARGV[3], 'loc', loc, 'type', ARGV[4], 'state', S.LAUNCHING,
-  'launch_ms', now, 'servers', ARGV[5], 'handle', '', 'kill_ms', '')
+  'launch_ms', now, 'servers', ARGV[5], 'handle', '', 'kill_ms', '', 'unreg', servers)
 redis.call('ZADD', k.vms .. loc, now, ARGV[3])
+tally_instance(k, ARGV[3])
 local l = redis.call('HMGET', k.fleet, loc_field(loc, 'status'), loc_field(loc, 'st_ms'), loc_field(loc, 'first_ms'))
 if l[1] == S.DEPLOYING and (not l[3] or tonumber(l[3]) < tonumber(l[2])) then
   redis.call('HSET', k.fleet, loc_field(loc, 'first_ms'), now)

@@ -3,7 +3,8 @@
 -- An instance's record is the hash k.vm .. <id>: id, loc, type, state (LAUNCHING | RUNNING | DRAINING |
 -- TERMINATING), launch_ms (when its launch was recorded), servers (its processes' server ids, space-separated),
 -- handle (what the provisioner answered to its launch; '' before), kill_ms (while TERMINATING: when it is killed if
--- it still runs) and r:<server id> (when that server first registered; written by attach). The sorted set
+-- it still runs), r:<server id> (when that server first registered; written by attach) and unreg (how many of its
+-- servers never registered). The sorted set
 -- k.vms .. <location> holds a location's instance ids by launch_ms.
 --
 -- One reconciler acts for a location at a time: the holder of its lease, k.lease .. <location> = '<holder> <token>',
@@ -27,4 +28,5 @@ end
 local function forget_instance(k, loc, id)
   redis.call('DEL', k.vm .. id)
   redis.call('ZREM', k.vms .. loc, id)
+  tally_instance(k, id)
 end

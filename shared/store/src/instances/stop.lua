@@ -14,6 +14,7 @@ if not state then return {'GONE', tostring(now), ''} end
 local out = {'STOPPING', tostring(now), ''}
 if state == S.TERMINATING then return out end
 redis.call('HSET', vm, 'state', S.TERMINATING, 'kill_ms', now + tonumber(ARGV[6]))
+tally_instance(k, id)
 for _, sid in ipairs(instance_servers(vm)) do
   local pstate = redis.call('HGET', k.gs .. sid, 'pstate')
   if ARGV[4] ~= '' and pstate and pstate ~= S.LOST and pstate ~= S.TERMINATING then

@@ -7,14 +7,14 @@
 -- Reply: {CLAIMED | EXHAUSTED | NOT_FOUND | CONFLICT, now_ms, fields...}. CONFLICT: the named server is
 -- claimed, UTILIZED, or on an instance the filter excludes; its fields say which.
 local now = now_ms()
-lapse_claims(KEYS[1], KEYS[2], ARGV[1], now, 100)
+lapse_claims(k, KEYS[1], KEYS[2], now, 100)
 local lowest, highest = tonumber(ARGV[4]), tonumber(ARGV[5])
 local id = ARGV[3]
 if id ~= '' then
   local key = ARGV[1] .. id
   if redis.call('EXISTS', key) == 0 then return reply('NOT_FOUND', now) end
   local expires = redis.call('HGET', key, 'claim_exp_ms')
-  if expires and tonumber(expires) <= now then lapse_one(KEYS[1], KEYS[2], key, id, now) end
+  if expires and tonumber(expires) <= now then lapse_one(k, KEYS[1], KEYS[2], id, now) end
   local score = redis.call('ZSCORE', KEYS[1], id)
   if not score then return reply('CONFLICT', now, key) end
   local tier = math.floor(tonumber(score) / TIER_SPAN)
@@ -31,4 +31,5 @@ redis.call('ZREM', KEYS[1], id)
 redis.call('ZADD', KEYS[2], expires, id)
 redis.call('HSET', key, 'claim_ms', now, 'claim_exp_ms', expires, 'claim_id', ARGV[8])
 if ARGV[6] == '1' then redis.call('HSET', key, 'data', ARGV[7]) end
+tally_server(k, id)
 return reply('CLAIMED', now, key)

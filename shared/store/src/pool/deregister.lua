@@ -8,6 +8,7 @@ local state = redis.call('HMGET', KEYS[1], 'instance', 'pstate')
 local instance = state[1]
 if not instance then return reply('NOT_FOUND', now) end
 if state[2] and state[2] ~= S.LOST then return reply('SDK_PROCESS', now) end
+tally_server(k, ARGV[1], true)
 redis.call('DEL', KEYS[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[1])

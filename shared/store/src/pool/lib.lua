@@ -41,11 +41,12 @@ end
 
 -- Sets the instance status of servers `ids` (of an instance) and moves the unclaimed AVAILABLE ones to the matching
 -- place in the pool, keeping how long they have been idle (claimed ones find it when their claim lapses).
-local function set_istatus(pool, prefix, ids, istatus, now)
+local function set_istatus(k, pool, ids, istatus, now)
   for _, id in ipairs(ids) do
-    local key = prefix .. id
+    local key = k.gs .. id
     if redis.call('EXISTS', key) == 1 then
       redis.call('HSET', key, 'istatus', istatus)
+      tally_server(k, id)
       if poolable(key) and not redis.call('HGET', key, 'claim_exp_ms') then
         local score = redis.call('ZSCORE', pool, id)
         local since = now
@@ -57,16 +58,18 @@ local function set_istatus(pool, prefix, ids, istatus, now)
 end
 
 -- Hands one lapsed claim back: the server returns to the pool if it may wait there.
-local function lapse_one(pool, claims, key, id, now)
+local function lapse_one(k, pool, claims, id, now)
+  local key = k.gs .. id
   redis.call('ZREM', claims, id)
   redis.call('HDEL', key, 'claim_exp_ms', 'claim_id')
   if poolable(key) then to_pool(pool, id, redis.call('HGET', key, 'istatus'), now) end
+  tally_server(k, id)
 end
 
 -- Hands up to `limit` claims that lapsed by `now` back to the pool.
-local function lapse_claims(pool, claims, prefix, now, limit)
+local function lapse_claims(k, pool, claims, now, limit)
   local ids = redis.call('ZRANGEBYSCORE', claims, '-inf', now, 'LIMIT', 0, limit)
-  for _, id in ipairs(ids) do lapse_one(pool, claims, prefix .. id, id, now) end
+  for _, id in ipairs(ids) do lapse_one(k, pool, claims, id, now) end
   return #ids
 end
 

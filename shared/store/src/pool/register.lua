@@ -18,4 +18,5 @@ redis.call('HSET', KEYS[1], 'id', ARGV[1], 'instance', ARGV[2], 'conn', ARGV[3],
 redis.call('ZADD', KEYS[3], 0, ARGV[1])
 redis.call('SADD', KEYS[4], ARGV[1])
 to_pool(KEYS[2], ARGV[1], istatus, now)
+tally_server(k, ARGV[1])
 return reply('REGISTERED', now, KEYS[1])

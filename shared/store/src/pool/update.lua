@@ -44,6 +44,7 @@ if utilize then
   redis.call('HDEL', KEYS[1], 'claim_exp_ms')
   redis.call('ZREM', KEYS[2], ARGV[1])
   redis.call('ZREM', KEYS[3], ARGV[1])
+  tally_server(k, ARGV[1])
 end
 if ARGV[2] == '1' then redis.call('HSET', KEYS[1], 'data', ARGV[3]) end
 if ARGV[5] == '1' then redis.call('HSET', KEYS[1], 'hc_ms', now) end

@@ -20,5 +20,6 @@ if state[2] ~= S.LOST then
 end
 if state[3] then redis.call('SREM', k.inst .. state[3], id) end
 redis.call('ZREM', k.servers, id)
+tally_server(k, id, true)
 redis.call('DEL', key, key .. ':sessions')
 return {'ENDED', tostring(now)}

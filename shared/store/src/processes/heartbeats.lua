@@ -44,6 +44,7 @@ for i = 4, #ARGV, 6 do
             to_pool(k.pool, id, redis.call('HGET', key, 'istatus'), now)
           end
         end
+        if health ~= s[5] then tally_server(k, id) end
       end
       out[#out + 1] = tonumber(s[4] or '0')
     end

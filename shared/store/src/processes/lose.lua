@@ -15,6 +15,7 @@ local function lose(k, id, now, code, message, session_status, session_reason, r
   redis.call('HSET', key, 'pstate', S.LOST, 'term_by_ms', now, 'term_force', '1')
   redis.call('HDEL', key, 'claim_exp_ms', 'claim_id')
   redis.call('HINCRBY', key, 'ver', 1)
+  tally_server(k, id)
   end_sessions(k, key, session_status, session_reason, now)
   redis.call('PEXPIRE', key, retention_ms)
   redis.call('PEXPIRE', key .. ':sessions', retention_ms)
@@ -34,6 +35,7 @@ local function ask_to_end(k, id, reason, deadline, force)
   redis.call('ZREM', k.ready, id)
   redis.call('ZREM', k.hosting, id)
   redis.call('ZADD', k.term, deadline, id)
+  tally_server(k, id)
   server_ending(k, id)
 end
 

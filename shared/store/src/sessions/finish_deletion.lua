@@ -40,6 +40,7 @@ for _, loc in ipairs(names) do
       fields[#fields + 1] = loc_field(loc, name)
     end
     redis.call('HDEL', k.fleet, unpack(fields))
+    redis.call('DEL', k.tally .. loc)
     fleet_event(k, now, S.LOCATION_REMOVED, '', {'location', loc})
     out[#out + 1] = loc
   else
@@ -52,6 +53,7 @@ if status == S.DELETING and not any then
   fleet_event(k, now, S.FLEET_TERMINATED, '')
   redis.call('PEXPIRE', k.fleet, ARGV[1])
   redis.call('PEXPIRE', k.events, ARGV[1])
+  for _, loc in ipairs(kept) do redis.call('PEXPIRE', k.tally .. loc, ARGV[1]) end
   out[1] = S.TERMINATED
 end
 return out

@@ -43,12 +43,6 @@ local function track_room(k, id)
 end
 local function pkey(k, psid) return k.psess .. psid end
 
--- Whether a game session could take a player now, from its {status, accept, cur, max, srv_end}: the rule of
--- GameSessionRecord::has_available_player_sessions, which the `free` index follows.
-local function takes_players(status, accept, cur, max, srv_end)
-  return status == S.ACTIVE and accept == '1' and srv_end ~= '1' and tonumber(cur) < tonumber(max)
-end
-
 -- Puts a game session in one location's index of sessions with room (`prefix` that location's index prefix), or
 -- takes it out.
 local function index_room(prefix, sid, open, c_ms)
@@ -64,6 +58,7 @@ end
 -- is a membership, not a count: a search only ever asks it for sessions with a slot, and a player joining or
 -- leaving then moves it only when the session fills or stops being full.
 local function index_session(k, sid)
+  tally_session(k, sid)
   local s = redis.call('HMGET', gkey(k, sid), 'status', 'loc', 'c_ms', 'cur', 'max', 'accept', 'srv_end')
   local open = takes_players(s[1], s[6], s[4] or 0, s[5] or 0, s[7])
   for _, loc in ipairs({s[2] or '', '*'}) do
@@ -83,6 +78,7 @@ end
 -- or stopped being full. `s` is its {status, loc, cur, max, accept, srv_end, c_ms} as they stand now, for a caller
 -- that holds them; `was_open` whether it could take a player before (nil when the caller does not know).
 local function index_counts(k, sid, s, was_open)
+  tally_session(k, sid)
   s = s or redis.call('HMGET', gkey(k, sid), 'status', 'loc', 'cur', 'max', 'accept', 'srv_end', 'c_ms')
   if s[1] ~= S.ACTIVE or s[6] == '1' then return end
   local open = takes_players(s[1], s[5], s[3], s[4], s[6])
@@ -136,7 +132,7 @@ local function session_event(k, type, key, now)
   if string.find(type, '^GAME_') then kind = 'g' end
   local entry = {'type', type, 't', now, 'kind', kind}
   for i = 1, #fields, 2 do
-    if kind == 'p' or (fields[i] ~= 'data' and fields[i] ~= 'mm') then
+    if kind == 'p' or (fields[i] ~= 'data' and fields[i] ~= 'mm' and fields[i] ~= 'tly') then
       entry[#entry + 1] = fields[i]
       entry[#entry + 1] = fields[i + 1]
     end
@@ -178,6 +174,7 @@ local function end_game_session(k, sid, status, reason, now)
   -- Asked to end, it ended as asked, whatever else its server was doing.
   if s[1] == S.TERMINATING and reason == S.ENDED_BY_SERVER then reason = S.TRIGGERED_ON_PROCESS_TERMINATE end
   redis.call('SREM', k.gs .. s[3] .. ':sessions', sid)
+  tally_server(k, s[3])
   for _, psid in ipairs(redis.call('HVALS', key .. ':live')) do
     end_player_session(k, psid, S.COMPLETED, now)
   end
@@ -212,5 +209,6 @@ local function release_process(k, id)
     if poolable(key) then to_pool(k.pool, id, redis.call('HGET', key, 'istatus'), now_ms()) end
   end
   track_room(k, id)
+  tally_server(k, id)
   return key
 end

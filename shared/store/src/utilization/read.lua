@@ -1,0 +1,29 @@
+-- Reads the live counts of a fleet's locations (GetFleetUtilization): a few hashes, however many servers it has.
+-- KEYS: k.fleet. ARGV[1] the location to read ('' for every location).
+-- Reply: {FOUND | NOT_FOUND | NO_LOCATION, now_ms, home location ('' unless FOUND), then per location: its name, its desired
+-- instances and its tally (field, value, ...), and last, when the home location is read, the tally of the FleetIQ
+-- servers, which have no location and count in the home location, under the name ''}.
+local now = now_ms()
+local locs = redis.call('HGET', k.fleet, 'locs')
+if not locs then return {'NOT_FOUND', tostring(now), ''} end
+local home = string.match(locs, '^%S*')
+local names = {}
+if ARGV[1] == '' then
+  for name in string.gmatch(locs, '%S+') do names[#names + 1] = name end
+elseif fleet_location(k, ARGV[1]) then
+  names[1] = ARGV[1]
+else
+  return {'NO_LOCATION', tostring(now), ''}
+end
+local out = {'FOUND', tostring(now), home}
+for _, loc in ipairs(names) do
+  out[#out + 1] = loc
+  out[#out + 1] = redis.call('HGET', k.fleet, loc_field(loc, 'desired')) or '0'
+  out[#out + 1] = redis.call('HGETALL', k.tally .. loc)
+end
+if names[1] == home then
+  out[#out + 1] = ''
+  out[#out + 1] = '0'
+  out[#out + 1] = redis.call('HGETALL', k.tally .. '')
+end
+return out

@@ -1,0 +1,236 @@
+-- Live counts of a fleet's locations, for GetFleetUtilization (prepended after the fleet helpers, before every
+-- helper that changes a game server, an instance or a game session).
+--
+-- Each location has a hash k.tally .. <location> of counts that the scripts changing states keep true as they go,
+-- so that reading them costs the same with 20 servers or 20,000. A record keeps its share of the counts in its
+-- field tly: after any change the share is computed afresh and, when it differs from the one kept, the counts that
+-- differ move. A change a script forgets to tally thus shows as a count that differs from a recount, never as drift
+-- that adds up. A share is a short string, '<instance>|<location>|<what the record is>', rather than a list of
+-- counts: building and parsing strings is most of what a tally costs in Lua, and a claim pays for it. Replies and
+-- events leave tly out (append_fields, session_event): it is the store's own bookkeeping.
+--
+-- Fields of a location's tally: gs_launching, gs_available, gs_utilized, gs_draining_available,
+-- gs_draining_utilized, gs_terminating, gs_unhealthy (game servers); slots_free, slots_unhealthy (game-session slots
+-- free on ready, unclaimed, AVAILABLE processes, healthy or not); i_pending, i_active, i_idle, i_draining,
+-- i_terminating, activatable (instances, and the sessions they could begin activating now); s_activating, s_active,
+-- players, players_free (game sessions and player slots); mca (the fleet's most concurrent activations per
+-- instance, 0 for no limit, written by the fleet scripts); and per minute of the last hour, w<minute mod 60> =
+-- '<minute>|<ms to ready summed>|<processes ready>|<game sessions created>|<servers lost to interruptions>'.
+-- FleetIQ servers carry no location: theirs is the tally of location '', which a read adds to the home location.
+--
+-- Servers and sessions also count in their instance's aggregate, k.itally .. <instance>: loc, n (its servers),
+-- ready, busy, free (healthy free slots), ending (its servers told to terminate), draining and spot (servers told
+-- their instance is DRAINING or SPOT_TERMINATING), act (its game sessions ACTIVATING), and tly, the instance's own
+-- share of its location's counts.
+
+-- Whether a game session could take a player now, from its {status, accept, cur, max, srv_end}: the rule of
+-- GameSessionRecord::has_available_player_sessions, which the `free` search index follows too.
+local function takes_players(status, accept, cur, max, srv_end)
+  return status == S.ACTIVE and accept == '1' and srv_end ~= '1' and tonumber(cur) < tonumber(max)
+end
+
+local function count(counts, field, n)
+  if n ~= 0 then counts[field] = (counts[field] or 0) + n end
+end
+
+-- The counts of an instance its share reads as more than zero or not (the others, it reads whole).
+local THRESHOLD = {ready = true, busy = true, draining = true, spot = true}
+
+-- Adds `sign` times a share's counts to `moves`, grouped by the place they go ('<instance>|<location>'), through
+-- `counts(what, sign, location counts, instance counts)` of the record's kind.
+local function add_share(moves, share, sign, counts)
+  local bar = string.find(share, '|', 1, true)
+  local place_end = string.find(share, '|', bar + 1, true)
+  local place = string.sub(share, 1, place_end - 1)
+  local move = moves[place]
+  if not move then
+    move = {string.sub(share, 1, bar - 1), string.sub(share, bar + 1, place_end - 1), {}, {}}
+    moves[place] = move
+  end
+  counts(string.sub(share, place_end + 1), sign, move[3], move[4])
+end
+
+-- Replaces the share `old` kept in field tly of `key` with `share` (either nil: none, the record is new, gone or
+-- ended), writing only the counts that differ. Answers the instances whose share may have changed: a count it
+-- reads whole moved, or one it reads as zero or not crossed zero (most changes of a server, a claim among them,
+-- move its instance's counts but not its share).
+local function move_share(k, key, old, share, counts)
+  local changed = {}
+  if old == share then return changed end
+  local moves = {}
+  if old then add_share(moves, old, -1, counts) end
+  if share then add_share(moves, share, 1, counts) end
+  for _, move in pairs(moves) do
+    for field, n in pairs(move[3]) do
+      if n ~= 0 then redis.call('HINCRBY', k.tally .. move[2], field, n) end
+    end
+    for field, n in pairs(move[4]) do
+      if n ~= 0 then
+        local now = redis.call('HINCRBY', k.itally .. move[1], field, n)
+        if not THRESHOLD[field] or now == 0 or now == n then changed[move[1]] = true end
+      end
+    end
+  end
+  if share then
+    redis.call('HSET', key, 'tly', share)
+  else
+    redis.call('HDEL', key, 'tly')
+  end
+  return changed
+end
+
+-- Adds `n` to field `at` (2: ms to ready, 3: processes ready, 4: sessions created, 5: servers interrupted) of the
+-- current minute of a location's last hour.
+local function add_to_minute(k, loc, at, n, now)
+  local minute = math.floor(now / 60000)
+  local field = 'w' .. (minute % 60)
+  local w = {}
+  for part in string.gmatch(redis.call('HGET', k.tally .. loc, field) or '', '[^|]+') do w[#w + 1] = part end
+  if tonumber(w[1]) ~= minute then w = {minute, 0, 0, 0, 0} end
+  w[at] = tonumber(w[at]) + n
+  redis.call('HSET', k.tally .. loc, field, table.concat(w, '|'))
+end
+
+-- What an instance's share says, '<state><idle 0 | 1><draining 0 | 1><activatable>,<launching>': its state (0
+-- pending, 1 active, 2 terminating); idle and draining when active; the sessions it could begin activating now; its
+-- launched processes that never registered.
+local function instance_counts(what, sign, l)
+  local state, comma = string.sub(what, 1, 1), string.find(what, ',', 4, true)
+  if state == '0' then
+    count(l, 'i_pending', sign)
+  elseif state == '2' then
+    count(l, 'i_terminating', sign)
+  else
+    count(l, 'i_active', sign)
+    if string.sub(what, 2, 2) == '1' then count(l, 'i_idle', sign) end
+    if string.sub(what, 3, 3) == '1' then count(l, 'i_draining', sign) end
+    count(l, 'activatable', sign * tonumber(string.sub(what, 4, comma - 1)))
+  end
+  count(l, 'gs_launching', sign * tonumber(string.sub(what, comma + 1)))
+end
+
+-- An instance's share, from its aggregate `a` (HMGET below) and its record, when a reconciler keeps one:
+-- terminating when being stopped or interrupted or when every server of it was told to end, else active once a
+-- server is ready, else pending.
+local function instance_share(k, id, a)
+  local vm = redis.call('HMGET', k.vm .. id, 'loc', 'state', 'unreg')
+  local n = tonumber(a[2] or '0')
+  if not vm[2] and n <= 0 then return nil end
+  local loc = vm[1] or a[1] or ''
+  local ready, busy, free = tonumber(a[3] or '0'), tonumber(a[4] or '0'), tonumber(a[5] or '0')
+  local what = '0000'
+  if vm[2] == S.TERMINATING or tonumber(a[8] or '0') > 0 or (n > 0 and tonumber(a[9] or '0') == n) then
+    what = '2000'
+  elseif ready > 0 then
+    local draining = (vm[2] == S.DRAINING or tonumber(a[7] or '0') > 0) and '1' or '0'
+    if free > 0 then
+      local limit = tonumber(redis.call('HGET', k.tally .. loc, 'mca') or '0')
+      if limit > 0 then free = math.min(free, math.max(limit - tonumber(a[6] or '0'), 0)) end
+    end
+    what = '1' .. (busy == 0 and '1' or '0') .. draining .. free
+  end
+  local launching = 0
+  if vm[2] and vm[2] ~= S.TERMINATING then launching = tonumber(vm[3] or '0') end
+  return id .. '|' .. loc .. '|' .. what .. ',' .. launching
+end
+
+-- Brings an instance's share up to date; its aggregate goes once nothing of it is left.
+local function tally_instance(k, id)
+  local key = k.itally .. id
+  local a = redis.call('HMGET', key, 'loc', 'n', 'ready', 'busy', 'free', 'act', 'draining', 'spot', 'ending', 'tly')
+  local share = instance_share(k, id, a)
+  move_share(k, key, a[10] or nil, share, instance_counts)
+  if not share then redis.call('DEL', key) end
+end
+
+local function tally_instances(k, changed)
+  for id in pairs(changed) do tally_instance(k, id) end
+end
+
+-- A server's state in its share, by number: launching, available, utilized, draining available, draining
+-- utilized, terminating.
+local SERVER_STATES = {'gs_launching', 'gs_available', 'gs_utilized', 'gs_draining_available', 'gs_draining_utilized',
+  'gs_terminating'}
+
+-- What a server's share says, '<state><unhealthy 0 | 1><its instance's status: 0, 1 (DRAINING) or 2
+-- (SPOT_TERMINATING)><free game-session slots>'.
+local function server_counts(what, sign, l, i)
+  local state, unhealthy, istatus = tonumber(string.sub(what, 1, 1)), string.sub(what, 2, 2), string.sub(what, 3, 3)
+  local free = sign * tonumber(string.sub(what, 4))
+  count(l, SERVER_STATES[state], sign)
+  if unhealthy == '1' then
+    count(l, 'gs_unhealthy', sign)
+    count(l, 'slots_unhealthy', free)
+  else
+    count(l, 'slots_free', free)
+    count(i, 'free', free)
+  end
+  count(i, 'n', sign)
+  if state >= 2 and state <= 5 then count(i, 'ready', sign) end
+  if state == 3 or state == 5 then count(i, 'busy', sign) end
+  if state == 6 then count(i, 'ending', sign) end
+  if istatus == '1' then count(i, 'draining', sign) elseif istatus == '2' then count(i, 'spot', sign) end
+end
+
+-- A server's share, from its fields `s` (HMGET below).
+local function server_share(key, s)
+  local state, free = 6, 0
+  if s[3] == S.INITIALIZING then
+    state = 1
+  elseif s[3] ~= S.TERMINATING and s[6] ~= S.SPOT_TERMINATING then
+    local claimed = s[4] == S.UTILIZED or s[5]
+    state = (claimed or s[3] == S.ACTIVE) and 3 or 2
+    if s[6] == S.DRAINING then state = state + 2 end
+    if s[8] and not claimed then free = tonumber(s[8]) - redis.call('SCARD', key .. ':sessions') end
+  end
+  local istatus = '0'
+  if s[6] == S.DRAINING then istatus = '1' elseif s[6] == S.SPOT_TERMINATING then istatus = '2' end
+  return s[1] .. '|' .. (s[2] or '') .. '|' .. state .. (s[7] == S.UNHEALTHY and '1' or '0') .. istatus .. free
+end
+
+-- Brings a game server's share up to date after a change; `going` when its record is about to be deleted. A
+-- server leaving while its instance is interrupted (SPOT_TERMINATING) counts as an interruption.
+local function tally_server(k, id, going)
+  local key = k.gs .. id
+  local s = redis.call('HMGET', key, 'instance', 'loc', 'pstate', 'util', 'claim_exp_ms', 'istatus', 'health',
+    'max_sess', 'tly')
+  local old = s[9] or nil
+  local share = nil
+  if not going and s[1] and s[3] ~= S.LOST then share = server_share(key, s) end
+  if share and not old then
+    redis.call('HSETNX', k.itally .. s[1], 'loc', s[2] or '')
+  elseif old and not share and s[6] == S.SPOT_TERMINATING then
+    add_to_minute(k, s[2] or '', 5, 1, now_ms())
+  end
+  tally_instances(k, move_share(k, key, old, share, server_counts))
+end
+
+-- What a game session's share says, '<state: 1 ACTIVATING, 2 ACTIVE, 3 TERMINATING><player sessions holding
+-- slots>,<free player slots>'.
+local function session_counts(what, sign, l, i)
+  local state, comma = string.sub(what, 1, 1), string.find(what, ',', 2, true)
+  if state == '1' then
+    count(l, 's_activating', sign)
+    count(i, 'act', sign)
+  elseif state == '2' then
+    count(l, 's_active', sign)
+  end
+  count(l, 'players', sign * tonumber(string.sub(what, 2, comma - 1)))
+  count(l, 'players_free', sign * tonumber(string.sub(what, comma + 1)))
+end
+
+local SESSION_STATES = {[S.ACTIVATING] = 1, [S.ACTIVE] = 2, [S.TERMINATING] = 3}
+
+-- Brings a game session's share up to date.
+local function tally_session(k, sid)
+  local key = k.gsess .. sid
+  local s = redis.call('HMGET', key, 'loc', 'inst', 'status', 'cur', 'max', 'accept', 'srv_end', 'tly')
+  local state = SESSION_STATES[s[3]]
+  local share = nil
+  if state then
+    local free = 0
+    if takes_players(s[3], s[6], s[4], s[5], s[7]) then free = tonumber(s[5]) - tonumber(s[4]) end
+    share = (s[2] or '') .. '|' .. (s[1] or '') .. '|' .. state .. s[4] .. ',' .. free
+  end
+  tally_instances(k, move_share(k, key, s[8] or nil, share, session_counts))
+end
