@@ -18,7 +18,7 @@ mod pubsub;
 pub mod scripts;
 pub mod sessions;
 
-pub use codec::parse_position;
+pub use codec::{EventsRead, parse_position};
 pub use connection::{RedisConfig, RedisMode, Store};
 pub use error::StoreError;
 pub use pubsub::Subscription;
