@@ -16,7 +16,6 @@ use berth_store::fleets::{
 };
 use berth_store::processes::{self, Routing};
 use berth_store::sessions::{self, Deleted, LocationsDeleted};
-use tonic::codegen::tokio_stream::Empty;
 use tonic::{Request, Response, Status};
 
 use crate::Context;
@@ -553,13 +552,14 @@ impl FleetService for Fleets {
         }))
     }
 
-    type WatchFleetEventsStream = Empty<Result<pb::WatchFleetEventsResponse, Status>>;
+    type WatchFleetEventsStream = crate::watch::Events;
 
     async fn watch_fleet_events(
         &self,
-        _request: Request<pb::WatchFleetEventsRequest>,
+        request: Request<pb::WatchFleetEventsRequest>,
     ) -> Result<Response<Self::WatchFleetEventsStream>, Status> {
-        Err(not_built("WatchFleetEvents"))
+        let req = request.into_inner();
+        Ok(Response::new(crate::watch::open(self.context.clone(), req).await?))
     }
 
     async fn get_fleet_utilization(
@@ -570,8 +570,8 @@ impl FleetService for Fleets {
     }
 }
 
-/// A stored fleet event as the contract shows it; its position is its id and its cursor.
-fn fleet_event(fleet_id: &str, entry: FleetEventEntry) -> pb::FleetEvent {
+/// A stored fleet event as the contract shows it; its position is its id and its cursor (a watch gives both its own).
+pub(crate) fn fleet_event(fleet_id: &str, entry: FleetEventEntry) -> pb::FleetEvent {
     pb::FleetEvent {
         event_id: entry.position.clone(),
         cursor: entry.position,
