@@ -17,7 +17,6 @@ use berth_store::fleets::{
 use berth_store::processes::{self, Routing};
 use berth_store::sessions::{self, Deleted, LocationsDeleted};
 use berth_store::utilization::{UtilizationRead, read_utilization};
-use tonic::codegen::tokio_stream::Empty;
 use tonic::{Request, Response, Status};
 
 use crate::Context;
@@ -177,11 +176,6 @@ fn being_deleted(fleet_id: &str, status: FleetStatus) -> Status {
 
 fn not_found(fleet_id: &str) -> Status {
     Status::not_found(format!("no fleet {fleet_id:?}"))
-}
-
-/// What a request that is not served yet is answered: the issue that builds it is still open.
-fn not_built(rpc: &str) -> Status {
-    Status::unimplemented(format!("{rpc} is not built yet"))
 }
 
 /// Events read per round trip while a page of filtered events fills.
@@ -555,13 +549,14 @@ impl FleetService for Fleets {
         }))
     }
 
-    type WatchFleetEventsStream = Empty<Result<pb::WatchFleetEventsResponse, Status>>;
+    type WatchFleetEventsStream = crate::watch::Events;
 
     async fn watch_fleet_events(
         &self,
-        _request: Request<pb::WatchFleetEventsRequest>,
+        request: Request<pb::WatchFleetEventsRequest>,
     ) -> Result<Response<Self::WatchFleetEventsStream>, Status> {
-        Err(not_built("WatchFleetEvents"))
+        let req = request.into_inner();
+        Ok(Response::new(crate::watch::open(self.context.clone(), req).await?))
     }
 
     async fn get_fleet_utilization(
@@ -583,8 +578,8 @@ impl FleetService for Fleets {
     }
 }
 
-/// A stored fleet event as the contract shows it; its position is its id and its cursor.
-fn fleet_event(fleet_id: &str, entry: FleetEventEntry) -> pb::FleetEvent {
+/// A stored fleet event as the contract shows it; its position is its id and its cursor (a watch gives both its own).
+pub(crate) fn fleet_event(fleet_id: &str, entry: FleetEventEntry) -> pb::FleetEvent {
     pb::FleetEvent {
         event_id: entry.position.clone(),
         cursor: entry.position,

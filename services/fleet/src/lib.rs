@@ -4,13 +4,14 @@
 //! computed from a record is written only if what it was computed from (the revision, a location's version) has not
 //! moved, and one replica at a time reconciles a location, under its lease. A deleted fleet's (or location's)
 //! processes are told to terminate, and a background sweep turns it TERMINATED (removes it) once the last is gone.
-//! WatchFleetEvents and GetFleetUtilization answer UNIMPLEMENTED until they land, and ScalingService is the
-//! autoscaler's.
+//! Fleet events are also streamed to watchers (`watch.rs`), live counts read (`utilization.rs`), and
+//! ScalingService is the autoscaler's.
 
 mod fleets;
 pub mod provisioner;
 mod reconciler;
 mod utilization;
+mod watch;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -99,6 +100,9 @@ impl Default for FleetArgs {
 pub(crate) struct Context {
     pub(crate) store: Store,
     pub(crate) args: FleetArgs,
+    /// Becomes true when the replica shuts down: watches then end with UNAVAILABLE and their clients resume
+    /// through another replica.
+    pub(crate) closing: tokio::sync::watch::Sender<bool>,
 }
 
 /// The fleet service over `store`; `tokens` signs the tokens of the game servers it launches (none in an insecure
@@ -107,6 +111,7 @@ pub fn service(store: Store, args: &FleetArgs, tokens: Option<TokenKey>) -> Serv
     let context = Arc::new(Context {
         store,
         args: args.clone(),
+        closing: tokio::sync::watch::Sender::new(false),
     });
     let background = Background::new();
     let reconciler = Arc::new(reconciler(&context.store, args, tokens));
@@ -134,11 +139,13 @@ pub fn service(store: Store, args: &FleetArgs, tokens: Option<TokenKey>) -> Serv
             .map(drop)
         }
     });
+    let closing = context.clone();
     ServiceDef {
         name: "berth-fleet",
         grpc_services: &["berth.fleet.v1.FleetService", "berth.fleet.v1.ScalingService"],
         rules: RULES,
         on_shutdown: Some(Box::new(move || {
+            closing.closing.send_replace(true);
             tokio::spawn(async move { reconciler.release().await });
         })),
         background,

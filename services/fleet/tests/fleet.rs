@@ -1,11 +1,13 @@
-//! The fleet service: fleets as records (`fleet/records.rs`); the process serves health and reflection, and its
-//! RPCs are open to operators only. What every service's edge does (insecure mode on loopback, metric labels) is
-//! tested here, on the binary.
+//! The fleet service: fleets as records (`fleet/records.rs`), their events watched (`fleet/watch.rs`), their
+//! instances launched (`fleet/provisioning.rs`); the process serves health and reflection, and its RPCs are open to
+//! operators only. What every service's edge does (insecure mode on loopback, metric labels) is tested here, on the
+//! binary.
 
 mod fleet {
     mod provisioning;
     mod records;
     mod tally;
+    mod watch;
 }
 
 use std::time::Duration;

@@ -9,3 +9,4 @@ pub mod process;
 pub mod search;
 pub mod stored;
 pub mod validate;
+pub mod watch;

@@ -1,7 +1,7 @@
 //! What every Berth service shares at run time: its configuration ([`config`]), logs and traces
 //! ([`telemetry`]), Prometheus metrics ([`metrics`]), bearer-token authentication ([`auth`]), its background work
-//! ([`background`]) and the gRPC server around its routes ([`server`]): health, reflection, the auth and metrics
-//! edge, graceful shutdown.
+//! ([`background`]), the resumable watches of its fleets' event streams ([`watch`]) and the gRPC server around its
+//! routes ([`server`]): health, reflection, the auth and metrics edge, graceful shutdown.
 
 pub mod auth;
 pub mod background;
@@ -10,6 +10,7 @@ mod edge;
 pub mod metrics;
 pub mod server;
 pub mod telemetry;
+pub mod watch;
 
 pub use background::{Background, for_each_fleet};
 pub use config::CommonArgs;

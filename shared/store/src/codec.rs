@@ -41,6 +41,36 @@ pub fn parse_position(position: &str) -> Option<(u64, u64)> {
     Some((ms.parse().ok()?, seq.parse().ok()?))
 }
 
+/// What one read of a fleet's event stream for a watcher found (the session events' and the fleet events' alike).
+#[derive(Clone, Debug)]
+pub struct EventsRead<E> {
+    /// The time, ms since the epoch, on the node holding them when they were read: any event appended later has a
+    /// position at or after it.
+    pub now_ms: u64,
+    /// Position of the last event trimmed (by retention or the cap); a reader before it missed it.
+    pub gone: Option<(u64, u64)>,
+    /// The events, oldest first.
+    pub entries: Vec<E>,
+}
+
+/// The reply `{now_ms, last position trimmed or '', entries}` of a script that reads an event stream for watchers,
+/// its entries decoded by `decode`.
+pub(crate) fn events_read<R, E>(
+    script: &str,
+    (now, gone, entries): (String, String, Vec<R>),
+    decode: impl FnMut(R) -> Result<E, StoreError>,
+) -> Result<EventsRead<E>, StoreError> {
+    Ok(EventsRead {
+        now_ms: now.parse().map_err(|_| unexpected(script, &now))?,
+        gone: if gone.is_empty() {
+            None
+        } else {
+            Some(parse_position(&gone).ok_or_else(|| unexpected(script, &gone))?)
+        },
+        entries: entries.into_iter().map(decode).collect::<Result<_, _>>()?,
+    })
+}
+
 /// Fields of a stored record by name.
 type Fields = HashMap<String, String>;
 

@@ -6,7 +6,7 @@
 mod events;
 mod records;
 
-pub use events::{FleetEventEntry, read_fleet_events, recent_fleet_events};
+pub use events::{FleetEventEntry, poll_fleet_events, read_fleet_events, recent_fleet_events};
 pub use records::{
     CapacityChange, CapacityUpdated, Created, FleetChange, LocationsAdded, Written, add_locations, create_fleet,
     read_fleet, update_capacity, write_fleet,

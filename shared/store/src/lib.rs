@@ -19,7 +19,7 @@ pub mod scripts;
 pub mod sessions;
 pub mod utilization;
 
-pub use codec::parse_position;
+pub use codec::{EventsRead, parse_position};
 pub use connection::{RedisConfig, RedisMode, Store};
 pub use error::StoreError;
 pub use pubsub::Subscription;

@@ -90,6 +90,8 @@ pub struct Scripts {
     pub read_events: LuaScript,
     /// Reads the fleets with their node's clock.
     pub fleets_now: LuaScript,
+    /// Reads a fleet's events with its node's clock and its last event trimmed.
+    pub poll_fleet_events: LuaScript,
     /// Takes, renews or gives up a location reconciler's lease.
     pub take_lease: LuaScript,
     /// Reads a location's instances and what their servers do.
@@ -189,7 +191,7 @@ const HELPERS: [&str; 8] = [
 
 /// Every function: its field in [`Scripts`], its body (which sees its keys and arguments as KEYS and ARGV), and
 /// whether it only reads.
-const FUNCTIONS: [(&str, &str, bool); 46] = [
+const FUNCTIONS: [(&str, &str, bool); 47] = [
     ("create_fleet", include_str!("fleets/create.lua"), false),
     ("add_fleet_locations", include_str!("fleets/add_locations.lua"), false),
     ("write_fleet", include_str!("fleets/write.lua"), false),
@@ -251,6 +253,7 @@ const FUNCTIONS: [(&str, &str, bool); 46] = [
         false,
     ),
     ("fleets_now", include_str!("fleets/now.lua"), true),
+    ("poll_fleet_events", include_str!("fleets/poll_events.lua"), true),
     ("take_lease", include_str!("instances/lease.lua"), false),
     ("read_instances", include_str!("instances/read.lua"), true),
     ("record_launch", include_str!("instances/launch.lua"), false),
@@ -383,6 +386,7 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
         delete_fleet_locations: function("delete_fleet_locations"),
         finish_fleet_deletion: function("finish_fleet_deletion"),
         fleets_now: function("fleets_now"),
+        poll_fleet_events: function("poll_fleet_events"),
         take_lease: function("take_lease"),
         read_instances: function("read_instances"),
         record_launch: function("record_launch"),

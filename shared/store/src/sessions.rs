@@ -16,7 +16,7 @@ mod fleet_deletion;
 mod players;
 mod reads;
 
-pub use events::{EventsRead, SessionEventEntry, Subject, game_session_data, read_events};
+pub use events::{SessionEventEntry, Subject, game_session_data, read_events};
 pub(crate) use fleet_deletion::processes_told;
 pub use fleet_deletion::{
     Deleted, DeletionsFinished, LocationsDeleted, delete_fleet, delete_locations, finish_fleet_deletion,

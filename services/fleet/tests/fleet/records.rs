@@ -15,23 +15,28 @@ use tokio::task::JoinSet;
 use tonic::Code;
 use tonic_types::StatusExt;
 
-type Client = FleetServiceClient<berth_sdk::AuthedChannel>;
+pub(super) type Client = FleetServiceClient<berth_sdk::AuthedChannel>;
 
 /// A provisioner the deployment names but this replica does not run: these tests are about records, so nothing is
 /// launched for their fleets.
 const RECORDS_ONLY: &str = "records-only";
 
 async fn fleet_service(redis: &TestRedis) -> RunningService {
+    fleet_service_with(redis, berth_fleet::FleetArgs::default()).await
+}
+
+/// A fleet service with `args`, but for what launches and sweeps, which these tests set.
+pub(super) async fn fleet_service_with(redis: &TestRedis, args: berth_fleet::FleetArgs) -> RunningService {
     let store = Store::connect(&redis.config()).await.unwrap();
     let args = berth_fleet::FleetArgs {
         provisioners: vec![RECORDS_ONLY.into(), "docker".into()],
         sweep_ms: 50,
-        ..Default::default()
+        ..args
     };
     spawn_service(berth_fleet::service(store.clone(), &args, None), store).await
 }
 
-async fn client(service: &RunningService) -> Client {
+pub(super) async fn client(service: &RunningService) -> Client {
     FleetServiceClient::new(
         berth_sdk::connect(&service.endpoint(), &token(Role::Operator, None))
             .await
@@ -51,7 +56,7 @@ fn location(name: &str, min: u32, max: u32, desired: u32) -> pb::LocationConfigu
     }
 }
 
-fn create(fleet_id: &str) -> pb::CreateFleetRequest {
+pub(super) fn create(fleet_id: &str) -> pb::CreateFleetRequest {
     pb::CreateFleetRequest {
         fleet_id: fleet_id.into(),
         name: "Arena".into(),
@@ -76,7 +81,7 @@ async fn describe(client: &mut Client, fleet_id: &str) -> Result<pb::Fleet, toni
     Ok(client.describe_fleet(request).await?.into_inner().fleet.unwrap())
 }
 
-async fn events(client: &mut Client, fleet_id: &str) -> Vec<pb::FleetEvent> {
+pub(super) async fn events(client: &mut Client, fleet_id: &str) -> Vec<pb::FleetEvent> {
     let request = pb::ListFleetEventsRequest {
         fleet_id: fleet_id.into(),
         ..Default::default()

@@ -16,6 +16,7 @@ use crate::game_server::{PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX, check_fleet_id};
 use crate::process::LOCATION_LEN;
 use crate::stored::{FleetEventCode, FleetStatus};
 use crate::validate::{Violations, check_count, check_labels, check_page_size, checked_entries};
+use crate::watch::{check_watch_start, check_watched_fleets};
 
 /// Longest name, description and status message, in characters.
 pub const TEXT_MAX: usize = 1024;
@@ -426,7 +427,7 @@ pub fn check_create_locations(req: &pb::CreateFleetLocationsRequest) -> Result<(
 
 /// Most statuses in a ListFleets filter.
 pub const STATUSES_MAX: usize = 6;
-/// Most codes in a ListFleetEvents filter.
+/// Most codes in a ListFleetEvents or WatchFleetEvents filter.
 pub const CODES_MAX: usize = 32;
 
 /// Checks a ListFleets request: the statuses it asks for, and the page size to serve.
@@ -465,17 +466,7 @@ pub fn check_list_events(req: &pb::ListFleetEventsRequest) -> Result<EventQuery,
     let mut v = Violations::new();
     check_fleet_id(&mut v, &req.fleet_id);
     check_location(&mut v, "location", &req.location);
-    check_count(&mut v, "codes", req.codes.len(), 0, CODES_MAX);
-    let mut codes = Vec::new();
-    for (i, code) in checked_entries(&req.codes, CODES_MAX) {
-        match pb::FleetEventCode::try_from(*code)
-            .ok()
-            .and_then(FleetEventCode::from_proto)
-        {
-            Some(code) => codes.push(code),
-            None => v.add(&format!("codes[{i}]"), format!("{code} is not a fleet event code")),
-        }
-    }
+    let codes = check_codes(&mut v, &req.codes);
     let start_ms = req
         .start_time
         .as_ref()
@@ -493,6 +484,32 @@ pub fn check_list_events(req: &pb::ListFleetEventsRequest) -> Result<EventQuery,
         end_ms,
         size,
     })
+}
+
+/// Checks a WatchFleetEvents request, and returns the codes it asks for (none: every code).
+pub fn check_watch_events(req: &pb::WatchFleetEventsRequest) -> Result<Vec<FleetEventCode>, Status> {
+    let mut v = Violations::new();
+    check_watched_fleets(&mut v, &req.fleet_ids);
+    let codes = check_codes(&mut v, &req.codes);
+    check_watch_start(&mut v, &req.after_cursor, req.from_oldest);
+    v.into_result().map(|()| codes)
+}
+
+/// Checks an event filter's codes: at most [`CODES_MAX`], each a known code other than UNSPECIFIED. Returns those
+/// that are.
+fn check_codes(v: &mut Violations, codes: &[i32]) -> Vec<FleetEventCode> {
+    check_count(v, "codes", codes.len(), 0, CODES_MAX);
+    let mut known = Vec::new();
+    for (i, code) in checked_entries(codes, CODES_MAX) {
+        match pb::FleetEventCode::try_from(*code)
+            .ok()
+            .and_then(FleetEventCode::from_proto)
+        {
+            Some(code) => known.push(code),
+            None => v.add(&format!("codes[{i}]"), format!("{code} is not a fleet event code")),
+        }
+    }
+    known
 }
 
 /// Checks a DescribeFleet request.

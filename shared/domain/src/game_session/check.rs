@@ -15,10 +15,11 @@ use pb::describe_player_sessions_request::Selector;
 use tonic::Status;
 
 use super::{SESSION_ID_MAX, fleet_of};
-use crate::game_server::{FLEET_ID_LEN, PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX, check_fleet_id};
+use crate::game_server::{PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX, check_fleet_id};
 use crate::process::LOCATION_LEN;
 use crate::search::{self, Filter, Sort};
 use crate::validate::{Violations, check_count, check_page_size, checked_entries, is_id_char};
+use crate::watch::{check_watch_start, check_watched_fleets};
 
 /// Most player sessions holding a slot in one game session at once.
 pub const MAXIMUM_PLAYERS_MAX: u32 = 1000;
@@ -52,12 +53,10 @@ pub const PLAYER_ID_MAX: usize = 1024;
 pub const PLAYER_DATA_MAX: usize = 2048;
 /// Most players in one CreatePlayerSessions request.
 pub const PLAYERS_PER_BATCH_MAX: usize = 25;
-/// Most fleet ids, and most game-session ids, in one watch filter.
+/// Most game-session ids in one watch filter.
 pub const WATCH_IDS_MAX: usize = 100;
 /// Most event types in one watch filter.
 pub const EVENT_TYPES_MAX: usize = 10;
-/// Longest watch cursor accepted back, in characters.
-pub const CURSOR_MAX: usize = 1024;
 
 /// Checks a game-session id in `field`: one Berth could have issued, `<fleet_id>/gsess-<uuid>`.
 pub fn check_game_session_id(v: &mut Violations, field: &str, id: &str) {
@@ -295,10 +294,7 @@ pub fn check_describe_player_sessions(req: &pb::DescribePlayerSessionsRequest) -
 /// Checks a WatchSessionEvents request.
 pub fn check_watch_session_events(req: &pb::WatchSessionEventsRequest) -> Result<(), Status> {
     let mut v = Violations::new();
-    check_count(&mut v, "fleet_ids", req.fleet_ids.len(), 0, WATCH_IDS_MAX);
-    for (i, fleet_id) in checked_entries(&req.fleet_ids, WATCH_IDS_MAX) {
-        v.id(&format!("fleet_ids[{i}]"), fleet_id, FLEET_ID_LEN.0, FLEET_ID_LEN.1);
-    }
+    check_watched_fleets(&mut v, &req.fleet_ids);
     check_count(&mut v, "game_session_ids", req.game_session_ids.len(), 0, WATCH_IDS_MAX);
     for (i, id) in checked_entries(&req.game_session_ids, WATCH_IDS_MAX) {
         check_game_session_id(&mut v, &format!("game_session_ids[{i}]"), id);
@@ -312,11 +308,7 @@ pub fn check_watch_session_events(req: &pb::WatchSessionEventsRequest) -> Result
             );
         }
     }
-    v.text("after_cursor", &req.after_cursor, CURSOR_MAX);
-    // Each names a different starting point; taking one over the other silently would replay or skip events.
-    if !req.after_cursor.is_empty() && req.from_oldest {
-        v.add("from_oldest", "may not be set together with after_cursor");
-    }
+    check_watch_start(&mut v, &req.after_cursor, req.from_oldest);
     v.into_result()
 }
 

@@ -1,9 +1,12 @@
 //! A fleet's event stream (`k.events`, appended to by every area's scripts through `fleet_event` in `lib.lua`),
-//! read a range at a time. A position is a Redis stream id (`<ms>-<seq>`), taken from Redis's clock.
+//! read a range at a time, or after a position with what a watcher needs besides. A position is a Redis stream id
+//! (`<ms>-<seq>`), taken from Redis's clock.
 
 use berth_domain::stored::FleetEventCode;
 
+use crate::codec::{EventsRead, events_read};
 use crate::keys::FleetKeys;
+use crate::scripts::scripts;
 use crate::{Store, StoreError};
 
 /// One fleet event.
@@ -50,6 +53,20 @@ pub async fn read_fleet_events(
         )
         .await?;
     Ok(entries.into_iter().map(decode).collect())
+}
+
+/// Up to `count` events of a fleet from `start` (an XRANGE start, as for [`read_fleet_events`]), with the clock of
+/// the node holding them and the position of the last event trimmed, for a watcher.
+pub async fn poll_fleet_events(
+    store: &Store,
+    fleet_id: &str,
+    start: &str,
+    count: usize,
+) -> Result<EventsRead<FleetEventEntry>, StoreError> {
+    let mut call = scripts().poll_fleet_events.for_fleet(&FleetKeys::new(fleet_id));
+    call.arg(start).arg(count);
+    let reply: (String, String, Vec<Entry>) = store.invoke(&call).await?;
+    events_read("poll_fleet_events", reply, |entry| Ok(decode(entry)))
 }
 
 /// The latest `count` events of a fleet, oldest first.

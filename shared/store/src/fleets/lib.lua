@@ -11,17 +11,50 @@
 -- change of its cfg or susp, so that a version is never given twice, even to a location removed and added again),
 -- fence (the last lease token of its reconciler, see instances/lib.lua), first_ms (its first launch since it last
 -- became DEPLOYING) and seen_ms (when a server last registered there while it was DEPLOYING).
--- Its events are the stream k.events: code, time_ms, message, then those of location, instance_id, game_server_id,
--- game_session_id, prev and new (desired instances) and policy that concern it.
+-- Its events are the stream k.events: code, time_ms, message, gone (once an event has been trimmed, see
+-- last_trimmed), then those of location, instance_id, game_server_id, game_session_id, prev and new (desired
+-- instances) and policy that concern it.
+
+-- The position of the last event trimmed from the fleet's stream, which its latest event carries in `gone` ('' while
+-- none has been). Kept in the events themselves because XINFO's max-deleted-entry-id tells only of XDEL, never of a
+-- trim, and a key of its own would have to be declared by every function that records an event.
+local function last_trimmed(k)
+  local last = redis.call('XREVRANGE', k.events, '+', '-', 'COUNT', 1)[1]
+  if not last then return '' end
+  local fields = last[2]
+  for i = 1, #fields, 2 do
+    if fields[i] == 'gone' then return fields[i + 1] end
+  end
+  return ''
+end
 
 -- Appends a fleet event; `extra` is the flat list of names and values of the fields that concern it. Events are
 -- kept for the fleet's retention (ret_ms in its record), older ones trimmed here; a fleet without a record (its
--- servers registered before fleets were records) keeps about its last 10,000.
+-- servers registered before fleets were records) keeps its last 10,000. Trims are exact, and the event appended
+-- after one carries the last position trimmed (see last_trimmed): a watcher whose position is before it missed an
+-- event.
 local function fleet_event(k, now, code, message, extra)
   local retention = redis.call('HGET', k.fleet, 'ret_ms')
-  local args = {k.events, 'MAXLEN', '~', 10000}
-  if retention then args = {k.events, 'MINID', now - tonumber(retention)} end
-  for _, value in ipairs({'*', 'code', code, 'time_ms', now, 'message', message}) do args[#args + 1] = value end
+  local gone = last_trimmed(k)
+  if retention then
+    local cutoff = now - tonumber(retention)
+    local first = redis.call('XRANGE', k.events, '-', '+', 'COUNT', 1)[1]
+    -- XREVRANGE walks the whole stream when nothing lies below its end, so it runs only when something does.
+    if first and tonumber(string.match(first[1], '^(%d+)')) < cutoff then
+      gone = redis.call('XREVRANGE', k.events, '(' .. cutoff .. '-0', '-', 'COUNT', 1)[1][1]
+      redis.call('XTRIM', k.events, 'MINID', cutoff)
+    end
+  elseif redis.call('XLEN', k.events) >= 10000 then
+    -- Cut to one more than leaves room for this event first: the oldest left is then the last to go.
+    redis.call('XTRIM', k.events, 'MAXLEN', 10000)
+    gone = redis.call('XRANGE', k.events, '-', '+', 'COUNT', 1)[1][1]
+    redis.call('XTRIM', k.events, 'MAXLEN', 9999)
+  end
+  local args = {k.events, '*', 'code', code, 'time_ms', now, 'message', message}
+  if gone ~= '' then
+    args[#args + 1] = 'gone'
+    args[#args + 1] = gone
+  end
   for _, value in ipairs(extra or {}) do args[#args + 1] = value end
   redis.call('XADD', unpack(args))
 end

@@ -4,7 +4,7 @@
 use berth_domain::game_session::{GameSessionRecord, PlayerSessionRecord};
 use berth_domain::stored::SessionEventType;
 
-use crate::codec::{field, parse_position, unexpected};
+use crate::codec::{EventsRead, events_read, field, unexpected};
 use crate::codec::{game_session, player_session};
 use crate::keys::FleetKeys;
 use crate::scripts::scripts;
@@ -48,47 +48,23 @@ fn decode(fleet_id: &str, position: String, pairs: &[String]) -> Result<SessionE
     })
 }
 
-/// What one read of a fleet's events found.
-#[derive(Clone, Debug)]
-pub struct EventsRead {
-    /// The time, ms since the epoch, on the node holding them when they were read: any event appended later has a
-    /// position at or after it.
-    pub now_ms: u64,
-    /// Position of the last event trimmed (by retention or the cap); a reader before it missed it.
-    pub gone: Option<(u64, u64)>,
-    /// The events, oldest first.
-    pub entries: Vec<SessionEventEntry>,
-}
-
-impl EventsRead {
-    /// Whether a reader that has read the fleet up to `position` missed events that were trimmed.
-    pub fn missed_after(&self, position: (u64, u64)) -> bool {
-        self.gone.is_some_and(|gone| gone > position)
-    }
-}
-
 /// Up to `count` events of a fleet from `start` (an XRANGE start: a position, which it includes, or a position
 /// after '(', which it excludes).
-pub async fn read_events(store: &Store, fleet_id: &str, start: &str, count: usize) -> Result<EventsRead, StoreError> {
+pub async fn read_events(
+    store: &Store,
+    fleet_id: &str,
+    start: &str,
+    count: usize,
+) -> Result<EventsRead<SessionEventEntry>, StoreError> {
     let keys = FleetKeys::new(fleet_id);
     let mut call = scripts().read_events.prepare();
     call.key(keys.session_events())
         .key(keys.session_events_gone())
         .arg(start)
         .arg(count);
-    let (now, gone, entries): (String, String, Vec<(String, Vec<String>)>) = store.invoke(&call).await?;
-    let entries = entries
-        .into_iter()
-        .map(|(position, pairs)| decode(fleet_id, position, &pairs))
-        .collect::<Result<_, _>>()?;
-    Ok(EventsRead {
-        now_ms: now.parse().map_err(|_| unexpected("read_events", &now))?,
-        gone: if gone.is_empty() {
-            None
-        } else {
-            Some(parse_position(&gone).ok_or_else(|| unexpected("read_events", &gone))?)
-        },
-        entries,
+    let reply: (String, String, Vec<(String, Vec<String>)>) = store.invoke(&call).await?;
+    events_read("read_events", reply, |(position, pairs)| {
+        decode(fleet_id, position, &pairs)
     })
 }
 

@@ -352,3 +352,34 @@ fn listings_name_the_filter_entries_they_refuse() {
         (vec![FleetEventCode::CapacityChanged], Some(20_000), Some(30_000), 100)
     );
 }
+
+#[test]
+fn a_watch_names_every_filter_entry_and_start_it_refuses() {
+    let too_many: Vec<String> = (0..101).map(|n| format!("f{n}")).collect();
+    let watch = pb::WatchFleetEventsRequest {
+        fleet_ids: vec!["arena".into(), "no{braces}".into()],
+        codes: vec![pb::FleetEventCode::CapacityChanged as i32, 0, 999],
+        after_cursor: "x".repeat(1025),
+        from_oldest: true,
+    };
+    assert_eq!(
+        refused(check_watch_events(&watch).unwrap_err()),
+        ["fleet_ids[1]", "codes[1]", "codes[2]", "after_cursor", "from_oldest"]
+    );
+    let crowded = pb::WatchFleetEventsRequest {
+        fleet_ids: too_many,
+        codes: vec![pb::FleetEventCode::CapacityChanged as i32; 33],
+        ..Default::default()
+    };
+    assert_eq!(
+        refused(check_watch_events(&crowded).unwrap_err()),
+        ["fleet_ids", "codes"]
+    );
+    let fine = pb::WatchFleetEventsRequest {
+        fleet_ids: vec!["arena".into()],
+        codes: vec![pb::FleetEventCode::FleetCreated as i32],
+        after_cursor: "12-0/arena".into(),
+        from_oldest: false,
+    };
+    assert_eq!(check_watch_events(&fine).unwrap(), [FleetEventCode::FleetCreated]);
+}

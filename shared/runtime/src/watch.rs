@@ -1,0 +1,588 @@
+//! Resumable watches over the event streams Berth keeps one per fleet (the session events, the fleet events): what
+//! WatchSessionEvents and WatchFleetEvents share, so that both promise the same order, cursors and errors. A
+//! service says through [`EventStreams`] how to read one fleet's stream and what to send; [`open`] does the rest.
+//!
+//! Each fleet has its own stream (a script may only touch its fleet's slot), so a watch reads the streams of the
+//! fleets it covers in turn, polling each every [`POLL`] while nothing arrives; blocking reads would hold a
+//! connection that every other call shares. The watch merges the fleets into one order — by stream position
+//! (`<ms>-<seq>` from Redis' clock), then fleet id — and delivers an event only once every fleet has been read
+//! past it: each read also returns the clock of the node holding the fleet, after which that fleet can only get
+//! later positions. So a single position, with the fleet it was in, says exactly what has been delivered, and the
+//! cursor of each event is the position just after it: a resumed watch starts with the next event. On a Redis
+//! Cluster whose nodes' clocks differ, events wait until the slowest node's clock has passed them. A watch of
+//! every fleet lists them again each round, with the clock of the node holding the list, so that a fleet created
+//! while it runs is watched from its first event.
+
+use std::cmp::Ordering;
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::{Duration, Instant, SystemTime};
+
+use berth_domain::validate::invalid;
+use berth_store::{EventsRead, Store, StoreError, parse_position};
+use tokio::sync::{mpsc, watch};
+use tokio_stream::Stream;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::Status;
+
+/// How often a quiet watch reads its fleets' streams again.
+pub const POLL: Duration = Duration::from_millis(100);
+/// How long a watch sends nothing before it sends a keepalive.
+pub const KEEPALIVE: Duration = Duration::from_secs(15);
+/// Events read from one fleet per round trip.
+const BATCH: usize = 200;
+/// Messages waiting to go out before the watch waits for its client.
+const QUEUE: usize = 64;
+
+/// The messages of an open watch, as a server-streaming handler returns them.
+pub type Events<M> = Pin<Box<dyn Stream<Item = Result<M, Status>> + Send>>;
+
+/// One kind of per-fleet event stream, and the messages a watch of it sends.
+pub trait EventStreams: Send + Sync + 'static {
+    /// An event as the store reads it.
+    type Entry: Send;
+    /// What the watch streams: an event or a keepalive.
+    type Message: Send + 'static;
+    /// The service, as a replica shutting down names itself to its watchers.
+    const SERVICE: &'static str;
+
+    /// Up to `count` events of a fleet from `start` (an XRANGE start: a position, or one after '(' to exclude it),
+    /// with the clock of the node holding them and the last event trimmed.
+    fn read(
+        &self,
+        fleet_id: &str,
+        start: &str,
+        count: usize,
+    ) -> impl Future<Output = Result<EventsRead<Self::Entry>, StoreError>> + Send;
+
+    /// An event's position in its fleet's stream.
+    fn position(entry: &Self::Entry) -> &str;
+
+    /// The message for an event of `fleet_id` placed in the watch at `placed`; `None` when the watch's filters
+    /// leave it out.
+    fn event(
+        &self,
+        fleet_id: &str,
+        placed: Placed,
+        entry: Self::Entry,
+    ) -> impl Future<Output = Result<Option<Self::Message>, Status>> + Send;
+
+    /// A keepalive carrying the latest cursor.
+    fn keepalive(&self, cursor: String, server_time: prost_types::Timestamp) -> Self::Message;
+}
+
+/// Where an event stands in a watch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Placed {
+    /// Its id, unique among every fleet's events: `<fleet>/<position>`.
+    pub event_id: String,
+    /// The position just after it, to resume from.
+    pub cursor: String,
+}
+
+/// What a (checked) watch request asks for.
+#[derive(Clone, Debug, Default)]
+pub struct Start {
+    /// The fleets to watch; none means every fleet, new ones as they appear.
+    pub fleet_ids: Vec<String>,
+    /// Resume after this cursor; empty starts with the events from now on.
+    pub after_cursor: String,
+    /// Start with the oldest retained event instead of now.
+    pub from_oldest: bool,
+}
+
+/// A place in the merged order of every fleet's events: everything up to stream position `at` — in every fleet
+/// when `fleet` is `None`, else in the fleets whose ids sort up to `fleet` — and nothing after. As a cursor:
+/// `<ms>-<seq>` or `<ms>-<seq>/<fleet>` (fleet ids hold no '/').
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Mark {
+    at: (u64, u64),
+    fleet: Option<String>,
+}
+
+impl Mark {
+    /// Just after an event of `fleet` at `at`.
+    fn after(at: (u64, u64), fleet: &str) -> Mark {
+        Mark {
+            at,
+            fleet: Some(fleet.to_owned()),
+        }
+    }
+
+    /// Everything before time `ms`, in every fleet.
+    fn before(ms: u64) -> Mark {
+        Mark {
+            at: (ms.saturating_sub(1), u64::MAX),
+            fleet: None,
+        }
+    }
+
+    fn parse(cursor: &str) -> Option<Mark> {
+        let (position, fleet) = match cursor.split_once('/') {
+            Some((position, fleet)) if !fleet.is_empty() => (position, Some(fleet.to_owned())),
+            Some(_) => return None,
+            None => (cursor, None),
+        };
+        // No event is ever at the last millisecond, and nothing could be read after it.
+        let at = parse_position(position).filter(|(ms, _)| *ms < u64::MAX)?;
+        Some(Mark { at, fleet })
+    }
+
+    fn cursor(&self) -> String {
+        let (ms, seq) = self.at;
+        match &self.fleet {
+            Some(fleet) => format!("{ms}-{seq}/{fleet}"),
+            None => format!("{ms}-{seq}"),
+        }
+    }
+
+    /// Where reading `fleet` starts to get exactly what comes after this mark: past `at`, or at `at` itself for a
+    /// fleet sorting after the one the mark stopped in.
+    fn start(&self, fleet: &str) -> String {
+        let (ms, seq) = self.at;
+        match &self.fleet {
+            Some(stopped) if fleet > stopped.as_str() => format!("{ms}-{seq}"),
+            _ => format!("({ms}-{seq}"),
+        }
+    }
+}
+
+impl Ord for Mark {
+    fn cmp(&self, other: &Mark) -> Ordering {
+        // `None` stands for every fleet, so it sorts after any one.
+        fn fleet(mark: &Mark) -> (bool, Option<&str>) {
+            (mark.fleet.is_none(), mark.fleet.as_deref())
+        }
+        self.at.cmp(&other.at).then_with(|| fleet(self).cmp(&fleet(other)))
+    }
+}
+
+impl PartialOrd for Mark {
+    fn partial_cmp(&self, other: &Mark) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// Opens a watch of `streams` for a checked request: INVALID_ARGUMENT for a malformed cursor, OUT_OF_RANGE when
+/// events after it were trimmed. The watch runs until its client goes away, ending with UNAVAILABLE once `closing`
+/// turns true (the replica shuts down).
+pub async fn open<S: EventStreams>(
+    store: Store,
+    streams: S,
+    start: Start,
+    closing: watch::Receiver<bool>,
+) -> Result<Events<S::Message>, Status> {
+    let fixed = !start.fleet_ids.is_empty();
+    let (listed_at, mut fleet_ids) = if fixed {
+        (None, start.fleet_ids)
+    } else {
+        let (now, fleet_ids) = berth_store::fleets::fleets_now(&store).await?;
+        (Some(now), fleet_ids)
+    };
+    fleet_ids.sort_unstable();
+    fleet_ids.dedup();
+    let resume = match start.after_cursor.as_str() {
+        "" => None,
+        cursor => Some(
+            Mark::parse(cursor)
+                .ok_or_else(|| invalid("after_cursor", "is malformed: pass a cursor from an event or keepalive"))?,
+        ),
+    };
+    let mut earliest = listed_at;
+    let mut floors = HashMap::new();
+    for fleet_id in &fleet_ids {
+        // What the watch knows of a fleet when it opens: its node's time and its last event trimmed.
+        let read = streams.read(fleet_id, "-", 0).await?;
+        earliest = Some(earliest.map_or(read.now_ms, |earliest| earliest.min(read.now_ms)));
+        let Some(gone) = read.gone.map(|gone| Mark::after(gone, fleet_id)) else {
+            continue;
+        };
+        if resume.as_ref().is_some_and(|mark| gone > *mark) {
+            return Err(trimmed_after(fleet_id));
+        }
+        if start.from_oldest {
+            // The oldest retained event is the first after the last one trimmed.
+            floors.insert(fleet_id.clone(), gone);
+        }
+    }
+    // A watch from now starts at the earliest clock among the nodes it reads, so that no event of a node whose
+    // clock lags is taken for one from before it began.
+    let delivered = match resume {
+        Some(mark) => mark,
+        None if start.from_oldest => Mark {
+            at: (0, 0),
+            fleet: None,
+        },
+        None => Mark::before(earliest.unwrap_or_default()),
+    };
+    let (out, out_rx) = mpsc::channel(QUEUE);
+    let watch = Watch {
+        store,
+        streams,
+        fleet_ids,
+        delivered,
+        floors,
+        fixed,
+        out,
+    };
+    tokio::spawn(watch.run(closing));
+    Ok(Box::pin(ReceiverStream::new(out_rx)))
+}
+
+/// Events of a fleet after the watcher's position were trimmed before it read them.
+fn trimmed_after(fleet_id: &str) -> Status {
+    Status::out_of_range(format!(
+        "events of fleet {fleet_id:?} after this cursor are no longer retained: describe what you track, then watch \
+         from now"
+    ))
+}
+
+struct Watch<S: EventStreams> {
+    store: Store,
+    streams: S,
+    fleet_ids: Vec<String>,
+    /// How far the merged order has been delivered.
+    delivered: Mark,
+    /// For a watch from the oldest event: each fleet's last event trimmed when it began, which it never expected.
+    floors: HashMap<String, Mark>,
+    /// Whether the request named its fleets (else every fleet is watched, new ones as they appear).
+    fixed: bool,
+    out: mpsc::Sender<Result<S::Message, Status>>,
+}
+
+impl<S: EventStreams> Watch<S> {
+    async fn run(mut self, mut closing: watch::Receiver<bool>) {
+        let mut last_sent = Instant::now();
+        loop {
+            let read = match self.round().await {
+                Ok(read) => read,
+                Err(status) => {
+                    let _ = self.out.send(Err(status)).await;
+                    return;
+                }
+            };
+            if read.sent > 0 {
+                last_sent = Instant::now();
+            } else if last_sent.elapsed() >= KEEPALIVE {
+                last_sent = Instant::now();
+                let keepalive = self
+                    .streams
+                    .keepalive(self.delivered.cursor(), SystemTime::now().into());
+                if self.out.send(Ok(keepalive)).await.is_err() {
+                    return;
+                }
+            }
+            if read.gone {
+                return;
+            }
+            // Read again at once only while a fleet has more waiting and the watch moves: a node whose clock lags
+            // can hold everything back.
+            if !read.full || !read.moved {
+                tokio::select! {
+                    _ = tokio::time::sleep(POLL) => {}
+                    // A client that went away stops the polling now, not at the next message it would have got.
+                    _ = self.out.closed() => return,
+                    _ = closing.changed() => {
+                        let _ = self.out.send(Err(Status::unavailable(format!(
+                            "this {} replica is shutting down; resume through another with your last cursor",
+                            S::SERVICE
+                        )))).await;
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Reads every fleet once, and delivers in order what every fleet has been read past.
+    async fn round(&mut self) -> Result<Round, Status> {
+        let mut round = Round::default();
+        // A fleet is known here before anything of it can be delivered: a fleet added after this read has only
+        // positions after its time.
+        let mut reached = None;
+        if !self.fixed {
+            let (now, fleet_ids) = berth_store::fleets::fleets_now(&self.store).await?;
+            self.fleet_ids = fleet_ids;
+            reached = Some(Mark::before(now));
+        }
+        let mut entries = Vec::new();
+        let before = self.delivered.clone();
+        for fleet_id in &self.fleet_ids {
+            let start = self.delivered.start(fleet_id);
+            let read = self.streams.read(fleet_id, &start, BATCH).await?;
+            // Missed: the last event trimmed comes after what was delivered (and, from the oldest, after the last
+            // one trimmed when the watch began).
+            let missed = read.gone.map(|gone| Mark::after(gone, fleet_id)).is_some_and(|gone| {
+                gone > self.delivered && self.floors.get(fleet_id).is_none_or(|floor| gone > *floor)
+            });
+            if missed {
+                return Err(trimmed_after(fleet_id));
+            }
+            let (now, read) = (read.now_ms, read.entries);
+            let full = read.len() == BATCH;
+            round.full |= full;
+            let last = read
+                .last()
+                .and_then(|entry| parse_position(S::position(entry)))
+                .map(|at| Mark::after(at, fleet_id));
+            // Read to its end, the fleet gets nothing more before the node's time (or its last event, should that
+            // be later); with more waiting, it has been read up to its last event.
+            let fleet_reached = match last {
+                Some(last) if full => last,
+                last => last.map_or(Mark::before(now), |last| last.max(Mark::before(now))),
+            };
+            reached = Some(match reached {
+                Some(reached) => reached.min(fleet_reached),
+                None => fleet_reached,
+            });
+            entries.extend(read.into_iter().map(|entry| (fleet_id.clone(), entry)));
+        }
+        let Some(reached) = reached else {
+            return Ok(round);
+        };
+        let mut ready: Vec<(Mark, String, S::Entry)> = entries
+            .into_iter()
+            .filter_map(|(fleet_id, entry)| {
+                let mark = Mark::after(parse_position(S::position(&entry))?, &fleet_id);
+                (mark <= reached).then_some((mark, fleet_id, entry))
+            })
+            .collect();
+        ready.sort_by(|a, b| a.0.cmp(&b.0));
+        for (mark, fleet_id, entry) in ready {
+            let placed = Placed {
+                event_id: format!("{fleet_id}/{}", S::position(&entry)),
+                cursor: mark.cursor(),
+            };
+            let message = self.streams.event(&fleet_id, placed, entry).await?;
+            self.delivered = mark;
+            if let Some(message) = message {
+                if self.out.send(Ok(message)).await.is_err() {
+                    round.gone = true;
+                    return Ok(round);
+                }
+                round.sent += 1;
+            }
+        }
+        self.delivered = self.delivered.clone().max(reached);
+        round.moved = self.delivered != before;
+        Ok(round)
+    }
+}
+
+/// What one round of reads did.
+#[derive(Default)]
+struct Round {
+    /// Events sent.
+    sent: usize,
+    /// Whether some fleet had more than one batch waiting (read again at once).
+    full: bool,
+    /// Whether the watch got further.
+    moved: bool,
+    /// Whether the client went away.
+    gone: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use berth_testkit::TestRedis;
+    use tokio_stream::StreamExt;
+    use tonic::Code;
+
+    use super::*;
+
+    #[test]
+    fn cursors_round_trip_and_order_by_position_then_fleet() {
+        for mark in [Mark::after((5, 2), "arena"), Mark::before(1_700_000_000_000)] {
+            assert_eq!(Mark::parse(&mark.cursor()), Some(mark));
+        }
+        assert_eq!(Mark::parse("12-3/"), None);
+        assert_eq!(Mark::parse(&format!("{}-{}", u64::MAX, u64::MAX)), None);
+        assert_eq!(Mark::parse("12/arena"), None);
+        let a = Mark::after((5, 2), "a");
+        let b = Mark::after((5, 2), "b");
+        let every = Mark {
+            at: (5, 2),
+            fleet: None,
+        };
+        assert!(a < b && b < every && every < Mark::after((5, 3), "a"));
+    }
+
+    #[test]
+    fn a_mark_resumes_each_fleet_just_after_it() {
+        let mark = Mark::after((5, 2), "m");
+        assert_eq!(mark.start("a"), "(5-2");
+        assert_eq!(mark.start("m"), "(5-2");
+        assert_eq!(mark.start("z"), "5-2");
+        assert_eq!(Mark::before(10).start("z"), format!("(9-{}", u64::MAX));
+    }
+
+    /// One fleet's stream in memory: its events' positions, its node's clock, and its last event trimmed.
+    #[derive(Default)]
+    struct Fleet {
+        events: Vec<(u64, u64)>,
+        now_ms: u64,
+        gone: Option<(u64, u64)>,
+    }
+
+    /// Streams kept in memory, changed by the test while a watch reads them; a message is an event's id and
+    /// cursor, or a keepalive's cursor. It holds the replica's shutdown switch, never turned, as a service's
+    /// context does.
+    #[derive(Clone)]
+    struct Memory(Arc<Mutex<HashMap<String, Fleet>>>, Arc<watch::Sender<bool>>);
+
+    impl Memory {
+        fn new() -> Memory {
+            Memory(Arc::default(), Arc::new(watch::Sender::new(false)))
+        }
+
+        fn with(&self, fleet_id: &str, change: impl FnOnce(&mut Fleet)) {
+            change(self.0.lock().unwrap().entry(fleet_id.to_owned()).or_default());
+        }
+
+        async fn open(
+            &self,
+            fleet_ids: &[&str],
+            after_cursor: &str,
+            redis: &TestRedis,
+        ) -> Result<Events<Placed>, Status> {
+            let store = Store::connect(&redis.config()).await.unwrap();
+            let start = Start {
+                fleet_ids: fleet_ids.iter().map(|id| id.to_string()).collect(),
+                after_cursor: after_cursor.into(),
+                from_oldest: after_cursor.is_empty(),
+            };
+            open(store, self.clone(), start, self.1.subscribe()).await
+        }
+    }
+
+    impl EventStreams for Memory {
+        type Entry = String;
+        type Message = Placed;
+        const SERVICE: &'static str = "test";
+
+        async fn read(&self, fleet_id: &str, start: &str, count: usize) -> Result<EventsRead<String>, StoreError> {
+            let fleets = self.0.lock().unwrap();
+            let Some(fleet) = fleets.get(fleet_id) else {
+                return Ok(EventsRead {
+                    now_ms: 0,
+                    gone: None,
+                    entries: Vec::new(),
+                });
+            };
+            let (after, from) = match start.strip_prefix('(') {
+                Some(position) => (true, parse_position(position)),
+                None => (false, parse_position(start)),
+            };
+            let entries = fleet
+                .events
+                .iter()
+                .filter(|at| from.is_none_or(|from| if after { **at > from } else { **at >= from }))
+                .take(count)
+                .map(|(ms, seq)| format!("{ms}-{seq}"))
+                .collect();
+            Ok(EventsRead {
+                now_ms: fleet.now_ms,
+                gone: fleet.gone,
+                entries,
+            })
+        }
+
+        fn position(entry: &String) -> &str {
+            entry
+        }
+
+        async fn event(&self, _: &str, placed: Placed, _: String) -> Result<Option<Placed>, Status> {
+            Ok(Some(placed))
+        }
+
+        fn keepalive(&self, cursor: String, _: prost_types::Timestamp) -> Placed {
+            Placed {
+                event_id: String::new(),
+                cursor,
+            }
+        }
+    }
+
+    async fn next_ids(events: &mut Events<Placed>, count: usize) -> Vec<String> {
+        let mut ids = Vec::new();
+        while ids.len() < count {
+            let next = tokio::time::timeout(Duration::from_secs(10), events.next()).await;
+            ids.push(next.expect("an event in time").unwrap().unwrap().event_id);
+        }
+        ids
+    }
+
+    #[tokio::test]
+    async fn fleets_merge_by_position_then_fleet_and_wait_for_the_slowest_clock() {
+        let redis = TestRedis::single();
+        let memory = Memory::new();
+        memory.with("a", |a| {
+            a.events = vec![(10, 0), (20, 0)];
+            a.now_ms = 30;
+        });
+        // b's node lags: nothing of a after its clock can go out yet.
+        memory.with("b", |b| {
+            b.events = vec![(10, 0)];
+            b.now_ms = 15;
+        });
+        let mut events = memory.open(&["b", "a"], "", &redis).await.unwrap();
+        assert_eq!(next_ids(&mut events, 2).await, ["a/10-0", "b/10-0"]);
+        // b could still get an event before a's second: it did.
+        memory.with("b", |b| {
+            b.events.push((15, 0));
+            b.now_ms = 40;
+        });
+        assert_eq!(next_ids(&mut events, 2).await, ["b/15-0", "a/20-0"]);
+    }
+
+    #[tokio::test]
+    async fn a_cursor_resumes_just_after_its_event_unless_what_follows_was_trimmed() {
+        let redis = TestRedis::single();
+        let memory = Memory::new();
+        for fleet_id in ["a", "b"] {
+            memory.with(fleet_id, |fleet| {
+                fleet.events = vec![(10, 0), (20, 0)];
+                fleet.now_ms = 30;
+            });
+        }
+        let mut events = memory.open(&["a", "b"], "", &redis).await.unwrap();
+        let first = tokio::time::timeout(Duration::from_secs(10), events.next()).await;
+        let first = first.unwrap().unwrap().unwrap();
+        assert_eq!(first.event_id, "a/10-0");
+        let mut resumed = memory.open(&["a", "b"], &first.cursor, &redis).await.unwrap();
+        assert_eq!(next_ids(&mut resumed, 3).await, ["b/10-0", "a/20-0", "b/20-0"]);
+        // b's first event is gone: a watcher past it goes on, one before it is told.
+        memory.with("b", |b| {
+            b.events.remove(0);
+            b.gone = Some((10, 0));
+        });
+        let mut past = memory.open(&["a", "b"], "10-0/b", &redis).await.unwrap();
+        assert_eq!(next_ids(&mut past, 2).await, ["a/20-0", "b/20-0"]);
+        let refused = memory.open(&["a", "b"], &first.cursor, &redis).await;
+        assert_eq!(refused.err().map(|status| status.code()), Some(Code::OutOfRange));
+    }
+
+    #[tokio::test]
+    async fn a_running_watch_whose_next_events_were_trimmed_unread_ends_out_of_range() {
+        let redis = TestRedis::single();
+        let memory = Memory::new();
+        memory.with("a", |a| {
+            a.events = vec![(10, 0)];
+            a.now_ms = 15;
+        });
+        let mut events = memory.open(&["a"], "", &redis).await.unwrap();
+        assert_eq!(next_ids(&mut events, 1).await, ["a/10-0"]);
+        // One more came and went between two reads.
+        memory.with("a", |a| {
+            a.events = vec![(30, 0)];
+            a.gone = Some((20, 0));
+            a.now_ms = 40;
+        });
+        let ended = tokio::time::timeout(Duration::from_secs(10), events.next()).await;
+        let ended = ended.expect("the end in time").expect("a status");
+        assert_eq!(ended.err().map(|status| status.code()), Some(Code::OutOfRange));
+    }
+}
