@@ -137,6 +137,11 @@ impl FleetKeys {
         self.named("unhealthy")
     }
 
+    /// A location's reconciler lease, `<holder> <token>` while held (see `instances/lib.lua`).
+    pub fn lease(&self, location: &str) -> String {
+        format!("{}{location}", self.named("lease"))
+    }
+
     /// The fleet's record (see `fleets/lib.lua`).
     pub fn fleet(&self) -> String {
         self.named("fleet")

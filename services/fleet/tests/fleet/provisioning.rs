@@ -9,10 +9,15 @@ use berth_domain::stored::ProcessState;
 use berth_proto::fleet::v1 as pb;
 use berth_proto::fleet::v1::fleet_service_client::FleetServiceClient;
 use berth_runtime::auth::{Role, TokenKey};
-use berth_store::Store;
 use berth_store::instances::{self, Acted, InstanceRecord, Lease, Leased};
+use berth_store::keys::FleetKeys;
 use berth_store::sessions::{self, Created, NewGameSession};
-use berth_testkit::{Reaper, RunningService, SESSION_TIMINGS, TEST_KEY, TestRedis, binary, spawn_service, token};
+use berth_store::{RedisMode, Store};
+use berth_testkit::{
+    BinaryProcess, Reaper, RunningService, SESSION_TIMINGS, TEST_KEY, TestRedis, binary, spawn_service, token,
+    wait_for_health,
+};
+use tonic_health::pb::health_check_response::ServingStatus;
 
 type Client = FleetServiceClient<berth_sdk::AuthedChannel>;
 
@@ -543,4 +548,113 @@ async fn replicas_never_both_act_for_one_location_on_a_single_node() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn replicas_never_both_act_for_one_location_on_a_cluster() {
     replicas_never_both_act_for_one_location(TestRedis::cluster()).await;
+}
+
+/// A `berth-fleet` process over `redis`, reconciling every 100 ms under 1 s leases as replica `id`, its game servers
+/// speaking to `health`.
+fn fleet_process(redis: &TestRedis, health: &RunningService, id: &str) -> BinaryProcess {
+    let config = redis.config();
+    let mode = match config.mode {
+        RedisMode::Single => "single",
+        RedisMode::Cluster => "cluster",
+    };
+    BinaryProcess::spawn(
+        "berth-fleet",
+        &[
+            ("BERTH_REDIS_URL", config.urls.join(",")),
+            ("BERTH_REDIS_MODE", mode.into()),
+            ("BERTH_AUTH_KEY", String::from_utf8(TEST_KEY.to_vec()).unwrap()),
+            ("BERTH_SDK_ENDPOINT", health.endpoint()),
+            ("BERTH_RECONCILE_MS", "100".into()),
+            ("BERTH_LEASE_MS", "1000".into()),
+            ("BERTH_REPLICA_ID", id.into()),
+        ],
+    )
+}
+
+async fn binary_client(process: &BinaryProcess) -> Client {
+    wait_for_health(&process.endpoint(), "", ServingStatus::Serving).await;
+    FleetServiceClient::new(
+        berth_sdk::connect(&process.endpoint(), &token(Role::Operator, None))
+            .await
+            .unwrap(),
+    )
+}
+
+/// The holder of the location's lease, once `wanted` holds of it (within 15 s).
+async fn lease_holder_when(store: &Store, fleet: &str, wanted: impl Fn(&str) -> bool) -> String {
+    let key = FleetKeys::new(fleet).lease("local");
+    let started = std::time::Instant::now();
+    loop {
+        let lease: Option<String> = store.query(redis::cmd("GET").arg(&key)).await.unwrap();
+        let holder = lease
+            .unwrap_or_default()
+            .split(' ')
+            .next()
+            .unwrap_or_default()
+            .to_owned();
+        if wanted(&holder) {
+            return holder;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "the lease stayed with {holder:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Two `berth-fleet` processes over one fleet. The lease holder is frozen (SIGSTOP) past its lease; the other takes
+/// the location over and scales it in. Resumed (SIGCONT), the frozen one launches nothing and removes nothing: what
+/// it decided before it froze was decided under a lease that is no longer live, and its next passes find the lease
+/// held by another.
+async fn a_frozen_lease_holder_changes_nothing_once_resumed(redis: TestRedis) {
+    let stack = stack(&redis, 0).await;
+    let fleet = &fleet_id("arena-frozen");
+    let _reaper = Reaper(vec![fleet.into()]);
+    let first = fleet_process(&redis, &stack.health, "first");
+    let mut through_first = binary_client(&first).await;
+    through_first.create_fleet(managed(fleet, &example(), 2)).await.unwrap();
+    instances_when(&stack.store, fleet, "2 ready", all_ready(2)).await;
+    let second = fleet_process(&redis, &stack.health, "second");
+    let mut through_second = binary_client(&second).await;
+    lease_holder_when(&stack.store, fleet, |holder| holder == "first").await;
+
+    first.signal(libc::SIGSTOP);
+    lease_holder_when(&stack.store, fleet, |holder| holder == "second").await;
+    set_desired(&mut through_second, fleet, 1).await;
+    let one = instances_when(&stack.store, fleet, "scaled in to 1", |found| {
+        found.len() == 1 && all_ready(1)(found)
+    })
+    .await;
+
+    first.signal(libc::SIGCONT);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let after = instances::read_instances(&stack.store, fleet, "local")
+        .await
+        .unwrap()
+        .instances;
+    assert_eq!(ids(&after), ids(&one), "the resumed replica changed nothing");
+    assert_eq!(
+        lease_holder_when(&stack.store, fleet, |_| true).await,
+        "second",
+        "nor took the lease back"
+    );
+    let seen = events(&mut through_second, fleet).await;
+    assert_eq!(
+        count(&seen, pb::FleetEventCode::InstanceLaunched),
+        2,
+        "no launch after the first two"
+    );
+    assert_eq!(count(&seen, pb::FleetEventCode::InstanceTerminated), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_frozen_lease_holder_changes_nothing_once_resumed_on_a_single_node() {
+    a_frozen_lease_holder_changes_nothing_once_resumed(TestRedis::single()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_frozen_lease_holder_changes_nothing_once_resumed_on_a_cluster() {
+    a_frozen_lease_holder_changes_nothing_once_resumed(TestRedis::cluster()).await;
 }

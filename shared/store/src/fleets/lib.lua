@@ -148,11 +148,12 @@ local function session_refusal(k, loc)
 end
 
 -- A process of instance `instance` registered in location `loc` ('' for the home location): the instance's record,
--- when a reconciler keeps one, notes when each of its servers first registered, and a DEPLOYING location notes that
--- it heard from a server (its first-heartbeat deadline is met).
+-- when a reconciler keeps one and launched that server, notes when it first registered, and a DEPLOYING location
+-- notes that it heard from a server (its first-heartbeat deadline is met).
 local function process_registered(k, now, instance, id, loc)
   local vm = k.vm .. instance
-  if redis.call('EXISTS', vm) == 1 and redis.call('HSETNX', vm, 'r:' .. id, now) == 1 then
+  local launched = ' ' .. (redis.call('HGET', vm, 'servers') or '') .. ' '
+  if string.find(launched, ' ' .. id .. ' ', 1, true) and redis.call('HSETNX', vm, 'r:' .. id, now) == 1 then
     redis.call('HINCRBY', vm, 'unreg', -1)
   end
   local known = redis.call('EXISTS', k.fleet) == 1 and fleet_location(k, loc)

@@ -3,10 +3,11 @@
 -- deployment deadlines run from it), and a NEW fleet becomes ACTIVATING (event FLEET_ACTIVATING).
 -- KEYS: k.events, k.fleet. ARGV[1] location, ARGV[2] lease, ARGV[3] instance id, ARGV[4] instance type, ARGV[5] its
 -- server ids, space-separated.
--- Reply: {RECORDED | FENCED, now_ms}.
+-- Reply: {RECORDED | FENCED, now_ms}. Recording an instance again (a retry after a lost reply) changes nothing.
 local now = now_ms()
 local loc = ARGV[1]
 if not holds_lease(k, loc, ARGV[2]) then return {'FENCED', tostring(now)} end
+if redis.call('EXISTS', k.vm .. ARGV[3]) == 1 then return {'RECORDED', tostring(now)} end
 local servers = 0
 for _ in string.gmatch(ARGV[5], '%S+') do servers = servers + 1 end
 redis.call('HSET', k.vm .. ARGV[3], 'id', ARGV[3], 'loc', loc, 'type', ARGV[4], 'state', S.LAUNCHING,
