@@ -550,8 +550,8 @@ async fn replicas_never_both_act_for_one_location_on_a_cluster() {
     replicas_never_both_act_for_one_location(TestRedis::cluster()).await;
 }
 
-/// A `berth-fleet` process over `redis`, reconciling every 100 ms under 1 s leases as replica `id`, its game servers
-/// speaking to `health`.
+/// A `berth-fleet` process over `redis`, reconciling every 100 ms under 2 s leases (long enough that a loaded test
+/// machine does not lose one to a late renewal) as replica `id`, its game servers speaking to `health`.
 fn fleet_process(redis: &TestRedis, health: &RunningService, id: &str) -> BinaryProcess {
     let config = redis.config();
     let mode = match config.mode {
@@ -566,7 +566,7 @@ fn fleet_process(redis: &TestRedis, health: &RunningService, id: &str) -> Binary
             ("BERTH_AUTH_KEY", String::from_utf8(TEST_KEY.to_vec()).unwrap()),
             ("BERTH_SDK_ENDPOINT", health.endpoint()),
             ("BERTH_RECONCILE_MS", "100".into()),
-            ("BERTH_LEASE_MS", "1000".into()),
+            ("BERTH_LEASE_MS", "2000".into()),
             ("BERTH_REPLICA_ID", id.into()),
         ],
     )
