@@ -5,9 +5,10 @@
 -- that two changes never undo each other; each step is an event.
 -- KEYS: k.fleet, k.events, k.servers. ARGV[1] the revision the configuration change was computed from ('' when the
 -- change leaves the configuration), ARGV[2] the new configuration (encoded; '' when left), ARGV[3] its most
--- concurrent game-session activations per instance (with the configuration), ARGV[4] how many locations follow, then per location: its name, version, encoded standby and viabilities, suspension (1 | 0), and 1 when
--- it has standby servers (an INITIALIZED location given them starts DEPLOYING, as one given instances does); then
--- per event: its code, location and message.
+-- concurrent game-session activations per instance (with the configuration), ARGV[4] how many locations follow,
+-- then per location: its name, version, encoded standby and viabilities, suspension (1 | 0), and 1 when it has
+-- standby servers (an INITIALIZED location given them starts DEPLOYING, as one given instances does); then per
+-- event: its code, location and message.
 -- Reply: {outcome, now_ms, detail, fleet fields...}. Outcomes: WRITTEN, with the record after the change;
 -- NOT_FOUND; DELETING (detail: the fleet's status); CONFLICT (detail: what changed since).
 local now = now_ms()

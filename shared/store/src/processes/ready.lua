@@ -14,10 +14,12 @@ if state[2] == S.INITIALIZING then
   redis.call('ZREM', k.ready, ARGV[1])
   to_pool(k.pool, ARGV[1], state[3], now)
   tally_server(k, ARGV[1])
+  -- Its start-up runs from its instance's launch when a reconciler launched it, else from its registration.
   local s = redis.call('HMGET', key, 'loc', 'instance', 'reg_ms')
+  local loc = s[1] or ''
   local launched = redis.call('HGET', k.vm .. s[2], 'launch_ms') or s[3]
-  add_to_minute(k, s[1] or '', 2, now - tonumber(launched), now)
-  add_to_minute(k, s[1] or '', 3, 1, now)
-  location_ready(k, now, redis.call('HGET', key, 'loc') or '')
+  add_to_minute(k, loc, 2, now - tonumber(launched), now)
+  add_to_minute(k, loc, 3, 1, now)
+  location_ready(k, now, loc)
 end
 return process_reply('READY', now, key)

@@ -1,8 +1,8 @@
 -- Reads the live counts of a fleet's locations (GetFleetUtilization): a few hashes, however many servers it has.
 -- KEYS: k.fleet. ARGV[1] the location to read ('' for every location).
--- Reply: {FOUND | NOT_FOUND | NO_LOCATION, now_ms, home location ('' unless FOUND), then per location: its name, its desired
--- instances and its tally (field, value, ...), and last, when the home location is read, the tally of the FleetIQ
--- servers, which have no location and count in the home location, under the name ''}.
+-- Reply: {FOUND | NOT_FOUND | NO_LOCATION, now_ms, home location ('' unless FOUND), then per location: its name,
+-- its desired instances and its tally (field, value, ...), and last, when the home location is read, the tally of
+-- the FleetIQ servers, which have no location and count in the home location, under the name ''}.
 local now = now_ms()
 local locs = redis.call('HGET', k.fleet, 'locs')
 if not locs then return {'NOT_FOUND', tostring(now), ''} end
