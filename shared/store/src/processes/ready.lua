@@ -18,8 +18,7 @@ if state[2] == S.INITIALIZING then
   local s = redis.call('HMGET', key, 'loc', 'instance', 'reg_ms')
   local loc = s[1] or ''
   local launched = redis.call('HGET', k.vm .. s[2], 'launch_ms') or s[3]
-  add_to_minute(k, loc, 2, now - tonumber(launched), now)
-  add_to_minute(k, loc, 3, 1, now)
+  add_to_minute(k, loc, {[2] = now - tonumber(launched), [3] = 1}, now)
   location_ready(k, now, loc)
 end
 return process_reply('READY', now, key)

@@ -92,7 +92,7 @@ redis.call('ZREM', k.claims, id)
 redis.call('HDEL', server_key, 'claim_exp_ms', 'claim_id')
 tally_server(k, id)
 tally_session(k, sid)
-add_to_minute(k, server[1] or '', 4, 1, now)
+add_to_minute(k, server[1] or '', {[4] = 1}, now)
 redis.call('ZADD', k.sessions, now, sid)
 redis.call('ZADD', k.act_due, deadline, sid)
 -- The token lives as long as the session's record: the sweep that expires the record deletes it.

@@ -174,7 +174,6 @@ local function end_game_session(k, sid, status, reason, now)
   -- Asked to end, it ended as asked, whatever else its server was doing.
   if s[1] == S.TERMINATING and reason == S.ENDED_BY_SERVER then reason = S.TRIGGERED_ON_PROCESS_TERMINATE end
   redis.call('SREM', k.gs .. s[3] .. ':sessions', sid)
-  tally_server(k, s[3])
   for _, psid in ipairs(redis.call('HVALS', key .. ':live')) do
     end_player_session(k, psid, S.COMPLETED, now)
   end

@@ -38,6 +38,7 @@ if outcome ~= 'ENDED' and pstate and pstate ~= S.LOST then
   else
     redis.call('HINCRBY', server_key, 'ver', 1)
     track_room(k, s[2])
+    tally_server(k, s[2])
   end
 end
 return session_reply(outcome, now, s[2], server_key, key)

@@ -79,15 +79,15 @@ local function move_share(k, key, old, share, counts)
   return changed
 end
 
--- Adds `n` to field `at` (2: ms to ready, 3: processes ready, 4: sessions created, 5: servers interrupted) of the
+-- Adds `added` (n by place: 2 ms to ready, 3 processes ready, 4 sessions created, 5 servers interrupted) to the
 -- current minute of a location's last hour.
-local function add_to_minute(k, loc, at, n, now)
+local function add_to_minute(k, loc, added, now)
   local minute = math.floor(now / 60000)
   local field = 'w' .. (minute % 60)
   local w = {}
   for part in string.gmatch(redis.call('HGET', k.tally .. loc, field) or '', '[^|]+') do w[#w + 1] = part end
   if tonumber(w[1]) ~= minute then w = {minute, 0, 0, 0, 0} end
-  w[at] = tonumber(w[at]) + n
+  for at, n in pairs(added) do w[at] = tonumber(w[at]) + n end
   redis.call('HSET', k.tally .. loc, field, table.concat(w, '|'))
 end
 
@@ -200,7 +200,7 @@ local function tally_server(k, id, going)
   if share and not old then
     redis.call('HSETNX', k.itally .. s[1], 'loc', s[2] or '')
   elseif old and not share and s[6] == S.SPOT_TERMINATING then
-    add_to_minute(k, s[2] or '', 5, 1, now_ms())
+    add_to_minute(k, s[2] or '', {[5] = 1}, now_ms())
   end
   tally_instances(k, move_share(k, key, old, share, server_counts))
 end
