@@ -209,6 +209,7 @@ impl FleetService for Fleets {
         check::check_update(&req)?;
         let fleet = self
             .change_fleet(&req.fleet_id, req.expected_revision, |fleet| {
+                check::check_update_parameters(&fleet.config, &req)?;
                 let mut config = fleet.config.clone();
                 let changed = check::apply_update(&mut config, &req);
                 Ok((!changed.is_empty()).then(|| FleetChange {

@@ -6,6 +6,7 @@
 //! where the store's scripts read and change them atomically.
 
 pub mod check;
+pub mod parameters;
 pub mod reconcile;
 
 use berth_proto::fleet::v1 as pb;

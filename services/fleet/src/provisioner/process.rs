@@ -8,17 +8,17 @@
 //! handle, or, when the launching replica died before recording it, by the `BERTH_FLEET_ID` and
 //! `BERTH_INSTANCE_ID` in their environment. Linux only (it reads `/proc`).
 //!
-//! Provisioner parameters: `env`, an object of extra environment variables (string values), and
-//! `working_directory`, where the processes start; anything else is refused at launch.
+//! Its parameters (`berth_domain::fleet::parameters::ProcessParameters`): `env`, extra environment variables, and
+//! `working_directory`, where the processes start.
 
 use std::fs::OpenOptions;
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::Stdio;
 
+use berth_domain::fleet::parameters::ProcessParameters;
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use prost_types::value::Kind;
 
 use super::{Instance, LaunchSpec, ProvisionError, Provisioner};
 
@@ -38,7 +38,7 @@ struct Pid {
 
 impl ProcessProvisioner {
     fn launch_now(&self, spec: &LaunchSpec) -> Result<String, ProvisionError> {
-        let settings = Settings::of(&spec.launch)?;
+        let settings = ProcessParameters::of(&spec.launch).map_err(|bad| ProvisionError(bad.to_string()))?;
         let mut started = Vec::new();
         for process in &spec.processes {
             match self.spawn(spec, &settings, &process.game_server_id, &process.env) {
@@ -61,7 +61,7 @@ impl ProcessProvisioner {
     fn spawn(
         &self,
         spec: &LaunchSpec,
-        settings: &Settings,
+        settings: &ProcessParameters,
         game_server_id: &str,
         env: &[(String, String)],
     ) -> Result<Pid, ProvisionError> {
@@ -70,7 +70,7 @@ impl ProcessProvisioner {
         let mut command = tokio::process::Command::new(launch_path);
         command
             .args(spec.launch.parameters.split_whitespace())
-            .envs(settings.env.iter().map(|(k, v)| (k, v)))
+            .envs(&settings.env)
             .envs(env.iter().map(|(k, v)| (k, v)))
             .env("BERTH_SDK_PORT", port.to_string())
             .stdin(Stdio::null());
@@ -138,46 +138,6 @@ impl Provisioner for ProcessProvisioner {
             Ok(())
         }
         .boxed()
-    }
-}
-
-/// The process provisioner's parameters of a fleet.
-struct Settings {
-    env: Vec<(String, String)>,
-    working_directory: Option<String>,
-}
-
-impl Settings {
-    fn of(launch: &berth_proto::fleet::v1::ServerLaunchConfiguration) -> Result<Settings, ProvisionError> {
-        let mut settings = Settings {
-            env: Vec::new(),
-            working_directory: None,
-        };
-        let Some(parameters) = &launch.provisioner_parameters else {
-            return Ok(settings);
-        };
-        for (name, value) in &parameters.fields {
-            match (name.as_str(), &value.kind) {
-                ("env", Some(Kind::StructValue(env))) => {
-                    for (key, value) in &env.fields {
-                        let Some(Kind::StringValue(value)) = &value.kind else {
-                            return Err(ProvisionError(format!(
-                                "provisioner_parameters.env.{key} must be a string"
-                            )));
-                        };
-                        settings.env.push((key.clone(), value.clone()));
-                    }
-                }
-                ("working_directory", Some(Kind::StringValue(dir))) => settings.working_directory = Some(dir.clone()),
-                _ => {
-                    return Err(ProvisionError(format!(
-                        "provisioner_parameters.{name} is not a parameter of the process provisioner (env: object of \
-                         strings, working_directory: string)"
-                    )));
-                }
-            }
-        }
-        Ok(settings)
     }
 }
 

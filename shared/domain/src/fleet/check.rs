@@ -11,7 +11,7 @@ use berth_proto::fleet::v1 as pb;
 use prost_types::value::Kind;
 use tonic::Status;
 
-use super::defaults;
+use super::{defaults, parameters};
 use crate::game_server::{PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX, check_fleet_id};
 use crate::process::LOCATION_LEN;
 use crate::stored::{FleetEventCode, FleetStatus};
@@ -87,7 +87,10 @@ pub fn check_create(req: &pb::CreateFleetRequest, provisioners: &[&str]) -> Resu
     if managed {
         check_provisioner(&mut v, &req.provisioner, provisioners);
         match &req.launch_configuration {
-            Some(launch) => check_launch(&mut v, "launch_configuration", launch),
+            Some(launch) => {
+                check_launch(&mut v, "launch_configuration", launch);
+                check_parameters(&mut v, &req.provisioner, launch);
+            }
             None => v.add("launch_configuration", "is required for a MANAGED fleet"),
         }
         check_count(
@@ -656,6 +659,24 @@ fn check_provisioner(v: &mut Violations, provisioner: &str, provisioners: &[&str
                 provisioners.join(", ")
             ),
         );
+    }
+}
+
+/// Checks an update's launch configuration against the provisioner of the fleet it changes.
+pub fn check_update_parameters(fleet: &pb::Fleet, req: &pb::UpdateFleetRequest) -> Result<(), Status> {
+    let mut v = Violations::new();
+    if let Some(launch) = &req.launch_configuration
+        && fleet.compute_type() == pb::ComputeType::Managed
+    {
+        check_parameters(&mut v, &fleet.provisioner, launch);
+    }
+    v.into_result()
+}
+
+/// Checks a MANAGED fleet's provisioner parameters as its provisioner reads them.
+fn check_parameters(v: &mut Violations, provisioner: &str, launch: &pb::ServerLaunchConfiguration) {
+    if let Err(bad) = parameters::check(provisioner, launch) {
+        v.add(&format!("{}.{}", parameters::FIELD, bad.field), bad.problem);
     }
 }
 

@@ -118,7 +118,15 @@ fn each_broken_limit_is_named_by_its_field() {
                 kind: Some(Kind::StringValue("x".repeat(PROVISIONER_PARAMETERS_MAX))),
             };
             r.launch_configuration.as_mut().unwrap().provisioner_parameters = Some(Struct {
-                fields: [("image".to_owned(), big)].into(),
+                fields: [("working_directory".to_owned(), big)].into(),
+            });
+        }),
+        (&["launch_configuration.provisioner_parameters.image"], |r| {
+            let image = Value {
+                kind: Some(Kind::StringValue("game:1".into())),
+            };
+            r.launch_configuration.as_mut().unwrap().provisioner_parameters = Some(Struct {
+                fields: [("image".to_owned(), image)].into(),
             });
         }),
         (&["instance_definitions"], |r| r.instance_definitions.clear()),

@@ -1,0 +1,191 @@
+//! Provisioner parameters: each provisioner's settings of a fleet (`launch_configuration.provisioner_parameters`),
+//! read from the contract's free-form `Struct` into a typed form. The same reading checks a fleet when it is created
+//! or updated, so that a malformed parameter is refused with the field it names instead of failing every launch,
+//! and gives the provisioner what it launches with.
+
+use std::collections::BTreeMap;
+
+use berth_proto::fleet::v1 as pb;
+use prost_types::value::Kind;
+use prost_types::{Struct, Value};
+
+/// Where a fleet's provisioner parameters are, for the field an error names.
+pub const FIELD: &str = "launch_configuration.provisioner_parameters";
+
+/// A malformed parameter: the field (under `FIELD`) and what is wrong with it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{FIELD}.{field} {problem}")]
+pub struct BadParameter {
+    pub field: String,
+    pub problem: String,
+}
+
+impl BadParameter {
+    pub fn new(field: impl Into<String>, problem: impl Into<String>) -> BadParameter {
+        BadParameter {
+            field: field.into(),
+            problem: problem.into(),
+        }
+    }
+}
+
+/// Checks a launch configuration's parameters as `provisioner` reads them. A provisioner this build does not
+/// know reads none (the fleet check refuses an unconfigured provisioner before this).
+pub fn check(provisioner: &str, launch: &pb::ServerLaunchConfiguration) -> Result<(), BadParameter> {
+    match provisioner {
+        "process" => ProcessParameters::of(launch).map(drop),
+        _ => Ok(()),
+    }
+}
+
+/// The `process` provisioner's parameters: `env`, an object of extra environment variables (string values), and
+/// `working_directory`, where the processes start.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProcessParameters {
+    pub env: BTreeMap<String, String>,
+    pub working_directory: Option<String>,
+}
+
+impl ProcessParameters {
+    pub fn of(launch: &pb::ServerLaunchConfiguration) -> Result<ProcessParameters, BadParameter> {
+        let mut parameters = ProcessParameters::default();
+        for (name, value) in fields(launch) {
+            match name.as_str() {
+                "env" => parameters.env = strings(name, value)?,
+                "working_directory" => parameters.working_directory = Some(string(name, value)?.to_owned()),
+                _ => return Err(unknown(name, "env (object of strings), working_directory (string)")),
+            }
+        }
+        Ok(parameters)
+    }
+}
+
+/// The parameters given, by name; none when unset.
+pub fn fields(launch: &pb::ServerLaunchConfiguration) -> impl Iterator<Item = (&String, &Value)> {
+    launch
+        .provisioner_parameters
+        .iter()
+        .flat_map(|s: &Struct| s.fields.iter())
+}
+
+/// A parameter this provisioner does not read; `known` lists those it does, with their types.
+pub fn unknown(name: &str, known: &str) -> BadParameter {
+    BadParameter::new(
+        name,
+        format!("is not a parameter of this provisioner (it reads: {known})"),
+    )
+}
+
+/// A string parameter.
+pub fn string<'a>(name: &str, value: &'a Value) -> Result<&'a str, BadParameter> {
+    match &value.kind {
+        Some(Kind::StringValue(text)) => Ok(text),
+        _ => Err(BadParameter::new(name, "must be a string")),
+    }
+}
+
+/// A whole-number parameter within `min..=max`.
+pub fn number(name: &str, value: &Value, min: u64, max: u64) -> Result<u64, BadParameter> {
+    match &value.kind {
+        Some(Kind::NumberValue(n)) if n.fract() == 0.0 && *n >= min as f64 && *n <= max as f64 => Ok(*n as u64),
+        _ => Err(BadParameter::new(
+            name,
+            format!("must be a whole number from {min} to {max}"),
+        )),
+    }
+}
+
+/// An object parameter whose values are all strings.
+pub fn strings(name: &str, value: &Value) -> Result<BTreeMap<String, String>, BadParameter> {
+    let Some(Kind::StructValue(object)) = &value.kind else {
+        return Err(BadParameter::new(name, "must be an object of strings"));
+    };
+    object
+        .fields
+        .iter()
+        .map(|(key, value)| Ok((key.clone(), string(&format!("{name}.{key}"), value)?.to_owned())))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn launch(parameters: &[(&str, Kind)]) -> pb::ServerLaunchConfiguration {
+        pb::ServerLaunchConfiguration {
+            launch_path: "/bin/game".into(),
+            parameters: String::new(),
+            provisioner_parameters: Some(Struct {
+                fields: parameters
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), Value { kind: Some(v.clone()) }))
+                    .collect(),
+            }),
+        }
+    }
+
+    fn object(fields: &[(&str, Kind)]) -> Kind {
+        Kind::StructValue(Struct {
+            fields: fields
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), Value { kind: Some(v.clone()) }))
+                .collect(),
+        })
+    }
+
+    #[test]
+    fn process_parameters_are_read_and_checked() {
+        let good = launch(&[
+            ("env", object(&[("MAP", Kind::StringValue("dust".into()))])),
+            ("working_directory", Kind::StringValue("/srv".into())),
+        ]);
+        let read = ProcessParameters::of(&good).unwrap();
+        assert_eq!(read.env.get("MAP").map(String::as_str), Some("dust"));
+        assert_eq!(read.working_directory.as_deref(), Some("/srv"));
+
+        let err = check(
+            "process",
+            &launch(&[("env", object(&[("MAP", Kind::NumberValue(1.0))]))]),
+        )
+        .unwrap_err();
+        assert_eq!(err.field, "env.MAP");
+        assert_eq!(
+            err.to_string(),
+            "launch_configuration.provisioner_parameters.env.MAP must be a string"
+        );
+        assert_eq!(
+            check("process", &launch(&[("image", Kind::StringValue("x".into()))]))
+                .unwrap_err()
+                .field,
+            "image"
+        );
+        assert_eq!(
+            check("process", &launch(&[("working_directory", Kind::BoolValue(true))]))
+                .unwrap_err()
+                .field,
+            "working_directory"
+        );
+        assert!(check("process", &pb::ServerLaunchConfiguration::default()).is_ok());
+    }
+
+    #[test]
+    fn numbers_must_be_whole_and_in_range() {
+        let value = |n: f64| Value {
+            kind: Some(Kind::NumberValue(n)),
+        };
+        assert_eq!(number("cpus", &value(4.0), 1, 64), Ok(4));
+        assert!(number("cpus", &value(0.5), 1, 64).is_err());
+        assert!(number("cpus", &value(65.0), 1, 64).is_err());
+        assert!(
+            number(
+                "cpus",
+                &Value {
+                    kind: Some(Kind::StringValue("4".into()))
+                },
+                1,
+                64
+            )
+            .is_err()
+        );
+    }
+}
