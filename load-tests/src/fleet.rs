@@ -1,6 +1,9 @@
 //! The synthetic game servers scenarios register. Server `i` is always the same record, so that a line through
 //! gRPC and its raw-script floor store identical data and compare like for like.
 
+/// The location of every bench fleet, which creates it before its servers register.
+pub const LOCATION: &str = "local";
+
 /// Game-server processes per instance: a host runs several, as in practice, so instance sets have a real size.
 const SERVERS_PER_INSTANCE: u64 = 8;
 

@@ -41,6 +41,7 @@ use tonic::{Code, Request, Status, Streaming};
 
 use crate::args::Args;
 use crate::driver::{self, CALL_DEADLINE, Outcome};
+use crate::fleet::LOCATION;
 use crate::replica::Replica;
 use crate::report::{Figure, Findings, Line, Ratio, Tally, Target};
 use crate::stack::Stack;
@@ -52,7 +53,6 @@ const FLEET: &str = "bench";
 const RAW_FLEET: &str = "bench-raw-sdk";
 /// The replica the floors' processes are said to be held by; none holds them.
 const RAW_REPLICA: &str = "bench-raw";
-const LOCATION: &str = "local";
 const SDK_VERSION: &str = "berth-bench/0.1";
 
 /// Missed heartbeats before a server is lost: the service's default, which the bound is stated with.
@@ -501,6 +501,9 @@ pub async fn run(stack: &Stack, args: &Args) -> Result<Findings, Failure> {
     let servers = args.servers;
     let period = Duration::from_millis(args.heartbeat_ms);
     let offered = servers as f64 / period.as_secs_f64();
+    for fleet_id in [FLEET, RAW_FLEET] {
+        berth_testkit::anywhere_fleet(&stack.store, fleet_id, &[LOCATION]).await;
+    }
     let replica = Replica::start("berth-health", stack.store.config(), &settings(args)).await?;
     let rss_before_kib = procfs::rss_kib(replica.pid())?;
     let clients = connect(&replica.endpoint(), args.connections).await?;

@@ -64,6 +64,7 @@ use tonic::{Code, Status};
 use crate::args::Args;
 use crate::connections::Rotation;
 use crate::driver::{self, Outcome, outcome};
+use crate::fleet::LOCATION;
 use crate::report::{Figure, Findings, Line, Ratio, Target};
 use crate::stack::Stack;
 use crate::{Failure, fleet, floors, procfs};
@@ -76,7 +77,6 @@ const RAW_FLEET: &str = "bench-sessions-raw";
 const SEARCH_FLEET: &str = "bench-search";
 /// The health replica the processes are said to be held by; none runs.
 const REPLICA: &str = "bench-absent";
-const LOCATION: &str = "local";
 const SDK_VERSION: &str = "berth-bench/0.1";
 
 /// Most players of each game session created through gRPC, and of every process: far more than the player lines
@@ -313,6 +313,9 @@ pub async fn run(stack: &Stack, args: &Args) -> Result<Findings, Failure> {
     let game_sessions = (servers / CALLS_PER_GAME_SESSION).max(1);
     let batches = servers.div_ceil(CALLS_PER_GAME_SESSION);
     eprintln!("setting up {game_sessions} processes of {FLEET} and {RAW_FLEET} through the store");
+    for fleet_id in [FLEET, RAW_FLEET, SEARCH_FLEET] {
+        berth_testkit::anywhere_fleet(store, fleet_id, &[LOCATION]).await;
+    }
     host_all(store, FLEET, game_sessions, 1, concurrency).await?;
     host_all(store, RAW_FLEET, game_sessions, 1, concurrency).await?;
 
@@ -610,7 +613,7 @@ fn created_code(created: &Created) -> Code {
         Created::Created(..) | Created::Existing(_) => Code::Ok,
         Created::TokenReused => Code::AlreadyExists,
         Created::NoServer | Created::CreatorLimit(_) => Code::ResourceExhausted,
-        Created::NoLocation(_) => Code::NotFound,
+        Created::NotFound(_) => Code::NotFound,
         Created::FleetNotActive(_) => Code::FailedPrecondition,
     }
 }

@@ -66,6 +66,11 @@ impl GameServerService for GameServers {
                  another id",
                 req.game_server_id, req.fleet_id
             ))),
+            Registered::NoFleet(why) => Err(Status::not_found(format!("fleet {:?}: {why}", req.fleet_id))),
+            Registered::Deleting(why) => Err(Status::failed_precondition(format!(
+                "fleet {:?} takes no new game server: {why}",
+                req.fleet_id
+            ))),
         }
     }
 

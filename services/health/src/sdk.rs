@@ -237,7 +237,7 @@ impl SdkService for Sdk {
                     "no such registration to resume (it ended or never was); the process must exit",
                 ));
             }
-            Attached::NoLocation(why) => {
+            Attached::NotFound(why) => {
                 return Err(Status::not_found(format!("{why}; the process must exit")));
             }
             Attached::Deleting(why) => {

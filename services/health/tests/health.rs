@@ -15,12 +15,16 @@ use berth_proto::health::v1::{
 use berth_runtime::auth::Role;
 use berth_sdk::AuthedChannel;
 use berth_store::Store;
-use berth_testkit::{RunningService, TestRedis, assert_serves, spawn_service, token};
+use berth_testkit::{RunningService, TestRedis, anywhere_fleet, assert_serves, spawn_service, token};
 use tonic::Code;
 use tonic_types::StatusExt;
 
-async fn health(redis: &TestRedis) -> RunningService {
+/// A health replica over `redis`, with these fleets created (ANYWHERE, located in "local").
+async fn health(redis: &TestRedis, fleets: &[&str]) -> RunningService {
     let store = Store::connect(&redis.config()).await.expect("redis reachable");
+    for fleet_id in fleets {
+        anywhere_fleet(&store, fleet_id, &["local"]).await;
+    }
     spawn_service(
         berth_health::service(store.clone(), &berth_health::HealthArgs::default()),
         store,
@@ -78,7 +82,7 @@ async fn count(operator: &mut GameServerServiceClient<AuthedChannel>, fleet: &st
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serves_health_and_lists_its_services_by_reflection() {
     let redis = TestRedis::single();
-    let service = health(&redis).await;
+    let service = health(&redis, &[]).await;
     assert_serves(
         &service.endpoint(),
         &["berth.health.v1.GameServerService", "berth.health.v1.SdkService"],
@@ -89,7 +93,7 @@ async fn serves_health_and_lists_its_services_by_reflection() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn registration_is_checked_whole_and_changes_nothing_when_bad() {
     let redis = TestRedis::single();
-    let service = health(&redis).await;
+    let service = health(&redis, &["arena"]).await;
     let mut operator = client(&service, Role::Operator, None).await;
     let bad = RegisterGameServerRequest {
         fleet_id: "arena".into(),
@@ -110,6 +114,13 @@ async fn registration_is_checked_whole_and_changes_nothing_when_bad() {
     };
     let err = operator.register_game_server(bad_fleet).await.unwrap_err();
     assert_eq!(violated_fields(&err), ["fleet_id"]);
+    // A fleet nobody created takes no server.
+    let err = operator
+        .register_game_server(registration("nowhere", "gs-1"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::NotFound, "{err:?}");
+    assert_eq!(count(&mut operator, "nowhere").await, 0);
 
     operator
         .register_game_server(registration("arena", "gs-1"))
@@ -132,7 +143,7 @@ async fn registration_is_checked_whole_and_changes_nothing_when_bad() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_game_server_token_acts_only_for_its_own_server() {
     let redis = TestRedis::single();
-    let service = health(&redis).await;
+    let service = health(&redis, &["arena"]).await;
     let mut operator = client(&service, Role::Operator, None).await;
     let mut gs1 = client(&service, Role::GameServer, Some(("arena", "gs-1"))).await;
 
@@ -210,7 +221,7 @@ async fn a_game_server_token_acts_only_for_its_own_server() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_checks_and_data_are_recorded() {
     let redis = TestRedis::single();
-    let service = health(&redis).await;
+    let service = health(&redis, &["arena"]).await;
     let mut gs = client(&service, Role::GameServer, Some(("arena", "gs-1"))).await;
     gs.register_game_server(registration("arena", "gs-1")).await.unwrap();
     let update = UpdateGameServerRequest {
@@ -239,7 +250,7 @@ async fn health_checks_and_data_are_recorded() {
 }
 
 async fn pages_cover_every_server_once(redis: TestRedis) {
-    let service = health(&redis).await;
+    let service = health(&redis, &["paged"]).await;
     let mut operator = client(&service, Role::Operator, None).await;
     for i in 0..25 {
         operator

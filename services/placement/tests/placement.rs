@@ -14,7 +14,7 @@ use berth_proto::placement::v1::{ClaimFilter, ClaimGameServerRequest};
 use berth_runtime::auth::Role;
 use berth_sdk::AuthedChannel;
 use berth_store::Store;
-use berth_testkit::{RunningService, TestRedis, assert_serves, spawn_service, token, wait_for_health};
+use berth_testkit::{RunningService, TestRedis, anywhere_fleet, assert_serves, spawn_service, token, wait_for_health};
 use tonic::Code;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_types::StatusExt;
@@ -32,8 +32,16 @@ struct Stack {
     store: Store,
 }
 
+/// The fleets these tests register servers in, one or two per test, created first as an operator would.
+const FLEETS: [&str; 14] = [
+    "again", "arena", "bad", "drain", "f", "lapse", "late", "lost", "mine", "named", "outage", "race", "spot", "util",
+];
+
 async fn stack(config: &berth_store::RedisConfig, claim_timeout_ms: u64) -> Stack {
     let store = Store::connect(config).await.expect("redis reachable");
+    for fleet_id in FLEETS {
+        anywhere_fleet(&store, fleet_id, &["local"]).await;
+    }
     let health = spawn_service(
         berth_health::service(store.clone(), &berth_health::HealthArgs::default()),
         store.clone(),
@@ -628,6 +636,8 @@ async fn a_redis_outage_is_unavailable_and_not_serving_until_redis_returns(mut r
 
     redis.restart();
     wait_for_health(&endpoint, CLAIMS, ServingStatus::Serving).await;
+    // Its data went with it, the fleet's record too.
+    anywhere_fleet(&s.store, "outage", &["local"]).await;
     s.registry
         .register_game_server(registration("outage", "gs-1", "i-1"))
         .await

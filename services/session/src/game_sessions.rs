@@ -125,7 +125,7 @@ impl GameSessionService for GameSessions {
                     when(until_ms)
                 )));
             }
-            Created::NoLocation(why) => {
+            Created::NotFound(why) => {
                 return Err(Status::not_found(format!("fleet {:?}: {why}", req.fleet_id)));
             }
             Created::FleetNotActive(why) => {

@@ -18,7 +18,9 @@ use berth_runtime::auth::Role;
 use berth_sdk::game_server::{Event, Events, GameServer, SdkError};
 use berth_session::SessionArgs;
 use berth_store::Store;
-use berth_testkit::{RunningService, TestRedis, assert_serves, game_server_config, spawn_service, token};
+use berth_testkit::{
+    RunningService, TestRedis, anywhere_fleet, assert_serves, game_server_config, spawn_service, token,
+};
 use tokio::task::JoinSet;
 use tonic::Code;
 
@@ -52,6 +54,7 @@ pub(crate) struct Stack {
 impl Stack {
     pub(crate) async fn start(redis: TestRedis, args: &SessionArgs) -> Stack {
         let store = Store::connect(&redis.config()).await.unwrap();
+        anywhere_fleet(&store, FLEET, &["local", "other"]).await;
         let health = spawn_service(berth_health::service(store.clone(), &fast_health()), store.clone()).await;
         let sessions = spawn_service(berth_session::service(store.clone(), args), store.clone()).await;
         Stack {
@@ -890,6 +893,35 @@ async fn a_server_hosting_several_sessions_is_told_to_end_the_one_terminated() {
         describe(&stack, &b).await.status_reason(),
         pb::GameSessionStatusReason::ForceTerminated
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_are_created_only_in_fleets_that_exist_and_locations_deployed() {
+    let stack = Stack::start(TestRedis::single(), &fast_sessions()).await;
+    let mut games = stack.games().await;
+    let nowhere = pb::CreateGameSessionRequest {
+        fleet_id: "nowhere".into(),
+        ..create(2)
+    };
+    let err = games.create_game_session(nowhere).await.unwrap_err();
+    assert_eq!(err.code(), Code::NotFound, "{err:?}");
+    // No server has been ready yet: the fleet is not ACTIVE.
+    let err = games.create_game_session(create(2)).await.unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+    assert!(err.message().contains("NEW"), "{}", err.message());
+
+    let (_server, _events) = stack.server("gs-1", 1, "local").await;
+    let at = |location: &str| pb::CreateGameSessionRequest {
+        location: location.into(),
+        ..create(2)
+    };
+    // The fleet is ACTIVE, but its other location has had no server ready: it is not DEPLOYED.
+    let err = games.create_game_session(at("other")).await.unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+    assert!(err.message().contains("INITIALIZED"), "{}", err.message());
+    let err = games.create_game_session(at("far")).await.unwrap_err();
+    assert_eq!(err.code(), Code::NotFound, "{err:?}");
+    games.create_game_session(at("local")).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

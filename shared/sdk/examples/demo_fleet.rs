@@ -1,10 +1,10 @@
 //! A demo fleet and matchmakers for `make run`: checks that every service is SERVING and lists its services by
 //! reflection, then shows Berth's two ways of handing out game servers side by side.
 //!
-//! FleetIQ style, on fleet `demo`: registers game servers each with its own scoped token, then plays matchmaker —
-//! claims a server, starts a match on it (UTILIZED), and when the match ends the server process "restarts"
-//! (deregisters and registers again). Some claims are abandoned on purpose to show them lapse back to the pool, and
-//! one instance is draining so its servers are claimed last.
+//! FleetIQ style, on the ANYWHERE fleet `demo`, created here through FleetService: registers game servers each
+//! with its own scoped token, then plays matchmaker — claims a server, starts a match on it (UTILIZED), and when the
+//! match ends the server process "restarts" (deregisters and registers again). Some claims are abandoned on purpose
+//! to show them lapse back to the pool, and one instance is draining so its servers are claimed last.
 //!
 //! GameLift session style, on the SDK fleet `demo-sdk`, created here through FleetService with the `process`
 //! provisioner: the fleet service launches its example game servers, which register and become ready; one is told
@@ -233,6 +233,25 @@ async fn terminate_one(operator: &mut GameServerServiceClient<AuthedChannel>, fl
             server.game_server_id
         ),
         Err(status) => println!("  could not terminate {}: {}", server.game_server_id, status.message()),
+    }
+}
+
+/// Creates the FleetIQ fleet through FleetService: ANYWHERE, its servers registering on their own (here, by the demo).
+/// One an earlier run left is used as it is.
+async fn create_fleetiq_fleet(fleets: &mut FleetServiceClient<AuthedChannel>, cli: &Cli) -> Result<(), tonic::Status> {
+    let request = fpb::CreateFleetRequest {
+        fleet_id: cli.fleet.clone(),
+        name: "make run: FleetIQ-style game servers".into(),
+        compute_type: fpb::ComputeType::Anywhere as i32,
+        locations: vec![fpb::LocationConfiguration {
+            location: "local".into(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    match fleets.create_fleet(request).await {
+        Err(status) if status.code() != tonic::Code::AlreadyExists => Err(status),
+        _ => Ok(()),
     }
 }
 
@@ -643,6 +662,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let fleet_endpoint = endpoint_of(&services, "fleet");
     let mut fleets =
         FleetServiceClient::new(berth_sdk::connect(fleet_endpoint, &mint(&key, Role::Operator, None)).await?);
+    create_fleetiq_fleet(&mut fleets, &cli).await?;
     create_sdk_fleet(&mut fleets, &cli).await?;
     let mut fleet_events = HashSet::new();
     let placement = endpoint_of(&services, "placement");

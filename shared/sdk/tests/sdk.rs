@@ -11,8 +11,8 @@ use berth_store::Store;
 use berth_store::fleets::{FleetEventEntry, recent_fleet_events};
 use berth_store::pool::pool_sizes;
 use berth_testkit::{
-    BinaryProcess, ExampleGameServer, RunningService, TestRedis, game_session_status, place_game_session,
-    spawn_service, token, wait_for_health,
+    BinaryProcess, ExampleGameServer, RunningService, TestRedis, anywhere_fleet, game_session_status,
+    place_game_session, process_events, spawn_service, token, wait_for_health,
 };
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tonic_health::pb::health_check_response::ServingStatus;
@@ -75,6 +75,7 @@ async fn replicas(store: &Store) -> (RunningService, RunningService) {
 async fn the_example_game_server_hosts_a_session_and_honours_a_terminate() {
     let redis = TestRedis::single();
     let store = Store::connect(&redis.config()).await.unwrap();
+    anywhere_fleet(&store, "arena", &["local"]).await;
     let (a, b) = replicas(&store).await;
     let mut process = ExampleGameServer::spawn(&format!("{},{}", a.endpoint(), b.endpoint()), "arena", "gs-1");
     let session = ready_with_session(&store, "arena", "gs-1").await;
@@ -106,9 +107,8 @@ async fn the_example_game_server_hosts_a_session_and_honours_a_terminate() {
     event(&store, "arena", "SERVER_PROCESS_TERMINATED").await;
     session_status(&store, &session, ("TERMINATED", "TRIGGERED_ON_PROCESS_TERMINATE")).await;
     assert!(
-        recent_fleet_events(&store, "arena", 20)
+        process_events(&store, "arena")
             .await
-            .unwrap()
             .iter()
             .all(|e| e.code_name() == "SERVER_PROCESS_TERMINATED")
     );
@@ -118,6 +118,7 @@ async fn the_example_game_server_hosts_a_session_and_honours_a_terminate() {
 async fn a_killed_game_server_is_found_dead_and_its_session_ends() {
     let redis = TestRedis::single();
     let store = Store::connect(&redis.config()).await.unwrap();
+    anywhere_fleet(&store, "arena", &["local"]).await;
     let (a, b) = replicas(&store).await;
     let process = ExampleGameServer::spawn(&format!("{},{}", a.endpoint(), b.endpoint()), "arena", "gs-1");
     let session = ready_with_session(&store, "arena", "gs-1").await;
@@ -138,6 +139,7 @@ async fn replica_of(store: &Store, fleet: &str, id: &str) -> String {
 async fn when_a_health_replica_is_killed_its_servers_move_and_none_is_declared_dead() {
     let redis = berth_testkit::RedisServer::start();
     let store = Store::connect(&redis.config()).await.unwrap();
+    anywhere_fleet(&store, "arena", &["local"]).await;
     let key = String::from_utf8(berth_testkit::TEST_KEY.to_vec()).unwrap();
     let replica = |name: &str| {
         let envs = [
@@ -180,5 +182,5 @@ async fn when_a_health_replica_is_killed_its_servers_move_and_none_is_declared_d
     // Well past the health window (3 × 200 ms), every server is alive and claimable, and no death was recorded.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(pool_sizes(&store, "arena").await.unwrap(), (8, 0));
-    assert!(recent_fleet_events(&store, "arena", 20).await.unwrap().is_empty());
+    assert!(process_events(&store, "arena").await.is_empty());
 }

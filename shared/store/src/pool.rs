@@ -6,7 +6,7 @@ use berth_domain::game_server::{ClaimTiers, GameServerRecord, InstanceStatus, Ut
 use berth_domain::process::COUNTERS_MAX;
 use berth_domain::stored::Utilization;
 
-use crate::codec::unexpected;
+use crate::codec::{field, unexpected};
 use crate::fleets;
 use crate::keys::FleetKeys;
 use crate::scripts::scripts;
@@ -77,18 +77,17 @@ pub enum Registered {
     New(Box<GameServerRecord>),
     /// The id is taken by a server registered otherwise, or already in use.
     AlreadyExists,
+    /// The fleet does not exist: why.
+    NoFleet(String),
+    /// The fleet is being deleted, or was: why.
+    Deleting(String),
 }
 
 /// Registers a server as AVAILABLE.
 pub async fn register(store: &Store, reg: &Registration<'_>) -> Result<Registered, StoreError> {
     let keys = FleetKeys::new(reg.fleet_id);
-    let mut call = scripts().register_game_server.prepare();
-    call.key(keys.game_server(reg.game_server_id))
-        .key(keys.pool())
-        .key(keys.game_servers())
-        .key(keys.instance(reg.instance_id))
-        .key(keys.instance_statuses())
-        .arg(reg.game_server_id)
+    let mut call = scripts().register_game_server.for_fleet(&keys);
+    call.arg(reg.game_server_id)
         .arg(reg.instance_id)
         .arg(reg.connection_info)
         .arg(reg.game_server_data);
@@ -97,6 +96,9 @@ pub async fn register(store: &Store, reg: &Registration<'_>) -> Result<Registere
     match reply.outcome.as_str() {
         "REGISTERED" => Ok(Registered::New(Box::new(present(reply, "register")?))),
         "EXISTS" => Ok(Registered::AlreadyExists),
+        "NO_FLEET" => Ok(Registered::NoFleet(field(&reply.fields, "detail"))),
+        // The home location's status stands for a FleetIQ fleet's: it has no location of its own.
+        "NO_LOCATION" | "DELETING" => Ok(Registered::Deleting(field(&reply.fields, "detail"))),
         other => Err(unexpected("register", other)),
     }
 }

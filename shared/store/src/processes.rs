@@ -256,8 +256,8 @@ pub enum Attached {
     Lost,
     /// No such registration to resume.
     Unknown,
-    /// The fleet has no such location: why, for the process.
-    NoLocation(String),
+    /// The fleet does not exist, or has no such location: why, for the process.
+    NotFound(String),
     /// The fleet, or the location, is being deleted or was: why, for the process.
     Deleting(String),
 }
@@ -293,7 +293,7 @@ pub async fn attach(store: &Store, attach: &Attach<'_>, timings: &Timings) -> Re
         "EXISTS" => Ok(Attached::Exists),
         "LOST" => Ok(Attached::Lost),
         "UNKNOWN" => Ok(Attached::Unknown),
-        "NO_LOCATION" => Ok(Attached::NoLocation(field(&reply.fields, "detail"))),
+        "NO_FLEET" | "NO_LOCATION" => Ok(Attached::NotFound(field(&reply.fields, "detail"))),
         "DELETING" => Ok(Attached::Deleting(field(&reply.fields, "detail"))),
         other => Err(unexpected("attach", other)),
     }

@@ -572,6 +572,7 @@ mod tests {
         "NOT_CLAIMANT",
         "NOT_FOUND",
         "NOT_YOURS",
+        "NO_FLEET",
         "NO_LOCATION",
         "NO_SERVER",
         "OUT_OF_ORDER",

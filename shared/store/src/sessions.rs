@@ -121,9 +121,9 @@ pub enum Created {
     NoServer,
     /// The creator reached the limit; it may create again at this time (ms).
     CreatorLimit(i64),
-    /// The fleet has no such location: why.
-    NoLocation(String),
-    /// The fleet is not ACTIVE, or the location is being deleted: why.
+    /// The fleet does not exist, or has no such location: why.
+    NotFound(String),
+    /// The fleet is not ACTIVE, or the location not DEPLOYED: why.
     FleetNotActive(String),
 }
 
@@ -167,7 +167,7 @@ pub async fn create_game_session(
         "TOKEN_REUSED" => Created::TokenReused,
         "NO_SERVER" => Created::NoServer,
         "CREATOR_LIMIT" => Created::CreatorLimit(detail.parse().map_err(|_| unexpected(SCRIPT, &detail))?),
-        "NO_LOCATION" => Created::NoLocation(detail),
+        "NO_FLEET" | "NO_LOCATION" => Created::NotFound(detail),
         "NOT_ACTIVE" => Created::FleetNotActive(detail),
         other => return Err(unexpected(SCRIPT, other)),
     })

@@ -3,6 +3,7 @@
 //! binaries as real processes for tests that kill them.
 
 mod binary;
+mod fleets;
 mod launched;
 mod process;
 mod redis_server;
@@ -10,6 +11,7 @@ mod service;
 mod sessions;
 
 pub use binary::{BinaryProcess, ExampleGameServer, binary};
+pub use fleets::{anywhere_fleet, anywhere_fleet_with, process_events};
 pub use launched::Reaper;
 pub use process::{assert_serves, wait_for_health};
 pub use redis_server::{RedisCluster, RedisServer, TestRedis};

@@ -17,8 +17,8 @@ use tonic::{Code, Status};
 use tonic_types::StatusExt;
 
 use super::stream::{
-    Process, attach, attach_with, code, fast, ok, one_process, one_process_on, operator, register, replica, started,
-    terminate, wait_for_event,
+    Process, arena, attach, attach_with, code, fast, ok, one_process, one_process_on, operator, register, replica,
+    started, terminate, wait_for_event,
 };
 
 /// Reads the stream until it ends, keeping what it pushed; the status it ended with.
@@ -49,6 +49,7 @@ fn violations(answer: &Tell) -> Vec<String> {
 
 async fn superseded_streams_end_aborted(redis: TestRedis) {
     let store = Store::connect(&redis.config()).await.unwrap();
+    arena(&store).await;
     let (a, b) = (replica(&store, &fast()).await, replica(&store, &fast()).await);
     let own = token(Role::GameServer, Some(("arena", "gs-1")));
     let mut first = attach(&a.endpoint(), "arena", "gs-1").await;
@@ -130,6 +131,7 @@ async fn request_ids_must_be_printable_ascii() {
 
 async fn describe_and_update(redis: TestRedis) {
     let store = Store::connect(&redis.config()).await.unwrap();
+    arena(&store).await;
     let service = replica(&store, &fast()).await;
     let mut registration = register("arena", "gs-1");
     registration.location = "eu-west".into();
@@ -267,6 +269,7 @@ fn describe_players(selector: session::describe_player_sessions_request::Selecto
 async fn player_sessions_by_every_selector(redis: TestRedis) {
     use session::describe_player_sessions_request::Selector;
     let store = Store::connect(&redis.config()).await.unwrap();
+    arena(&store).await;
     let service = replica(&store, &fast()).await;
     let mut one = attach(&service.endpoint(), "arena", "gs-1").await;
     let mut two = attach(&service.endpoint(), "arena", "gs-2").await;

@@ -13,7 +13,10 @@ use berth_proto::health::v1::{
 use berth_runtime::auth::Role;
 use berth_store::Store;
 use berth_store::fleets::recent_fleet_events;
-use berth_testkit::{RunningService, TestRedis, game_session_status, place_game_session, spawn_service, token};
+use berth_testkit::{
+    RunningService, TestRedis, anywhere_fleet, game_session_status, place_game_session, process_events, spawn_service,
+    token,
+};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Code, Status, Streaming};
@@ -30,6 +33,11 @@ pub(crate) fn fast() -> berth_health::HealthArgs {
         monitor_sweep_ms: 50,
         ..Default::default()
     }
+}
+
+/// Creates the fleet the processes of these tests register in: "arena", its home location eu-west.
+pub(crate) async fn arena(store: &Store) {
+    anywhere_fleet(store, "arena", &["eu-west"]).await;
 }
 
 pub(crate) async fn replica(store: &Store, args: &berth_health::HealthArgs) -> RunningService {
@@ -232,6 +240,7 @@ pub(crate) async fn one_process_on(
     ready: bool,
 ) -> (TestRedis, Store, RunningService, Process) {
     let store = Store::connect(&redis.config()).await.unwrap();
+    arena(&store).await;
     let service = replica(&store, args).await;
     let mut process = attach(&service.endpoint(), "arena", "gs-1").await;
     if ready {
@@ -242,6 +251,7 @@ pub(crate) async fn one_process_on(
 
 async fn stream_flow_across_replicas(redis: TestRedis) {
     let store = Store::connect(&redis.config()).await.unwrap();
+    arena(&store).await;
     let (a, b) = (replica(&store, &fast()).await, replica(&store, &fast()).await);
     let mut process = attach(&a.endpoint(), "arena", "gs-1").await;
     assert!(!process.registered.resumed);
@@ -371,6 +381,7 @@ async fn fleets_that_cannot_be_swept_do_not_stop_the_monitor_for_the_others() {
 async fn a_process_that_ignores_a_terminate_is_force_ended() {
     let redis = TestRedis::single();
     let store = Store::connect(&redis.config()).await.unwrap();
+    arena(&store).await;
     let args = berth_health::HealthArgs {
         termination_grace_ms: 300,
         ..fast()
@@ -419,6 +430,7 @@ async fn unhealthy_reports_in_a_row_end_the_process() {
 async fn a_process_not_ready_in_time_is_ended() {
     let redis = TestRedis::single();
     let store = Store::connect(&redis.config()).await.unwrap();
+    arena(&store).await;
     let args = berth_health::HealthArgs {
         ready_timeout_ms: 300,
         ..fast()
@@ -434,6 +446,7 @@ async fn a_process_not_ready_in_time_is_ended() {
 async fn a_dropped_stream_resumes_on_another_replica_with_its_state() {
     let redis = TestRedis::single();
     let store = Store::connect(&redis.config()).await.unwrap();
+    arena(&store).await;
     let (a, b) = (replica(&store, &fast()).await, replica(&store, &fast()).await);
     let mut process = attach(&a.endpoint(), "arena", "gs-1").await;
     ok(process.ask(Ask::Ready(pb::ProcessReady::default())).await.unwrap());
@@ -459,7 +472,7 @@ async fn a_dropped_stream_resumes_on_another_replica_with_its_state() {
         ));
         tokio::time::sleep(Duration::from_millis(80)).await;
     }
-    assert!(recent_fleet_events(&store, "arena", 10).await.unwrap().is_empty());
+    assert!(process_events(&store, "arena").await.is_empty());
     // Commands now reach it through B.
     let request = pb::TerminateGameServerRequest {
         fleet_id: "arena".into(),
@@ -504,6 +517,7 @@ async fn a_lost_announcement_costs_one_heartbeat() {
 async fn wrong_tokens_and_bad_messages_are_refused_without_harming_other_streams() {
     let redis = TestRedis::single();
     let store = Store::connect(&redis.config()).await.unwrap();
+    arena(&store).await;
     let service = replica(&store, &fast()).await;
     let endpoint = service.endpoint();
     let mut healthy = attach(&endpoint, "arena", "gs-ok").await;
@@ -514,6 +528,13 @@ async fn wrong_tokens_and_bad_messages_are_refused_without_harming_other_streams
         .err()
         .unwrap();
     assert_eq!(err.code(), Code::PermissionDenied);
+    // A fleet nobody created takes no process.
+    let nowhere = token(Role::GameServer, Some(("nowhere", "gs-1")));
+    let err = attach_with(&endpoint, &nowhere, register("nowhere", "gs-1"))
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(err.code(), Code::NotFound, "{err:?}");
     let other_fleet = token(Role::GameServer, Some(("other", "gs-1")));
     let err = attach_with(&endpoint, &other_fleet, register("arena", "gs-1"))
         .await
@@ -597,6 +618,7 @@ async fn a_replica_shutting_down_sends_its_streams_elsewhere_at_once() {
 async fn a_heartbeat_before_registration_is_refused() {
     let redis = TestRedis::single();
     let store = Store::connect(&redis.config()).await.unwrap();
+    arena(&store).await;
     let service = replica(&store, &fast()).await;
     let (requests, rx) = mpsc::channel(4);
     let early = AttachRequest {
@@ -629,6 +651,7 @@ async fn a_heartbeat_before_registration_is_refused() {
 async fn a_redis_stall_longer_than_the_window_kills_no_process() {
     let redis = berth_testkit::RedisServer::start();
     let store = Store::connect(&redis.config()).await.unwrap();
+    arena(&store).await;
     let service = replica(&store, &fast()).await;
     let mut process = attach(&service.endpoint(), "arena", "gs-1").await;
     ok(process.ask(Ask::Ready(pb::ProcessReady::default())).await.unwrap());
@@ -648,7 +671,7 @@ async fn a_redis_stall_longer_than_the_window_kills_no_process() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(
-        recent_fleet_events(&store, "arena", 10).await.unwrap().is_empty(),
+        process_events(&store, "arena").await.is_empty(),
         "nobody was declared dead"
     );
 }

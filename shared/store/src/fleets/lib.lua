@@ -98,12 +98,12 @@ local function add_location(k, now, args, at)
   return loc
 end
 
--- Why a fleet refuses a new process in location `loc` ('' for the home location), as {outcome, detail}: NO_LOCATION
--- (the fleet has no such location) or DELETING (the fleet, or the location, is being deleted or was); nil when it
--- takes it. A fleet without a record takes any: its servers registered before fleets were records.
+-- Why a fleet refuses a new process in location `loc` ('' for the home location), as {outcome, detail}: NO_FLEET
+-- (the fleet does not exist), NO_LOCATION (it has no such location) or DELETING (the fleet, or the location, is being
+-- deleted or was); nil when it takes it.
 local function refusal(k, loc)
   local status = redis.call('HGET', k.fleet, 'status')
-  if not status then return nil end
+  if not status then return {'NO_FLEET', 'no such fleet'} end
   if status == S.DELETING or status == S.TERMINATED then return {S.DELETING, 'the fleet is ' .. status} end
   local known = fleet_location(k, loc)
   if not known then return {'NO_LOCATION', 'the fleet has no location ' .. loc} end
@@ -133,17 +133,17 @@ local function location_ready(k, now, loc)
 end
 
 -- Why a fleet takes no new game session in location `loc` ('' for any of its locations), as {outcome, detail}:
--- NO_LOCATION (it has no such location) or NOT_ACTIVE (the fleet is not ACTIVE, or the location is being deleted);
--- nil when it takes one. A fleet without a record takes them wherever it has servers.
+-- NO_FLEET (it does not exist), NO_LOCATION (it has no such location) or NOT_ACTIVE (the fleet is not ACTIVE, or
+-- the location not DEPLOYED); nil when it takes one. With no location named, the sessions go to ready servers, and
+-- a server's being ready made its location DEPLOYED: only a location being deleted has none left to host.
 local function session_refusal(k, loc)
   local status = redis.call('HGET', k.fleet, 'status')
-  if not status then return nil end
+  if not status then return {'NO_FLEET', 'no such fleet'} end
   if status ~= S.ACTIVE then return {'NOT_ACTIVE', 'the fleet is ' .. status} end
   if loc == '' then return nil end
   if not fleet_location(k, loc) then return {'NO_LOCATION', 'the fleet has no location ' .. loc} end
-  if redis.call('HGET', k.fleet, loc_field(loc, 'status')) == S.DELETING then
-    return {'NOT_ACTIVE', 'location ' .. loc .. ' is DELETING'}
-  end
+  local at = redis.call('HGET', k.fleet, loc_field(loc, 'status'))
+  if at ~= S.DEPLOYED then return {'NOT_ACTIVE', 'location ' .. loc .. ' is ' .. at} end
   return nil
 end
 

@@ -4,11 +4,11 @@
 -- ('' for a new registration), ARGV[5] replica id, ARGV[6] ms until the first heartbeat is due (initial delay +
 -- heartbeat window), ARGV[7] ms until ready is due, ARGV[8] heartbeat window ms, ARGV[12..] field/value pairs of
 -- the registration (conn, data, loc, ip, dns, port, max_sess, max_players, sdkv, labels, ports).
--- Reply: {REGISTERED | RESUMED | EXISTS | LOST | UNKNOWN | NO_LOCATION | DELETING, now_ms, fields...}; after
+-- Reply: {REGISTERED | RESUMED | EXISTS | LOST | UNKNOWN | NO_FLEET | NO_LOCATION | DELETING, now_ms, fields...}; after
 -- RESUMED's fields, the pair 'superseded', the replica that held the stream it replaces. EXISTS: the id has a live
 -- registration (resume it, or wait until it is declared lost). LOST: the registration to resume was declared lost
--- or ended. UNKNOWN: no such registration. NO_LOCATION, DELETING: the fleet refuses a new process there (the
--- pair 'detail' says why; event SERVER_PROCESS_REGISTRATION_REJECTED).
+-- or ended. UNKNOWN: no such registration. NO_FLEET: the fleet does not exist. NO_LOCATION, DELETING: the fleet
+-- refuses a new process there (the pair 'detail' says why; event SERVER_PROCESS_REGISTRATION_REJECTED).
 local now = now_ms()
 local id = ARGV[1]
 local key = k.gs .. id
@@ -36,8 +36,10 @@ for i = 9, #ARGV, 2 do
 end
 local refused = refusal(k, loc)
 if refused then
-  fleet_event(k, now, S.SERVER_PROCESS_REGISTRATION_REJECTED, refused[2], {'game_server_id', id, 'location', loc,
-    'instance_id', ARGV[2]})
+  if refused[1] ~= 'NO_FLEET' then
+    fleet_event(k, now, S.SERVER_PROCESS_REGISTRATION_REJECTED, refused[2], {'game_server_id', id, 'location', loc,
+      'instance_id', ARGV[2]})
+  end
   return {refused[1], tostring(now), 'detail', refused[2]}
 end
 local istatus = redis.call('HGET', k.inst_status, ARGV[2]) or S.ACTIVE

@@ -13,8 +13,8 @@
 -- Reply: {outcome, now_ms, replica, version, detail, session fields...}. Outcomes: CREATED; EXISTING (the token
 -- was used with the same request: the session as it stands); TOKEN_REUSED (used with another request);
 -- NO_SERVER (none ready with room, or the named server is unknown or cannot host it: either way the caller looks
--- elsewhere); CREATOR_LIMIT (detail: ms when the creator may create again); NO_LOCATION, NOT_ACTIVE (the fleet
--- takes no new session there: detail says why).
+-- elsewhere); CREATOR_LIMIT (detail: ms when the creator may create again); NO_FLEET, NO_LOCATION, NOT_ACTIVE (the
+-- fleet takes no new session there: detail says why).
 local now = now_ms()
 local sid, named, loc, max = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local token, creator, limit, period = ARGV[8], ARGV[10], tonumber(ARGV[11]), tonumber(ARGV[12])
