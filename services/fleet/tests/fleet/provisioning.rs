@@ -2,7 +2,7 @@
 //! started as OS processes, registering with a real health replica, on a single node and on the cluster. Each test
 //! uses fleet ids of its own, and kills what its fleets launched when it ends.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use berth_domain::stored::ProcessState;
@@ -657,4 +657,86 @@ async fn a_frozen_lease_holder_changes_nothing_once_resumed_on_a_single_node() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_frozen_lease_holder_changes_nothing_once_resumed_on_a_cluster() {
     a_frozen_lease_holder_changes_nothing_once_resumed(TestRedis::cluster()).await;
+}
+
+/// The game-server processes running on this host for `fleet`, by the instance their environment names
+/// (`BERTH_INSTANCE_ID`, as the `process` provisioner sets it); zombies, which run no more, are left out.
+fn running_by_instance(fleet: &str) -> BTreeMap<String, usize> {
+    let wanted = format!("BERTH_FLEET_ID={fleet}");
+    let mut found = BTreeMap::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|name| name.parse::<u32>().ok()) else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let state = stat.rsplit_once(") ").map(|(_, rest)| rest.chars().next());
+        if state != Some(Some('Z')) && state.is_some() {
+            let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+            let vars: Vec<&[u8]> = environ.split(|b| *b == 0).collect();
+            if vars.contains(&wanted.as_bytes()) {
+                let instance = vars
+                    .iter()
+                    .find_map(|var| var.strip_prefix(b"BERTH_INSTANCE_ID="))
+                    .map(|id| String::from_utf8_lossy(id).into_owned())
+                    .unwrap_or_default();
+                *found.entry(instance).or_default() += 1;
+            }
+        }
+    }
+    found
+}
+
+/// Two `berth-fleet` processes over one fleet scaled from 0 to 4. The lease holder is SIGKILLed once it has begun
+/// launching, mid-reconcile; the other takes the location over when the lease lapses and finishes. Every instance
+/// the killed one recorded is either running and kept or found and removed (one recorded but never started
+/// included): at the end exactly the 4 recorded instances run, each its one process — none launched twice for one
+/// slot, none orphaned.
+async fn a_killed_lease_holder_is_taken_over_and_leaves_nothing_behind(redis: TestRedis) {
+    let stack = stack(&redis, 0).await;
+    let fleet = &fleet_id("arena-killed");
+    let _reaper = Reaper(vec![fleet.into()]);
+    let mut replicas = [
+        fleet_process(&redis, &stack.health, "first"),
+        fleet_process(&redis, &stack.health, "second"),
+    ];
+    let mut through = binary_client(&replicas[0]).await;
+    binary_client(&replicas[1]).await;
+    through.create_fleet(managed(fleet, &example(), 4)).await.unwrap();
+    instances_when(&stack.store, fleet, "a launch under way", |found| !found.is_empty()).await;
+    let holder = lease_holder_when(&stack.store, fleet, |holder| !holder.is_empty()).await;
+    let (killed, survivor) = if holder == "first" { (0, 1) } else { (1, 0) };
+    replicas[killed].kill();
+
+    let survivor_id = ["first", "second"][survivor];
+    lease_holder_when(&stack.store, fleet, |holder| holder == survivor_id).await;
+    let ready = instances_when(&stack.store, fleet, "4 ready", |found| {
+        found.len() == 4 && all_ready(4)(found)
+    })
+    .await;
+    let expected: BTreeMap<String, usize> = ids(&ready).into_iter().map(|id| (id, 1)).collect();
+    let started = std::time::Instant::now();
+    loop {
+        let running = running_by_instance(fleet);
+        if running == expected {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "processes running by instance {running:?}, recorded {expected:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut through_survivor = binary_client(&replicas[survivor]).await;
+    let counted = utilization(&mut through_survivor, fleet).await;
+    assert_eq!(counts(&counted), ([4, 0, 4, 4], [0, 4, 0]), "the live counts hold what runs");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_killed_lease_holder_is_taken_over_and_leaves_nothing_behind_on_a_single_node() {
+    a_killed_lease_holder_is_taken_over_and_leaves_nothing_behind(TestRedis::single()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_killed_lease_holder_is_taken_over_and_leaves_nothing_behind_on_a_cluster() {
+    a_killed_lease_holder_is_taken_over_and_leaves_nothing_behind(TestRedis::cluster()).await;
 }
