@@ -157,7 +157,7 @@ impl DockerProvisioner {
         body: &ContainerCreateBody,
         identities: &[u8],
     ) -> Result<Option<String>, DockerFailure> {
-        let settings = body.labels.as_ref().and_then(|labels| labels.get(SETTINGS_LABEL));
+        let fingerprint = body.labels.as_ref().and_then(|labels| labels.get(SETTINGS_LABEL));
         let filters = HashMap::from([
             (
                 "label",
@@ -179,7 +179,7 @@ impl DockerProvisioner {
             if container.state != Some(ContainerSummaryStateEnum::EXITED) {
                 continue;
             }
-            if container.labels.as_ref().and_then(|labels| labels.get(SETTINGS_LABEL)) != settings {
+            if container.labels.as_ref().and_then(|labels| labels.get(SETTINGS_LABEL)) != fingerprint {
                 tracing::info!(fleet = %spec.fleet_id, container = %id, "removing a stopped container of earlier settings");
                 discard(docker, &id).await;
                 continue;

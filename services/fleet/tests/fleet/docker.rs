@@ -5,6 +5,7 @@
 //! docker.io and starts dockerd). Each test removes the containers its fleets made when it ends, failed or not.
 
 use std::collections::{BTreeSet, HashMap};
+use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
 
@@ -48,7 +49,10 @@ async fn engine(test: &str) -> Option<Docker> {
     match answered {
         Ok(docker) => Some(docker),
         Err(err) => {
-            eprintln!(
+            // Straight to stderr, past the test harness's capture of `eprintln!`: a skip is shown even when the
+            // test passes.
+            let _ = writeln!(
+                std::io::stderr(),
                 "SKIPPED {test}: no Docker engine answers ({err}); `make deps` installs docker.io and starts dockerd"
             );
             None
