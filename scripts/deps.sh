@@ -1,15 +1,42 @@
 #!/usr/bin/env bash
 # Installs what `make test`, `make lint`, `make run` and `make bench` need on a fresh machine: redis-server (the
-# tests start their own processes of it) and buf (from the npm package @bufbuild/buf, for `buf lint`).
+# tests start their own processes of it), a Docker engine (Debian's docker.io, for the docker provisioner's tests,
+# its daemon started when none answers) and buf (from the npm package @bufbuild/buf, for `buf lint`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+sudo_cmd=""
+[ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+apt_updated=""
+apt_install() {
+  if [ -z "$apt_updated" ]; then
+    $sudo_cmd apt-get update -qq
+    apt_updated=yes
+  fi
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "$@" >/dev/null
+}
+
 if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; then
   echo "installing redis-server"
-  sudo_cmd=""
-  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
-  $sudo_cmd apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq redis-server >/dev/null
+  apt_install redis-server
+fi
+
+# The docker provisioner's tests skip, saying so, when no engine answers; so a machine where dockerd cannot run
+# (no privileges, no cgroups) still tests everything else, and this only warns.
+if ! command -v dockerd >/dev/null || ! command -v docker >/dev/null; then
+  echo "installing docker.io"
+  apt_install docker.io || echo "warning: docker.io could not be installed; the docker provisioner's tests will skip"
+fi
+if command -v dockerd >/dev/null && ! $sudo_cmd docker info >/dev/null 2>&1; then
+  dockerd_log=/var/log/berth-dockerd.log
+  echo "starting dockerd (log: $dockerd_log)"
+  $sudo_cmd sh -c "nohup dockerd >>$dockerd_log 2>&1 &"
+  for _ in $(seq 1 60); do
+    $sudo_cmd docker info >/dev/null 2>&1 && break
+    sleep 0.5
+  done
+  $sudo_cmd docker info >/dev/null 2>&1 ||
+    echo "warning: dockerd did not answer within 30 s (see $dockerd_log); the docker provisioner's tests will skip"
 fi
 
 if [ ! -x node_modules/.bin/buf ]; then

@@ -27,6 +27,7 @@ use tonic::service::Routes;
 
 pub use fleets::Fleets;
 use provisioner::Provisioner;
+use provisioner::docker::DockerProvisioner;
 use provisioner::process::ProcessProvisioner;
 use reconciler::Reconciler;
 
@@ -44,10 +45,14 @@ const RULES: AccessRules = &[
 #[derive(clap::Args, Clone, Debug)]
 pub struct FleetArgs {
     /// The provisioners this deployment configures, by name: a MANAGED fleet names one of them. `process` runs
-    /// instances as local processes of this replica's host.
+    /// instances as local processes of this replica's host; `docker`, as containers of a Docker engine.
     #[arg(long, env = "BERTH_PROVISIONERS", value_delimiter = ',', default_value = "process",
-        value_parser = clap::builder::PossibleValuesParser::new(["process"]))]
+        value_parser = clap::builder::PossibleValuesParser::new(["process", "docker"]))]
     pub provisioners: Vec<String>,
+    /// The Docker engine the `docker` provisioner runs containers on (`unix:///var/run/docker.sock`,
+    /// `tcp://host:2375`); Docker's own default (`DOCKER_HOST`, else the local socket) when unset.
+    #[arg(long, env = "BERTH_DOCKER_HOST")]
+    pub docker_host: Option<String>,
     /// Where the game servers it launches reach the health service's SDK endpoint.
     #[arg(long, env = "BERTH_SDK_ENDPOINT", default_value = "http://127.0.0.1:7104")]
     pub sdk_endpoint: String,
@@ -83,6 +88,7 @@ impl Default for FleetArgs {
     fn default() -> FleetArgs {
         FleetArgs {
             provisioners: vec!["process".into()],
+            docker_host: None,
             sdk_endpoint: "http://127.0.0.1:7104".into(),
             reconcile_ms: 500,
             lease_ms: 5000,
@@ -160,6 +166,7 @@ fn reconciler(store: &Store, args: &FleetArgs, tokens: Option<TokenKey>) -> Reco
             "process" => Arc::new(ProcessProvisioner {
                 log_dir: args.process_log_dir.clone(),
             }),
+            "docker" => Arc::new(DockerProvisioner::new(args.docker_host.clone())),
             // Fleets naming it are recorded, and left to a replica that runs it.
             other => {
                 tracing::warn!(provisioner = other, "provisioner not run by this replica");

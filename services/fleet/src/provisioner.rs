@@ -1,12 +1,15 @@
 //! Provisioners: what starts and stops a fleet's instances, behind one trait so that the reconciler is the same
-//! whatever runs them (local processes today; containers, an operator's hosting API or Kubernetes pods alike).
+//! whatever runs them (local processes, Docker containers; an operator's hosting API or Kubernetes pods alike).
 //!
 //! The reconciler asks for three things only, each by the instance's id and the handle its launch answered: launch
 //! an instance with its processes' environment, count its processes still running, and stop it (gently, or kill
 //! it). A provisioner keeps no state the reconciler relies on: a handle, or the instance id itself when the
 //! launching replica died before it recorded the handle, is enough for any replica to find the instance again.
 
+pub mod docker;
 pub mod process;
+
+use std::net::TcpListener;
 
 use berth_proto::fleet::v1 as pb;
 use futures::future::BoxFuture;
@@ -55,4 +58,12 @@ pub trait Provisioner: Send + Sync {
     fn running<'a>(&'a self, instance: Instance<'a>) -> BoxFuture<'a, Result<u32, ProvisionError>>;
     /// Stops an instance: asks its processes to exit, or with `kill`, ends them at once.
     fn stop<'a>(&'a self, instance: Instance<'a>, kill: bool) -> BoxFuture<'a, Result<(), ProvisionError>>;
+}
+
+/// A port free on this host now, for a game server to listen on.
+fn free_port() -> Result<u16, ProvisionError> {
+    TcpListener::bind("0.0.0.0:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|addr| addr.port())
+        .map_err(|err| ProvisionError(format!("no free port for the game server: {err}")))
 }

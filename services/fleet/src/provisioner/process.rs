@@ -12,7 +12,6 @@
 //! `working_directory`, where the processes start.
 
 use std::fs::OpenOptions;
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::Stdio;
 
@@ -20,7 +19,7 @@ use berth_domain::fleet::parameters::ProcessParameters;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 
-use super::{Instance, LaunchSpec, ProvisionError, Provisioner};
+use super::{Instance, LaunchSpec, ProvisionError, Provisioner, free_port};
 
 /// Launches instances as local processes.
 #[derive(Clone, Debug, Default)]
@@ -139,13 +138,6 @@ impl Provisioner for ProcessProvisioner {
         }
         .boxed()
     }
-}
-
-fn free_port() -> Result<u16, ProvisionError> {
-    TcpListener::bind("0.0.0.0:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|addr| addr.port())
-        .map_err(|err| ProvisionError(format!("no free port for the game server: {err}")))
 }
 
 fn parse_pid(text: &str) -> Option<Pid> {

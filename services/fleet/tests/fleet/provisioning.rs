@@ -19,16 +19,21 @@ use berth_testkit::{
 };
 use tonic_health::pb::health_check_response::ServingStatus;
 
-type Client = FleetServiceClient<berth_sdk::AuthedChannel>;
+pub(super) type Client = FleetServiceClient<berth_sdk::AuthedChannel>;
 
 /// The health replica the launched game servers speak to, and fleet replicas launching them.
-struct Stack {
-    store: Store,
-    health: RunningService,
-    fleet: Vec<RunningService>,
+pub(super) struct Stack {
+    pub(super) store: Store,
+    pub(super) health: RunningService,
+    pub(super) fleet: Vec<RunningService>,
 }
 
 async fn stack(redis: &TestRedis, fleet_replicas: usize) -> Stack {
+    stack_with(redis, fleet_replicas, &["process"]).await
+}
+
+/// A stack whose fleet replicas run `provisioners`.
+pub(super) async fn stack_with(redis: &TestRedis, fleet_replicas: usize, provisioners: &[&str]) -> Stack {
     let store = Store::connect(&redis.config()).await.unwrap();
     let health_args = berth_health::HealthArgs {
         heartbeat_interval_ms: 1000,
@@ -45,6 +50,7 @@ async fn stack(redis: &TestRedis, fleet_replicas: usize) -> Stack {
             reconcile_ms: 100,
             lease_ms: 1000,
             replica_id: Some(format!("replica-{replica}")),
+            provisioners: provisioners.iter().map(|p| (*p).to_owned()).collect(),
             sweep_ms: 100,
             ..Default::default()
         };
@@ -54,7 +60,7 @@ async fn stack(redis: &TestRedis, fleet_replicas: usize) -> Stack {
     Stack { store, health, fleet }
 }
 
-async fn client(service: &RunningService) -> Client {
+pub(super) async fn client(service: &RunningService) -> Client {
     FleetServiceClient::new(
         berth_sdk::connect(&service.endpoint(), &token(Role::Operator, None))
             .await
@@ -64,7 +70,7 @@ async fn client(service: &RunningService) -> Client {
 
 /// A MANAGED fleet of `launch_path` on the process provisioner, one server per instance, in location "local",
 /// with the shortest deadlines the contract allows.
-fn managed(fleet_id: &str, launch_path: &str, desired: u32) -> pb::CreateFleetRequest {
+pub(super) fn managed(fleet_id: &str, launch_path: &str, desired: u32) -> pb::CreateFleetRequest {
     pb::CreateFleetRequest {
         fleet_id: fleet_id.into(),
         provisioner: "process".into(),
@@ -102,7 +108,7 @@ fn managed(fleet_id: &str, launch_path: &str, desired: u32) -> pb::CreateFleetRe
 }
 
 /// A fleet id of this run's own: the single-node and cluster runs of a test go on at once, on one host.
-fn fleet_id(name: &str) -> String {
+pub(super) fn fleet_id(name: &str) -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -115,24 +121,36 @@ fn example() -> String {
 }
 
 /// The location's instances, once `done` holds of them (within 30 s).
-async fn instances_when(
+pub(super) async fn instances_when(
     store: &Store,
     fleet_id: &str,
     what: &str,
     done: impl Fn(&[InstanceRecord]) -> bool,
 ) -> Vec<InstanceRecord> {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let found = instances::read_instances(store, fleet_id, "local")
+    let read = || async {
+        instances::read_instances(store, fleet_id, "local")
             .await
             .unwrap()
-            .instances;
+            .instances
+    };
+    when(what, read, done).await
+}
+
+/// What `read` answers once `done` holds of it (within 30 s), read every 100 ms.
+pub(super) async fn when<T: std::fmt::Debug, F: Future<Output = Vec<T>>>(
+    what: &str,
+    read: impl Fn() -> F,
+    done: impl Fn(&[T]) -> bool,
+) -> Vec<T> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let found = read().await;
         if done(&found) {
             return found;
         }
         assert!(
             tokio::time::Instant::now() < deadline,
-            "{what}: never happened; instances {found:#?}"
+            "{what}: never happened; found {found:#?}"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -145,15 +163,15 @@ fn ready(instance: &InstanceRecord) -> bool {
         .all(|s| matches!(s.process, Some(ProcessState::StandingBy | ProcessState::Active)))
 }
 
-fn all_ready(count: usize) -> impl Fn(&[InstanceRecord]) -> bool {
+pub(super) fn all_ready(count: usize) -> impl Fn(&[InstanceRecord]) -> bool {
     move |found| found.len() == count && found.iter().all(ready)
 }
 
-fn ids(found: &[InstanceRecord]) -> BTreeSet<String> {
+pub(super) fn ids(found: &[InstanceRecord]) -> BTreeSet<String> {
     found.iter().map(|i| i.id.clone()).collect()
 }
 
-async fn events(client: &mut Client, fleet_id: &str) -> Vec<pb::FleetEvent> {
+pub(super) async fn events(client: &mut Client, fleet_id: &str) -> Vec<pb::FleetEvent> {
     let request = pb::ListFleetEventsRequest {
         fleet_id: fleet_id.into(),
         page_size: 1000,
@@ -162,11 +180,11 @@ async fn events(client: &mut Client, fleet_id: &str) -> Vec<pb::FleetEvent> {
     client.list_fleet_events(request).await.unwrap().into_inner().events
 }
 
-fn count(events: &[pb::FleetEvent], code: pb::FleetEventCode) -> usize {
+pub(super) fn count(events: &[pb::FleetEvent], code: pb::FleetEventCode) -> usize {
     events.iter().filter(|e| e.code() == code).count()
 }
 
-async fn location(client: &mut Client, fleet_id: &str) -> pb::FleetLocation {
+pub(super) async fn location(client: &mut Client, fleet_id: &str) -> pb::FleetLocation {
     let request = pb::DescribeFleetRequest {
         fleet_id: fleet_id.into(),
     };
@@ -219,7 +237,7 @@ fn counts(u: &pb::LocationUtilization) -> ([u32; 4], [u32; 3]) {
     )
 }
 
-async fn set_desired(client: &mut Client, fleet_id: &str, desired: u32) {
+pub(super) async fn set_desired(client: &mut Client, fleet_id: &str, desired: u32) {
     let request = pb::UpdateFleetCapacityRequest {
         fleet_id: fleet_id.into(),
         location: "local".into(),

@@ -34,6 +34,7 @@ impl BadParameter {
 pub fn check(provisioner: &str, launch: &pb::ServerLaunchConfiguration) -> Result<(), BadParameter> {
     match provisioner {
         "process" => ProcessParameters::of(launch).map(drop),
+        "docker" => DockerParameters::of(launch).map(drop),
         _ => Ok(()),
     }
 }
@@ -55,6 +56,65 @@ impl ProcessParameters {
                 "working_directory" => parameters.working_directory = Some(string(name, value)?.to_owned()),
                 _ => return Err(unknown(name, "env (object of strings), working_directory (string)")),
             }
+        }
+        Ok(parameters)
+    }
+}
+
+/// The `docker` provisioner's parameters: `image` (required), the image each instance's container runs; `env`, an
+/// object of extra environment variables (string values); `cpus`, the CPUs the container may use (fractions allowed);
+/// `memory_mb`, its memory limit; `network_mode`, the Docker network it joins (`host` unless set, so that the game
+/// port the provisioner picks is the host's and the SDK endpoint is reachable as on the host); `user`, who its
+/// processes run as.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DockerParameters {
+    pub image: String,
+    pub env: BTreeMap<String, String>,
+    pub cpus: Option<f64>,
+    pub memory_mb: Option<u64>,
+    pub network_mode: String,
+    pub user: Option<String>,
+}
+
+/// Most CPUs a container may be given.
+const MAX_CPUS: f64 = 1024.0;
+/// Least and most memory a container may be given, MiB (Docker refuses less than 6 MiB).
+const MEMORY_MB: (u64, u64) = (6, 16 << 20);
+
+impl DockerParameters {
+    pub fn of(launch: &pb::ServerLaunchConfiguration) -> Result<DockerParameters, BadParameter> {
+        let mut parameters = DockerParameters {
+            network_mode: "host".into(),
+            ..DockerParameters::default()
+        };
+        for (name, value) in fields(launch) {
+            match name.as_str() {
+                "image" => parameters.image = string(name, value)?.to_owned(),
+                "env" => parameters.env = strings(name, value)?,
+                "cpus" => parameters.cpus = Some(positive(name, value, MAX_CPUS)?),
+                "memory_mb" => parameters.memory_mb = Some(number(name, value, MEMORY_MB.0, MEMORY_MB.1)?),
+                "network_mode" => parameters.network_mode = string(name, value)?.to_owned(),
+                "user" => parameters.user = Some(string(name, value)?.to_owned()),
+                _ => {
+                    return Err(unknown(
+                        name,
+                        "image (string), env (object of strings), cpus (number), memory_mb (whole number), \
+                         network_mode (string), user (string)",
+                    ));
+                }
+            }
+        }
+        if parameters.image.trim().is_empty() {
+            return Err(BadParameter::new(
+                "image",
+                "is required: the image each instance's container runs",
+            ));
+        }
+        if parameters.network_mode.trim().is_empty() {
+            return Err(BadParameter::new(
+                "network_mode",
+                "must name a Docker network (host unless set)",
+            ));
         }
         Ok(parameters)
     }
@@ -91,6 +151,17 @@ pub fn number(name: &str, value: &Value, min: u64, max: u64) -> Result<u64, BadP
         _ => Err(BadParameter::new(
             name,
             format!("must be a whole number from {min} to {max}"),
+        )),
+    }
+}
+
+/// A number parameter above 0 and at most `max`, fractions allowed.
+pub fn positive(name: &str, value: &Value, max: f64) -> Result<f64, BadParameter> {
+    match &value.kind {
+        Some(Kind::NumberValue(n)) if *n > 0.0 && *n <= max => Ok(*n),
+        _ => Err(BadParameter::new(
+            name,
+            format!("must be a number above 0 and at most {max}"),
         )),
     }
 }
@@ -166,6 +237,59 @@ mod tests {
             "working_directory"
         );
         assert!(check("process", &pb::ServerLaunchConfiguration::default()).is_ok());
+    }
+
+    #[test]
+    fn docker_parameters_are_read_and_checked() {
+        let good = launch(&[
+            ("image", Kind::StringValue("registry.example/arena:42".into())),
+            ("env", object(&[("MAP", Kind::StringValue("dust".into()))])),
+            ("cpus", Kind::NumberValue(1.5)),
+            ("memory_mb", Kind::NumberValue(512.0)),
+            ("user", Kind::StringValue("1000:1000".into())),
+        ]);
+        let read = DockerParameters::of(&good).unwrap();
+        assert_eq!(
+            read,
+            DockerParameters {
+                image: "registry.example/arena:42".into(),
+                env: [("MAP".to_owned(), "dust".to_owned())].into(),
+                cpus: Some(1.5),
+                memory_mb: Some(512),
+                network_mode: "host".into(),
+                user: Some("1000:1000".into()),
+            }
+        );
+        let bridged = launch(&[
+            ("image", Kind::StringValue("arena".into())),
+            ("network_mode", Kind::StringValue("games".into())),
+        ]);
+        assert_eq!(DockerParameters::of(&bridged).unwrap().network_mode, "games");
+
+        let field = |parameters: &[(&str, Kind)]| check("docker", &launch(parameters)).unwrap_err().field;
+        assert_eq!(field(&[]), "image", "an image is required");
+        assert_eq!(field(&[("image", Kind::StringValue(" ".into()))]), "image");
+        let image = || ("image", Kind::StringValue("arena".into()));
+        assert_eq!(field(&[image(), ("cpus", Kind::NumberValue(0.0))]), "cpus");
+        assert_eq!(field(&[image(), ("cpus", Kind::StringValue("2".into()))]), "cpus");
+        assert_eq!(field(&[image(), ("memory_mb", Kind::NumberValue(5.0))]), "memory_mb");
+        assert_eq!(field(&[image(), ("memory_mb", Kind::NumberValue(64.5))]), "memory_mb");
+        assert_eq!(
+            field(&[image(), ("network_mode", Kind::StringValue(String::new()))]),
+            "network_mode"
+        );
+        assert_eq!(
+            field(&[image(), ("working_directory", Kind::StringValue("/srv".into()))]),
+            "working_directory"
+        );
+        assert_eq!(
+            field(&[image(), ("env", object(&[("MAP", Kind::BoolValue(true))]))]),
+            "env.MAP"
+        );
+        assert!(
+            check("process", &good).is_err(),
+            "each provisioner reads its own parameters"
+        );
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! [`GameServerConfig::from_env`] is the usual way in; a load generator simulating many servers fills the struct
 //! itself.
 
+use std::collections::HashMap;
 use std::ffi::OsString;
 
 use berth_proto::common::v1::{Endpoint, KeyValue};
@@ -52,6 +53,14 @@ pub enum ConfigError {
     /// A required variable is unset or empty.
     #[error("{0} is not set; the provisioner passes it to every game server process")]
     Missing(&'static str),
+    /// `BERTH_SDK_ENV_FILE` names a file that cannot be read, or holds a line that is not `NAME=value`.
+    #[error("BERTH_SDK_ENV_FILE {path}: {problem}")]
+    EnvFile {
+        /// The file.
+        path: String,
+        /// What is wrong with it.
+        problem: String,
+    },
     /// A variable is set to something unusable.
     #[error("{name} is {value:?}; expected {expected}")]
     Invalid {
@@ -67,6 +76,32 @@ pub enum ConfigError {
 /// Address registered when neither `BERTH_SDK_IP_ADDRESS` nor `BERTH_SDK_DNS_NAME` is set: right for a process
 /// run next to a local Berth, and explicit everywhere else.
 const LOCAL_ADDRESS: &str = "127.0.0.1";
+
+/// The variable naming a file of variables that win over the environment.
+const ENV_FILE: &str = "BERTH_SDK_ENV_FILE";
+
+/// The variables of an env file: `NAME=value` lines, the value taken as it is (no quotes, no expansion).
+fn read_env_file(path: &OsString) -> Result<HashMap<String, String>, ConfigError> {
+    let shown = path.to_string_lossy().into_owned();
+    let problem = |problem: String| ConfigError::EnvFile {
+        path: shown.clone(),
+        problem,
+    };
+    let text = std::fs::read_to_string(path).map_err(|err| problem(err.to_string()))?;
+    let mut vars = HashMap::new();
+    for (number, line) in text.lines().enumerate() {
+        if line.trim().is_empty() || line.trim_start().starts_with('#') {
+            continue;
+        }
+        match line.split_once('=') {
+            Some((name, value)) if !name.trim().is_empty() => {
+                vars.insert(name.trim().to_owned(), value.to_owned());
+            }
+            _ => return Err(problem(format!("line {} is not NAME=value", number + 1))),
+        }
+    }
+    Ok(vars)
+}
 
 impl Default for GameServerConfig {
     fn default() -> Self {
@@ -94,11 +129,20 @@ impl GameServerConfig {
     /// `BERTH_GAME_SERVER_ID`, `BERTH_INSTANCE_ID`, `BERTH_LOCATION` and `BERTH_SDK_PORT` (the game port players
     /// connect to) are required; `BERTH_SDK_IP_ADDRESS` and `BERTH_SDK_DNS_NAME` say where players reach it
     /// (127.0.0.1 when neither is set). Other fields keep their defaults for the game to set.
+    ///
+    /// When `BERTH_SDK_ENV_FILE` names a file, its `NAME=value` lines (blank lines and `#` comments aside) are read
+    /// first and win over the environment: a provisioner that restarts a container, whose environment was fixed
+    /// when it was created, hands each launch its new identity that way.
     pub fn from_env() -> Result<GameServerConfig, ConfigError> {
         GameServerConfig::from_lookup(|name| std::env::var_os(name))
     }
 
     fn from_lookup(lookup: impl Fn(&str) -> Option<OsString>) -> Result<GameServerConfig, ConfigError> {
+        let file = match lookup(ENV_FILE).filter(|path| !path.is_empty()) {
+            Some(path) => read_env_file(&path)?,
+            None => HashMap::new(),
+        };
+        let lookup = |name: &str| file.get(name).map(OsString::from).or_else(|| lookup(name));
         let optional = |name: &'static str| -> Result<Option<String>, ConfigError> {
             match lookup(name) {
                 None => Ok(None),
@@ -165,8 +209,6 @@ impl GameServerConfig {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashMap;
-
     use super::*;
 
     fn launched_with(vars: &[(&str, &str)]) -> Result<GameServerConfig, ConfigError> {
@@ -239,5 +281,37 @@ mod tests {
                 "{err}"
             );
         }
+    }
+
+    #[test]
+    fn an_env_file_wins_over_the_environment() {
+        let path = std::env::temp_dir().join(format!("berth-sdk-env-{}", std::process::id()));
+        std::fs::write(
+            &path,
+            "# written by the provisioner before the container starts\n\nBERTH_GAME_SERVER_ID=gs-2\nBERTH_SDK_TOKEN=a=b\n",
+        )
+        .unwrap();
+        let mut vars = FULL.to_vec();
+        let named = path.display().to_string();
+        vars.push(("BERTH_SDK_ENV_FILE", &named));
+        let config = launched_with(&vars).unwrap();
+        assert_eq!(config.game_server_id, "gs-2", "the file's value wins");
+        assert_eq!(config.token, "a=b", "a value is everything after the first =");
+        assert_eq!(
+            config.fleet_id, "arena-eu",
+            "what the file leaves out comes from the environment"
+        );
+
+        std::fs::write(&path, "BERTH_FLEET_ID=arena\nnot a variable\n").unwrap();
+        let err = launched_with(&vars).err().unwrap();
+        assert!(
+            matches!(&err, ConfigError::EnvFile { problem, .. } if problem == "line 2 is not NAME=value"),
+            "{err}"
+        );
+        std::fs::remove_file(&path).unwrap();
+        assert!(
+            matches!(launched_with(&vars), Err(ConfigError::EnvFile { .. })),
+            "a missing file is an error"
+        );
     }
 }
