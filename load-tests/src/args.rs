@@ -41,13 +41,13 @@ pub struct Args {
         value_parser = clap::value_parser!(u16).range(1..)
     )]
     pub concurrency: u16,
-    /// Heartbeat period of the heartbeats scenario, in ms: what the health replica tells every process
-    /// (BERTH_HEARTBEAT_INTERVAL_MS).
+    /// Heartbeat period of the heartbeats scenario, in ms: its fleet's, which the health replica tells every
+    /// process (process_timeouts.heartbeat_interval_ms).
     #[arg(
         long,
         env = "BERTH_BENCH_HEARTBEAT_MS",
         default_value_t = 1_000,
-        value_parser = clap::value_parser!(u64).range(100..=60_000)
+        value_parser = clap::value_parser!(u64).range(1_000..=60_000)
     )]
     pub heartbeat_ms: u64,
     /// How long the heartbeats scenario measures, once every server is connected and heartbeating, in seconds.

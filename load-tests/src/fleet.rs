@@ -1,8 +1,39 @@
 //! The synthetic game servers scenarios register. Server `i` is always the same record, so that a line through
 //! gRPC and its raw-script floor store identical data and compare like for like.
 
+use berth_proto::fleet::v1 as pb;
+use berth_store::Store;
+
 /// The location of every bench fleet, which creates it before its servers register.
 pub const LOCATION: &str = "local";
+
+/// Heartbeat settings (period ms, periods missed) under which processes a scenario never beats for stay alive
+/// through any run: the contract's longest, a 10-minute window.
+pub const QUIET: (u32, u32) = (60_000, 10);
+
+/// The process timeouts of a bench fleet whose heartbeats are `heartbeat` (period ms, periods missed); every other
+/// deadline the contract's longest, so that none passes during a run unless a scenario means it to.
+pub fn timeouts((period_ms, missed): (u32, u32)) -> pb::ProcessTimeouts {
+    pb::ProcessTimeouts {
+        register_timeout_seconds: 3600,
+        ready_timeout_seconds: 3600,
+        heartbeat_interval_ms: period_ms,
+        unhealthy_after_missed_heartbeats: missed,
+        termination_grace_seconds: 3600,
+        ..Default::default()
+    }
+}
+
+/// Creates bench fleet `fleet_id` (ANYWHERE, in [`LOCATION`]) with heartbeats `heartbeat` (see [`timeouts`]), and
+/// game and player sessions given the contract's longest to activate and to be joined.
+pub async fn create(store: &Store, fleet_id: &str, heartbeat: (u32, u32)) {
+    berth_testkit::anywhere_fleet_with(store, fleet_id, &[LOCATION], |req| {
+        req.process_timeouts = Some(timeouts(heartbeat));
+        req.game_session_activation_timeout_seconds = 600;
+        req.player_session_reservation_timeout_seconds = 600;
+    })
+    .await;
+}
 
 /// Game-server processes per instance: a host runs several, as in practice, so instance sets have a real size.
 const SERVERS_PER_INSTANCE: u64 = 8;

@@ -73,7 +73,7 @@ pub async fn minimal_player_session(store: &Store, calls: u64, concurrency: u16)
 /// Registers `servers` servers in a fleet of their own straight through the store, then claims them all the same
 /// way: the register and claim scripts with nothing but the Redis client in front. Answers both lines.
 pub async fn raw_scripts(store: &Store, servers: u64, concurrency: u16) -> [Line; 2] {
-    berth_testkit::anywhere_fleet(store, RAW_FLEET, &[fleet::LOCATION]).await;
+    fleet::create(store, RAW_FLEET, fleet::QUIET).await;
     let registering = store.clone();
     let register = driver::run("raw register", servers, concurrency, move |index| {
         let store = registering.clone();

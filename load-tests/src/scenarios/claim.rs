@@ -43,7 +43,7 @@ fn claim_any() -> ClaimGameServerRequest {
 pub async fn run(stack: &Stack, args: &Args) -> Result<Findings, Failure> {
     let (servers, concurrency) = (args.servers, args.concurrency);
     let services = stack.in_process().await;
-    berth_testkit::anywhere_fleet(&stack.store, FLEET, &[fleet::LOCATION]).await;
+    fleet::create(&stack.store, FLEET, fleet::QUIET).await;
     // An operator registers here, as a provisioner would; a game server's own token would do the same work.
     let registry = Rotation::new(
         stack

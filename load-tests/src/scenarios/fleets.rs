@@ -44,6 +44,7 @@ fn create(fleet_id: &str) -> pb::CreateFleetRequest {
     pb::CreateFleetRequest {
         fleet_id: fleet_id.into(),
         compute_type: pb::ComputeType::Anywhere.into(),
+        process_timeouts: Some(fleet::timeouts(fleet::QUIET)),
         locations: LOCATIONS
             .iter()
             .map(|location| pb::LocationConfiguration {
@@ -58,10 +59,7 @@ fn create(fleet_id: &str) -> pb::CreateFleetRequest {
 /// Registers `servers` ready processes in `fleet_id`, spread over the locations; the lines of both steps.
 async fn populate(stack: &Stack, fleet_id: &'static str, servers: u64, concurrency: u16) -> [Line; 2] {
     let timings = Timings {
-        heartbeat_window_ms: HOUR_MS,
-        first_heartbeat_ms: HOUR_MS,
-        ready_timeout_ms: HOUR_MS,
-        unhealthy_threshold: 3,
+        initial_delay_ms: HOUR_MS,
         retention_ms: HOUR_MS,
     };
     let store = stack.store.clone();

@@ -61,8 +61,7 @@ const THRESHOLD: u32 = 3;
 const SWEEP_MS: u64 = 250;
 /// Extra time for a first heartbeat (the service's default); each server beats within one period of ready.
 const INITIAL_DELAY_MS: u64 = 5_000;
-/// The service's defaults for what the floors' processes store, so that the scripts do the replica's work.
-const READY_TIMEOUT_MS: u64 = 300_000;
+/// The service's default for what the floors' lost processes keep, so that the scripts do the replica's work.
 const RETENTION_MS: u64 = 3_600_000;
 /// The detection bound is the health window plus this.
 const DETECTION_MARGIN: Duration = Duration::from_secs(1);
@@ -335,26 +334,18 @@ async fn game_server(
 }
 
 /// The replica's settings (`BERTH_*`), as a deployment would give them.
-fn settings(args: &Args) -> Vec<(&'static str, String)> {
+fn settings() -> Vec<(&'static str, String)> {
     vec![
-        ("BERTH_HEARTBEAT_INTERVAL_MS", args.heartbeat_ms.to_string()),
-        ("BERTH_HEALTH_FAILURE_THRESHOLD", THRESHOLD.to_string()),
         ("BERTH_HEALTH_INITIAL_DELAY_MS", INITIAL_DELAY_MS.to_string()),
         ("BERTH_MONITOR_SWEEP_MS", SWEEP_MS.to_string()),
     ]
 }
 
 /// The monitor's timings as the replica derives them from its settings, for the floors.
-fn timings(args: &Args) -> Timings {
-    let window = args.heartbeat_ms * u64::from(THRESHOLD);
-    Timings {
-        heartbeat_window_ms: window,
-        first_heartbeat_ms: INITIAL_DELAY_MS + window,
-        ready_timeout_ms: READY_TIMEOUT_MS,
-        unhealthy_threshold: THRESHOLD,
-        retention_ms: RETENTION_MS,
-    }
-}
+const TIMINGS: Timings = Timings {
+    initial_delay_ms: INITIAL_DELAY_MS,
+    retention_ms: RETENTION_MS,
+};
 
 /// The connections a run with `args` opens: `--connections`, raised to one per [`STREAMS_PER_CONNECTION`].
 pub fn connections(args: &Args) -> u16 {
@@ -502,9 +493,9 @@ pub async fn run(stack: &Stack, args: &Args) -> Result<Findings, Failure> {
     let period = Duration::from_millis(args.heartbeat_ms);
     let offered = servers as f64 / period.as_secs_f64();
     for fleet_id in [FLEET, RAW_FLEET] {
-        berth_testkit::anywhere_fleet(&stack.store, fleet_id, &[LOCATION]).await;
+        fleet::create(&stack.store, fleet_id, (args.heartbeat_ms as u32, THRESHOLD)).await;
     }
-    let replica = Replica::start("berth-health", stack.store.config(), &settings(args)).await?;
+    let replica = Replica::start("berth-health", stack.store.config(), &settings()).await?;
     let rss_before_kib = procfs::rss_kib(replica.pid())?;
     let clients = connect(&replica.endpoint(), args.connections).await?;
     let shared = Arc::new(Shared {
@@ -686,7 +677,7 @@ async fn floors(
     redis: &[u32],
 ) -> Result<(Line, Line, Vec<Figure>), Failure> {
     let servers = args.servers;
-    let timings = timings(args);
+    let timings = TIMINGS;
     let attaching = store.clone();
     let attach = driver::run("raw attach", servers, args.concurrency, move |index| {
         let store = attaching.clone();
@@ -706,7 +697,7 @@ async fn floors(
                 .map(|row| rows[(row % servers) as usize].clone())
                 .collect();
             match store::record_heartbeats(&store, RAW_FLEET, &beats, &timings).await {
-                Ok(found) if found.iter().all(|beaten| matches!(beaten, Beaten::Version(_))) => Ok(()),
+                Ok((found, _)) if found.iter().all(|beaten| matches!(beaten, Beaten::Version(_))) => Ok(()),
                 // A lost process takes the script's short path: the floor would no longer do the replica's work.
                 Ok(_) => Err(Code::FailedPrecondition),
                 Err(err) => Err(Status::from(err).code()),

@@ -118,29 +118,19 @@ const CREATION_REDIS_TARGET_US: f64 = 30.0;
 /// The service's settings for the run: an hour to activate (longer than its flag allows: the floor's game sessions
 /// are never activated) and to accept, so that nothing times out while it is measured; the rest are its defaults.
 fn session_args() -> SessionArgs {
-    SessionArgs {
-        activation_timeout_ms: 3_600_000,
-        reservation_timeout_ms: 3_600_000,
-        ..SessionArgs::default()
-    }
+    SessionArgs::default()
 }
 
 /// The timings the service derives from [`session_args`], for the sessions built through the store.
 fn session_timings(args: &SessionArgs) -> SessionTimings {
     SessionTimings {
-        activation_timeout_ms: args.activation_timeout_ms,
-        reservation_timeout_ms: args.reservation_timeout_ms,
         retention_ms: args.retention_ms,
-        termination_grace_ms: args.termination_grace_ms,
     }
 }
 
-/// What the processes store as deadlines; nothing sweeps them in this scenario, but they are an hour anyway.
+/// What the processes store as deadlines beside their fleet's; nothing sweeps them in this scenario.
 const PROCESS_TIMINGS: Timings = Timings {
-    heartbeat_window_ms: 3_600_000,
-    first_heartbeat_ms: 3_600_000,
-    ready_timeout_ms: 3_600_000,
-    unhealthy_threshold: 3,
+    initial_delay_ms: 3_600_000,
     retention_ms: 3_600_000,
 };
 
@@ -314,7 +304,7 @@ pub async fn run(stack: &Stack, args: &Args) -> Result<Findings, Failure> {
     let batches = servers.div_ceil(CALLS_PER_GAME_SESSION);
     eprintln!("setting up {game_sessions} processes of {FLEET} and {RAW_FLEET} through the store");
     for fleet_id in [FLEET, RAW_FLEET, SEARCH_FLEET] {
-        berth_testkit::anywhere_fleet(store, fleet_id, &[LOCATION]).await;
+        fleet::create(store, fleet_id, fleet::QUIET).await;
     }
     host_all(store, FLEET, game_sessions, 1, concurrency).await?;
     host_all(store, RAW_FLEET, game_sessions, 1, concurrency).await?;

@@ -172,8 +172,7 @@ impl GameServerService for GameServers {
     ) -> Result<Response<pb::TerminateGameServerResponse>, Status> {
         let req = request.into_inner();
         let reason = domain::check_terminate(&req)?;
-        let grace_ms = self.context.args.termination_grace_ms;
-        let outcome = processes::terminate(&self.store, &req.fleet_id, &req.game_server_id, reason, grace_ms).await?;
+        let outcome = processes::terminate(&self.store, &req.fleet_id, &req.game_server_id, reason).await?;
         match outcome {
             Terminating::Terminating(routing) => {
                 announce(&self.context, &routing, &req.fleet_id, &req.game_server_id).await;

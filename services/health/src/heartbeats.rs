@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use berth_store::processes::{self as store, Beaten, Heartbeat};
+use berth_store::processes::{self as store, Beaten, Heartbeat, HeartbeatSettings};
 use futures::future::join_all;
 use tokio::sync::mpsc;
 
@@ -32,6 +32,8 @@ pub(crate) struct Beat {
     pub(crate) request_id: String,
     pub(crate) sequence: u64,
     pub(crate) applied: u64,
+    /// The heartbeat settings its process was last told.
+    pub(crate) told: HeartbeatSettings,
     /// The stream's outbound queue, for the ack.
     pub(crate) answers: Outbound,
     /// The stream's task, for a process that is behind or lost.
@@ -75,8 +77,11 @@ async fn write(context: &Context, fleet_id: Arc<str>, beats: Vec<Beat>) {
     let results = store::record_heartbeats(&context.store, &fleet_id, &heartbeats, &context.timings).await;
     crate::metrics::heartbeats(beats.len());
     match results {
-        Ok(versions) => {
+        Ok((versions, settings)) => {
             for (beat, version) in beats.into_iter().zip(versions) {
+                if let Some(settings) = settings.filter(|settings| *settings != beat.told) {
+                    let _ = beat.commands.try_send(Command::HeartbeatSettings(settings));
+                }
                 acknowledge(beat, version);
             }
         }

@@ -59,28 +59,14 @@ const RULES: AccessRules = &[
     ("/berth.health.v1.SdkService/", &[Role::GameServer]),
 ];
 
-/// Settings of the health service. Defaults follow Agones (period 5 s, threshold 3, initial delay 5 s) and
-/// GameLift (ready within 5 min, ProcessEnding within 5 min of a terminate, exit within 30 s).
+/// Settings of the health service: the deployment's. What differs by fleet (heartbeat period, failure threshold,
+/// ready, termination and exit deadlines) is the fleet's record's, which the scripts read as they act and a process
+/// is told when it registers. The initial delay follows Agones (5 s).
 #[derive(clap::Args, Clone, Debug)]
 pub struct HealthArgs {
-    /// How often processes send heartbeats (the health-check period), in ms.
-    #[arg(long, env = "BERTH_HEARTBEAT_INTERVAL_MS", default_value_t = 5_000, value_parser = clap::value_parser!(u64).range(100..=60_000))]
-    pub heartbeat_interval_ms: u64,
-    /// Heartbeats missed, or UNHEALTHY reports in a row, before a process is declared lost.
-    #[arg(long, env = "BERTH_HEALTH_FAILURE_THRESHOLD", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=10))]
-    pub failure_threshold: u32,
     /// Extra time a process has for its first heartbeat after registering, in ms.
     #[arg(long, env = "BERTH_HEALTH_INITIAL_DELAY_MS", default_value_t = 5_000)]
     pub initial_delay_ms: u64,
-    /// How long a process has from registering to ready, in ms.
-    #[arg(long, env = "BERTH_READY_TIMEOUT_MS", default_value_t = 300_000, value_parser = clap::value_parser!(u64).range(1..))]
-    pub ready_timeout_ms: u64,
-    /// How long a process told to terminate has to send ProcessEnding, in ms.
-    #[arg(long, env = "BERTH_TERMINATION_GRACE_MS", default_value_t = 300_000, value_parser = clap::value_parser!(u64).range(1..))]
-    pub termination_grace_ms: u64,
-    /// How long a process has to exit after ProcessEnding, in seconds (told to the process).
-    #[arg(long, env = "BERTH_PROCESS_EXIT_TIMEOUT_SECONDS", default_value_t = 30)]
-    pub exit_timeout_seconds: u32,
     /// Longest a heartbeat waits to be written with others in one batch, in ms.
     #[arg(long, env = "BERTH_HEARTBEAT_FLUSH_MS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
     pub heartbeat_flush_ms: u64,
@@ -98,12 +84,7 @@ pub struct HealthArgs {
 impl Default for HealthArgs {
     fn default() -> HealthArgs {
         HealthArgs {
-            heartbeat_interval_ms: 5_000,
-            failure_threshold: 3,
             initial_delay_ms: 5_000,
-            ready_timeout_ms: 300_000,
-            termination_grace_ms: 300_000,
-            exit_timeout_seconds: 30,
             heartbeat_flush_ms: 10,
             monitor_sweep_ms: 250,
             lost_retention_ms: 3_600_000,
@@ -133,12 +114,8 @@ pub fn service(store: Store, args: &HealthArgs) -> ServiceDef {
         .replica_id
         .clone()
         .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
-    let window = args.heartbeat_interval_ms * u64::from(args.failure_threshold);
     let timings = Timings {
-        heartbeat_window_ms: window,
-        first_heartbeat_ms: args.initial_delay_ms + window,
-        ready_timeout_ms: args.ready_timeout_ms,
-        unhealthy_threshold: args.failure_threshold,
+        initial_delay_ms: args.initial_delay_ms,
         retention_ms: args.lost_retention_ms,
     };
     let (beats, beats_rx) = tokio::sync::mpsc::channel(heartbeats::QUEUE);

@@ -17,10 +17,10 @@ use crate::{Context, metrics};
 const SWEEP_LIMIT: u32 = 500;
 
 /// Sweeps every `every` until the service stops. A fleet's heartbeat deadlines are swept only once Redis has
-/// answered for it for a whole heartbeat window: while its node was unreachable no heartbeat could be recorded, and
-/// a process silent through an outage is not dead. Fleets on nodes that answered are swept meanwhile.
+/// answered for it for a whole heartbeat window of the fleet's (the sweep script compares): while its node was
+/// unreachable no heartbeat could be recorded, and a process silent through an outage is not dead. Fleets on nodes
+/// that answered are swept meanwhile.
 pub(crate) async fn run(context: Arc<Context>, every: Duration) {
-    let window = Duration::from_millis(context.timings.heartbeat_window_ms);
     // Since when Redis as a whole has answered, and when each fleet last failed to.
     let mut reachable_since = Instant::now();
     let mut failed_at: HashMap<String, Instant> = HashMap::new();
@@ -28,13 +28,13 @@ pub(crate) async fn run(context: Arc<Context>, every: Duration) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        let swept_before = |fleet: &str| {
+        let answered_ms = |fleet: &str| {
             let since = failed_at
                 .get(fleet)
                 .map_or(reachable_since, |failed| reachable_since.max(*failed));
-            since.elapsed() >= window
+            u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX)
         };
-        match sweep(&context, swept_before).await {
+        match sweep(&context, answered_ms).await {
             Ok(failed) => {
                 for (fleet, err) in failed {
                     if matches!(err, StoreError::Unavailable(_)) {
@@ -52,16 +52,17 @@ pub(crate) async fn run(context: Arc<Context>, every: Duration) {
     }
 }
 
-/// Sweeps every fleet, heartbeat deadlines only of those `heartbeats` allows; the fleets that failed, with why.
-async fn sweep(context: &Context, heartbeats: impl Fn(&str) -> bool) -> Result<Vec<(String, StoreError)>, StoreError> {
-    let heartbeats = &heartbeats;
+/// Sweeps every fleet, each told how long Redis has answered for it (`answered_ms`); the fleets that failed, with
+/// why.
+async fn sweep(context: &Context, answered_ms: impl Fn(&str) -> u64) -> Result<Vec<(String, StoreError)>, StoreError> {
+    let answered_ms = &answered_ms;
     for_each_fleet(&context.store, "health_monitor", move |fleet_id| async move {
         let swept = store::sweep(
             &context.store,
             &fleet_id,
             SWEEP_LIMIT,
             &context.timings,
-            heartbeats(&fleet_id),
+            answered_ms(&fleet_id),
         )
         .await?;
         for lost in swept.lost {

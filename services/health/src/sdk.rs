@@ -14,7 +14,9 @@ use berth_domain::validate::invalid;
 use berth_proto::health::v1::sdk_service_server::SdkService;
 use berth_proto::health::v1::{self as pb, attach_request::Kind as Ask, attach_response::Kind as Tell};
 use berth_runtime::auth::Caller;
-use berth_store::processes::{self as store, Announcement, Attach, Attached, Desired, LateEndpoint, ProcessRef};
+use berth_store::processes::{
+    self as store, Announcement, Attach, Attached, Desired, HeartbeatSettings, LateEndpoint, ProcessRef,
+};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::{Stream, StreamExt};
@@ -202,9 +204,10 @@ impl SdkService for Sdk {
             replica: &context.replica,
             fields: &fields,
         };
-        let (record, attach, resumed) = match store::attach(&context.store, &attach, &context.timings).await? {
-            Attached::Registered(record, attach) => (record, attach, false),
-            Attached::Resumed(record, attach, superseded) => {
+        let (settings, record, attach, resumed) = match store::attach(&context.store, &attach, &context.timings).await?
+        {
+            Attached::Registered(settings, attach, record) => (settings, record, attach, false),
+            Attached::Resumed(settings, attach, superseded, record) => {
                 // The stream this one replaces ends with ABORTED: here when this replica holds it (see
                 // Streams::insert), else through the replica that does.
                 if superseded != context.replica {
@@ -218,7 +221,7 @@ impl SdkService for Sdk {
                     )
                     .await;
                 }
-                (record, attach, true)
+                (settings, record, attach, true)
             }
             Attached::Exists => {
                 return Err(Status::already_exists(format!(
@@ -265,16 +268,17 @@ impl SdkService for Sdk {
             pushed_endings: HashSet::new(),
             pushed_termination: None,
             pushed_version: 0,
+            told: HeartbeatSettings::of(&settings),
         };
         let registered = pb::ProcessRegistered {
             game_server_id: register.game_server_id.clone(),
             registration_id,
             resumed,
-            heartbeat_interval_ms: u32::try_from(context.args.heartbeat_interval_ms).unwrap_or(u32::MAX),
-            unhealthy_after_missed_heartbeats: context.args.failure_threshold,
-            ready_deadline: Some(timestamp(record.registered_ms + context.args.ready_timeout_ms as i64)),
-            termination_grace_seconds: u32::try_from(context.args.termination_grace_ms / 1000).unwrap_or(u32::MAX),
-            exit_timeout_seconds: context.args.exit_timeout_seconds,
+            heartbeat_interval_ms: stream.told.interval_ms,
+            unhealthy_after_missed_heartbeats: stream.told.unhealthy_after,
+            ready_deadline: Some(timestamp(record.registered_ms + settings.ready_ms as i64)),
+            termination_grace_seconds: u32::try_from(settings.termination_grace_ms / 1000).unwrap_or(u32::MAX),
+            exit_timeout_seconds: u32::try_from(settings.exit_ms / 1000).unwrap_or(u32::MAX),
             desired_state: desired.as_ref().map(|desired| stream.mark_sent(desired).0),
         };
         stream
@@ -336,6 +340,8 @@ struct ProcessStream {
     /// Whether a termination was pushed, and whether it was forced: a forced one is pushed even after a graceful.
     pushed_termination: Option<bool>,
     pushed_version: u64,
+    /// The heartbeat settings the process was last told: at registration, then as its fleet's change.
+    told: HeartbeatSettings,
 }
 
 impl ProcessStream {
@@ -408,6 +414,16 @@ impl ProcessStream {
                 Ok(None) | Err(_) => Flow::Continue,
             },
             Command::Announce(_) => Flow::Continue,
+            Command::HeartbeatSettings(settings) if settings != self.told => {
+                self.told = settings;
+                let change = pb::HeartbeatIntervalChange {
+                    heartbeat_interval_ms: settings.interval_ms,
+                    unhealthy_after_missed_heartbeats: settings.unhealthy_after,
+                };
+                self.send(response("", Tell::HeartbeatIntervalChange(change))).await;
+                Flow::Continue
+            }
+            Command::HeartbeatSettings(_) => Flow::Continue,
             Command::Behind {
                 request_id,
                 sequence,
@@ -619,6 +635,7 @@ impl ProcessStream {
             request_id,
             sequence: heartbeat.sequence,
             applied: heartbeat.applied_state_version,
+            told: self.told,
             answers: self.out.clone(),
             commands: self.commands.clone(),
         };

@@ -7,6 +7,7 @@ use std::collections::hash_map::Entry as Slot;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use berth_store::processes::HeartbeatSettings;
 use tokio::sync::mpsc;
 
 /// What a stream's task is told from outside the stream.
@@ -24,6 +25,8 @@ pub(crate) enum Command {
     Lost,
     /// A stream with this attach number resumed the registration: a stream with a lower one ends with ABORTED.
     Superseded(u64),
+    /// A heartbeat found the fleet's heartbeat settings other than the process was told: tell it these.
+    HeartbeatSettings(HeartbeatSettings),
 }
 
 /// Fleet id and game-server id, joined with a NUL (which ids cannot contain).

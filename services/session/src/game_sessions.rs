@@ -66,7 +66,6 @@ impl GameSessionService for GameSessions {
         let req = request.into_inner();
         check::check_create_game_session(&req)?;
         let context = &self.context;
-        known_fleet(&context.store, &req.fleet_id).await?;
         let game_session_id = new_game_session_id(&req.fleet_id);
         let props = properties(&req.game_properties);
         let request_digest = digest(&[&req.encode_to_vec()]);
@@ -80,13 +79,15 @@ impl GameSessionService for GameSessions {
         let new = NewGameSession {
             location: &req.location,
             accepts_players: req.player_session_creation_policy() != pb::PlayerSessionCreationPolicy::DenyAll,
-            protected: req.protection_policy() == pb::ProtectionPolicy::FullProtection,
+            protected: match req.protection_policy() {
+                pb::ProtectionPolicy::Unspecified => None,
+                policy => Some(policy == pb::ProtectionPolicy::FullProtection),
+            },
             name: &req.name,
             properties: &props,
             game_session_data: &req.game_session_data,
             matchmaker_data: &req.matchmaker_data,
             creator_id: &req.creator_id,
-            creator_limit: (context.args.creator_limit, context.args.creator_limit_period_ms),
             idempotency_token: &token,
             digest: &request_digest,
             ..NewGameSession::new(&game_session_id, &req.fleet_id, req.maximum_player_session_count)
@@ -118,10 +119,9 @@ impl GameSessionService for GameSessions {
             }
             Created::CreatorLimit(until_ms) => {
                 return Err(Status::resource_exhausted(format!(
-                    "creator {:?} reached the fleet's limit of {} new game sessions per {} ms; it frees up at {}",
+                    "creator {:?} reached the fleet's limit of new game sessions per period \
+                     (resource_creation_limit_policy); it frees up at {}",
                     req.creator_id,
-                    context.args.creator_limit,
-                    context.args.creator_limit_period_ms,
                     when(until_ms)
                 )));
             }
@@ -277,8 +277,7 @@ impl GameSessionService for GameSessions {
         let fleet_id = fleet(&req.game_session_id)?;
         let force = req.termination_mode() == pb::TerminationMode::ForceTerminate;
         let store = &self.context.store;
-        match store::terminate_game_session(store, fleet_id, &req.game_session_id, force, &self.context.timings).await?
-        {
+        match store::terminate_game_session(store, fleet_id, &req.game_session_id, force).await? {
             Terminated::Done(record, game_server_id, routing) => {
                 announce(store, &routing, fleet_id, &game_server_id).await;
                 Ok(Response::new(pb::TerminateGameSessionResponse {

@@ -36,29 +36,14 @@ const RULES: AccessRules = &[
     ),
 ];
 
-/// Settings of the session service. Defaults follow GameLift: a game session has 600 s to activate, a player
-/// session 60 s to be accepted; ended sessions stay readable for 24 hours.
+/// Settings of the session service: the deployment's. What differs by fleet (activation and reservation
+/// deadlines, the creator limit, new-session protection, termination grace) is the fleet's record's, which the
+/// scripts read as they act. Ended sessions stay readable for 24 hours unless set otherwise.
 #[derive(clap::Args, Clone, Debug)]
 pub struct SessionArgs {
-    /// How long a new game session may stay ACTIVATING before it ends TERMINATED (ACTIVATION_TIMEOUT), in ms.
-    #[arg(long, env = "BERTH_ACTIVATION_TIMEOUT_MS", default_value_t = 600_000, value_parser = clap::value_parser!(u64).range(1_000..=600_000))]
-    pub activation_timeout_ms: u64,
-    /// How long a player session may stay RESERVED before it ends TIMEDOUT, in ms.
-    #[arg(long, env = "BERTH_RESERVATION_TIMEOUT_MS", default_value_t = 60_000, value_parser = clap::value_parser!(u64).range(1_000..=3_600_000))]
-    pub reservation_timeout_ms: u64,
     /// How long ended game sessions, their player sessions and session events stay readable, in ms.
     #[arg(long, env = "BERTH_SESSION_RETENTION_MS", default_value_t = 86_400_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub retention_ms: u64,
-    /// How long a game session's server has to end it after TerminateGameSession (TRIGGER_ON_PROCESS_TERMINATE)
-    /// before it is forced, in ms.
-    #[arg(long, env = "BERTH_SESSION_TERMINATION_GRACE_MS", default_value_t = 300_000, value_parser = clap::value_parser!(u64).range(1..))]
-    pub termination_grace_ms: u64,
-    /// Game sessions one creator may create per period (GameLift's resource creation limit policy); 0 is no limit.
-    #[arg(long, env = "BERTH_CREATOR_LIMIT", default_value_t = 0)]
-    pub creator_limit: u32,
-    /// The period of the creator limit, in ms.
-    #[arg(long, env = "BERTH_CREATOR_LIMIT_PERIOD_MS", default_value_t = 900_000, value_parser = clap::value_parser!(u64).range(1..))]
-    pub creator_limit_period_ms: u64,
     /// Most session events each fleet keeps besides the retention; the oldest are trimmed first. Each takes about
     /// 0.3 KiB of Redis memory (see the README), so the default holds about 300 MiB per busy fleet. A watcher can
     /// resume from a cursor only while the events after it are kept.
@@ -72,12 +57,7 @@ pub struct SessionArgs {
 impl Default for SessionArgs {
     fn default() -> SessionArgs {
         SessionArgs {
-            activation_timeout_ms: 600_000,
-            reservation_timeout_ms: 60_000,
             retention_ms: 86_400_000,
-            termination_grace_ms: 300_000,
-            creator_limit: 0,
-            creator_limit_period_ms: 900_000,
             events_max: 1_000_000,
             sweep_ms: 250,
         }
@@ -101,10 +81,7 @@ pub fn service(store: Store, args: &SessionArgs) -> ServiceDef {
         store,
         args: args.clone(),
         timings: SessionTimings {
-            activation_timeout_ms: args.activation_timeout_ms,
-            reservation_timeout_ms: args.reservation_timeout_ms,
             retention_ms: args.retention_ms,
-            termination_grace_ms: args.termination_grace_ms,
         },
         closing: tokio::sync::watch::Sender::new(false),
     });

@@ -9,6 +9,7 @@ mod session {
 
 use std::time::Duration;
 
+use berth_domain::fleet::settings::FleetSettings;
 use berth_health::HealthArgs;
 use berth_proto::common::v1::KeyValue;
 use berth_proto::session::v1::game_session_service_client::GameSessionServiceClient;
@@ -19,7 +20,8 @@ use berth_sdk::game_server::{Event, Events, GameServer, SdkError};
 use berth_session::SessionArgs;
 use berth_store::Store;
 use berth_testkit::{
-    RunningService, TestRedis, anywhere_fleet, assert_serves, game_server_config, spawn_service, token,
+    RunningService, TestRedis, anywhere_fleet, assert_serves, fast_settings, game_server_config, set_fleet_settings,
+    spawn_service, token,
 };
 use tokio::task::JoinSet;
 use tonic::Code;
@@ -28,7 +30,6 @@ const FLEET: &str = "arena";
 
 fn fast_health() -> HealthArgs {
     HealthArgs {
-        heartbeat_interval_ms: 200,
         initial_delay_ms: 500,
         heartbeat_flush_ms: 5,
         monitor_sweep_ms: 50,
@@ -57,12 +58,22 @@ impl Stack {
         anywhere_fleet(&store, FLEET, &["local", "other"]).await;
         let health = spawn_service(berth_health::service(store.clone(), &fast_health()), store.clone()).await;
         let sessions = spawn_service(berth_session::service(store.clone(), args), store.clone()).await;
-        Stack {
+        let stack = Stack {
             _redis: redis,
             store,
             health,
             sessions,
-        }
+        };
+        stack.settings(|_| {}).await;
+        stack
+    }
+
+    /// Gives the fleet `fast_settings` (heartbeats every 100 ms) as `change` changes them, as its record keeps them:
+    /// deadlines shorter than the contract lets a fleet have, for tests that wait on them.
+    pub(crate) async fn settings(&self, change: impl FnOnce(&mut FleetSettings)) {
+        let mut settings = fast_settings();
+        change(&mut settings);
+        set_fleet_settings(&self.store, FLEET, &settings).await;
     }
 
     async fn channel(&self) -> berth_sdk::AuthedChannel {
@@ -471,12 +482,13 @@ async fn wrong_states_unknown_ids_and_other_servers_sessions_are_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sessions_not_activated_or_players_not_accepted_in_time_end_and_free_their_slots() {
-    let args = SessionArgs {
-        activation_timeout_ms: 300,
-        reservation_timeout_ms: 300,
-        ..fast_sessions()
-    };
-    let stack = Stack::start(TestRedis::single(), &args).await;
+    let stack = Stack::start(TestRedis::single(), &fast_sessions()).await;
+    stack
+        .settings(|settings| {
+            settings.activation_ms = 300;
+            settings.reservation_ms = 300;
+        })
+        .await;
     let (server, mut events) = stack.server("gs-1", 1, "local").await;
     let mut games = stack.games().await;
 
@@ -926,12 +938,13 @@ async fn sessions_are_created_only_in_fleets_that_exist_and_locations_deployed()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retried_creation_returns_the_first_session_and_creators_are_limited() {
-    let args = SessionArgs {
-        creator_limit: 2,
-        creator_limit_period_ms: 60_000,
-        ..fast_sessions()
-    };
-    let stack = Stack::start(TestRedis::single(), &args).await;
+    let stack = Stack::start(TestRedis::single(), &fast_sessions()).await;
+    stack
+        .settings(|settings| {
+            settings.creator_limit = 2;
+            settings.creator_period_ms = 60_000;
+        })
+        .await;
     let (_server, _events) = stack.server("gs-1", 10, "local").await;
     let mut games = stack.games().await;
     let request = |token: &str, name: &str| pb::CreateGameSessionRequest {

@@ -8,6 +8,7 @@
 pub mod check;
 pub mod parameters;
 pub mod reconcile;
+pub mod settings;
 
 use berth_proto::fleet::v1 as pb;
 

@@ -11,16 +11,16 @@ use berth_store::Store;
 use berth_store::fleets::{FleetEventEntry, recent_fleet_events};
 use berth_store::pool::pool_sizes;
 use berth_testkit::{
-    BinaryProcess, ExampleGameServer, RunningService, TestRedis, anywhere_fleet, game_session_status,
-    place_game_session, process_events, spawn_service, token, wait_for_health,
+    BinaryProcess, ExampleGameServer, RunningService, TestRedis, anywhere_fleet, fast_settings, game_session_status,
+    place_game_session, process_events, set_fleet_settings, spawn_service, token, wait_for_health,
 };
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tonic_health::pb::health_check_response::ServingStatus;
 
+/// A replica that writes heartbeats and sweeps at once; the fleet's processes beat every 100 ms, lost after 3 missed
+/// (`fast_settings`).
 fn fast() -> berth_health::HealthArgs {
     berth_health::HealthArgs {
-        heartbeat_interval_ms: 200,
-        failure_threshold: 3,
         initial_delay_ms: 500,
         heartbeat_flush_ms: 5,
         monitor_sweep_ms: 50,
@@ -76,6 +76,7 @@ async fn the_example_game_server_hosts_a_session_and_honours_a_terminate() {
     let redis = TestRedis::single();
     let store = Store::connect(&redis.config()).await.unwrap();
     anywhere_fleet(&store, "arena", &["local"]).await;
+    set_fleet_settings(&store, "arena", &fast_settings()).await;
     let (a, b) = replicas(&store).await;
     let mut process = ExampleGameServer::spawn(&format!("{},{}", a.endpoint(), b.endpoint()), "arena", "gs-1");
     let session = ready_with_session(&store, "arena", "gs-1").await;
@@ -119,6 +120,7 @@ async fn a_killed_game_server_is_found_dead_and_its_session_ends() {
     let redis = TestRedis::single();
     let store = Store::connect(&redis.config()).await.unwrap();
     anywhere_fleet(&store, "arena", &["local"]).await;
+    set_fleet_settings(&store, "arena", &fast_settings()).await;
     let (a, b) = replicas(&store).await;
     let process = ExampleGameServer::spawn(&format!("{},{}", a.endpoint(), b.endpoint()), "arena", "gs-1");
     let session = ready_with_session(&store, "arena", "gs-1").await;
@@ -140,13 +142,13 @@ async fn when_a_health_replica_is_killed_its_servers_move_and_none_is_declared_d
     let redis = berth_testkit::RedisServer::start();
     let store = Store::connect(&redis.config()).await.unwrap();
     anywhere_fleet(&store, "arena", &["local"]).await;
+    set_fleet_settings(&store, "arena", &fast_settings()).await;
     let key = String::from_utf8(berth_testkit::TEST_KEY.to_vec()).unwrap();
     let replica = |name: &str| {
         let envs = [
             ("BERTH_REDIS_URL", redis.url()),
             ("BERTH_AUTH_KEY", key.clone()),
             ("BERTH_REPLICA_ID", name.to_owned()),
-            ("BERTH_HEARTBEAT_INTERVAL_MS", "200".to_owned()),
             ("BERTH_HEALTH_INITIAL_DELAY_MS", "500".to_owned()),
             ("BERTH_MONITOR_SWEEP_MS", "50".to_owned()),
         ];
@@ -179,7 +181,7 @@ async fn when_a_health_replica_is_killed_its_servers_move_and_none_is_declared_d
         })
         .await;
     }
-    // Well past the health window (3 × 200 ms), every server is alive and claimable, and no death was recorded.
+    // Well past the health window (3 × 100 ms), every server is alive and claimable, and no death was recorded.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(pool_sizes(&store, "arena").await.unwrap(), (8, 0));
     assert!(process_events(&store, "arena").await.is_empty());

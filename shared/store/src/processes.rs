@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use berth_domain::fleet::settings::FleetSettings;
 use berth_domain::game_server::GameServerRecord;
 use berth_domain::game_session::{GameSessionRecord, PlayerSessionRecord};
 use berth_domain::process::Registration;
@@ -17,17 +18,13 @@ use crate::pool::{Reply, Update, Updated, decode_reply, describe_reply, present,
 use crate::scripts::scripts;
 use crate::{Store, StoreError};
 
-/// The health monitor's timings, in ms, as the scripts need them.
+/// The health monitor's timings, in ms, as the scripts need them: the deployment's, where every fleet's own
+/// (heartbeat period and window, unhealthy threshold, ready and termination deadlines) are read from its record by
+/// the scripts themselves.
 #[derive(Clone, Copy, Debug)]
 pub struct Timings {
-    /// How long after a heartbeat the next must arrive: heartbeat period × failure threshold.
-    pub heartbeat_window_ms: u64,
-    /// How long after registering the first heartbeat must arrive: initial delay + heartbeat window.
-    pub first_heartbeat_ms: u64,
-    /// How long after registering ready must arrive.
-    pub ready_timeout_ms: u64,
-    /// Consecutive UNHEALTHY heartbeats that make a process lost.
-    pub unhealthy_threshold: u32,
+    /// How long after registering, beyond the fleet's heartbeat window, the first heartbeat may take.
+    pub initial_delay_ms: u64,
     /// How long the record of a lost process stays readable.
     pub retention_ms: u64,
 }
@@ -245,11 +242,11 @@ pub struct Attach<'a> {
 /// The outcome of opening a stream.
 #[derive(Debug)]
 pub enum Attached {
-    /// A new registration; the stream's attach number.
-    Registered(Box<GameServerRecord>, u64),
-    /// The registration resumed, with its state; the stream's attach number and the replica that held the stream
-    /// it supersedes.
-    Resumed(Box<GameServerRecord>, u64, String),
+    /// A new registration: the fleet's settings it is told, the stream's attach number, and its record.
+    Registered(FleetSettings, u64, Box<GameServerRecord>),
+    /// The registration resumed: the fleet's settings, the stream's attach number, the replica that held the stream
+    /// it supersedes, and its record (its state).
+    Resumed(FleetSettings, u64, String, Box<GameServerRecord>),
     /// The id has a live registration.
     Exists,
     /// The registration to resume was declared lost.
@@ -271,24 +268,28 @@ pub async fn attach(store: &Store, attach: &Attach<'_>, timings: &Timings) -> Re
         .arg(attach.registration_id)
         .arg(attach.resume.unwrap_or(""))
         .arg(attach.replica)
-        .arg(timings.first_heartbeat_ms)
-        .arg(timings.ready_timeout_ms)
-        .arg(timings.heartbeat_window_ms);
+        .arg(timings.initial_delay_ms);
     for (field, value) in attach.fields {
         call.arg(*field).arg(value);
     }
     fleets::enlist(store, attach.fleet_id).await?;
     let reply = decode_reply(attach.fleet_id, store.invoke(&call).await?)?;
     let (number, superseded) = (field(&reply.fields, "attach"), field(&reply.fields, "superseded"));
+    let settings = || {
+        let text = field(&reply.fields, "settings");
+        FleetSettings::decode(&text).ok_or_else(|| unexpected("attach", format!("fleet settings {text:?}")))
+    };
     match reply.outcome.as_str() {
         "REGISTERED" => Ok(Attached::Registered(
-            Box::new(present(reply, "attach")?),
+            settings()?,
             self::number("attach", &number)?,
+            Box::new(present(reply, "attach")?),
         )),
         "RESUMED" => Ok(Attached::Resumed(
-            Box::new(present(reply, "attach")?),
+            settings()?,
             self::number("attach", &number)?,
             superseded,
+            Box::new(present(reply, "attach")?),
         )),
         "EXISTS" => Ok(Attached::Exists),
         "LOST" => Ok(Attached::Lost),
@@ -389,14 +390,33 @@ pub enum Beaten {
     Superseded,
 }
 
+/// A fleet's heartbeat settings, as its processes are told them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HeartbeatSettings {
+    /// How often a process sends a heartbeat, ms.
+    pub interval_ms: u32,
+    /// Heartbeat periods a process may be silent or UNHEALTHY.
+    pub unhealthy_after: u32,
+}
+
+impl HeartbeatSettings {
+    /// The heartbeat settings among a fleet's.
+    pub fn of(settings: &FleetSettings) -> HeartbeatSettings {
+        HeartbeatSettings {
+            interval_ms: u32::try_from(settings.heartbeat_ms).unwrap_or(u32::MAX),
+            unhealthy_after: settings.unhealthy_after,
+        }
+    }
+}
+
 /// Records a batch of one fleet's heartbeats (at most [`HEARTBEATS_PER_CALL`]); for each, in order, what it
-/// found.
+/// found, and the fleet's heartbeat settings as they stand (`None` when its record is gone).
 pub async fn record_heartbeats(
     store: &Store,
     fleet_id: &str,
     heartbeats: &[Heartbeat],
     timings: &Timings,
-) -> Result<Vec<Beaten>, StoreError> {
+) -> Result<(Vec<Beaten>, Option<HeartbeatSettings>), StoreError> {
     if heartbeats.len() > HEARTBEATS_PER_CALL {
         return Err(unexpected(
             "heartbeats",
@@ -408,9 +428,7 @@ pub async fn record_heartbeats(
     }
     let keys = FleetKeys::new(fleet_id);
     let mut call = scripts().heartbeats.for_fleet(&keys);
-    call.arg(timings.heartbeat_window_ms)
-        .arg(timings.unhealthy_threshold)
-        .arg(timings.retention_ms);
+    call.arg(timings.retention_ms);
     for beat in heartbeats {
         call.arg(&*beat.game_server_id)
             .arg(&*beat.registration_id)
@@ -426,21 +444,29 @@ pub async fn record_heartbeats(
             .arg(beat.game_state)
             .arg(beat.players);
     }
-    let versions: Vec<i64> = store.invoke(&call).await?;
+    let mut versions: Vec<i64> = store.invoke(&call).await?;
+    let (Some(unhealthy_after), Some(interval_ms)) = (versions.pop(), versions.pop()) else {
+        return Err(unexpected("heartbeats", "no heartbeat settings in the reply"));
+    };
     if versions.len() != heartbeats.len() {
         return Err(unexpected(
             "heartbeats",
             format!("{} results for {}", versions.len(), heartbeats.len()),
         ));
     }
-    Ok(versions
+    let settings = (interval_ms > 0).then(|| HeartbeatSettings {
+        interval_ms: u32::try_from(interval_ms).unwrap_or(u32::MAX),
+        unhealthy_after: u32::try_from(unhealthy_after).unwrap_or(u32::MAX),
+    });
+    let beaten = versions
         .into_iter()
         .map(|version| match u64::try_from(version) {
             Ok(version) => Beaten::Version(version),
             Err(_) if version == -2 => Beaten::Superseded,
             Err(_) => Beaten::Lost,
         })
-        .collect())
+        .collect();
+    Ok((beaten, settings))
 }
 
 /// A process the monitor declared lost.
@@ -465,20 +491,19 @@ pub struct Swept {
     pub unhealthy: u64,
 }
 
-/// Sweeps one fleet: every process whose ready or ProcessEnding deadline passed — and, with `heartbeats`, whose
-/// heartbeat deadline passed — is declared lost.
+/// Sweeps one fleet: every process whose ready or ProcessEnding deadline passed — and, once Redis has answered
+/// for the fleet (`answered_ms`) a whole heartbeat window of the fleet's, whose heartbeat deadline passed — is
+/// declared lost.
 pub async fn sweep(
     store: &Store,
     fleet_id: &str,
     limit: u32,
     timings: &Timings,
-    heartbeats: bool,
+    answered_ms: u64,
 ) -> Result<Swept, StoreError> {
     let keys = FleetKeys::new(fleet_id);
     let mut call = scripts().sweep_processes.for_fleet(&keys);
-    call.arg(limit)
-        .arg(timings.retention_ms)
-        .arg(if heartbeats { "1" } else { "0" });
+    call.arg(limit).arg(timings.retention_ms).arg(answered_ms);
     let raw: Vec<String> = store.invoke(&call).await?;
     let [alive, unhealthy, lost @ ..] = raw.as_slice() else {
         return Err(unexpected("sweep", "too short a reply"));
@@ -508,17 +533,16 @@ pub enum Terminating {
     Lost,
 }
 
-/// Tells a process to end within `grace_ms`, for `reason` (a TerminationReason name).
+/// Tells a process to end within its fleet's termination grace, for `reason` (a TerminationReason name).
 pub async fn terminate(
     store: &Store,
     fleet_id: &str,
     game_server_id: &str,
     reason: TerminationReason,
-    grace_ms: u64,
 ) -> Result<Terminating, StoreError> {
     let keys = FleetKeys::new(fleet_id);
     let mut call = scripts().terminate_process.for_fleet(&keys);
-    call.arg(game_server_id).arg(reason.as_str()).arg(grace_ms);
+    call.arg(game_server_id).arg(reason.as_str());
     match routed("terminate", store.invoke(&call).await?)? {
         (outcome, routing) if outcome == "TERMINATING" => Ok(Terminating::Terminating(routing)),
         (outcome, _) if outcome == "NOT_FOUND" => Ok(Terminating::NotFound),

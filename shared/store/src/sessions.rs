@@ -44,17 +44,12 @@ fn routed_session(
     Ok((outcome.clone(), routing, detail.clone(), game_session(session)?))
 }
 
-/// Timings and limits of the session service, as the scripts need them.
+/// Timings of the session service, as the scripts need them: the deployment's, where every fleet's own
+/// (activation, reservation, creator limit, termination grace) are read from its record by the scripts themselves.
 #[derive(Clone, Copy, Debug)]
 pub struct SessionTimings {
-    /// How long a new game session may stay ACTIVATING.
-    pub activation_timeout_ms: u64,
-    /// How long a player session may stay RESERVED.
-    pub reservation_timeout_ms: u64,
     /// How long an ended game session and its player sessions stay readable.
     pub retention_ms: u64,
-    /// How long a TERMINATING session's server has to end it before it is forced.
-    pub termination_grace_ms: u64,
 }
 
 /// A game session to create.
@@ -69,14 +64,13 @@ pub struct NewGameSession<'a> {
     pub location: &'a str,
     pub maximum_players: u32,
     pub accepts_players: bool,
-    pub protected: bool,
+    /// Whether it is protected from scale-in; `None` for the fleet's new_game_session_protection_policy.
+    pub protected: Option<bool>,
     pub name: &'a str,
     pub properties: &'a [(String, String)],
     pub game_session_data: &'a str,
     pub matchmaker_data: &'a str,
     pub creator_id: &'a str,
-    /// Creations allowed per creator per period, and the period; 0 is unlimited.
-    pub creator_limit: (u32, u64),
     pub idempotency_token: &'a str,
     /// Tells a retry of this request from another request with the same token.
     pub digest: &'a str,
@@ -85,7 +79,7 @@ pub struct NewGameSession<'a> {
 
 impl<'a> NewGameSession<'a> {
     /// A session of up to `maximum_players` in any location of the fleet, on whichever process can host it, taking
-    /// players, unprotected, with nothing else set: set what a caller has with struct update syntax.
+    /// players, protected as the fleet's policy says, with nothing else set: set what a caller has with struct update syntax.
     pub fn new(game_session_id: &'a str, fleet_id: &'a str, maximum_players: u32) -> NewGameSession<'a> {
         NewGameSession {
             game_session_id,
@@ -94,13 +88,12 @@ impl<'a> NewGameSession<'a> {
             location: "",
             maximum_players,
             accepts_players: true,
-            protected: false,
+            protected: None,
             name: "",
             properties: &[],
             game_session_data: "",
             matchmaker_data: "",
             creator_id: "",
-            creator_limit: (0, 1),
             idempotency_token: "",
             digest: "",
             placement_id: "",
@@ -141,16 +134,16 @@ pub async fn create_game_session(
         .arg(new.game_server_id.unwrap_or(""))
         .arg(new.location)
         .arg(new.maximum_players)
-        .arg(timings.activation_timeout_ms)
-        .arg(timings.reservation_timeout_ms)
         .arg(timings.retention_ms)
         .arg(new.idempotency_token)
         .arg(new.digest)
         .arg(new.creator_id)
-        .arg(new.creator_limit.0)
-        .arg(new.creator_limit.1)
         .arg(if new.accepts_players { "1" } else { "0" })
-        .arg(if new.protected { "1" } else { "0" })
+        .arg(match new.protected {
+            Some(true) => "1",
+            Some(false) => "0",
+            None => "",
+        })
         .arg(new.name)
         .arg(properties)
         .arg(new.game_session_data)
@@ -301,20 +294,17 @@ pub enum Terminated {
     Ended(Box<GameSessionRecord>),
 }
 
-/// Ends a game session on request: at once (`force`) or through its server within `timings`' grace period.
+/// Ends a game session on request: at once (`force`) or through its server within the fleet's grace period.
 pub async fn terminate_game_session(
     store: &Store,
     fleet_id: &str,
     game_session_id: &str,
     force: bool,
-    timings: &SessionTimings,
 ) -> Result<Terminated, StoreError> {
     const SCRIPT: &str = "terminate_game_session";
     let keys = FleetKeys::new(fleet_id);
     let mut call = scripts().terminate_game_session.for_fleet(&keys);
-    call.arg(game_session_id)
-        .arg(if force { "FORCE" } else { "TRIGGER" })
-        .arg(timings.termination_grace_ms);
+    call.arg(game_session_id).arg(if force { "FORCE" } else { "TRIGGER" });
     let raw: Vec<String> = store.invoke(&call).await?;
     let (outcome, routing, server, session) = routed_session(SCRIPT, &raw)?;
     let present =

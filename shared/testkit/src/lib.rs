@@ -11,7 +11,7 @@ mod service;
 mod sessions;
 
 pub use binary::{BinaryProcess, ExampleGameServer, binary};
-pub use fleets::{anywhere_fleet, anywhere_fleet_with, process_events};
+pub use fleets::{anywhere_fleet, anywhere_fleet_with, fast_settings, process_events, set_fleet_settings};
 pub use launched::Reaper;
 pub use process::{assert_serves, wait_for_health};
 pub use redis_server::{RedisCluster, RedisServer, TestRedis};

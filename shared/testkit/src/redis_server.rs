@@ -64,6 +64,11 @@ fn redis_cli(port: u16, args: &[&str]) -> Option<String> {
         .then(|| String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
+/// How long a test's store waits for a reply: short, so that an outage shows within a test's patience, yet long
+/// enough that a machine loaded by the tests' own processes (fleet replicas, game servers, other tests) is not read
+/// as one.
+const RESPONSE_TIMEOUT: Duration = Duration::from_millis(1500);
+
 fn wait_until(what: &str, timeout: Duration, mut ready: impl FnMut() -> bool) {
     let deadline = Instant::now() + timeout;
     while !ready() {
@@ -158,14 +163,14 @@ impl RedisServer {
         self.spawn();
     }
 
-    /// Store settings that reach this server, with a short timeout so outages show quickly.
+    /// Store settings that reach this server, with short timeouts so outages show quickly (see [`RESPONSE_TIMEOUT`]).
     pub fn config(&self) -> RedisConfig {
         RedisConfig {
             urls: vec![self.url()],
             mode: RedisMode::Single,
             connections: 2,
             connect_timeout: Duration::from_millis(500),
-            response_timeout: Duration::from_millis(500),
+            response_timeout: RESPONSE_TIMEOUT,
         }
     }
 }
@@ -225,7 +230,7 @@ impl RedisCluster {
             mode: RedisMode::Cluster,
             connections: 2,
             connect_timeout: Duration::from_millis(500),
-            response_timeout: Duration::from_millis(500),
+            response_timeout: RESPONSE_TIMEOUT,
         }
     }
 }

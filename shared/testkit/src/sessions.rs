@@ -5,12 +5,9 @@ use berth_store::Store;
 use berth_store::processes::announce;
 use berth_store::sessions::{self, Created, NewGameSession, SessionTimings};
 
-/// Timings of sessions placed here: long enough that no test meets them unless it sets its own.
+/// Timings of sessions placed here: ended ones stay readable for an hour (the fleet's record gives the rest).
 pub const SESSION_TIMINGS: SessionTimings = SessionTimings {
-    activation_timeout_ms: 600_000,
-    reservation_timeout_ms: 60_000,
     retention_ms: 3_600_000,
-    termination_grace_ms: 300_000,
 };
 
 /// Places a game session of up to `max_players` on process `game_server_id` and tells its health replica, as the

@@ -36,7 +36,6 @@ async fn stack(redis: &TestRedis, fleet_replicas: usize) -> Stack {
 pub(super) async fn stack_with(redis: &TestRedis, fleet_replicas: usize, provisioners: &[&str]) -> Stack {
     let store = Store::connect(&redis.config()).await.unwrap();
     let health_args = berth_health::HealthArgs {
-        heartbeat_interval_ms: 1000,
         initial_delay_ms: 2000,
         heartbeat_flush_ms: 5,
         monitor_sweep_ms: 50,
@@ -88,6 +87,7 @@ pub(super) fn managed(fleet_id: &str, launch_path: &str, desired: u32) -> pb::Cr
         process_timeouts: Some(pb::ProcessTimeouts {
             register_timeout_seconds: 10,
             ready_timeout_seconds: 10,
+            heartbeat_interval_ms: 1000,
             termination_grace_seconds: 10,
             exit_timeout_seconds: 1,
             location_first_heartbeat_timeout_seconds: 60,
@@ -310,7 +310,7 @@ async fn a_fleet_launches_replaces_and_scales_in_its_instances(redis: TestRedis)
     let session_id = berth_domain::game_session::new_game_session_id(launch);
     let new = NewGameSession {
         game_server_id: Some(&server_id),
-        protected: true,
+        protected: Some(true),
         ..NewGameSession::new(&session_id, launch, 4)
     };
     let created = sessions::create_game_session(&stack.store, &new, &SESSION_TIMINGS)
@@ -363,7 +363,7 @@ async fn a_non_viable_instance_type_drains_and_is_replaced_first(redis: TestRedi
     let session_id = berth_domain::game_session::new_game_session_id(spot);
     let new = NewGameSession {
         game_server_id: Some(&playing),
-        protected: true,
+        protected: Some(true),
         ..NewGameSession::new(&session_id, spot, 4)
     };
     sessions::create_game_session(&stack.store, &new, &SESSION_TIMINGS)
@@ -746,7 +746,11 @@ async fn a_killed_lease_holder_is_taken_over_and_leaves_nothing_behind(redis: Te
     }
     let mut through_survivor = binary_client(&replicas[survivor]).await;
     let counted = utilization(&mut through_survivor, fleet).await;
-    assert_eq!(counts(&counted), ([4, 0, 4, 4], [0, 4, 0]), "the live counts hold what runs");
+    assert_eq!(
+        counts(&counted),
+        ([4, 0, 4, 4], [0, 4, 0]),
+        "the live counts hold what runs"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

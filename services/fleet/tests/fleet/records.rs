@@ -4,12 +4,14 @@
 
 use std::time::Duration;
 
+use berth_domain::fleet::settings::FleetSettings;
 use berth_proto::fleet::v1 as pb;
 use berth_proto::fleet::v1::fleet_service_client::FleetServiceClient;
 use berth_proto::health::v1::TerminationReason;
 use berth_runtime::auth::Role;
 use berth_sdk::game_server::{Event, Events, GameServer, SdkError};
 use berth_store::Store;
+use berth_store::keys::FleetKeys;
 use berth_testkit::{RunningService, TestRedis, game_server_config, spawn_service, token};
 use tokio::task::JoinSet;
 use tonic::Code;
@@ -454,6 +456,35 @@ async fn configuration_changes_land_one_at_a_time_and_none_is_lost(redis: TestRe
         Code::InvalidArgument
     );
 
+    // The settings the session and health scripts apply follow the configuration: the record keeps them beside it.
+    let timeouts = pb::UpdateFleetRequest {
+        game_session_activation_timeout_seconds: Some(45),
+        new_game_session_protection_policy: pb::ProtectionPolicy::FullProtection.into(),
+        process_timeouts: Some(pb::ProcessTimeouts {
+            heartbeat_interval_ms: 3000,
+            unhealthy_after_missed_heartbeats: 5,
+            ..Default::default()
+        }),
+        ..update(None, None)
+    };
+    let changed = fleets.update_fleet(timeouts).await.unwrap().into_inner().fleet.unwrap();
+    let settings = FleetSettings::of(&changed);
+    assert_eq!(
+        (
+            settings.activation_ms,
+            settings.protect_new_sessions,
+            settings.heartbeat_ms,
+            settings.unhealthy_after
+        ),
+        (45_000, true, 3000, 5)
+    );
+    let store = Store::connect(&redis.config()).await.unwrap();
+    let kept: String = store
+        .query(redis::cmd("HGET").arg(FleetKeys::new("arena").fleet()).arg("set"))
+        .await
+        .unwrap();
+    assert_eq!(FleetSettings::decode(&kept), Some(settings));
+
     // Standby moves an INITIALIZED location to DEPLOYING; suspension and viability are per location.
     let standby = pb::UpdateFleetStandbyRequest {
         fleet_id: "arena".into(),
@@ -536,6 +567,7 @@ async fn configuration_changes_land_one_at_a_time_and_none_is_lost(redis: TestRe
     assert_eq!(
         tail,
         [
+            (pb::FleetEventCode::FleetUpdated, String::new()),
             (pb::FleetEventCode::LocationDeploying, "away".into()),
             (pb::FleetEventCode::AutoscalingSuspended, "home".into()),
             (pb::FleetEventCode::AutoscalingSuspended, "away".into()),
@@ -585,7 +617,6 @@ async fn ready_process(health: &RunningService, fleet_id: &str, id: &str, locati
 async fn a_deleted_fleet_or_location_ends_its_processes_then_goes(redis: TestRedis) {
     let store = Store::connect(&redis.config()).await.unwrap();
     let health_args = berth_health::HealthArgs {
-        heartbeat_interval_ms: 200,
         initial_delay_ms: 500,
         heartbeat_flush_ms: 5,
         monitor_sweep_ms: 50,
@@ -833,7 +864,6 @@ async fn fleet_events_are_kept_for_the_retention() {
 async fn a_location_is_deployed_and_its_fleet_active_once_a_server_is_ready(redis: TestRedis) {
     let store = Store::connect(&redis.config()).await.unwrap();
     let health_args = berth_health::HealthArgs {
-        heartbeat_interval_ms: 200,
         initial_delay_ms: 500,
         ..Default::default()
     };

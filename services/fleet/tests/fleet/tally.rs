@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use berth_domain::fleet::check::check_create;
+use berth_domain::fleet::settings::FleetSettings;
 use berth_domain::game_server::{ClaimTiers, InstanceStatus, UtilizationChange};
 use berth_domain::stored::{
     FleetEventCode, GameSessionStatus, InstanceState, PlayerSessionStatus, ProcessHealth, ProcessState,
@@ -32,7 +33,7 @@ use berth_store::processes::{self, Attach, Attached, Heartbeat, ProcessRef, Timi
 use berth_store::sessions::{self, Created, EventRetention, GameSessionChange, NewGameSession, SessionTimings};
 use berth_store::utilization::{Tally, UtilizationRead, read_utilization};
 use berth_store::{RedisConfig, Store, fleets, pool};
-use berth_testkit::TestRedis;
+use berth_testkit::{TestRedis, set_fleet_settings};
 use rand::rngs::StdRng;
 use rand::{Rng as _, SeedableRng};
 
@@ -746,27 +747,39 @@ impl Run {
         Some((id.clone(), registration.clone(), attach))
     }
 
-    fn timings(&mut self) -> Timings {
+    /// Gives the fleet random deadlines, mostly long and now and then a few ms, as its record keeps them, before a
+    /// step that applies them; the settings written.
+    async fn settings(&mut self, store: &Store) -> FleetSettings {
+        let settings = FleetSettings {
+            activation_ms: self.rng.deadline(),
+            reservation_ms: self.rng.deadline(),
+            heartbeat_ms: self.rng.deadline(),
+            unhealthy_after: UNHEALTHY_THRESHOLD,
+            ready_ms: self.rng.deadline(),
+            termination_grace_ms: self.rng.deadline(),
+            ..FleetSettings::of(&pb::Fleet::default())
+        };
+        set_fleet_settings(store, FLEET, &settings).await;
+        settings
+    }
+
+    async fn timings(&mut self, store: &Store) -> Timings {
+        self.settings(store).await;
         Timings {
-            heartbeat_window_ms: self.rng.deadline(),
-            first_heartbeat_ms: self.rng.deadline(),
-            ready_timeout_ms: self.rng.deadline(),
-            unhealthy_threshold: UNHEALTHY_THRESHOLD,
+            initial_delay_ms: self.rng.deadline(),
             retention_ms: self.rng.deadline(),
         }
     }
 
-    fn session_timings(&mut self) -> SessionTimings {
+    async fn session_timings(&mut self, store: &Store) -> SessionTimings {
+        self.settings(store).await;
         SessionTimings {
-            activation_timeout_ms: self.rng.deadline(),
-            reservation_timeout_ms: self.rng.deadline(),
             // Mostly short: the sweep then deletes ended sessions, as the recount must see, and its reads stay few.
             retention_ms: if self.rng.chance(70) {
                 self.rng.range(1, 40)
             } else {
                 600_000
             },
-            termination_grace_ms: self.rng.deadline(),
         }
     }
 
@@ -912,13 +925,13 @@ impl Run {
                     replica: "replica-0",
                     fields: &fields,
                 };
-                let timings = self.timings();
+                let timings = self.timings(store).await;
                 let outcome = processes::attach(store, &attach, &timings).await.unwrap();
                 match &outcome {
-                    Attached::Registered(_, number) => {
+                    Attached::Registered(_, number, _) => {
                         self.registrations.insert(process.id.clone(), (registration, *number));
                     }
-                    Attached::Resumed(_, number, _) => {
+                    Attached::Resumed(_, number, _, _) => {
                         self.registrations.get_mut(&process.id).unwrap().1 = *number;
                     }
                     _ => {}
@@ -957,7 +970,7 @@ impl Run {
                         });
                     }
                 }
-                let timings = self.timings();
+                let timings = self.timings(store).await;
                 let outcome = processes::record_heartbeats(store, FLEET, &beats, &timings)
                     .await
                     .unwrap();
@@ -974,8 +987,8 @@ impl Run {
                     TerminationReason::Unhealthy,
                     TerminationReason::Maintenance,
                 ]);
-                let grace_ms = self.rng.deadline();
-                let outcome = processes::terminate(store, FLEET, &id, reason, grace_ms).await.unwrap();
+                let grace_ms = self.settings(store).await.termination_grace_ms;
+                let outcome = processes::terminate(store, FLEET, &id, reason).await.unwrap();
                 format!("terminate {id} {reason:?} within {grace_ms} ms: {}", variant(&outcome))
             }
             Action::ProcessEnding => {
@@ -996,9 +1009,12 @@ impl Run {
                 format!("process ending {id} ({registration}): {ended}")
             }
             Action::SweepProcesses => {
-                let timings = self.timings();
+                let timings = self.timings(store).await;
                 let heartbeats = self.rng.chance(80);
-                let swept = processes::sweep(store, FLEET, 100, &timings, heartbeats).await.unwrap();
+                let answered_ms = if heartbeats { u64::MAX } else { 0 };
+                let swept = processes::sweep(store, FLEET, 100, &timings, answered_ms)
+                    .await
+                    .unwrap();
                 let lost: Vec<_> = swept.lost.iter().map(|lost| lost.game_server_id.as_str()).collect();
                 format!("sweep processes (heartbeats {heartbeats}): lost {lost:?}")
             }
@@ -1012,7 +1028,7 @@ impl Run {
                     accepts_players: self.rng.chance(80),
                     ..NewGameSession::new(&sid, FLEET, self.rng.range(1, 4) as u32)
                 };
-                let timings = self.session_timings();
+                let timings = self.session_timings(store).await;
                 let outcome = sessions::create_game_session(store, &new, &timings).await.unwrap();
                 if let Created::Created(record, _) = &outcome {
                     self.sessions.push((sid.clone(), record.game_server_id.clone()));
@@ -1097,8 +1113,8 @@ impl Run {
                     return "terminate session: no session".to_owned();
                 };
                 let force = self.rng.chance(40);
-                let timings = self.session_timings();
-                let outcome = sessions::terminate_game_session(store, FLEET, &sid, force, &timings)
+                self.settings(store).await;
+                let outcome = sessions::terminate_game_session(store, FLEET, &sid, force)
                     .await
                     .unwrap();
                 format!("terminate {sid} (force {force}): {}", variant(&outcome))

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use berth_domain::fleet::settings::FleetSettings;
 use berth_proto::common::v1::Endpoint;
 use berth_proto::health::v1::game_server_service_client::GameServerServiceClient;
 use berth_proto::health::v1::sdk_service_client::SdkServiceClient;
@@ -14,30 +15,40 @@ use berth_runtime::auth::Role;
 use berth_store::Store;
 use berth_store::fleets::recent_fleet_events;
 use berth_testkit::{
-    RunningService, TestRedis, anywhere_fleet, game_session_status, place_game_session, process_events, spawn_service,
-    token,
+    RunningService, TestRedis, anywhere_fleet, anywhere_fleet_with, fast_settings, game_session_status,
+    place_game_session, process_events, set_fleet_settings, spawn_service, token,
 };
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Code, Status, Streaming};
 
-/// Fast deadlines: heartbeats every 100 ms, lost after 3 missed (300 ms) or 3 UNHEALTHY in a row.
+/// A replica that writes heartbeats and sweeps deadlines at once, and gives a first heartbeat 200 ms beyond the
+/// fleet's window.
 pub(crate) fn fast() -> berth_health::HealthArgs {
     berth_health::HealthArgs {
-        heartbeat_interval_ms: 100,
-        failure_threshold: 3,
         initial_delay_ms: 200,
-        ready_timeout_ms: 60_000,
-        termination_grace_ms: 60_000,
         heartbeat_flush_ms: 5,
         monitor_sweep_ms: 50,
         ..Default::default()
     }
 }
 
-/// Creates the fleet the processes of these tests register in: "arena", its home location eu-west.
+/// Creates the fleet the processes of these tests register in: "arena", its home location eu-west, its processes
+/// beating every 100 ms, lost after 3 missed (300 ms) or 3 UNHEALTHY in a row, with a minute to be ready and to end.
 pub(crate) async fn arena(store: &Store) {
+    arena_with(store, |_| {}).await;
+}
+
+/// As [`arena`], its settings changed by `change`.
+pub(crate) async fn arena_with(store: &Store, change: impl FnOnce(&mut FleetSettings)) {
     anywhere_fleet(store, "arena", &["eu-west"]).await;
+    let mut settings = FleetSettings {
+        ready_ms: 60_000,
+        termination_grace_ms: 60_000,
+        ..fast_settings()
+    };
+    change(&mut settings);
+    set_fleet_settings(store, "arena", &settings).await;
 }
 
 pub(crate) async fn replica(store: &Store, args: &berth_health::HealthArgs) -> RunningService {
@@ -381,12 +392,8 @@ async fn fleets_that_cannot_be_swept_do_not_stop_the_monitor_for_the_others() {
 async fn a_process_that_ignores_a_terminate_is_force_ended() {
     let redis = TestRedis::single();
     let store = Store::connect(&redis.config()).await.unwrap();
-    arena(&store).await;
-    let args = berth_health::HealthArgs {
-        termination_grace_ms: 300,
-        ..fast()
-    };
-    let service = replica(&store, &args).await;
+    arena_with(&store, |settings| settings.termination_grace_ms = 300).await;
+    let service = replica(&store, &fast()).await;
     let mut process = attach(&service.endpoint(), "arena", "gs-1").await;
     ok(process.ask(Ask::Ready(pb::ProcessReady::default())).await.unwrap());
     let request = pb::TerminateGameServerRequest {
@@ -404,6 +411,59 @@ async fn a_process_that_ignores_a_terminate_is_force_ended() {
     assert_eq!(forced.reason(), pb::TerminationReason::ScaleIn);
     let event = wait_for_event(&store, "arena", "SERVER_PROCESS_FORCE_TERMINATED").await;
     assert_eq!(event.game_server_id, "gs-1");
+}
+
+/// What a fleet's configuration says of its processes is what a process is told when it registers; a change of the
+/// fleet's heartbeat settings reaches it with its next heartbeat.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_is_told_its_fleets_settings_and_their_changes() {
+    let redis = TestRedis::single();
+    let store = Store::connect(&redis.config()).await.unwrap();
+    anywhere_fleet_with(&store, "arena", &["eu-west"], |req| {
+        req.process_timeouts = Some(berth_proto::fleet::v1::ProcessTimeouts {
+            heartbeat_interval_ms: 2000,
+            unhealthy_after_missed_heartbeats: 4,
+            ready_timeout_seconds: 20,
+            termination_grace_seconds: 30,
+            exit_timeout_seconds: 7,
+            ..Default::default()
+        });
+    })
+    .await;
+    let service = replica(&store, &fast()).await;
+    let now_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let mut process = attach(&service.endpoint(), "arena", "gs-1").await;
+    let told = process.registered.clone();
+    assert_eq!(
+        (told.heartbeat_interval_ms, told.unhealthy_after_missed_heartbeats),
+        (2000, 4)
+    );
+    assert_eq!((told.termination_grace_seconds, told.exit_timeout_seconds), (30, 7));
+    let ready_in = told.ready_deadline.unwrap().seconds - now_s;
+    assert!(
+        (19..=21).contains(&ready_in),
+        "ready within the fleet's 20 s, told {ready_in} s"
+    );
+
+    let changed = FleetSettings {
+        heartbeat_ms: 1000,
+        unhealthy_after: 2,
+        ..FleetSettings::of(&berth_proto::fleet::v1::Fleet::default())
+    };
+    set_fleet_settings(&store, "arena", &changed).await;
+    let change = process
+        .push(|tell| match tell {
+            Tell::HeartbeatIntervalChange(change) => Some(*change),
+            _ => None,
+        })
+        .await;
+    assert_eq!(
+        (change.heartbeat_interval_ms, change.unhealthy_after_missed_heartbeats),
+        (1000, 2)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -430,12 +490,8 @@ async fn unhealthy_reports_in_a_row_end_the_process() {
 async fn a_process_not_ready_in_time_is_ended() {
     let redis = TestRedis::single();
     let store = Store::connect(&redis.config()).await.unwrap();
-    arena(&store).await;
-    let args = berth_health::HealthArgs {
-        ready_timeout_ms: 300,
-        ..fast()
-    };
-    let service = replica(&store, &args).await;
+    arena_with(&store, |settings| settings.ready_ms = 300).await;
+    let service = replica(&store, &fast()).await;
     let mut process = attach(&service.endpoint(), "arena", "gs-1").await;
     let forced = process.push(terminate).await;
     assert_eq!(forced.reason(), pb::TerminationReason::ReadyTimeout);

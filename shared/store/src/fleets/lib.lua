@@ -29,8 +29,8 @@ local function last_trimmed(k)
 end
 
 -- Appends a fleet event; `extra` is the flat list of names and values of the fields that concern it. Events are
--- kept for the fleet's retention (ret_ms in its record), older ones trimmed here; a fleet without a record (its
--- servers registered before fleets were records) keeps its last 10,000. Trims are exact, and the event appended
+-- kept for the fleet's retention (ret_ms in its record), older ones trimmed here; a fleet whose record is gone
+-- keeps its last 10,000. Trims are exact, and the event appended
 -- after one carries the last position trimmed (see last_trimmed): a watcher whose position is before it missed an
 -- event.
 local function fleet_event(k, now, code, message, extra)
@@ -57,6 +57,21 @@ local function fleet_event(k, now, code, message, extra)
   end
   for _, value in ipairs(extra or {}) do args[#args + 1] = value end
   redis.call('XADD', unpack(args))
+end
+
+-- The fleet's settings (its record's field set, written from berth_domain::fleet::settings with its
+-- configuration): act_ms (game-session activation), res_ms (player-session reservation), creator_n and creator_ms
+-- (the creator limit and its period; 0: none), protect (1 when new sessions are protected), hb_ms (heartbeat
+-- period), unhealthy_after (periods a process may be silent or UNHEALTHY), window_ms (their product), ready_ms,
+-- grace_ms (from being told to terminate to ProcessEnding) and exit_ms (from ProcessEnding to exit). nil for a fleet
+-- without a record.
+local function fleet_settings(k)
+  local text = redis.call('HGET', k.fleet, 'set')
+  if not text then return nil end
+  local n = {}
+  for number in string.gmatch(text, '%d+') do n[#n + 1] = tonumber(number) end
+  return {act_ms = n[1], res_ms = n[2], creator_n = n[3], creator_ms = n[4], protect = n[5], hb_ms = n[6],
+    unhealthy_after = n[7], window_ms = n[6] * n[7], ready_ms = n[8], grace_ms = n[9], exit_ms = n[10]}
 end
 
 -- The name of a location's field in its fleet's hash.

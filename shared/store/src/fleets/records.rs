@@ -6,6 +6,7 @@ use std::collections::HashMap;
 
 pub use berth_domain::fleet::check::CapacityChange;
 use berth_domain::fleet::check::NewFleet;
+use berth_domain::fleet::settings::FleetSettings;
 use berth_domain::fleet::{FleetRecord, LocationRecord};
 use berth_domain::stored::{FleetEventCode, FleetStatus, LocationStatus};
 use berth_proto::fleet::v1 as pb;
@@ -40,7 +41,8 @@ pub async fn create_fleet(store: &Store, fleet: &NewFleet, retention_ms: u64) ->
     let mut call = scripts().create_fleet.for_fleet(&keys);
     call.arg(fleet.config.encode_to_vec())
         .arg(retention_ms)
-        .arg(fleet.config.max_concurrent_game_session_activations);
+        .arg(fleet.config.max_concurrent_game_session_activations)
+        .arg(FleetSettings::of(&fleet.config).encode());
     new_locations(&mut call, &fleet.locations);
     let raw: Vec<Value> = store.invoke(&call).await?;
     let (outcome, _, record) = outcome_detail(SCRIPT, &raw)?;
@@ -156,8 +158,9 @@ pub async fn write_fleet(store: &Store, fleet_id: &str, change: &FleetChange) ->
         Some((revision, config)) => call
             .arg(revision)
             .arg(config.encode_to_vec())
-            .arg(config.max_concurrent_game_session_activations),
-        None => call.arg("").arg("").arg(""),
+            .arg(config.max_concurrent_game_session_activations)
+            .arg(FleetSettings::of(config).encode()),
+        None => call.arg("").arg("").arg("").arg(""),
     };
     call.arg(change.locations.len());
     for location in &change.locations {

@@ -1,19 +1,27 @@
 -- Records a batch of heartbeats of one fleet's processes: each pushes its heartbeat deadline out, and records
--- health, game state and player count when they changed. A process that reports UNHEALTHY `threshold` times in a
--- row is declared lost. A heartbeat from a lost registration, or over a stream that a newer one replaced, changes
--- nothing.
+-- health, game state and player count when they changed. A process that reports UNHEALTHY as many times in a row as
+-- its fleet's settings allow is declared lost. A heartbeat from a lost registration, over a stream that a newer one
+-- replaced, or of a fleet whose record is gone, changes nothing.
 -- KEYS: k.act_due, k.claims, k.ended, k.events, k.fleet, k.hb, k.hosting, k.pool, k.ready, k.res_due, k.servers,
--- k.sevents, k.term, k.term_due, k.unhealthy. ARGV[1] heartbeat window ms, ARGV[2] unhealthy threshold,
--- ARGV[3] retention ms of lost records, then per heartbeat six arguments: game-server id, registration id, the
--- stream's attach number, health (HEALTHY | UNHEALTHY), game state, connected players.
+-- k.sevents, k.term, k.term_due, k.unhealthy. ARGV[1] retention ms of lost records, then per heartbeat six
+-- arguments: game-server id, registration id, the stream's attach number, health (HEALTHY | UNHEALTHY), game state,
+-- connected players. The heartbeat window and unhealthy threshold are the fleet's (fleet_settings).
 -- Reply: one integer per heartbeat, in order: the process's desired-state version, -1 when it is lost, -2 when
--- the stream was superseded.
+-- the stream was superseded; then the fleet's heartbeat period (ms) and unhealthy threshold, for the streams to
+-- tell their processes when these changed (both 0 when the fleet's record is gone).
 -- The deadlines are pushed out by one ZADD per batch: a redis.call costs more than the reading it saves.
 local now = now_ms()
-local window, threshold, retention = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local due = now + window
+local set = fleet_settings(k)
 local out, deadlines = {}, {}
-for i = 4, #ARGV, 6 do
+if not set then
+  for _ = 2, #ARGV, 6 do out[#out + 1] = -1 end
+  out[#out + 1] = 0
+  out[#out + 1] = 0
+  return out
+end
+local threshold, retention = set.unhealthy_after, tonumber(ARGV[1])
+local due = now + set.window_ms
+for i = 2, #ARGV, 6 do
   local id, reg, attach, health, gstate, players = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4],
     ARGV[i + 5]
   local key = k.gs .. id
@@ -52,4 +60,6 @@ for i = 4, #ARGV, 6 do
 end
 -- Lua's unpack is bounded by its C stack (LUAI_MAXCSTACK 8000); the writer sends at most 1,000 heartbeats.
 if #deadlines > 0 then redis.call('ZADD', k.hb, 'XX', unpack(deadlines)) end
+out[#out + 1] = set.hb_ms
+out[#out + 1] = set.unhealthy_after
 return out

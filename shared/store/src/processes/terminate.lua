@@ -1,12 +1,14 @@
 -- Tells a process to end (GameLift onProcessTerminate): it leaves the pool and must send ProcessEnding before its
 -- deadline, or the monitor force-ends it. Asking again changes nothing.
--- KEYS: k.claims, k.hosting, k.pool, k.ready, k.term. ARGV[1] game-server id, ARGV[2] termination reason, ARGV[3]
--- grace ms.
+-- KEYS: k.claims, k.fleet, k.hosting, k.pool, k.ready, k.term. ARGV[1] game-server id, ARGV[2] termination reason.
+-- The deadline is the fleet's termination grace (fleet_settings); a process whose fleet's record is gone has none.
 -- Reply: {TERMINATING | NOT_FOUND | LOST, now_ms, replica, version}.
 local now = now_ms()
 local key = k.gs .. ARGV[1]
 local pstate = redis.call('HGET', key, 'pstate')
 if not pstate then return {'NOT_FOUND', tostring(now), '', '0'} end
 if pstate == S.LOST then return process_reply(S.LOST, now, key) end
-if pstate ~= S.TERMINATING then ask_to_end(k, ARGV[1], ARGV[2], now + tonumber(ARGV[3]), '0') end
+if pstate ~= S.TERMINATING then
+  ask_to_end(k, ARGV[1], ARGV[2], now + (fleet_settings(k) or {grace_ms = 0}).grace_ms, '0')
+end
 return process_reply(S.TERMINATING, now, key)

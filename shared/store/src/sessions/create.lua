@@ -5,11 +5,11 @@
 -- is ACTIVATING until the process activates it or its activation deadline passes.
 -- KEYS: k.act_due, k.claims, k.fleet, k.hosting, k.pool, k.sessions, k.sevents. ARGV[1] game session id, ARGV[2] game-server
 -- id ('' to pick one),
--- ARGV[3] location ('' for any), ARGV[4] maximum players, ARGV[5] activation timeout ms, ARGV[6] reservation
--- timeout ms, ARGV[7] retention ms, ARGV[8] idempotency token (''), ARGV[9] digest of the request,
--- ARGV[10] creator id (''), ARGV[11] creations allowed per creator per period (0: unlimited), ARGV[12] the period
--- ms, ARGV[13] accept players (1 | 0), ARGV[14] protected (1 | 0), ARGV[15] name, ARGV[16] properties (JSON),
--- ARGV[17] game session data, ARGV[18] matchmaker data, ARGV[19] placement id, ARGV[20] fleet id.
+-- ARGV[3] location ('' for any), ARGV[4] maximum players, ARGV[5] retention ms, ARGV[6] idempotency token (''),
+-- ARGV[7] digest of the request, ARGV[8] creator id (''), ARGV[9] accept players (1 | 0), ARGV[10] protected (1 | 0;
+-- '' for the fleet's default), ARGV[11] name, ARGV[12] properties (JSON), ARGV[13] game session data, ARGV[14]
+-- matchmaker data, ARGV[15] placement id, ARGV[16] fleet id. The activation and reservation deadlines and the
+-- creator limit are the fleet's settings (fleet_settings).
 -- Reply: {outcome, now_ms, replica, version, detail, session fields...}. Outcomes: CREATED; EXISTING (the token
 -- was used with the same request: the session as it stands); TOKEN_REUSED (used with another request);
 -- NO_SERVER (none ready with room, or the named server is unknown or cannot host it: either way the caller looks
@@ -17,18 +17,22 @@
 -- fleet takes no new session there: detail says why).
 local now = now_ms()
 local sid, named, loc, max = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
-local token, creator, limit, period = ARGV[8], ARGV[10], tonumber(ARGV[11]), tonumber(ARGV[12])
+local token, creator = ARGV[6], ARGV[8]
 local idem = k.idem .. token
 if token ~= '' then
   local existing = redis.call('GET', idem)
   if existing then
     local key = gkey(k, existing)
-    if redis.call('HGET', key, 'digest') ~= ARGV[9] then return session_reply('TOKEN_REUSED', now) end
+    if redis.call('HGET', key, 'digest') ~= ARGV[7] then return session_reply('TOKEN_REUSED', now) end
     return session_reply('EXISTING', now, nil, nil, key)
   end
 end
 local refused = session_refusal(k, loc)
 if refused then return session_reply(refused[1], now, refused[2]) end
+local set = fleet_settings(k)
+local limit, period = set.creator_n, set.creator_ms
+local protected = ARGV[10]
+if protected == '' then protected = tostring(set.protect) end
 local created_by = k.creator .. creator
 if creator ~= '' and limit > 0 then
   redis.call('ZREMRANGEBYSCORE', created_by, '-inf', now - period)
@@ -75,13 +79,13 @@ end
 local server_key = k.gs .. id
 local server = redis.call('HMGET', server_key, 'loc', 'instance', 'ip', 'dns', 'port')
 local key = gkey(k, sid)
-local deadline = now + tonumber(ARGV[5])
-redis.call('HSET', key, 'id', sid, 'fleet', ARGV[20], 'loc', server[1] or '', 'server', id,
+local deadline = now + set.act_ms
+redis.call('HSET', key, 'id', sid, 'fleet', ARGV[16], 'loc', server[1] or '', 'server', id,
   'inst', server[2] or '', 'ip', server[3] or '', 'dns', server[4] or '', 'port', server[5] or '0',
   'status', S.ACTIVATING, 'reason', '', 'c_ms', now, 'act_by_ms', deadline, 'cur', 0, 'max', max,
-  'accept', ARGV[13], 'prot', ARGV[14], 'name', ARGV[15], 'props', ARGV[16], 'data', ARGV[17], 'mm', ARGV[18],
-  'creator', creator, 'placement', ARGV[19], 'res_ms', ARGV[6], 'ret_ms', ARGV[7], 'idem', token,
-  'digest', ARGV[9])
+  'accept', ARGV[9], 'prot', protected, 'name', ARGV[11], 'props', ARGV[12], 'data', ARGV[13], 'mm', ARGV[14],
+  'creator', creator, 'placement', ARGV[15], 'res_ms', set.res_ms, 'ret_ms', ARGV[5], 'idem', token,
+  'digest', ARGV[7])
 redis.call('SADD', server_key .. ':sessions', sid)
 redis.call('HSET', server_key, 'pstate', S.ACTIVE)
 redis.call('HINCRBY', server_key, 'ver', 1)

@@ -1,12 +1,14 @@
 -- Ends a game session on request (TerminateGameSession). FORCE: TERMINATED (FORCE_TERMINATED) at once.
 -- TRIGGER: TERMINATING until its server ends it, forced after the grace period. A server left hosting nothing
 -- else is told to end (GameLift's onProcessTerminate); one hosting other sessions only drops this one.
--- KEYS: k.act_due, k.claims, k.ended, k.hosting, k.pool, k.ready, k.res_due, k.sevents, k.term, k.term_due. ARGV[1]
--- game session id, ARGV[2] FORCE | TRIGGER, ARGV[3] grace ms.
+-- KEYS: k.act_due, k.claims, k.ended, k.fleet, k.hosting, k.pool, k.ready, k.res_due, k.sevents, k.term,
+-- k.term_due. ARGV[1] game session id, ARGV[2] FORCE | TRIGGER. The grace period is the fleet's (fleet_settings);
+-- a session whose fleet's record is gone has none.
 -- Reply: {outcome, now_ms, replica, version, server id, session fields...}. Outcomes: TERMINATED, TERMINATING,
 -- NOT_FOUND, ENDED (it had ended already).
 local now = now_ms()
-local sid, force, deadline = ARGV[1], ARGV[2] == 'FORCE', now + tonumber(ARGV[3])
+local set = fleet_settings(k) or {grace_ms = 0}
+local sid, force, deadline = ARGV[1], ARGV[2] == 'FORCE', now + set.grace_ms
 local key = gkey(k, sid)
 local s = redis.call('HMGET', key, 'status', 'server')
 if not s[1] then return session_reply('NOT_FOUND', now) end
