@@ -1,11 +1,13 @@
 //! Provisioners: what starts and stops a fleet's instances, behind one trait so that the reconciler is the same
-//! whatever runs them (local processes today; containers, an operator's hosting API or Kubernetes pods alike).
+//! whatever runs them: local processes (`process`), an operator's hosting API (`http`), and containers or
+//! Kubernetes pods alike.
 //!
 //! The reconciler asks for three things only, each by the instance's id and the handle its launch answered: launch
 //! an instance with its processes' environment, count its processes still running, and stop it (gently, or kill
 //! it). A provisioner keeps no state the reconciler relies on: a handle, or the instance id itself when the
 //! launching replica died before it recorded the handle, is enough for any replica to find the instance again.
 
+pub mod http;
 pub mod process;
 
 use berth_proto::fleet::v1 as pb;

@@ -1,9 +1,10 @@
 //! The fleet service: fleets as records (`fleet/records.rs`), their events watched (`fleet/watch.rs`), their
-//! instances launched (`fleet/provisioning.rs`); the process serves health and reflection, and its RPCs are open to
-//! operators only. What every service's edge does (insecure mode on loopback, metric labels) is tested here, on the
-//! binary.
+//! instances launched as processes (`fleet/provisioning.rs`) or through an operator's hosting API (`fleet/http.rs`);
+//! the process serves health and reflection, and its RPCs are open to operators only. What every service's edge
+//! does (insecure mode on loopback, metric labels) is tested here, on the binary.
 
 mod fleet {
+    mod http;
     mod provisioning;
     mod records;
     mod tally;

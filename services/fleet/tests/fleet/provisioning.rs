@@ -19,16 +19,21 @@ use berth_testkit::{
 };
 use tonic_health::pb::health_check_response::ServingStatus;
 
-type Client = FleetServiceClient<berth_sdk::AuthedChannel>;
+pub(super) type Client = FleetServiceClient<berth_sdk::AuthedChannel>;
 
 /// The health replica the launched game servers speak to, and fleet replicas launching them.
-struct Stack {
-    store: Store,
+pub(super) struct Stack {
+    pub(super) store: Store,
     health: RunningService,
-    fleet: Vec<RunningService>,
+    pub(super) fleet: Vec<RunningService>,
 }
 
 async fn stack(redis: &TestRedis, fleet_replicas: usize) -> Stack {
+    stack_over(redis, fleet_replicas, berth_fleet::FleetArgs::default()).await
+}
+
+/// A stack whose fleet replicas run with `settings` (their provisioners, above all), reconciling quickly.
+pub(super) async fn stack_over(redis: &TestRedis, fleet_replicas: usize, settings: berth_fleet::FleetArgs) -> Stack {
     let store = Store::connect(&redis.config()).await.unwrap();
     let health_args = berth_health::HealthArgs {
         heartbeat_interval_ms: 1000,
@@ -46,7 +51,7 @@ async fn stack(redis: &TestRedis, fleet_replicas: usize) -> Stack {
             lease_ms: 1000,
             replica_id: Some(format!("replica-{replica}")),
             sweep_ms: 100,
-            ..Default::default()
+            ..settings.clone()
         };
         let key = TokenKey::new(TEST_KEY.to_vec()).unwrap();
         fleet.push(spawn_service(berth_fleet::service(store.clone(), &args, Some(key)), store.clone()).await);
@@ -54,7 +59,7 @@ async fn stack(redis: &TestRedis, fleet_replicas: usize) -> Stack {
     Stack { store, health, fleet }
 }
 
-async fn client(service: &RunningService) -> Client {
+pub(super) async fn client(service: &RunningService) -> Client {
     FleetServiceClient::new(
         berth_sdk::connect(&service.endpoint(), &token(Role::Operator, None))
             .await
@@ -64,7 +69,7 @@ async fn client(service: &RunningService) -> Client {
 
 /// A MANAGED fleet of `launch_path` on the process provisioner, one server per instance, in location "local",
 /// with the shortest deadlines the contract allows.
-fn managed(fleet_id: &str, launch_path: &str, desired: u32) -> pb::CreateFleetRequest {
+pub(super) fn managed(fleet_id: &str, launch_path: &str, desired: u32) -> pb::CreateFleetRequest {
     pb::CreateFleetRequest {
         fleet_id: fleet_id.into(),
         provisioner: "process".into(),
@@ -102,7 +107,7 @@ fn managed(fleet_id: &str, launch_path: &str, desired: u32) -> pb::CreateFleetRe
 }
 
 /// A fleet id of this run's own: the single-node and cluster runs of a test go on at once, on one host.
-fn fleet_id(name: &str) -> String {
+pub(super) fn fleet_id(name: &str) -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -110,12 +115,12 @@ fn fleet_id(name: &str) -> String {
     format!("{name}-{nanos:x}")
 }
 
-fn example() -> String {
+pub(super) fn example() -> String {
     binary("berth-example-game-server").display().to_string()
 }
 
 /// The location's instances, once `done` holds of them (within 30 s).
-async fn instances_when(
+pub(super) async fn instances_when(
     store: &Store,
     fleet_id: &str,
     what: &str,
@@ -145,7 +150,7 @@ fn ready(instance: &InstanceRecord) -> bool {
         .all(|s| matches!(s.process, Some(ProcessState::StandingBy | ProcessState::Active)))
 }
 
-fn all_ready(count: usize) -> impl Fn(&[InstanceRecord]) -> bool {
+pub(super) fn all_ready(count: usize) -> impl Fn(&[InstanceRecord]) -> bool {
     move |found| found.len() == count && found.iter().all(ready)
 }
 
@@ -153,7 +158,7 @@ fn ids(found: &[InstanceRecord]) -> BTreeSet<String> {
     found.iter().map(|i| i.id.clone()).collect()
 }
 
-async fn events(client: &mut Client, fleet_id: &str) -> Vec<pb::FleetEvent> {
+pub(super) async fn events(client: &mut Client, fleet_id: &str) -> Vec<pb::FleetEvent> {
     let request = pb::ListFleetEventsRequest {
         fleet_id: fleet_id.into(),
         page_size: 1000,
@@ -162,11 +167,11 @@ async fn events(client: &mut Client, fleet_id: &str) -> Vec<pb::FleetEvent> {
     client.list_fleet_events(request).await.unwrap().into_inner().events
 }
 
-fn count(events: &[pb::FleetEvent], code: pb::FleetEventCode) -> usize {
+pub(super) fn count(events: &[pb::FleetEvent], code: pb::FleetEventCode) -> usize {
     events.iter().filter(|e| e.code() == code).count()
 }
 
-async fn location(client: &mut Client, fleet_id: &str) -> pb::FleetLocation {
+pub(super) async fn location(client: &mut Client, fleet_id: &str) -> pb::FleetLocation {
     let request = pb::DescribeFleetRequest {
         fleet_id: fleet_id.into(),
     };
@@ -219,7 +224,7 @@ fn counts(u: &pb::LocationUtilization) -> ([u32; 4], [u32; 3]) {
     )
 }
 
-async fn set_desired(client: &mut Client, fleet_id: &str, desired: u32) {
+pub(super) async fn set_desired(client: &mut Client, fleet_id: &str, desired: u32) {
     let request = pb::UpdateFleetCapacityRequest {
         fleet_id: fleet_id.into(),
         location: "local".into(),
