@@ -249,30 +249,19 @@ mod tests {
 
     #[test]
     fn the_http_provisioner_needs_an_http_url() {
+        let http = |url: &str, more: &[&str]| {
+            parse(&[&["--provisioners", "http", "--http-provisioner-url", url][..], more].concat())
+        };
         let err = parse(&["--provisioners", "process,http"]).unwrap_err();
         assert!(err.contains("--http-provisioner-url"), "{err}");
-        let err = parse(&["--provisioners", "http", "--http-provisioner-url", "ftp://host/"]).unwrap_err();
+        let err = http("ftp://host/", &[]).unwrap_err();
         assert!(err.contains("must be an http:// or https:// URL, not ftp://"), "{err}");
         let err = parse(&["--http-provisioner-url", "hosting"]).unwrap_err();
         assert!(err.contains("not a URL"), "{err}");
-        let err = parse(&[
-            "--provisioners",
-            "http",
-            "--http-provisioner-url",
-            "http://h/",
-            "--http-provisioner-timeout-ms",
-            "0",
-        ])
-        .unwrap_err();
+        let err = http("http://h/", &["--http-provisioner-timeout-ms", "0"]).unwrap_err();
         assert!(err.contains("--http-provisioner-timeout-ms"), "{err}");
 
-        let args = parse(&[
-            "--provisioners",
-            "http",
-            "--http-provisioner-url",
-            "https://hosting.example/berth/",
-        ])
-        .unwrap();
+        let args = http("https://hosting.example/berth/", &[]).unwrap();
         assert_eq!(args.provisioners, ["http"]);
         assert_eq!(args.http_provisioner_timeout_ms, 10_000);
         assert!(http_provisioner(&args).is_ok());

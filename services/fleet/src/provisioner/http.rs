@@ -23,6 +23,8 @@ use super::{Instance, LaunchSpec, ProvisionError, Provisioner};
 
 /// How much of a failed answer's body goes into the error, in bytes.
 const MESSAGE_MAX: usize = 1024;
+/// The longest handle Berth records, in characters (the contract's limit).
+const HANDLE_MAX: usize = 1024;
 
 /// Launches instances through an operator's hosting API.
 #[derive(Clone, Debug)]
@@ -46,7 +48,7 @@ enum Answer<T> {
 
 /// Why a request failed.
 enum Failure {
-    /// No answer came: the request may or may not have been acted on.
+    /// No answer came, or one that could not be read: the request may or may not have been acted on.
     Lost(String),
     /// The request could not be written, or the API refused or failed it.
     Failed(String),
@@ -108,7 +110,7 @@ impl HttpProvisioner {
                 };
                 json::from_json(text)
                     .map(Answer::Done)
-                    .map_err(|err| Failure::Failed(format!("hosting API {path}: {status}: {err}")))
+                    .map_err(|err| Failure::Lost(format!("hosting API {path}: {status}: {err}")))
             }
             // Only the API's own answer, not the page of a wrong URL, says that an instance is gone.
             StatusCode::NOT_FOUND if path != "launch" && json::from_json::<pb::HostingError>(&text).is_ok() => {
@@ -138,22 +140,31 @@ impl HttpProvisioner {
                 .collect(),
         };
         match self.call::<_, pb::LaunchInstanceResponse>("launch", &request).await {
-            Ok(Answer::Done(launched)) => Ok(launched.handle),
-            Ok(Answer::Unknown) => Err(ProvisionError("hosting API launch: 404 Not Found".into())),
-            Err(Failure::Lost(message)) => {
-                // The API may have launched it: stopped by its id, so that nothing runs that Berth does not know of.
-                let instance = Instance {
-                    fleet_id: &spec.fleet_id,
-                    instance_id: &spec.instance_id,
-                    handle: "",
-                };
-                if let Err(err) = self.stop_now(instance, true).await {
-                    tracing::warn!(instance = %spec.instance_id, error = %err, "a launch whose answer was lost is not stopped");
-                }
-                Err(ProvisionError(message))
+            Ok(Answer::Done(launched)) if launched.handle.chars().count() <= HANDLE_MAX => Ok(launched.handle),
+            Ok(Answer::Done(launched)) => {
+                let length = launched.handle.chars().count();
+                let message =
+                    format!("hosting API launch: answered a handle of {length} characters, at most {HANDLE_MAX}");
+                Err(self.unlaunch(spec, message).await)
             }
+            Ok(Answer::Unknown) => Err(ProvisionError("hosting API launch: 404 Not Found".into())),
+            Err(Failure::Lost(message)) => Err(self.unlaunch(spec, message).await),
             Err(failed) => Err(failed.into_error()),
         }
+    }
+
+    /// Stops, by its id, an instance the API may have launched but whose handle Berth cannot record, so that
+    /// nothing runs that Berth does not know of; answers the launch's failure.
+    async fn unlaunch(&self, spec: &LaunchSpec, message: String) -> ProvisionError {
+        let instance = Instance {
+            fleet_id: &spec.fleet_id,
+            instance_id: &spec.instance_id,
+            handle: "",
+        };
+        if let Err(err) = self.stop_now(instance, true).await {
+            tracing::warn!(instance = %spec.instance_id, error = %err, "a launch that failed unanswered is not stopped");
+        }
+        ProvisionError(message)
     }
 
     async fn running_now(&self, instance: Instance<'_>) -> Result<u32, ProvisionError> {

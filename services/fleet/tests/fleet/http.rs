@@ -14,7 +14,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use berth_fleet::provisioner::http::HttpProvisioner;
-use berth_fleet::provisioner::{Instance, LaunchSpec, Provisioner};
+use berth_fleet::provisioner::{Instance, LaunchSpec, ProcessSpec, Provisioner};
 use berth_proto::fleet::v1 as pb;
 use berth_proto::json;
 use berth_testkit::{Reaper, TestRedis};
@@ -31,7 +31,8 @@ const TOKEN: &str = "hosting-secret";
 
 /// The operator's hosting API: it starts an instance's processes on this host, and answers for them by the handle it
 /// gave at launch or by Berth's ids. A launch whose `provisioner_parameters` hold `fail` is answered with a 500
-/// carrying that text, as a hosting API out of capacity would.
+/// carrying that text, as a hosting API out of capacity would; one whose parameters hold `answer: late` is
+/// answered 2 s after its processes start.
 #[derive(Default)]
 struct Hosting {
     state: Mutex<Hosted>,
@@ -89,9 +90,8 @@ impl Hosting {
         state.launches += 1;
         let launch = request.launch_configuration.unwrap_or_default();
         state.last_launch = Some(launch.clone());
-        let parameters = launch.provisioner_parameters.clone().unwrap_or_default();
-        if let Some(Kind::StringValue(message)) = parameters.fields.get("fail").and_then(|v| v.kind.clone()) {
-            return Err((StatusCode::INTERNAL_SERVER_ERROR, message));
+        if let Some(message) = parameter(&launch, "fail") {
+            return Err((StatusCode::INTERNAL_SERVER_ERROR, message.to_owned()));
         }
         let mut processes = Vec::new();
         for process in &request.processes {
@@ -194,6 +194,15 @@ fn find<'a>(
     }
 }
 
+/// A string of a launch's provisioner parameters.
+fn parameter<'a>(launch: &'a pb::ServerLaunchConfiguration, name: &str) -> Option<&'a str> {
+    let value = launch.provisioner_parameters.as_ref()?.fields.get(name)?;
+    match &value.kind {
+        Some(Kind::StringValue(text)) => Some(text),
+        _ => None,
+    }
+}
+
 /// An answer in proto3 JSON: the response, or a `HostingError`.
 fn answer<A: Message + Name>(result: Result<A, Refusal>) -> (StatusCode, Vec<u8>) {
     match result {
@@ -203,11 +212,16 @@ fn answer<A: Message + Name>(result: Result<A, Refusal>) -> (StatusCode, Vec<u8>
 }
 
 async fn launch(State(hosting): State<Arc<Hosting>>, headers: HeaderMap, body: Bytes) -> (StatusCode, Vec<u8>) {
-    answer(
-        hosting
-            .read(&headers, &body)
-            .and_then(|request| hosting.launch(request)),
-    )
+    let request = hosting.read::<pb::LaunchInstanceRequest>(&headers, &body);
+    let late = request.as_ref().is_ok_and(|request| {
+        let launch = request.launch_configuration.as_ref();
+        launch.and_then(|launch| parameter(launch, "answer")) == Some("late")
+    });
+    let launched = request.and_then(|request| hosting.launch(request));
+    if late {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    answer(launched)
 }
 
 async fn describe(State(hosting): State<Arc<Hosting>>, headers: HeaderMap, body: Bytes) -> (StatusCode, Vec<u8>) {
@@ -390,6 +404,39 @@ async fn a_hosting_api_launches_and_stops_a_fleets_instances(redis: TestRedis) {
     let astray = HttpProvisioner::new(url.join("../elsewhere/").unwrap(), Some(TOKEN.into()), timeout).unwrap();
     let err = astray.running(unrecorded).await.unwrap_err();
     assert_eq!(err.to_string(), "hosting API describe: 404 Not Found");
+
+    // A launch whose answer does not come in time fails, and what the API launched for it is stopped by its id.
+    let hasty = HttpProvisioner::new(url.clone(), Some(TOKEN.into()), Duration::from_millis(500)).unwrap();
+    let answer_late = hosted(arena, "/bin/sleep", 1, &[("answer", "late")])
+        .launch_configuration
+        .unwrap();
+    let late = LaunchSpec {
+        instance_id: "i-late".into(),
+        launch: pb::ServerLaunchConfiguration {
+            parameters: "600".into(),
+            ..answer_late
+        },
+        processes: vec![ProcessSpec {
+            game_server_id: "i-late-0".into(),
+            env: vec![("BERTH_FLEET_ID".into(), arena.clone())],
+        }],
+        ..spec
+    };
+    let err = hasty.launch(&late).await.unwrap_err();
+    assert!(
+        err.to_string().starts_with("hosting API launch: no answer in time"),
+        "{err}"
+    );
+    let stopped = hosting.stops(arena);
+    let asked = stopped
+        .iter()
+        .find(|s| s.instance_id == "i-late")
+        .expect("a stop request for it");
+    assert_eq!((asked.handle.as_str(), asked.kill), ("", true));
+    eventually("the late instance's process gone", Duration::from_secs(10), || {
+        hosting.running("i-late") == 0
+    })
+    .await;
     assert_eq!(hosting.handle_of("i-stranger"), None, "nothing launched for it");
 }
 
