@@ -1,5 +1,7 @@
 //! Compiles every contract under `proto/` with protox (pure Rust, so no system `protoc` is needed), generates the
-//! prost messages and tonic clients and servers, and keeps the encoded file descriptor set for gRPC reflection.
+//! prost messages and tonic clients and servers, and keeps the encoded file descriptor set for gRPC reflection and
+//! for the proto3 JSON mapping (`json.rs`), which finds a message's descriptor by the full name each message is
+//! given here (`prost::Name`).
 
 use std::path::{Path, PathBuf};
 
@@ -30,8 +32,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let descriptors = protox::compile(&files, [&root])?;
     let out_dir = PathBuf::from(std::env::var("OUT_DIR")?);
     std::fs::write(out_dir.join("berth_descriptor.bin"), descriptors.encode_to_vec())?;
+    let mut config = tonic_prost_build::Config::new();
+    config.enable_type_names();
     tonic_prost_build::configure()
         .codec_path("crate::codec::LeanCodec")
-        .compile_fds(descriptors)?;
+        .compile_fds_with_config(descriptors, config)?;
     Ok(())
 }

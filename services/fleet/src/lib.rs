@@ -28,6 +28,7 @@ use tonic::service::Routes;
 pub use fleets::Fleets;
 use provisioner::Provisioner;
 use provisioner::docker::DockerProvisioner;
+use provisioner::http::{ClientError, HttpProvisioner};
 use provisioner::process::ProcessProvisioner;
 use reconciler::Reconciler;
 
@@ -45,14 +46,27 @@ const RULES: AccessRules = &[
 #[derive(clap::Args, Clone, Debug)]
 pub struct FleetArgs {
     /// The provisioners this deployment configures, by name: a MANAGED fleet names one of them. `process` runs
-    /// instances as local processes of this replica's host; `docker`, as containers of a Docker engine.
+    /// instances as local processes of this replica's host; `docker`, as containers of a Docker engine; `http` has
+    /// the operator's hosting API at `--http-provisioner-url` launch and stop them.
     #[arg(long, env = "BERTH_PROVISIONERS", value_delimiter = ',', default_value = "process",
-        value_parser = clap::builder::PossibleValuesParser::new(["process", "docker"]))]
+        value_parser = clap::builder::PossibleValuesParser::new(["process", "docker", "http"]))]
     pub provisioners: Vec<String>,
     /// The Docker engine the `docker` provisioner runs containers on (`unix:///var/run/docker.sock`,
     /// `tcp://host:2375`); Docker's own default (`DOCKER_HOST`, else the local socket) when unset.
     #[arg(long, env = "BERTH_DOCKER_HOST")]
     pub docker_host: Option<String>,
+    /// The operator's hosting API that the `http` provisioner drives (`proto/berth/fleet/v1/hosting.proto`): an
+    /// http:// or https:// URL, to which `/launch`, `/describe` and `/stop` are appended. Required with `http`.
+    #[arg(long, env = "BERTH_HTTP_PROVISIONER_URL", value_parser = hosting_url,
+        required_if_eq("provisioners", "http"))]
+    pub http_provisioner_url: Option<reqwest::Url>,
+    /// Bearer token the `http` provisioner sends to the hosting API with every request; none when unset.
+    #[arg(long, env = "BERTH_HTTP_PROVISIONER_TOKEN", hide_env_values = true)]
+    pub http_provisioner_token: Option<String>,
+    /// How long the hosting API has to answer each request of the `http` provisioner, in ms (1 to 600000).
+    #[arg(long, env = "BERTH_HTTP_PROVISIONER_TIMEOUT_MS", default_value_t = 10_000,
+        value_parser = clap::value_parser!(u64).range(1..=600_000))]
+    pub http_provisioner_timeout_ms: u64,
     /// Where the game servers it launches reach the health service's SDK endpoint.
     #[arg(long, env = "BERTH_SDK_ENDPOINT", default_value = "http://127.0.0.1:7104")]
     pub sdk_endpoint: String,
@@ -89,6 +103,9 @@ impl Default for FleetArgs {
         FleetArgs {
             provisioners: vec!["process".into()],
             docker_host: None,
+            http_provisioner_url: None,
+            http_provisioner_token: None,
+            http_provisioner_timeout_ms: 10_000,
             sdk_endpoint: "http://127.0.0.1:7104".into(),
             reconcile_ms: 500,
             lease_ms: 5000,
@@ -159,6 +176,30 @@ pub fn service(store: Store, args: &FleetArgs, tokens: Option<TokenKey>) -> Serv
     }
 }
 
+/// A hosting API's URL: an absolute http:// or https:// one.
+fn hosting_url(text: &str) -> Result<reqwest::Url, String> {
+    let url = reqwest::Url::parse(text).map_err(|err| format!("not a URL: {err}"))?;
+    match url.scheme() {
+        "http" | "https" => Ok(url),
+        other => Err(format!("must be an http:// or https:// URL, not {other}://")),
+    }
+}
+
+/// Why the `http` provisioner cannot run.
+#[derive(Debug, thiserror::Error)]
+enum HttpSetupError {
+    #[error("no hosting API: set --http-provisioner-url (BERTH_HTTP_PROVISIONER_URL)")]
+    NoUrl,
+    #[error(transparent)]
+    Client(#[from] ClientError),
+}
+
+fn http_provisioner(args: &FleetArgs) -> Result<HttpProvisioner, HttpSetupError> {
+    let url = args.http_provisioner_url.clone().ok_or(HttpSetupError::NoUrl)?;
+    let timeout = Duration::from_millis(args.http_provisioner_timeout_ms);
+    Ok(HttpProvisioner::new(url, args.http_provisioner_token.clone(), timeout)?)
+}
+
 fn reconciler(store: &Store, args: &FleetArgs, tokens: Option<TokenKey>) -> Reconciler {
     let mut provisioners: HashMap<String, Arc<dyn Provisioner>> = HashMap::new();
     for name in &args.provisioners {
@@ -167,6 +208,13 @@ fn reconciler(store: &Store, args: &FleetArgs, tokens: Option<TokenKey>) -> Reco
                 log_dir: args.process_log_dir.clone(),
             }),
             "docker" => Arc::new(DockerProvisioner::new(args.docker_host.clone())),
+            "http" => match http_provisioner(args) {
+                Ok(provisioner) => Arc::new(provisioner),
+                Err(err) => {
+                    tracing::error!(error = %err, "the http provisioner is not run by this replica");
+                    continue;
+                }
+            },
             // Fleets naming it are recorded, and left to a replica that runs it.
             other => {
                 tracing::warn!(provisioner = other, "provisioner not run by this replica");
@@ -186,4 +234,47 @@ fn reconciler(store: &Store, args: &FleetArgs, tokens: Option<TokenKey>) -> Reco
         lost_retention_ms: args.lost_retention_ms,
     };
     Reconciler::new(store.clone(), settings, provisioners, tokens)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser, Debug)]
+    struct Cli {
+        #[command(flatten)]
+        fleets: FleetArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<FleetArgs, String> {
+        Cli::try_parse_from(std::iter::once("berth-fleet").chain(args.iter().copied()))
+            .map(|cli| cli.fleets)
+            .map_err(|err| err.to_string())
+    }
+
+    #[test]
+    fn the_http_provisioner_needs_an_http_url() {
+        let http = |url: &str, more: &[&str]| {
+            parse(&[&["--provisioners", "http", "--http-provisioner-url", url][..], more].concat())
+        };
+        let err = parse(&["--provisioners", "process,http"]).unwrap_err();
+        assert!(err.contains("--http-provisioner-url"), "{err}");
+        let err = http("ftp://host/", &[]).unwrap_err();
+        assert!(err.contains("must be an http:// or https:// URL, not ftp://"), "{err}");
+        let err = parse(&["--http-provisioner-url", "hosting"]).unwrap_err();
+        assert!(err.contains("not a URL"), "{err}");
+        let err = http("http://h/", &["--http-provisioner-timeout-ms", "0"]).unwrap_err();
+        assert!(err.contains("--http-provisioner-timeout-ms"), "{err}");
+
+        let args = http("https://hosting.example/berth/", &[]).unwrap();
+        assert_eq!(args.provisioners, ["http"]);
+        assert_eq!(args.http_provisioner_timeout_ms, 10_000);
+        assert!(http_provisioner(&args).is_ok());
+        assert!(matches!(
+            http_provisioner(&FleetArgs::default()),
+            Err(HttpSetupError::NoUrl)
+        ));
+    }
 }

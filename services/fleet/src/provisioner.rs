@@ -1,5 +1,6 @@
 //! Provisioners: what starts and stops a fleet's instances, behind one trait so that the reconciler is the same
-//! whatever runs them (local processes, Docker containers; an operator's hosting API or Kubernetes pods alike).
+//! whatever runs them: local processes (`process`), Docker containers (`docker`), an operator's hosting API
+//! (`http`), and Kubernetes pods alike.
 //!
 //! The reconciler asks for three things only, each by the instance's id and the handle its launch answered: launch
 //! an instance with its processes' environment, count its processes still running, and stop it (gently, or kill
@@ -7,6 +8,7 @@
 //! launching replica died before it recorded the handle, is enough for any replica to find the instance again.
 
 pub mod docker;
+pub mod http;
 pub mod process;
 
 use std::net::TcpListener;

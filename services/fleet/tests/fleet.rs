@@ -1,10 +1,12 @@
 //! The fleet service: fleets as records (`fleet/records.rs`), their events watched (`fleet/watch.rs`), their
-//! instances launched as processes (`fleet/provisioning.rs`) and as containers (`fleet/docker.rs`); the process
-//! serves health and reflection, and its RPCs are open to operators only. What every service's edge does (insecure
-//! mode on loopback, metric labels) is tested here, on the binary.
+//! instances launched as processes (`fleet/provisioning.rs`), as containers (`fleet/docker.rs`) and through an
+//! operator's hosting API (`fleet/http.rs`); the process serves health and reflection, and its RPCs are open to
+//! operators only. What every service's edge does (insecure mode on loopback, metric labels) is tested here, on the
+//! binary.
 
 mod fleet {
     mod docker;
+    mod http;
     mod provisioning;
     mod records;
     mod tally;

@@ -1,11 +1,13 @@
 //! Berth's v1 contracts as Rust: the messages, clients and servers generated from `proto/`, and the encoded
-//! file descriptor set that the services hand to gRPC reflection so that any client can discover them.
+//! file descriptor set that the services hand to gRPC reflection so that any client can discover them, and through
+//! which `json` maps the messages to proto3 JSON for contracts spoken over plain HTTP.
 
 // Generated oneofs hold whole messages inline; boxing them would make every caller's code worse to spare a few
 // hundred bytes on messages that live briefly.
 #![allow(clippy::large_enum_variant)]
 
 pub mod codec;
+pub mod json;
 
 /// Encoded `FileDescriptorSet` of every Berth contract, for `tonic-reflection`.
 pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/berth_descriptor.bin"));

@@ -26,7 +26,7 @@ use tokio::sync::OnceCell;
 
 use super::provisioning::{
     Client, all_ready, client, count, events, fleet_id, ids, instances_when, location, managed, set_desired,
-    stack_with, when,
+    stack_over, when,
 };
 
 /// The image of the example game server, as the tests build it.
@@ -210,13 +210,21 @@ fn running_ids(found: &[Container]) -> BTreeSet<String> {
     found.iter().filter(|c| c.running).map(|c| c.id.clone()).collect()
 }
 
+/// Fleet replicas that run the `docker` provisioner on the local engine.
+fn docker_args() -> berth_fleet::FleetArgs {
+    berth_fleet::FleetArgs {
+        provisioners: vec!["docker".into()],
+        ..Default::default()
+    }
+}
+
 async fn containers_scale_out_in_and_are_started_again(redis: TestRedis, test: &str) {
     let Some(docker) = engine(test).await else { return };
     build_image(&docker).await;
     let fleet = &fleet_id("arena-docker");
     // Declared before the stack, so dropped after it: no replica is left to launch again once they are removed.
     let _containers = Containers(vec![fleet.into()]);
-    let stack = stack_with(&redis, 1, &["docker"]).await;
+    let stack = stack_over(&redis, 1, docker_args()).await;
     let mut fleets: Client = client(&stack.fleet[0]).await;
     fleets.create_fleet(in_containers(fleet, IMAGE, 3)).await.unwrap();
 
@@ -313,7 +321,7 @@ async fn a_missing_image_fails_its_launches_with_dockers_message(redis: TestRedi
     let Some(docker) = engine(test).await else { return };
     let fleet = &fleet_id("arena-noimage");
     let _containers = Containers(vec![fleet.into()]);
-    let stack = stack_with(&redis, 1, &["docker"]).await;
+    let stack = stack_over(&redis, 1, docker_args()).await;
     let mut fleets = client(&stack.fleet[0]).await;
     let missing = "berth-test/no-such-image:never";
     fleets.create_fleet(in_containers(fleet, missing, 2)).await.unwrap();

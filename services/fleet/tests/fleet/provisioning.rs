@@ -29,11 +29,11 @@ pub(super) struct Stack {
 }
 
 async fn stack(redis: &TestRedis, fleet_replicas: usize) -> Stack {
-    stack_with(redis, fleet_replicas, &["process"]).await
+    stack_over(redis, fleet_replicas, berth_fleet::FleetArgs::default()).await
 }
 
-/// A stack whose fleet replicas run `provisioners`.
-pub(super) async fn stack_with(redis: &TestRedis, fleet_replicas: usize, provisioners: &[&str]) -> Stack {
+/// A stack whose fleet replicas run with `settings` (their provisioners, above all), reconciling quickly.
+pub(super) async fn stack_over(redis: &TestRedis, fleet_replicas: usize, settings: berth_fleet::FleetArgs) -> Stack {
     let store = Store::connect(&redis.config()).await.unwrap();
     let health_args = berth_health::HealthArgs {
         initial_delay_ms: 2000,
@@ -49,9 +49,8 @@ pub(super) async fn stack_with(redis: &TestRedis, fleet_replicas: usize, provisi
             reconcile_ms: 100,
             lease_ms: 1000,
             replica_id: Some(format!("replica-{replica}")),
-            provisioners: provisioners.iter().map(|p| (*p).to_owned()).collect(),
             sweep_ms: 100,
-            ..Default::default()
+            ..settings.clone()
         };
         let key = TokenKey::new(TEST_KEY.to_vec()).unwrap();
         fleet.push(spawn_service(berth_fleet::service(store.clone(), &args, Some(key)), store.clone()).await);
@@ -116,7 +115,7 @@ pub(super) fn fleet_id(name: &str) -> String {
     format!("{name}-{nanos:x}")
 }
 
-fn example() -> String {
+pub(super) fn example() -> String {
     binary("berth-example-game-server").display().to_string()
 }
 

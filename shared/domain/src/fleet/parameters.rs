@@ -35,6 +35,43 @@ pub fn check(provisioner: &str, launch: &pb::ServerLaunchConfiguration) -> Resul
     match provisioner {
         "process" => ProcessParameters::of(launch).map(drop),
         "docker" => DockerParameters::of(launch).map(drop),
+        "http" => passed_through(launch),
+        _ => Ok(()),
+    }
+}
+
+/// How deep the `http` provisioner's parameters may nest: far beyond any real settings, well within what JSON
+/// parsers accept (serde_json stops at 128).
+pub const PASSED_THROUGH_DEPTH_MAX: usize = 32;
+
+/// The `http` provisioner's parameters: any object, passed through unread to the operator's hosting API, which
+/// interprets it. Checked only for what would keep it from reaching the API as JSON: every number finite, nesting
+/// at most `PASSED_THROUGH_DEPTH_MAX` deep.
+pub fn passed_through(launch: &pb::ServerLaunchConfiguration) -> Result<(), BadParameter> {
+    fields(launch).try_for_each(|(name, value)| json_ready(name, value, 1))
+}
+
+fn json_ready(path: &str, value: &Value, depth: usize) -> Result<(), BadParameter> {
+    if depth > PASSED_THROUGH_DEPTH_MAX {
+        return Err(BadParameter::new(
+            path,
+            format!("nests deeper than {PASSED_THROUGH_DEPTH_MAX} levels"),
+        ));
+    }
+    match &value.kind {
+        Some(Kind::NumberValue(n)) if !n.is_finite() => Err(BadParameter::new(
+            path,
+            "must be a finite number (JSON has no NaN or infinity)",
+        )),
+        Some(Kind::StructValue(object)) => object
+            .fields
+            .iter()
+            .try_for_each(|(key, value)| json_ready(&format!("{path}.{key}"), value, depth + 1)),
+        Some(Kind::ListValue(list)) => list
+            .values
+            .iter()
+            .enumerate()
+            .try_for_each(|(i, value)| json_ready(&format!("{path}[{i}]"), value, depth + 1)),
         _ => Ok(()),
     }
 }
@@ -290,6 +327,44 @@ mod tests {
             check("process", &good).is_err(),
             "each provisioner reads its own parameters"
         );
+    }
+
+    #[test]
+    fn http_parameters_pass_through_if_json_can_carry_them() {
+        let nested = object(&[(
+            "ports",
+            Kind::ListValue(prost_types::ListValue {
+                values: vec![Value {
+                    kind: Some(object(&[("udp", Kind::NumberValue(7777.0))])),
+                }],
+            }),
+        )]);
+        assert!(
+            check(
+                "http",
+                &launch(&[("anything", nested), ("image", Kind::StringValue("x".into()))])
+            )
+            .is_ok()
+        );
+        let infinite = object(&[(
+            "ports",
+            Kind::ListValue(prost_types::ListValue {
+                values: vec![Value {
+                    kind: Some(Kind::NumberValue(f64::INFINITY)),
+                }],
+            }),
+        )]);
+        let err = check("http", &launch(&[("spec", infinite)])).unwrap_err();
+        assert_eq!(err.field, "spec.ports[0]");
+        assert!(err.problem.contains("finite"), "{err}");
+
+        let mut deep = Kind::BoolValue(true);
+        for _ in 0..PASSED_THROUGH_DEPTH_MAX {
+            deep = object(&[("a", deep)]);
+        }
+        let err = check("http", &launch(&[("a", deep)])).unwrap_err();
+        assert_eq!(err.field, format!("a{}", ".a".repeat(PASSED_THROUGH_DEPTH_MAX)));
+        assert_eq!(err.problem, "nests deeper than 32 levels");
     }
 
     #[test]
