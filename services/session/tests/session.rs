@@ -936,6 +936,85 @@ async fn sessions_are_created_only_in_fleets_that_exist_and_locations_deployed()
     games.create_game_session(at("local")).await.unwrap();
 }
 
+/// Readies a process of the fleet in `location` straight through the store, as its health replica would.
+async fn ready_in_store(store: &Store, id: String, location: &str) {
+    use berth_store::processes::{self, Attach, Attached, ProcessRef, Timings};
+    let registration_id = format!("reg-{id}");
+    let fields = [
+        ("loc", location.to_owned()),
+        ("max_sess", "1".to_owned()),
+        ("max_players", "10".to_owned()),
+    ];
+    let attach = Attach {
+        fleet_id: FLEET,
+        game_server_id: &id,
+        instance_id: &format!("i-{id}"),
+        registration_id: &registration_id,
+        resume: None,
+        replica: "replica-absent",
+        fields: &fields,
+    };
+    let timings = Timings {
+        initial_delay_ms: 600_000,
+        retention_ms: 600_000,
+    };
+    let attached = processes::attach(store, &attach, &timings).await.unwrap();
+    assert!(matches!(attached, Attached::Registered(..)), "{attached:?}");
+    let process = ProcessRef {
+        fleet_id: FLEET,
+        game_server_id: &id,
+        registration_id: &registration_id,
+    };
+    assert!(processes::ready(store, &process, None).await.unwrap().is_some());
+}
+
+/// A session asked for in a location is placed there however many ready processes the fleet has elsewhere, ahead of
+/// them in the fleet's pool: more than a scan of it would look at.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_location_with_one_ready_process_behind_many_elsewhere_is_served() {
+    let stack = Stack::start(TestRedis::single(), &fast_sessions()).await;
+    // Processes readied through the store send no heartbeat: the fleet's window outlasts the test.
+    stack.settings(|settings| settings.heartbeat_ms = 600_000).await;
+    let mut readying = JoinSet::new();
+    for n in 0..600 {
+        let store = stack.store.clone();
+        readying.spawn(async move { ready_in_store(&store, format!("gs-local-{n:03}"), "local").await });
+    }
+    while let Some(done) = readying.join_next().await {
+        done.unwrap();
+    }
+    ready_in_store(&stack.store, "gs-far".into(), "other").await;
+
+    let mut games = stack.games().await;
+    let far = pb::CreateGameSessionRequest {
+        location: "other".into(),
+        ..create(2)
+    };
+    let session = games
+        .create_game_session(far)
+        .await
+        .unwrap()
+        .into_inner()
+        .game_session
+        .unwrap();
+    assert_eq!(
+        (session.game_server_id.as_str(), session.location.as_str()),
+        ("gs-far", "other")
+    );
+    let err = games
+        .create_game_session(pb::CreateGameSessionRequest {
+            location: "other".into(),
+            ..create(2)
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.code(),
+        Code::ResourceExhausted,
+        "its only process hosts one session"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retried_creation_returns_the_first_session_and_creators_are_limited() {
     let stack = Stack::start(TestRedis::single(), &fast_sessions()).await;

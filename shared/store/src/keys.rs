@@ -19,7 +19,7 @@ pub fn push_channel(replica: &str) -> String {
 /// Every key of a fleet: the name its Lua reads it by (`k.<name>`, see `scripts.rs`) and what follows the fleet's
 /// tag. A suffix ending in ':' starts the keys of a kind of record, each followed by its record's id; the others are
 /// the fleet's fixed keys, which a function declares at its top (`-- KEYS: k.pool, …`) and receives in KEYS.
-pub(crate) const FLEET_KEYS: [(&str, &str); 31] = [
+pub(crate) const FLEET_KEYS: [(&str, &str); 33] = [
     // The fleet (fleets/lib.lua): its record, and its event stream, which every area appends to.
     ("fleet", ":fleet"),
     ("events", ":events"),
@@ -36,6 +36,10 @@ pub(crate) const FLEET_KEYS: [(&str, &str); 31] = [
     ("gs", ":gs:"),
     ("servers", ":servers"),
     ("pool", ":pool"),
+    // Each location's mirror of the pool and of the hosting processes (pool/lib.lua), so that a session asked for in
+    // a location is found among that location's servers however many the fleet has elsewhere.
+    ("lpool", ":lpool:"),
+    ("lhosting", ":lhosting:"),
     ("claims", ":claims"),
     ("inst", ":inst:"),
     ("inst_status", ":inst-status"),

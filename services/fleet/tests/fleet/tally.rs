@@ -1339,6 +1339,7 @@ impl Run {
                 ));
             }
         }
+        self.check_mirrors(&mut wrong).await;
         // The raw hashes: a count below 0 (shown as 0 by a read) is a transition tallied twice or never added.
         let loc_keys: Vec<_> = ["", LOCATIONS[0], LOCATIONS[1]]
             .iter()
@@ -1368,6 +1369,47 @@ impl Run {
             self.since_check.join("\n  ")
         );
         self.since_check.clear();
+    }
+
+    /// Each location's mirrors of the pool and of the hosting processes hold exactly the fleet's members located
+    /// there, at the same scores; FleetIQ servers, which have no location, are in no mirror.
+    async fn check_mirrors(&mut self, wrong: &mut Vec<String>) {
+        for (set, mirror) in [("pool", "lpool"), ("hosting", "lhosting")] {
+            let members = self
+                .raw
+                .one(&["ZRANGE", &fleet_key(set), "0", "-1", "WITHSCORES"])
+                .await
+                .strings();
+            let reads: Vec<_> = members
+                .chunks_exact(2)
+                .map(|pair| command(&["HGET", &FleetKeys::new(FLEET).game_server(&pair[0]), "loc"]))
+                .collect();
+            let located = self.raw.pipeline(&reads).await.into_iter().map(Reply::text);
+            let mut expected: BTreeMap<&str, Vec<String>> = LOCATIONS.iter().map(|loc| (*loc, Vec::new())).collect();
+            for (pair, loc) in members.chunks_exact(2).zip(located) {
+                if let Some(listed) = loc.as_deref().and_then(|loc| expected.get_mut(loc)) {
+                    listed.extend(pair.iter().cloned());
+                }
+            }
+            for (loc, listed) in expected {
+                let mirrored = self
+                    .raw
+                    .one(&[
+                        "ZRANGE",
+                        &fleet_key(&format!("{mirror}:{loc}")),
+                        "0",
+                        "-1",
+                        "WITHSCORES",
+                    ])
+                    .await
+                    .strings();
+                if mirrored != listed {
+                    wrong.push(format!(
+                        "{mirror}:{loc} holds {mirrored:?}, the {set} has {listed:?} there"
+                    ));
+                }
+            }
+        }
     }
 
     /// The comparisons were of live counts, not zeros: every count was non-zero at some recount, and every kind

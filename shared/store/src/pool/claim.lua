@@ -27,7 +27,7 @@ else
 end
 local key = ARGV[1] .. id
 local expires = now + tonumber(ARGV[2])
-redis.call('ZREM', KEYS[1], id)
+place(k, KEYS[1], k.lpool, id, nil)
 redis.call('ZADD', KEYS[2], expires, id)
 redis.call('HSET', key, 'claim_ms', now, 'claim_exp_ms', expires, 'claim_id', ARGV[8])
 if ARGV[6] == '1' then redis.call('HSET', key, 'data', ARGV[7]) end

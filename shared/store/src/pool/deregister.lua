@@ -9,8 +9,8 @@ local instance = state[1]
 if not instance then return reply('NOT_FOUND', now) end
 if state[2] and state[2] ~= S.LOST then return reply('SDK_PROCESS', now) end
 tally_server(k, ARGV[1], true)
+place(k, KEYS[2], k.lpool, ARGV[1], nil)
 redis.call('DEL', KEYS[1])
-redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('ZREM', KEYS[4], ARGV[1])
 redis.call('SREM', ARGV[2] .. instance, ARGV[1])

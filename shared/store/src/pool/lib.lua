@@ -9,7 +9,8 @@
 --
 -- The pool holds the AVAILABLE, unclaimed servers that may be claimed, scored tier * TIER_SPAN + idle-since ms:
 -- servers on ACTIVE instances (tier 0) come before DRAINING ones (tier 1), the longest idle first.
--- Servers on SPOT_TERMINATING instances are kept out of it.
+-- Servers on SPOT_TERMINATING instances are kept out of it. Each location's ready processes are also in its own
+-- mirror of the pool (k.lpool .. location), scored alike; `place` keeps the two together.
 
 local TIER_SPAN = 1e13
 
@@ -22,13 +23,27 @@ local function score_str(n)
   return string.format('%.0f', n)
 end
 
+-- Puts server `id` in the fleet's sorted set `set` at `score`, or takes it out (score nil), and likewise in its
+-- location's mirror of that set (`mirror`: k.lpool for the pool, k.lhosting for the hosting processes). A FleetIQ
+-- server has no location, and so no mirror.
+local function place(k, set, mirror, id, score)
+  local loc = redis.call('HGET', k.gs .. id, 'loc')
+  if score then
+    redis.call('ZADD', set, score, id)
+    if loc and loc ~= '' then redis.call('ZADD', mirror .. loc, score, id) end
+  else
+    redis.call('ZREM', set, id)
+    if loc and loc ~= '' then redis.call('ZREM', mirror .. loc, id) end
+  end
+end
+
 -- Puts a server in the pool at its tier, or takes it out when its instance allows no claims.
-local function to_pool(pool, id, istatus, since)
+local function to_pool(k, pool, id, istatus, since)
   local tier = tier_of(istatus)
   if tier then
-    redis.call('ZADD', pool, score_str(tier * TIER_SPAN + since), id)
+    place(k, pool, k.lpool, id, score_str(tier * TIER_SPAN + since))
   else
-    redis.call('ZREM', pool, id)
+    place(k, pool, k.lpool, id, nil)
   end
 end
 
@@ -51,7 +66,7 @@ local function set_istatus(k, pool, ids, istatus, now)
         local score = redis.call('ZSCORE', pool, id)
         local since = now
         if score then since = tonumber(score) % TIER_SPAN end
-        to_pool(pool, id, istatus, since)
+        to_pool(k, pool, id, istatus, since)
       end
     end
   end
@@ -62,7 +77,7 @@ local function lapse_one(k, pool, claims, id, now)
   local key = k.gs .. id
   redis.call('ZREM', claims, id)
   redis.call('HDEL', key, 'claim_exp_ms', 'claim_id')
-  if poolable(key) then to_pool(pool, id, redis.call('HGET', key, 'istatus'), now) end
+  if poolable(key) then to_pool(k, pool, id, redis.call('HGET', key, 'istatus'), now) end
   tally_server(k, id)
 end
 

@@ -21,6 +21,6 @@ redis.call('HSET', key, 'id', id, 'instance', ARGV[2], 'conn', ARGV[3], 'data', 
   'istatus', istatus, 'reg_ms', now)
 redis.call('ZADD', k.servers, 0, id)
 redis.call('SADD', k.inst .. ARGV[2], id)
-to_pool(k.pool, id, istatus, now)
+to_pool(k, k.pool, id, istatus, now)
 tally_server(k, id)
 return reply('REGISTERED', now, key)

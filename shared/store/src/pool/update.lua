@@ -42,7 +42,7 @@ end
 if utilize then
   redis.call('HSET', KEYS[1], 'util', S.UTILIZED, 'util_ms', now)
   redis.call('HDEL', KEYS[1], 'claim_exp_ms')
-  redis.call('ZREM', KEYS[2], ARGV[1])
+  place(k, KEYS[2], k.lpool, ARGV[1], nil)
   redis.call('ZREM', KEYS[3], ARGV[1])
   tally_server(k, ARGV[1])
 end

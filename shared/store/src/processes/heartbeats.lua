@@ -45,11 +45,11 @@ for i = 2, #ARGV, 6 do
         -- An UNHEALTHY process is given no new game sessions; it may wait in the pool again once healthy.
         if health == S.UNHEALTHY then
           redis.call('SADD', k.unhealthy, id)
-          redis.call('ZREM', k.pool, id)
+          place(k, k.pool, k.lpool, id, nil)
         else
           redis.call('SREM', k.unhealthy, id)
           if poolable(key) and not redis.call('HGET', key, 'claim_exp_ms') and not redis.call('ZSCORE', k.pool, id) then
-            to_pool(k.pool, id, redis.call('HGET', key, 'istatus'), now)
+            to_pool(k, k.pool, id, redis.call('HGET', key, 'istatus'), now)
           end
         end
         if health ~= s[5] then tally_server(k, id) end

@@ -11,13 +11,13 @@
 
 -- Takes a process out of the pool, claims and every deadline.
 local function retire(k, id)
-  redis.call('ZREM', k.pool, id)
+  place(k, k.pool, k.lpool, id, nil)
   redis.call('ZREM', k.claims, id)
   redis.call('ZREM', k.hb, id)
   redis.call('ZREM', k.ready, id)
   redis.call('ZREM', k.term, id)
   redis.call('SREM', k.unhealthy, id)
-  redis.call('ZREM', k.hosting, id)
+  place(k, k.hosting, k.lhosting, id, nil)
 end
 
 -- The reply of the process scripts: {outcome, now_ms, replica, version}.

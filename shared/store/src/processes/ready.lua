@@ -12,7 +12,7 @@ if state[2] == S.INITIALIZING then
   if ARGV[3] == '1' then redis.call('HSET', key, 'ip', ARGV[4], 'dns', ARGV[5], 'port', ARGV[6], 'conn', ARGV[7]) end
   redis.call('HSET', key, 'pstate', S.STANDING_BY)
   redis.call('ZREM', k.ready, ARGV[1])
-  to_pool(k.pool, ARGV[1], state[3], now)
+  to_pool(k, k.pool, ARGV[1], state[3], now)
   tally_server(k, ARGV[1])
   -- Its start-up runs from its instance's launch when a reconciler launched it, else from its registration.
   local s = redis.call('HMGET', key, 'loc', 'instance', 'reg_ms')

@@ -71,8 +71,11 @@ if id ~= '' then
     return session_reply('NO_SERVER', now)
   end
 else
-  -- The pool holds ready processes and FleetIQ servers alike; can_host tells them apart.
-  id = first_host(k.hosting, '-inf', '+inf') or first_host(k.pool, 0, '(' .. score_str(2 * TIER_SPAN))
+  -- The pool holds ready processes and FleetIQ servers alike; can_host tells them apart. A location named is looked
+  -- for among its own processes, in its mirrors of the two sets, however many the fleet has elsewhere.
+  local hosting, pool = k.hosting, k.pool
+  if loc ~= '' then hosting, pool = k.lhosting .. loc, k.lpool .. loc end
+  id = first_host(hosting, '-inf', '+inf') or first_host(pool, 0, '(' .. score_str(2 * TIER_SPAN))
   if not id then return session_reply('NO_SERVER', now) end
 end
 
@@ -89,7 +92,7 @@ redis.call('HSET', key, 'id', sid, 'fleet', ARGV[16], 'loc', server[1] or '', 's
 redis.call('SADD', server_key .. ':sessions', sid)
 redis.call('HSET', server_key, 'pstate', S.ACTIVE)
 redis.call('HINCRBY', server_key, 'ver', 1)
-redis.call('ZREM', k.pool, id)
+place(k, k.pool, k.lpool, id, nil)
 track_room(k, id)
 -- A claim on it is spent: the server now hosts this session, and must not lapse back into the pool.
 redis.call('ZREM', k.claims, id)

@@ -36,9 +36,9 @@ local function track_room(k, id)
   local s = redis.call('HMGET', key, 'pstate', 'max_sess')
   local open = redis.call('SCARD', key .. ':sessions')
   if s[1] == S.ACTIVE and open > 0 and open < tonumber(s[2] or '1') then
-    if not redis.call('ZSCORE', k.hosting, id) then redis.call('ZADD', k.hosting, now_ms(), id) end
+    if not redis.call('ZSCORE', k.hosting, id) then place(k, k.hosting, k.lhosting, id, now_ms()) end
   else
-    redis.call('ZREM', k.hosting, id)
+    place(k, k.hosting, k.lhosting, id, nil)
   end
 end
 local function pkey(k, psid) return k.psess .. psid end
@@ -205,7 +205,7 @@ local function release_process(k, id)
   redis.call('HINCRBY', key, 'ver', 1)
   if redis.call('SCARD', key .. ':sessions') == 0 and redis.call('HGET', key, 'pstate') == S.ACTIVE then
     redis.call('HSET', key, 'pstate', S.STANDING_BY)
-    if poolable(key) then to_pool(k.pool, id, redis.call('HGET', key, 'istatus'), now_ms()) end
+    if poolable(key) then to_pool(k, k.pool, id, redis.call('HGET', key, 'istatus'), now_ms()) end
   end
   track_room(k, id)
   tally_server(k, id)
