@@ -63,15 +63,15 @@ end
 -- configuration): act_ms (game-session activation), res_ms (player-session reservation), creator_n and creator_ms
 -- (the creator limit and its period; 0: none), protect (1 when new sessions are protected), hb_ms (heartbeat
 -- period), unhealthy_after (periods a process may be silent or UNHEALTHY), window_ms (their product), ready_ms,
--- grace_ms (from being told to terminate to ProcessEnding) and exit_ms (from ProcessEnding to exit). nil for a fleet
--- without a record.
+-- grace_ms (from being told to terminate to ProcessEnding), exit_ms (from ProcessEnding to exit), and text, the
+-- field as kept. nil for a fleet without a record.
 local function fleet_settings(k)
   local text = redis.call('HGET', k.fleet, 'set')
   if not text then return nil end
   local n = {}
   for number in string.gmatch(text, '%d+') do n[#n + 1] = tonumber(number) end
   return {act_ms = n[1], res_ms = n[2], creator_n = n[3], creator_ms = n[4], protect = n[5], hb_ms = n[6],
-    unhealthy_after = n[7], window_ms = n[6] * n[7], ready_ms = n[8], grace_ms = n[9], exit_ms = n[10]}
+    unhealthy_after = n[7], window_ms = n[6] * n[7], ready_ms = n[8], grace_ms = n[9], exit_ms = n[10], text = text}
 end
 
 -- The name of a location's field in its fleet's hash.

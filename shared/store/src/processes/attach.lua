@@ -21,7 +21,7 @@ local set = fleet_settings(k)
 local function told(outcome)
   local out = reply(outcome, now, key)
   out[#out + 1] = 'settings'
-  out[#out + 1] = redis.call('HGET', k.fleet, 'set')
+  out[#out + 1] = set.text
   return out
 end
 

@@ -3,13 +3,12 @@
 -- empty out), then the first ready one of the pool (the claim order: ACTIVE instances first, then the longest
 -- idle). The process hosts it from now on (it leaves the pool; its desired state gets a new version), the session
 -- is ACTIVATING until the process activates it or its activation deadline passes.
--- KEYS: k.act_due, k.claims, k.fleet, k.hosting, k.pool, k.sessions, k.sevents. ARGV[1] game session id, ARGV[2] game-server
--- id ('' to pick one),
--- ARGV[3] location ('' for any), ARGV[4] maximum players, ARGV[5] retention ms, ARGV[6] idempotency token (''),
--- ARGV[7] digest of the request, ARGV[8] creator id (''), ARGV[9] accept players (1 | 0), ARGV[10] protected (1 | 0;
--- '' for the fleet's default), ARGV[11] name, ARGV[12] properties (JSON), ARGV[13] game session data, ARGV[14]
--- matchmaker data, ARGV[15] placement id, ARGV[16] fleet id. The activation and reservation deadlines and the
--- creator limit are the fleet's settings (fleet_settings).
+-- KEYS: k.act_due, k.claims, k.fleet, k.hosting, k.pool, k.sessions, k.sevents. ARGV[1] game session id, ARGV[2]
+-- game-server id ('' to pick one), ARGV[3] location ('' for any), ARGV[4] maximum players, ARGV[5] retention ms,
+-- ARGV[6] idempotency token (''), ARGV[7] digest of the request, ARGV[8] creator id (''), ARGV[9] accept players
+-- (1 | 0), ARGV[10] protected (1 | 0; '' for the fleet's default), ARGV[11] name, ARGV[12] properties (JSON),
+-- ARGV[13] game session data, ARGV[14] matchmaker data, ARGV[15] placement id, ARGV[16] fleet id. The activation
+-- and reservation deadlines and the creator limit are the fleet's settings (fleet_settings).
 -- Reply: {outcome, now_ms, replica, version, detail, session fields...}. Outcomes: CREATED; EXISTING (the token
 -- was used with the same request: the session as it stands); TOKEN_REUSED (used with another request);
 -- NO_SERVER (none ready with room, or the named server is unknown or cannot host it: either way the caller looks
