@@ -6,6 +6,7 @@ pub mod game_server;
 pub mod game_session;
 pub mod page_token;
 pub mod process;
+pub mod queue;
 pub mod search;
 pub mod stored;
 pub mod validate;
