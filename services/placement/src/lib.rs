@@ -1,19 +1,23 @@
-//! Berth's placement service: direct claims (FleetIQ's ClaimGameServer) today, queue placements as later work
-//! adds them. Any number of replicas may run; all state is in Redis and every claim is one atomic script.
+//! Berth's placement service: direct claims (FleetIQ's ClaimGameServer) and game session queues as records today,
+//! queue placements as later work adds them. Any number of replicas may run; all state is in Redis and every claim
+//! and every change of a queue is one atomic script.
 
 mod claims;
 mod expiry;
 mod metrics;
+mod queues;
 
 use std::time::Duration;
 
 use berth_proto::placement::v1::claim_service_server::ClaimServiceServer;
+use berth_proto::placement::v1::queue_service_server::QueueServiceServer;
 use berth_runtime::auth::{AccessRules, Role};
 use berth_runtime::{Background, ServiceDef};
 use berth_store::Store;
 use tonic::service::Routes;
 
 pub use claims::Claims;
+pub use queues::Queues;
 
 /// Default gRPC port.
 pub const GRPC_PORT: u16 = 7101;
@@ -56,6 +60,10 @@ pub fn service(store: Store, args: &PlacementArgs) -> ServiceDef {
         rules: RULES,
         on_shutdown: None,
         background,
-        routes: Routes::new(ClaimServiceServer::new(Claims::new(store, args.claim_timeout_ms))),
+        routes: Routes::new(ClaimServiceServer::new(Claims::new(
+            store.clone(),
+            args.claim_timeout_ms,
+        )))
+        .add_service(QueueServiceServer::new(Queues::new(store))),
     }
 }

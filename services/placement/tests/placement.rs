@@ -1,5 +1,9 @@
 //! The placement service through real gRPC against a real Redis (single node and a 3-master cluster): direct
-//! claims end to end, their races, lapses, draining order, bad input, auth and Redis outages.
+//! claims end to end, their races, lapses, draining order, bad input, auth and Redis outages; queues as records in
+//! `placement/queues.rs`.
+
+#[path = "placement/queues.rs"]
+mod queues;
 
 use std::collections::HashSet;
 use std::time::Duration;

@@ -35,6 +35,19 @@ pub(crate) fn outcome_detail<'a>(script: &str, raw: &'a [Value]) -> Result<(Stri
     Ok((text(outcome)?, text(detail)?, rest))
 }
 
+/// A record's stored fields from a script's reply of them, a flat name/value list; values as stored (a record may
+/// hold encoded messages).
+pub(crate) fn binary_fields(script: &str, raw: &[Value]) -> Result<HashMap<String, Vec<u8>>, StoreError> {
+    let pairs: Vec<Vec<u8>> = raw
+        .iter()
+        .map(|value| redis::from_redis_value_ref(value).map_err(|_| unexpected(script, "a malformed field")))
+        .collect::<Result<_, _>>()?;
+    Ok(pairs
+        .chunks_exact(2)
+        .map(|pair| (String::from_utf8_lossy(&pair[0]).into_owned(), pair[1].clone()))
+        .collect())
+}
+
 /// A stream position (`<ms>-<seq>`, from Redis's clock) as a comparable pair; `None` when malformed.
 pub fn parse_position(position: &str) -> Option<(u64, u64)> {
     let (ms, seq) = position.split_once('-')?;

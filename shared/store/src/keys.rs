@@ -10,6 +10,16 @@
 /// own and is only ever added to beside a fleet's script, never inside one.
 pub const FLEETS: &str = "berth:fleets";
 
+/// Sorted set of every queue's name (all scored 0, so in name order), for listing. It has a slot of its own and is
+/// only ever changed beside a queue's script, never inside one.
+pub const QUEUES: &str = "berth:queues";
+
+/// The record of queue `name`. Each queue has a hash slot of its own (`{q:<name>}`; queue names hold no braces), in
+/// which its placements will live beside it.
+pub fn queue(name: &str) -> String {
+    format!("berth:{{q:{name}}}:queue")
+}
+
 /// The channel on which the health replica `replica` hears that one of its streams has a command waiting. It
 /// carries its own hash tag, so on a cluster it is a sharded channel served by one node.
 pub fn push_channel(replica: &str) -> String {

@@ -15,6 +15,7 @@ pub mod keys;
 pub mod pool;
 pub mod processes;
 mod pubsub;
+pub mod queues;
 pub mod scripts;
 pub mod sessions;
 pub mod utilization;
@@ -30,7 +31,7 @@ mod tests {
 
     /// The store's areas, each allowed to use only those before it: the kernel first, then the fleet registry, the
     /// pool of game servers, processes, sessions, instances, and utilization.
-    const LAYERS: [&[&str]; 7] = [
+    const LAYERS: [&[&str]; 8] = [
         &["codec", "connection", "error", "keys", "pubsub", "scripts"],
         &["fleets"],
         &["pool"],
@@ -38,6 +39,7 @@ mod tests {
         &["sessions"],
         &["instances"],
         &["utilization"],
+        &["queues"],
     ];
 
     fn layer(module: &str) -> usize {

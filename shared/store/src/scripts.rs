@@ -110,6 +110,12 @@ pub struct Scripts {
     pub location_unhealthy: LuaScript,
     /// Reads the live counts of a fleet's locations.
     pub read_utilization: LuaScript,
+    /// Creates a queue.
+    pub create_queue: LuaScript,
+    /// Writes a queue's configuration changed at a known revision.
+    pub write_queue: LuaScript,
+    /// Deletes a queue.
+    pub delete_queue: LuaScript,
 }
 
 /// One function of the library.
@@ -191,7 +197,7 @@ const HELPERS: [&str; 8] = [
 
 /// Every function: its field in [`Scripts`], its body (which sees its keys and arguments as KEYS and ARGV), and
 /// whether it only reads.
-const FUNCTIONS: [(&str, &str, bool); 47] = [
+const FUNCTIONS: [(&str, &str, bool); 50] = [
     ("create_fleet", include_str!("fleets/create.lua"), false),
     ("add_fleet_locations", include_str!("fleets/add_locations.lua"), false),
     ("write_fleet", include_str!("fleets/write.lua"), false),
@@ -263,6 +269,9 @@ const FUNCTIONS: [(&str, &str, bool); 47] = [
     ("remove_instance", include_str!("instances/remove.lua"), false),
     ("location_unhealthy", include_str!("instances/unhealthy.lua"), false),
     ("read_utilization", include_str!("utilization/read.lua"), true),
+    ("create_queue", include_str!("queues/create.lua"), false),
+    ("write_queue", include_str!("queues/write.lua"), false),
+    ("delete_queue", include_str!("queues/delete.lua"), false),
 ];
 
 /// The fleet keys a function declares at its top, `-- KEYS: k.pool, k.claims.` (the list may go on over the next
@@ -396,6 +405,9 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
         remove_instance: function("remove_instance"),
         location_unhealthy: function("location_unhealthy"),
         read_utilization: function("read_utilization"),
+        create_queue: function("create_queue"),
+        write_queue: function("write_queue"),
+        delete_queue: function("delete_queue"),
     }
 });
 
@@ -551,6 +563,7 @@ mod tests {
         "CONFLICT",
         "CREATED",
         "CREATOR_LIMIT",
+        "DELETED",
         "DENY_ALL",
         "DEREGISTERED",
         "ENDED",

@@ -14,7 +14,7 @@ use prost::Message;
 use redis::Value;
 
 use super::enlist;
-use crate::codec::{outcome_detail, unexpected};
+use crate::codec::{binary_fields, outcome_detail, unexpected};
 use crate::keys::FleetKeys;
 use crate::scripts::{FunctionCall, scripts};
 use crate::{Store, StoreError};
@@ -249,15 +249,7 @@ fn location_config(standby: Option<pb::StandbyConfiguration>, viabilities: Vec<p
 
 /// A fleet from a script's reply of its stored fields, as a flat name/value list.
 fn decode(script: &str, raw: &[Value]) -> Result<FleetRecord, StoreError> {
-    let pairs: Vec<Vec<u8>> = raw
-        .iter()
-        .map(|value| redis::from_redis_value_ref(value).map_err(|_| unexpected(script, "a malformed field")))
-        .collect::<Result<_, _>>()?;
-    let fields: Fields = pairs
-        .chunks_exact(2)
-        .map(|pair| (String::from_utf8_lossy(&pair[0]).into_owned(), pair[1].clone()))
-        .collect();
-    from_fields(script, &fields)
+    from_fields(script, &binary_fields(script, raw)?)
 }
 
 /// A fleet from its stored fields.

@@ -1,0 +1,171 @@
+//! Game session queues, as the placement service's QueueService keeps them. A queue is one hash in a hash slot of
+//! its own (`{q:<name>}`, where its placements will live beside it): its configuration as the contract's `Queue`
+//! message, its revision and times. A sorted set lists every queue's name, for listing in name order; a name is
+//! listed before its record is written and unlisted after it is deleted, so that readers skip a listed name with no
+//! record and no record is ever unlisted. A change is computed from a record read and written only if that record's
+//! revision still stands, so that two changes never undo each other.
+
+use std::collections::HashMap;
+
+use berth_domain::game_server::timestamp;
+use berth_proto::placement::v1 as pb;
+use prost::Message;
+use redis::Value;
+
+use crate::codec::{binary_fields, outcome_detail, unexpected};
+use crate::keys::{QUEUES, queue};
+use crate::scripts::scripts;
+use crate::{Store, StoreError};
+
+/// The outcome of creating a queue.
+#[derive(Debug)]
+pub enum QueueCreated {
+    /// The queue as created, at revision 1.
+    Created(Box<pb::Queue>),
+    /// A queue of that name exists; nothing was changed.
+    Exists,
+}
+
+/// Creates a queue from its checked configuration (`berth_domain::queue::check_create`).
+pub async fn create_queue(store: &Store, config: &pb::Queue) -> Result<QueueCreated, StoreError> {
+    const SCRIPT: &str = "create_queue";
+    let _: i64 = store
+        .query(redis::cmd("ZADD").arg(QUEUES).arg(0).arg(&config.name))
+        .await?;
+    let mut call = scripts().create_queue.prepare();
+    call.key(queue(&config.name)).arg(stored(config));
+    let raw: Vec<Value> = store.invoke(&call).await?;
+    let (outcome, _, record) = outcome_detail(SCRIPT, &raw)?;
+    match outcome.as_str() {
+        "CREATED" => Ok(QueueCreated::Created(Box::new(decode(SCRIPT, record)?))),
+        "EXISTS" => Ok(QueueCreated::Exists),
+        other => Err(unexpected(SCRIPT, other)),
+    }
+}
+
+/// A queue by name; `None` when there is none.
+pub async fn read_queue(store: &Store, name: &str) -> Result<Option<pb::Queue>, StoreError> {
+    let fields: HashMap<String, Vec<u8>> = store.query(redis::cmd("HGETALL").arg(queue(name))).await?;
+    if fields.is_empty() {
+        return Ok(None);
+    }
+    from_fields("read_queue", &fields).map(Some)
+}
+
+/// The outcome of writing a change of a queue.
+#[derive(Debug)]
+pub enum QueueWritten {
+    /// The queue after the change.
+    Written(Box<pb::Queue>),
+    NotFound,
+    /// The queue is at another revision than the change was computed from: compute it again.
+    Conflict(u64),
+}
+
+/// Writes `config` as the queue's configuration, only if the queue is still at `from_revision`.
+pub async fn write_queue(store: &Store, config: &pb::Queue, from_revision: u64) -> Result<QueueWritten, StoreError> {
+    const SCRIPT: &str = "write_queue";
+    let mut call = scripts().write_queue.prepare();
+    call.key(queue(&config.name)).arg(from_revision).arg(stored(config));
+    let raw: Vec<Value> = store.invoke(&call).await?;
+    let (outcome, detail, record) = outcome_detail(SCRIPT, &raw)?;
+    match outcome.as_str() {
+        "WRITTEN" => Ok(QueueWritten::Written(Box::new(decode(SCRIPT, record)?))),
+        "NOT_FOUND" => Ok(QueueWritten::NotFound),
+        "CONFLICT" => Ok(QueueWritten::Conflict(revision(SCRIPT, &detail)?)),
+        other => Err(unexpected(SCRIPT, other)),
+    }
+}
+
+/// The outcome of deleting a queue.
+#[derive(Debug, PartialEq, Eq)]
+pub enum QueueDeleted {
+    Deleted,
+    NotFound,
+    /// The queue is at this revision, not the one asked for; nothing was changed.
+    Conflict(u64),
+}
+
+/// Deletes a queue, only at `expected_revision` unless it is 0.
+pub async fn delete_queue(store: &Store, name: &str, expected_revision: u64) -> Result<QueueDeleted, StoreError> {
+    const SCRIPT: &str = "delete_queue";
+    let mut call = scripts().delete_queue.prepare();
+    call.key(queue(name)).arg(expected_revision);
+    let raw: Vec<Value> = store.invoke(&call).await?;
+    let (outcome, detail, _) = outcome_detail(SCRIPT, &raw)?;
+    let deleted = match outcome.as_str() {
+        "DELETED" => QueueDeleted::Deleted,
+        "NOT_FOUND" => QueueDeleted::NotFound,
+        "CONFLICT" => return Ok(QueueDeleted::Conflict(revision(SCRIPT, &detail)?)),
+        other => return Err(unexpected(SCRIPT, other)),
+    };
+    let _: i64 = store.query(redis::cmd("ZREM").arg(QUEUES).arg(name)).await?;
+    Ok(deleted)
+}
+
+/// Up to `count` queues in name order, after `after` (from the first when `None`), and the name to page on from
+/// when more may follow. Listed names whose record is gone (being created or deleted right now) are skipped.
+pub async fn list_queues(
+    store: &Store,
+    after: Option<&str>,
+    count: usize,
+) -> Result<(Vec<pb::Queue>, Option<String>), StoreError> {
+    let start = after.map_or_else(|| "-".to_owned(), |name| format!("({name}"));
+    let names: Vec<String> = store
+        .query(
+            redis::cmd("ZRANGEBYLEX")
+                .arg(QUEUES)
+                .arg(start)
+                .arg("+")
+                .arg("LIMIT")
+                .arg(0)
+                .arg(count),
+        )
+        .await?;
+    let reads = names.iter().map(|name| read_queue(store, name));
+    let queues: Vec<pb::Queue> = futures::future::try_join_all(reads)
+        .await?
+        .into_iter()
+        .flatten()
+        .collect();
+    let next = (names.len() == count).then(|| names.last().cloned()).flatten();
+    Ok((queues, next))
+}
+
+/// A queue's configuration as stored: the contract's message without what the record keeps beside it.
+fn stored(config: &pb::Queue) -> Vec<u8> {
+    pb::Queue {
+        revision: 0,
+        create_time: None,
+        update_time: None,
+        ..config.clone()
+    }
+    .encode_to_vec()
+}
+
+fn revision(script: &str, detail: &str) -> Result<u64, StoreError> {
+    detail.parse().map_err(|_| unexpected(script, detail))
+}
+
+fn decode(script: &str, raw: &[Value]) -> Result<pb::Queue, StoreError> {
+    from_fields(script, &binary_fields(script, raw)?)
+}
+
+/// A queue from its stored fields: cfg, rev, c_ms and u_ms.
+fn from_fields(script: &str, fields: &HashMap<String, Vec<u8>>) -> Result<pb::Queue, StoreError> {
+    let bad = |what: &str| unexpected(script, format!("a queue with {what}"));
+    let number = |name: &str| {
+        fields
+            .get(name)
+            .and_then(|v| std::str::from_utf8(v).ok()?.parse::<i64>().ok())
+            .ok_or_else(|| bad(name))
+    };
+    let config = pb::Queue::decode(fields.get("cfg").map(Vec::as_slice).unwrap_or_default())
+        .map_err(|_| bad("a configuration that does not decode"))?;
+    Ok(pb::Queue {
+        revision: u64::try_from(number("rev")?).map_err(|_| bad("rev"))?,
+        create_time: Some(timestamp(number("c_ms")?)),
+        update_time: Some(timestamp(number("u_ms")?)),
+        ..config
+    })
+}
