@@ -3,6 +3,8 @@
 //! kept as the contract's own `Queue` message (revision and times beside it), so this module is all a queue's
 //! rules; whether its destination fleets exist is for the service to look up.
 
+pub mod order;
+
 use std::collections::HashSet;
 
 use berth_proto::placement::v1 as pb;
