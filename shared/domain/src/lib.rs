@@ -5,6 +5,7 @@ pub mod fleet;
 pub mod game_server;
 pub mod game_session;
 pub mod page_token;
+pub mod placement;
 pub mod process;
 pub mod queue;
 pub mod search;

@@ -320,7 +320,7 @@ fn check_location(v: &mut Violations, location: &str) {
 }
 
 /// Checks a maximum player session count.
-fn check_maximum_players(v: &mut Violations, maximum: u32) {
+pub(crate) fn check_maximum_players(v: &mut Violations, maximum: u32) {
     if !(1..=MAXIMUM_PLAYERS_MAX).contains(&maximum) {
         v.add(
             "maximum_player_session_count",
@@ -331,7 +331,7 @@ fn check_maximum_players(v: &mut Violations, maximum: u32) {
 
 /// The data limit is in bytes, not characters, since it bounds what the store and the streams carry; prost has
 /// already refused anything that is not UTF-8.
-fn check_data(v: &mut Violations, field: &str, data: &str) {
+pub(crate) fn check_data(v: &mut Violations, field: &str, data: &str) {
     if data.len() > DATA_BYTES_MAX {
         v.add(
             field,
@@ -341,7 +341,7 @@ fn check_data(v: &mut Violations, field: &str, data: &str) {
 }
 
 /// Player ids are free text chosen by the game, but an empty one could not be told apart from "no player".
-fn check_player_id(v: &mut Violations, field: &str, player_id: &str) {
+pub(crate) fn check_player_id(v: &mut Violations, field: &str, player_id: &str) {
     let len = player_id.chars().count();
     if !(1..=PLAYER_ID_MAX).contains(&len) {
         v.add(
