@@ -747,6 +747,27 @@ impl Run {
         Some((id.clone(), registration.clone(), attach))
     }
 
+    /// A recent game session, most often one that takes players now (ACTIVE), so that player sessions are made on
+    /// every run however many sessions end early or wait to be activated.
+    async fn live_session(&mut self) -> Option<(String, String)> {
+        let picked = self.rng.recent(&self.sessions, 12)?;
+        if self.rng.chance(20) {
+            return Some(picked);
+        }
+        let recent: Vec<_> = self.sessions.iter().rev().take(12).cloned().collect();
+        for (sid, server) in recent {
+            let status = self
+                .raw
+                .one(&["HGET", &fleet_key(&format!("gsess:{sid}")), "status"])
+                .await
+                .text();
+            if status.as_deref() == Some("ACTIVE") {
+                return Some((sid, server));
+            }
+        }
+        Some(picked)
+    }
+
     /// Gives the fleet random deadlines, mostly long and now and then a few ms, as its record keeps them, before a
     /// step that applies them; the settings written.
     async fn settings(&mut self, store: &Store) -> FleetSettings {
@@ -1047,7 +1068,7 @@ impl Run {
                 format!("activate {sid} by {server}: {}", variant(&outcome))
             }
             Action::CreatePlayers => {
-                let Some((sid, server)) = self.rng.recent(&self.sessions, 12) else {
+                let Some((sid, server)) = self.live_session().await else {
                     return "create players: no session".to_owned();
                 };
                 let mut players = Vec::new();
