@@ -62,18 +62,13 @@ pub fn check_create(req: &pb::CreateQueueRequest) -> Result<pb::Queue, Status> {
         check_timeout(&mut v, req.timeout_seconds);
     }
     check_latency_policies(&mut v, "player_latency_policies", &req.player_latency_policies);
-    if let Some(priority) = &req.priority_configuration {
-        check_priority(&mut v, priority);
-    }
-    if let Some(filter) = &req.filter_configuration {
-        check_locations(
-            &mut v,
-            "filter_configuration.allowed_locations",
-            &filter.allowed_locations,
-        );
-    }
-    v.text("custom_event_data", &req.custom_event_data, CUSTOM_EVENT_DATA_MAX);
-    check_pending(&mut v, req.maximum_pending_placements);
+    check_common(
+        &mut v,
+        req.priority_configuration.as_ref(),
+        req.filter_configuration.as_ref(),
+        Some(&req.custom_event_data),
+        Some(req.maximum_pending_placements),
+    );
     v.into_result()?;
     Ok(pb::Queue {
         name: req.name.clone(),
@@ -108,22 +103,13 @@ pub fn check_update(req: &pb::UpdateQueueRequest) -> Result<(), Status> {
     if let Some(policies) = &req.player_latency_policies {
         check_latency_policies(&mut v, "player_latency_policies.policies", &policies.policies);
     }
-    if let Some(priority) = &req.priority_configuration {
-        check_priority(&mut v, priority);
-    }
-    if let Some(filter) = &req.filter_configuration {
-        check_locations(
-            &mut v,
-            "filter_configuration.allowed_locations",
-            &filter.allowed_locations,
-        );
-    }
-    if let Some(data) = &req.custom_event_data {
-        v.text("custom_event_data", data, CUSTOM_EVENT_DATA_MAX);
-    }
-    if let Some(pending) = req.maximum_pending_placements {
-        check_pending(&mut v, pending);
-    }
+    check_common(
+        &mut v,
+        req.priority_configuration.as_ref(),
+        req.filter_configuration.as_ref(),
+        req.custom_event_data.as_deref(),
+        req.maximum_pending_placements,
+    );
     v.into_result()
 }
 
@@ -193,6 +179,28 @@ pub fn check_list(req: &pb::ListQueuesRequest) -> Result<usize, Status> {
     let mut v = Violations::new();
     let size = check_page_size(&mut v, req.page_size, PAGE_SIZE.0, PAGE_SIZE.1);
     v.into_result().map(|()| size)
+}
+
+/// Checks what CreateQueue and UpdateQueue carry alike, where given.
+fn check_common(
+    v: &mut Violations,
+    priority: Option<&pb::PriorityConfiguration>,
+    filter: Option<&pb::FilterConfiguration>,
+    custom_event_data: Option<&str>,
+    maximum_pending: Option<u32>,
+) {
+    if let Some(priority) = priority {
+        check_priority(v, priority);
+    }
+    if let Some(filter) = filter {
+        check_locations(v, "filter_configuration.allowed_locations", &filter.allowed_locations);
+    }
+    if let Some(data) = custom_event_data {
+        v.text("custom_event_data", data, CUSTOM_EVENT_DATA_MAX);
+    }
+    if let Some(pending) = maximum_pending {
+        check_pending(v, pending);
+    }
 }
 
 /// The contract's "no priority configuration": both lists empty restores the default order.

@@ -48,15 +48,25 @@ fn names(order: &Order) -> Vec<String> {
         .collect()
 }
 
-fn run(queue: &pb::Queue, fleets: &HashMap<String, Option<FleetView>>, latencies: &[pb::PlayerLatency]) -> Order {
+/// The first attempt's order after `waited_ms`, with no override.
+fn after(
+    queue: &pb::Queue,
+    fleets: &HashMap<String, Option<FleetView>>,
+    latencies: &[pb::PlayerLatency],
+    waited_ms: u64,
+) -> Order {
     order(&Candidates {
         queue,
         fleets,
         player_latencies: latencies,
         priority_override: None,
-        waited_ms: 0,
+        waited_ms,
         attempt: 0,
     })
+}
+
+fn run(queue: &pb::Queue, fleets: &HashMap<String, Option<FleetView>>, latencies: &[pb::PlayerLatency]) -> Order {
+    after(queue, fleets, latencies, 0)
 }
 
 fn two_fleets() -> HashMap<String, Option<FleetView>> {
@@ -107,16 +117,8 @@ fn latencies_filter_and_order_and_relax_over_time() {
             policy_duration_seconds: 0,
         },
     ];
-    let at = |waited_ms| {
-        order(&Candidates {
-            queue: &q,
-            fleets: &two_fleets(),
-            player_latencies: &latencies,
-            priority_override: None,
-            waited_ms,
-            attempt: 0,
-        })
-    };
+    let fleets = two_fleets();
+    let at = |waited_ms| after(&q, &fleets, &latencies, waited_ms);
     assert_eq!(
         names(&at(0)),
         ["cheap/us"],
@@ -270,15 +272,7 @@ proptest! {
     /// first criterion of the order in force.
     #[test]
     fn candidates_are_eligible_distinct_and_ordered((q, fleets, latencies) in world(), waited_ms in 0u64..100_000) {
-        let input = Candidates {
-            queue: &q,
-            fleets: &fleets,
-            player_latencies: &latencies,
-            priority_override: None,
-            waited_ms,
-            attempt: 0,
-        };
-        let found = order(&input);
+        let found = after(&q, &fleets, &latencies, waited_ms);
         let players = players(&latencies);
         let cap = latency_cap(&q.player_latency_policies, waited_ms);
         let mut seen = HashSet::new();
@@ -313,16 +307,9 @@ proptest! {
     fn waiting_longer_never_loses_a_candidate((q, fleets, latencies) in world(), a in 0u64..100_000, b in 0u64..100_000) {
         let (early, late) = (a.min(b), a.max(b));
         let at = |waited_ms| {
-            order(&Candidates {
-                queue: &q,
-                fleets: &fleets,
-                player_latencies: &latencies,
-                priority_override: None,
-                waited_ms,
-                attempt: 0,
-            })
-            .candidates
-            .into_iter()
+            after(&q, &fleets, &latencies, waited_ms)
+                .candidates
+                .into_iter()
             .collect::<HashSet<_>>()
         };
         prop_assert!(at(early).is_subset(&at(late)));
