@@ -1,10 +1,16 @@
-//! ClaimService: hands one free game server of a fleet to one caller, atomically, for the claim timeout.
+//! ClaimService: hands one free game server of a fleet to one caller, atomically, for the claim timeout. A claim
+//! is answered within the caller's deadline or not made: one that would start after it is refused, and one whose
+//! answer comes too late is handed straight back to the pool, so that no server waits a whole claim timeout for a
+//! caller that gave up.
 
-use berth_domain::game_server as domain;
+use std::time::Instant;
+
+use berth_domain::game_server::{self as domain, ClaimTiers};
 use berth_proto::placement::v1 as pb;
 use berth_proto::placement::v1::claim_service_server::ClaimService;
-use berth_store::Store;
+use berth_runtime::deadline::caller_deadline;
 use berth_store::pool::{self as store, Claim, Claimed};
+use berth_store::{Store, StoreError};
 use tonic::{Request, Response, Status};
 
 /// The handlers, over the shared store.
@@ -24,24 +30,76 @@ fn count(outcome: &'static str) {
     crate::metrics::claim(outcome);
 }
 
+/// Makes a claim (`claim`: its timeout in ms and its id) unless `deadline` passed already, and hands it back when it
+/// was made too late for the caller to hear of it; `None` then.
+async fn claim_in_time(
+    store: Store,
+    req: pb::ClaimGameServerRequest,
+    tiers: ClaimTiers,
+    (timeout_ms, claim_id): (u64, String),
+    deadline: Option<Instant>,
+) -> Result<Option<Claimed>, StoreError> {
+    let late = || deadline.is_some_and(|at| Instant::now() >= at);
+    if late() {
+        return Ok(None);
+    }
+    let claim = Claim {
+        fleet_id: &req.fleet_id,
+        game_server_id: Some(req.game_server_id.as_str()).filter(|id| !id.is_empty()),
+        game_server_data: req.game_server_data.as_deref(),
+        tiers,
+        timeout_ms,
+        claim_id: &claim_id,
+    };
+    let claimed = store::claim(&store, &claim).await?;
+    if let Claimed::Claimed(server) = &claimed
+        && late()
+    {
+        store::release_claim(&store, &req.fleet_id, &server.game_server_id, &claim_id).await?;
+        return Ok(None);
+    }
+    Ok(Some(claimed))
+}
+
 #[tonic::async_trait]
 impl ClaimService for Claims {
     async fn claim_game_server(
         &self,
         request: Request<pb::ClaimGameServerRequest>,
     ) -> Result<Response<pb::ClaimGameServerResponse>, Status> {
+        let deadline = caller_deadline(request.metadata(), Instant::now());
         let req = request.into_inner();
         let tiers = domain::check_claim(&req)?;
         let claim_id = uuid::Uuid::now_v7().to_string();
-        let claim = Claim {
-            fleet_id: &req.fleet_id,
-            game_server_id: Some(req.game_server_id.as_str()).filter(|id| !id.is_empty()),
-            game_server_data: req.game_server_data.as_deref(),
+        // Made apart from this call, which the server drops when the caller gives up (its deadline, a reset): a
+        // claim made in that moment is then handed back rather than kept for nobody.
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        let (store, fleet_id, kept_id) = (self.store.clone(), req.fleet_id.clone(), claim_id.clone());
+        let making = claim_in_time(
+            store.clone(),
+            req.clone(),
             tiers,
-            timeout_ms: self.timeout_ms,
-            claim_id: &claim_id,
+            (self.timeout_ms, claim_id.clone()),
+            deadline,
+        );
+        tokio::spawn(async move {
+            if let Err(Ok(Some(Claimed::Claimed(server)))) = answer.send(making.await) {
+                let released = store::release_claim(&store, &fleet_id, &server.game_server_id, &kept_id).await;
+                if let Err(err) = released {
+                    tracing::warn!(fleet = %fleet_id, error = %err, "a claim nobody heard of lapses with its timeout");
+                }
+            }
+        });
+        let claimed = answered
+            .await
+            .map_err(|_| Status::internal("the claim was not made: its task ended"))??;
+        let Some(claimed) = claimed else {
+            count("too_late");
+            return Err(Status::deadline_exceeded(
+                "the caller's deadline passed before a claim could be answered; no server was claimed",
+            ));
         };
-        match store::claim(&self.store, &claim).await? {
+        match claimed {
             Claimed::Claimed(server) => {
                 count("claimed");
                 Ok(Response::new(pb::ClaimGameServerResponse {

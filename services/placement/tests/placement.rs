@@ -203,6 +203,51 @@ async fn register_claim_utilize_deregister_on_a_cluster() {
     full_flow(TestRedis::cluster()).await;
 }
 
+/// Claims whose callers give up while Redis stalls are not kept. The callers hear DEADLINE_EXCEEDED; once Redis
+/// answers, the claims it made for them are handed straight back, not left to lapse a minute later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_past_their_callers_deadline_are_not_kept() {
+    let redis = berth_testkit::RedisServer::start();
+    let mut s = stack(&redis.config(), 60_000).await;
+    for i in 0..10 {
+        s.registry
+            .register_game_server(registration("late", &format!("gs-{i:03}"), "i-1"))
+            .await
+            .unwrap();
+    }
+    redis.pause();
+    let claims: Vec<_> = (0..5)
+        .map(|_| {
+            let mut client = s.claims.clone();
+            tokio::spawn(async move {
+                let mut request = tonic::Request::new(claim_any("late"));
+                request.set_timeout(Duration::from_millis(300));
+                client.claim_game_server(request).await
+            })
+        })
+        .collect();
+    for claim in claims {
+        let status = claim.await.unwrap().expect_err("no answer can come while Redis stalls");
+        // The client's own timer reports CANCELLED ("Timeout expired"); the server's answer DEADLINE_EXCEEDED.
+        assert!(
+            matches!(status.code(), Code::DeadlineExceeded | Code::Cancelled),
+            "{status:?}"
+        );
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    redis.resume();
+    let mut sizes = (0, 0);
+    for _ in 0..100 {
+        sizes = pool_sizes(&s.store, "late").await;
+        if sizes == (10, 0) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(sizes, (10, 0), "every claim made for a caller gone is handed back");
+    s.claims.claim_game_server(claim_any("late")).await.unwrap();
+}
+
 async fn claim_race(redis: TestRedis) {
     let mut s = stack(&redis.config(), 60_000).await;
     for i in 0..50 {

@@ -6,6 +6,7 @@
 pub mod auth;
 pub mod background;
 pub mod config;
+pub mod deadline;
 mod edge;
 pub mod metrics;
 pub mod server;

@@ -349,6 +349,21 @@ pub async fn claim(store: &Store, claim: &Claim<'_>) -> Result<Claimed, StoreErr
     }
 }
 
+/// Hands back claim `claim_id` of a server, made for a caller that gave up before it was answered: the server
+/// returns to the pool. `false` when that claim no longer holds it.
+pub async fn release_claim(
+    store: &Store,
+    fleet_id: &str,
+    game_server_id: &str,
+    claim_id: &str,
+) -> Result<bool, StoreError> {
+    let keys = FleetKeys::new(fleet_id);
+    let mut call = scripts().release_claim.for_fleet(&keys);
+    call.arg(game_server_id).arg(claim_id);
+    let released: i64 = store.invoke(&call).await?;
+    Ok(released == 1)
+}
+
 /// Hands up to `limit` lapsed claims of a fleet back to the pool; returns how many.
 pub async fn expire_claims(store: &Store, fleet_id: &str, limit: u32) -> Result<Expired, StoreError> {
     let keys = FleetKeys::new(fleet_id);

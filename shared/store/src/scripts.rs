@@ -110,6 +110,8 @@ pub struct Scripts {
     pub location_unhealthy: LuaScript,
     /// Reads the live counts of a fleet's locations.
     pub read_utilization: LuaScript,
+    /// Hands back a claim whose caller gave up.
+    pub release_claim: LuaScript,
     /// Creates a queue.
     pub create_queue: LuaScript,
     /// Writes a queue's configuration changed at a known revision.
@@ -197,7 +199,7 @@ const HELPERS: [&str; 8] = [
 
 /// Every function: its field in [`Scripts`], its body (which sees its keys and arguments as KEYS and ARGV), and
 /// whether it only reads.
-const FUNCTIONS: [(&str, &str, bool); 50] = [
+const FUNCTIONS: [(&str, &str, bool); 51] = [
     ("create_fleet", include_str!("fleets/create.lua"), false),
     ("add_fleet_locations", include_str!("fleets/add_locations.lua"), false),
     ("write_fleet", include_str!("fleets/write.lua"), false),
@@ -214,6 +216,7 @@ const FUNCTIONS: [(&str, &str, bool); 50] = [
     ),
     ("claim_game_server", include_str!("pool/claim.lua"), false),
     ("expire_claims", include_str!("pool/expire_claims.lua"), false),
+    ("release_claim", include_str!("pool/release.lua"), false),
     ("attach_process", include_str!("processes/attach.lua"), false),
     ("detach_process", include_str!("processes/detach.lua"), false),
     ("process_ready", include_str!("processes/ready.lua"), false),
@@ -405,6 +408,7 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
         remove_instance: function("remove_instance"),
         location_unhealthy: function("location_unhealthy"),
         read_utilization: function("read_utilization"),
+        release_claim: function("release_claim"),
         create_queue: function("create_queue"),
         write_queue: function("write_queue"),
         delete_queue: function("delete_queue"),
