@@ -27,21 +27,7 @@ pub const OVERRIDE_LOCATIONS_MAX: usize = 10;
 
 /// Checks a placement id, in `field`.
 pub fn check_placement_id(v: &mut Violations, field: &str, id: &str) {
-    let len = id.chars().count();
-    if !(PLACEMENT_ID_LEN.0..=PLACEMENT_ID_LEN.1).contains(&len) {
-        v.add(
-            field,
-            format!(
-                "must be {} to {} characters long, got {len}",
-                PLACEMENT_ID_LEN.0, PLACEMENT_ID_LEN.1
-            ),
-        );
-    } else if let Some(bad) = id
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-')))
-    {
-        v.add(field, format!("may hold only A-Z a-z 0-9 _ - characters, got {bad:?}"));
-    }
+    v.name(field, id, PLACEMENT_ID_LEN.0, PLACEMENT_ID_LEN.1);
 }
 
 /// Checks a StartGameSessionPlacementRequest.

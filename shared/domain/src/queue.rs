@@ -39,18 +39,7 @@ pub const PAGE_SIZE: (u32, u32) = (1000, 100);
 
 /// Checks a queue name, in `field`.
 pub fn check_name(v: &mut Violations, field: &str, name: &str) {
-    let len = name.chars().count();
-    if !(NAME_LEN.0..=NAME_LEN.1).contains(&len) {
-        v.add(
-            field,
-            format!("must be {} to {} characters long, got {len}", NAME_LEN.0, NAME_LEN.1),
-        );
-    } else if let Some(bad) = name
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-')))
-    {
-        v.add(field, format!("may hold only A-Z a-z 0-9 _ - characters, got {bad:?}"));
-    }
+    v.name(field, name, NAME_LEN.0, NAME_LEN.1);
 }
 
 /// Checks a CreateQueueRequest; the queue it creates, its timeout resolved (revision and times left to the store).

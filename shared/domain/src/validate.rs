@@ -39,6 +39,20 @@ impl Violations {
         }
     }
 
+    /// Checks a name (queue names, placement ids): `min..=max` characters of `[A-Za-z0-9_-]`, ids' characters but
+    /// the dot.
+    pub fn name(&mut self, field: &str, value: &str, min: usize, max: usize) {
+        let len = value.chars().count();
+        if len < min || len > max {
+            self.add(field, format!("must be {min} to {max} characters long, got {len}"));
+        } else if let Some(bad) = value
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-')))
+        {
+            self.add(field, format!("may hold only A-Z a-z 0-9 _ - characters, got {bad:?}"));
+        }
+    }
+
     /// Checks a token of printable ASCII (space to tilde): `min..=max` characters.
     pub fn printable(&mut self, field: &str, value: &str, min: usize, max: usize) {
         let len = value.chars().count();

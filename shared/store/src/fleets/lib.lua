@@ -74,6 +74,14 @@ local function fleet_settings(k)
     unhealthy_after = n[7], window_ms = n[6] * n[7], ready_ms = n[8], grace_ms = n[9], exit_ms = n[10], text = text}
 end
 
+-- How long a process told to end has for its ProcessEnding: the fleet's termination grace; none once the fleet's
+-- record is gone.
+local function termination_grace_ms(k)
+  local set = fleet_settings(k)
+  if set then return set.grace_ms end
+  return 0
+end
+
 -- The name of a location's field in its fleet's hash.
 local function loc_field(loc, name)
   return 'l:' .. loc .. ':' .. name

@@ -9,6 +9,6 @@ local pstate = redis.call('HGET', key, 'pstate')
 if not pstate then return {'NOT_FOUND', tostring(now), '', '0'} end
 if pstate == S.LOST then return process_reply(S.LOST, now, key) end
 if pstate ~= S.TERMINATING then
-  ask_to_end(k, ARGV[1], ARGV[2], now + (fleet_settings(k) or {grace_ms = 0}).grace_ms, '0')
+  ask_to_end(k, ARGV[1], ARGV[2], now + termination_grace_ms(k), '0')
 end
 return process_reply(S.TERMINATING, now, key)

@@ -7,8 +7,7 @@
 -- Reply: {outcome, now_ms, replica, version, server id, session fields...}. Outcomes: TERMINATED, TERMINATING,
 -- NOT_FOUND, ENDED (it had ended already).
 local now = now_ms()
-local set = fleet_settings(k) or {grace_ms = 0}
-local sid, force, deadline = ARGV[1], ARGV[2] == 'FORCE', now + set.grace_ms
+local sid, force, deadline = ARGV[1], ARGV[2] == 'FORCE', now + termination_grace_ms(k)
 local key = gkey(k, sid)
 local s = redis.call('HMGET', key, 'status', 'server')
 if not s[1] then return session_reply('NOT_FOUND', now) end
