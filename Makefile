@@ -19,9 +19,11 @@ lint: deps
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 	npx --no-install buf lint
 
-## The load tests with short defaults; figures in load-tests/reports/latest.json.
+## The load tests with short defaults; figures in load-tests/reports/latest.json. BERTH_BENCH_* variables choose
+## the scenario and its size (load-tests/README.md); servers are 20,000 unless BERTH_BENCH_SERVERS says otherwise.
+BERTH_BENCH_SERVERS ?= 20000
 bench: deps
-	$(CARGO) build --workspace --release --locked --bins && $(CARGO) run --release --locked -p berth-load-tests -- --servers 20000
+	$(CARGO) build --workspace --release --locked --bins && $(CARGO) run --release --locked -p berth-load-tests -- --servers $(BERTH_BENCH_SERVERS)
 
 build:
 	$(CARGO) build --workspace --release --locked --bins

@@ -2,7 +2,8 @@
 # `make run`: Berth on this machine. Starts a redis-server when none answers on BERTH_REDIS_URL, builds and starts
 # the four services (logs in .run/), checks that each is SERVING and lists its services by reflection, then runs
 # a demo fleet and matchmaker whose pool you can watch; the fleet service launches the demo's SDK game servers
-# itself (process provisioner). Ctrl-C stops everything it started.
+# itself (process provisioner), and a matchmaker places matches through a queue over two of those fleets in two
+# locations. Ctrl-C stops everything it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
@@ -69,11 +70,12 @@ for name in placement session fleet health; do
 done
 cat <<HINT
   Fleet demo-sdk: 3 example game servers (berth-example-game-server) launched by berth-fleet; logs .run/i-*.log
+  Fleets demo-eu (eu-local) and demo-us (us-local): 2 example game servers each, behind queue demo-queue
 
 Tokens: target/release/berth-token --key-file $BERTH_AUTH_KEY_FILE --role operator   (or client, game-server)
 
 HINT
 target/release/examples/demo_fleet --services "$services" --auth-key-file "$BERTH_AUTH_KEY_FILE" \
-  --sdk-launch-path "$PWD/target/release/berth-example-game-server" --sdk-servers 3 &
+  --sdk-launch-path "$PWD/target/release/berth-example-game-server" --sdk-servers 3 --placement-instances 2 &
 pids+=($!)
 wait "${pids[-1]}"

@@ -15,8 +15,8 @@ pub struct Args {
     /// What to measure.
     #[arg(long, env = "BERTH_BENCH_SCENARIO", value_enum, default_value_t = Scenario::Claim)]
     pub scenario: Scenario,
-    /// Game servers: registered and claimed (claim), or connected as SDK processes (heartbeats); player sessions
-    /// created per call line, and ten per game session (sessions); also the number of calls in each floor.
+    /// Game servers: registered and claimed (claim), or connected as SDK processes (heartbeats, placements); player
+    /// sessions created per call line, and ten per game session (sessions); also the number of calls in each floor.
     #[arg(
         long,
         env = "BERTH_BENCH_SERVERS",
@@ -50,7 +50,8 @@ pub struct Args {
         value_parser = clap::value_parser!(u64).range(1_000..=60_000)
     )]
     pub heartbeat_ms: u64,
-    /// How long the heartbeats scenario measures, once every server is connected and heartbeating, in seconds.
+    /// How long a line of the heartbeats and placements scenarios is measured, in seconds: the heartbeats once every
+    /// server is connected and heartbeating; each load of placements (closed loop, open loop).
     #[arg(
         long,
         env = "BERTH_BENCH_SECONDS",
@@ -58,6 +59,24 @@ pub struct Args {
         value_parser = clap::value_parser!(u64).range(1..)
     )]
     pub seconds: u64,
+    /// Placements started a second by the placements scenario's open loop, on a fixed schedule whatever became of
+    /// the earlier ones.
+    #[arg(
+        long,
+        env = "BERTH_BENCH_RATE",
+        default_value_t = 2_500,
+        value_parser = clap::value_parser!(u64).range(1..=1_000_000)
+    )]
+    pub rate: u64,
+    /// Players each placement of the placements scenario reserves slots for, with their latencies to every
+    /// location: each is a player session created, activated and completed with the game session.
+    #[arg(
+        long,
+        env = "BERTH_BENCH_PLAYERS",
+        default_value_t = 4,
+        value_parser = clap::value_parser!(u64).range(0..=10)
+    )]
+    pub players: u64,
     /// Servers the heartbeats scenario silences at the end (streams dropped, no ProcessEnding), to time how soon
     /// the health replica declares them lost.
     #[arg(long, env = "BERTH_BENCH_DEAD", default_value_t = 100)]

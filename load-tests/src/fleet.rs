@@ -7,6 +7,9 @@ use berth_store::Store;
 /// The location of every bench fleet, which creates it before its servers register.
 pub const LOCATION: &str = "local";
 
+/// The locations of the scenarios whose fleets span several.
+pub const LOCATIONS: [&str; 4] = ["loc-a", "loc-b", "loc-c", "loc-d"];
+
 /// Heartbeat settings (period ms, periods missed) under which processes a scenario never beats for stay alive
 /// through any run: the contract's longest, a 10-minute window.
 pub const QUIET: (u32, u32) = (60_000, 10);
@@ -27,7 +30,12 @@ pub fn timeouts((period_ms, missed): (u32, u32)) -> pb::ProcessTimeouts {
 /// Creates bench fleet `fleet_id` (ANYWHERE, in [`LOCATION`]) with heartbeats `heartbeat` (see [`timeouts`]), and
 /// game and player sessions given the contract's longest to activate and to be joined.
 pub async fn create(store: &Store, fleet_id: &str, heartbeat: (u32, u32)) {
-    berth_testkit::anywhere_fleet_with(store, fleet_id, &[LOCATION], |req| {
+    create_in(store, fleet_id, &[LOCATION], heartbeat).await;
+}
+
+/// As [`create`], in `locations` (the first its home).
+pub async fn create_in(store: &Store, fleet_id: &str, locations: &[&str], heartbeat: (u32, u32)) {
+    berth_testkit::anywhere_fleet_with(store, fleet_id, locations, |req| {
         req.process_timeouts = Some(timeouts(heartbeat));
         req.game_session_activation_timeout_seconds = 600;
         req.player_session_reservation_timeout_seconds = 600;

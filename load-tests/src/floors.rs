@@ -74,12 +74,7 @@ pub async fn minimal_player_session(store: &Store, calls: u64, concurrency: u16)
 /// way: the register and claim scripts with nothing but the Redis client in front. Answers both lines.
 pub async fn raw_scripts(store: &Store, servers: u64, concurrency: u16) -> [Line; 2] {
     fleet::create(store, RAW_FLEET, fleet::QUIET).await;
-    let registering = store.clone();
-    let register = driver::run("raw register", servers, concurrency, move |index| {
-        let store = registering.clone();
-        async move { registered(&store, index).await }
-    })
-    .await;
+    let register = register_all(store, RAW_FLEET, "raw register", servers, concurrency).await;
     let claiming = store.clone();
     let claim = driver::run("raw claim", servers, concurrency, move |index| {
         let store = claiming.clone();
@@ -89,10 +84,21 @@ pub async fn raw_scripts(store: &Store, servers: u64, concurrency: u16) -> [Line
     [register, claim]
 }
 
-async fn registered(store: &Store, index: u64) -> Outcome {
+/// Registers `servers` servers in `fleet_id` (which must exist) straight through the store's register script,
+/// measured as `name`: a floor, or the set-up of a fleet to claim from.
+pub async fn register_all(store: &Store, fleet_id: &'static str, name: &str, servers: u64, concurrency: u16) -> Line {
+    let store = store.clone();
+    driver::run(name, servers, concurrency, move |index| {
+        let store = store.clone();
+        async move { registered(&store, fleet_id, index).await }
+    })
+    .await
+}
+
+async fn registered(store: &Store, fleet_id: &str, index: u64) -> Outcome {
     let server = fleet::server(index);
     let registration = Registration {
-        fleet_id: RAW_FLEET,
+        fleet_id,
         game_server_id: &server.id,
         instance_id: &server.instance,
         connection_info: &server.connection_info,

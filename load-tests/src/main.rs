@@ -11,6 +11,7 @@ mod procfs;
 mod replica;
 mod report;
 mod scenarios;
+mod sdk_stream;
 mod stack;
 
 use std::process::ExitCode;

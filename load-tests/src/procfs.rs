@@ -3,8 +3,10 @@
 //! service, Redis and the load generator each cost when they share the machine's cores.
 
 use std::path::Path;
+use std::time::Duration;
 
 use crate::Failure;
+use crate::report::Figure;
 
 /// Clock ticks per second of /proc/<pid>/stat's times: USER_HZ, which Linux fixes at 100 for user space.
 const TICKS_PER_SECOND: f64 = 100.0;
@@ -76,4 +78,74 @@ pub fn machine_busy_seconds() -> Result<f64, Failure> {
     }
     let busy: u64 = ticks.iter().sum::<u64>() - ticks[3] - ticks[4];
     Ok(busy as f64 / TICKS_PER_SECOND)
+}
+
+/// CPU seconds used so far by this process (the load generator, with any service it runs in-process), a service
+/// replica of its own (0 when there is none, or once it is gone), Redis, and the machine as a whole.
+pub struct CpuTimes {
+    pub generator: f64,
+    pub replica: f64,
+    pub redis: f64,
+    pub machine: f64,
+}
+
+impl CpuTimes {
+    /// Reads them now; `redis` are the redis-server processes (see [`children`]).
+    pub fn read(replica: Option<u32>, redis: &[u32]) -> Result<CpuTimes, Failure> {
+        let mut redis_seconds = 0.0;
+        for pid in redis {
+            redis_seconds += cpu_seconds(*pid)?;
+        }
+        Ok(CpuTimes {
+            generator: cpu_seconds(std::process::id())?,
+            replica: replica.map(cpu_seconds).transpose()?.unwrap_or_default(),
+            redis: redis_seconds,
+            machine: machine_busy_seconds()?,
+        })
+    }
+}
+
+/// One part's CPU seconds in a reading.
+type Part = fn(&CpuTimes) -> f64;
+
+/// CPU used between two readings, over a window in which some operations were done.
+pub struct Used<'a> {
+    pub before: &'a CpuTimes,
+    pub after: &'a CpuTimes,
+    pub window: Duration,
+    /// Operations done in the window, and what one is called ("heartbeat").
+    pub ops: u64,
+    pub op: &'a str,
+}
+
+impl Used<'_> {
+    /// The cores each part kept busy, anything else on the machine included, named "CPU in {scope}: {part}"; then
+    /// each part's CPU time per operation, "CPU per {op}: {part}": against the machine's cores, it says which part
+    /// a faster rate needs. This process is the part called `generator`.
+    pub fn figures(&self, scope: &str, generator: &str) -> Vec<Figure> {
+        let seconds = |cpu: Part| cpu(self.after) - cpu(self.before);
+        let cores = |cpu: Part| seconds(cpu) / self.window.as_secs_f64();
+        let per_op = |cpu: Part| seconds(cpu) * 1e6 / self.ops.max(1) as f64;
+        let parts: [(&str, Part); 3] = [
+            (generator, |cpu| cpu.generator),
+            ("health replica", |cpu| cpu.replica),
+            ("redis", |cpu| cpu.redis),
+        ];
+        let mut figures: Vec<Figure> = parts
+            .iter()
+            .map(|(part, cpu)| Figure::new(&format!("CPU in {scope}: {part}"), cores(*cpu), "cores"))
+            .collect();
+        figures.push(Figure::new(
+            &format!("CPU in {scope}: anything else"),
+            // Never below zero, which the two clocks' different ticks could otherwise show on an idle machine.
+            cores(|cpu| cpu.machine - cpu.generator - cpu.replica - cpu.redis).max(0.0),
+            "cores",
+        ));
+        figures.extend(
+            parts
+                .iter()
+                .map(|(part, cpu)| Figure::new(&format!("CPU per {}: {part}", self.op), per_op(*cpu), "µs")),
+        );
+        figures
+    }
 }

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
@@ -68,6 +69,36 @@ impl Tally {
         for (code, count) in &other.errors {
             *self.errors.entry(*code).or_default() += count;
         }
+    }
+}
+
+/// Locks a [`Shards`] tally is split over, so that tasks on every runtime thread rarely wait on one another.
+const SHARDS: u64 = 16;
+
+/// One line's tally, shared by many tasks (streams, watches, calls) and split over several locks: a task records
+/// under the lock its key (a server, a placement) picks.
+pub struct Shards(Vec<Mutex<Tally>>);
+
+impl Default for Shards {
+    fn default() -> Shards {
+        Shards((0..SHARDS).map(|_| Mutex::new(Tally::default())).collect())
+    }
+}
+
+impl Shards {
+    /// Counts one call, under the lock `key` picks.
+    pub fn record(&self, key: u64, latency: Duration, outcome: Outcome) {
+        let shard = &self.0[(key % SHARDS) as usize];
+        shard.lock().expect("tally lock").record(latency, outcome);
+    }
+
+    /// Every shard's calls in one tally.
+    pub fn merged(&self) -> Tally {
+        let mut all = Tally::default();
+        for shard in &self.0 {
+            all.merge(&shard.lock().expect("tally lock"));
+        }
+        all
     }
 }
 

@@ -63,13 +63,20 @@ impl Stack {
             store.clone(),
         )
         .await;
-        let placement_args = PlacementArgs {
+        InProcess {
+            health,
+            placement: self.placement().await,
+        }
+    }
+
+    /// Starts the placement service in this process, over the stack's store: claims that outlast the run, every
+    /// other setting (the claim sweep, the placement workers) the service's default, as deployed.
+    pub async fn placement(&self) -> RunningService {
+        let args = PlacementArgs {
             claim_timeout_ms: CLAIM_TIMEOUT_MS,
-            // The service's default: the sweeper's own Redis traffic is part of what a deployment carries.
-            claim_sweep_ms: 1_000,
+            ..Default::default()
         };
-        let placement = spawn_service(berth_placement::service(store.clone(), &placement_args), store.clone()).await;
-        InProcess { health, placement }
+        spawn_service(berth_placement::service(self.store.clone(), &args), self.store.clone()).await
     }
 
     /// Starts the session service in this process, over the stack's store, with `args`.

@@ -7,6 +7,7 @@ use berth_proto::health::v1::game_server_service_client::GameServerServiceClient
 use berth_proto::placement::v1::ClaimGameServerRequest;
 use berth_proto::placement::v1::claim_service_client::ClaimServiceClient;
 use berth_runtime::auth::Role;
+use berth_sdk::AuthedChannel;
 use berth_store::Store;
 use berth_store::pool::pool_sizes;
 use tonic::Code;
@@ -15,7 +16,7 @@ use crate::Failure;
 use crate::args::Args;
 use crate::connections::Rotation;
 use crate::driver::{self, outcome};
-use crate::report::{Findings, Ratio};
+use crate::report::{Findings, Line, Ratio};
 use crate::stack::Stack;
 use crate::{fleet, floors};
 
@@ -32,11 +33,22 @@ fn registration(index: u64) -> RegisterGameServerRequest {
     }
 }
 
-fn claim_any() -> ClaimGameServerRequest {
+fn claim_any(fleet_id: &str) -> ClaimGameServerRequest {
     ClaimGameServerRequest {
-        fleet_id: FLEET.into(),
+        fleet_id: fleet_id.into(),
         ..Default::default()
     }
+}
+
+/// Claims a server of `fleet_id`, any, `calls` times through ClaimGameServer over `placement` (channels to the
+/// placement service with a client's token), `concurrency` at once: the line "claim".
+pub async fn claims(placement: &[AuthedChannel], fleet_id: &'static str, calls: u64, concurrency: u16) -> Line {
+    let clients = Rotation::new(placement.iter().cloned().map(ClaimServiceClient::new));
+    driver::run("claim", calls, concurrency, move |_| {
+        let mut client = clients.next();
+        async move { outcome(client.claim_game_server(claim_any(fleet_id)).await) }
+    })
+    .await
 }
 
 /// Registers and claims `args.servers` servers, then measures the floors.
@@ -53,7 +65,6 @@ pub async fn run(stack: &Stack, args: &Args) -> Result<Findings, Failure> {
             .map(GameServerServiceClient::new),
     );
     let placement = stack.channels(&services.placement, Role::Client).await?;
-    let claims = Rotation::new(placement.iter().cloned().map(ClaimServiceClient::new));
     let mut one_more = ClaimServiceClient::new(placement[0].clone());
 
     let register = driver::run("register", servers, concurrency, move |index| {
@@ -61,15 +72,11 @@ pub async fn run(stack: &Stack, args: &Args) -> Result<Findings, Failure> {
         async move { outcome(client.register_game_server(registration(index)).await) }
     })
     .await;
-    let claim = driver::run("claim", servers, concurrency, move |_| {
-        let mut client = claims.next();
-        async move { outcome(client.claim_game_server(claim_any()).await) }
-    })
-    .await;
+    let claim = claims(&placement, FLEET, servers, concurrency).await;
 
     let mut failed_checks = Vec::new();
     failed_checks.extend(all_claimed(&stack.store, servers).await?);
-    let after_last = one_more.claim_game_server(claim_any()).await;
+    let after_last = one_more.claim_game_server(claim_any(FLEET)).await;
     if !matches!(&after_last, Err(status) if status.code() == Code::ResourceExhausted) {
         failed_checks.push(format!(
             "the claim after the last server answered {after_last:?}, not RESOURCE_EXHAUSTED"

@@ -24,13 +24,13 @@ use crate::Failure;
 use crate::args::Args;
 use crate::connections::Rotation;
 use crate::driver::{self, outcome};
+use crate::fleet::LOCATIONS;
 use crate::procfs::cpu_seconds;
 use crate::replica::{Replica, beside_the_bench};
 use crate::report::{Figure, Findings, Line, Ratio, Target};
 use crate::stack::Stack;
 use crate::{fleet, floors};
 
-const LOCATIONS: [&str; 4] = ["loc-a", "loc-b", "loc-c", "loc-d"];
 /// The ceiling the issue sets on GetFleetUtilization's p99 with 20,000 servers at 64 in flight, in µs.
 const TARGET_P99_US: f64 = 2_000.0;
 /// Long enough that no registration is due anything while the run lasts.

@@ -17,33 +17,26 @@
 //! server, and heartbeats in batches as the replica's writer sends them.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use berth_proto::common::v1::Endpoint as GameEndpoint;
 use berth_proto::health::v1::sdk_service_client::SdkServiceClient;
-use berth_proto::health::v1::{
-    self as pb, AttachRequest, AttachResponse, attach_request::Kind as Ask, attach_response::Kind as Tell,
-};
-use berth_runtime::auth::Role;
 use berth_store::Store;
 use berth_store::processes::{self as store, Attach, Attached, Beaten, Heartbeat, ProcessRef, Timings};
-use berth_testkit::token;
-use tokio::sync::{Notify, Semaphore, mpsc, watch};
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::MissedTickBehavior;
-// tonic's own re-export, so that the bench needs no stream crate of its own to build a request stream.
-use tonic::codegen::tokio_stream::{self, StreamExt, wrappers::ReceiverStream};
-use tonic::metadata::{Ascii, MetadataValue};
-use tonic::transport::{Channel, Endpoint};
-use tonic::{Code, Request, Status, Streaming};
+use tonic::transport::Channel;
+use tonic::{Code, Status};
 
 use crate::args::Args;
 use crate::driver::{self, CALL_DEADLINE, Outcome};
 use crate::fleet::LOCATION;
+use crate::procfs::{CpuTimes, Used};
 use crate::replica::Replica;
-use crate::report::{Figure, Findings, Line, Ratio, Tally, Target};
+use crate::report::{Figure, Findings, Line, Ratio, Shards, Tally, Target};
+use crate::sdk_stream::{self, Attaching, SDK_VERSION};
 use crate::stack::Stack;
 use crate::{Failure, fleet, procfs};
 
@@ -53,7 +46,6 @@ const FLEET: &str = "bench";
 const RAW_FLEET: &str = "bench-raw-sdk";
 /// The replica the floors' processes are said to be held by; none holds them.
 const RAW_REPLICA: &str = "bench-raw";
-const SDK_VERSION: &str = "berth-bench/0.1";
 
 /// Missed heartbeats before a server is lost: the service's default, which the bound is stated with.
 const THRESHOLD: u32 = 3;
@@ -71,15 +63,6 @@ const BATCH: u64 = store::HEARTBEATS_PER_CALL as u64;
 /// Script calls the floor keeps in flight: one per Redis connection of the replica (BERTH_REDIS_CONNECTIONS).
 const RAW_IN_FLIGHT: u16 = 4;
 
-/// Most streams the bench puts on one HTTP/2 connection. h2 budgets the small DATA frames a connection may hold
-/// unread (half its window: some 2,300 heartbeats on the replica's 1 MiB) and closes the connection with
-/// ENHANCE_YOUR_CALM past that. A real process has a connection of its own and never comes near; thousands of
-/// processes on one connection reach it in the first hiccup. With one heartbeat in flight per stream, 1,000
-/// streams stay under half the budget.
-const STREAMS_PER_CONNECTION: u64 = 1_000;
-
-/// Locks each tally is split over, so that stream tasks on every runtime thread rarely wait on one another.
-const SHARDS: u64 = 16;
 /// The event a silent server is declared lost with.
 const LOST: &str = "SERVER_PROCESS_CRASHED";
 /// How often the fleet's events are read while waiting for the silenced servers to be declared lost. Detection is
@@ -93,38 +76,11 @@ const DETECTION_PATIENCE: Duration = Duration::from_secs(10);
 const HEARTBEATS_TARGET: f64 = 100_000.0;
 const MEMORY_TARGET_KIB: f64 = 16.0;
 
-/// One line's tally, shared by every stream task and split over several locks.
-struct Shards(Vec<Mutex<Tally>>);
-
-impl Shards {
-    fn new() -> Shards {
-        Shards((0..SHARDS).map(|_| Mutex::new(Tally::default())).collect())
-    }
-
-    fn record(&self, server: u64, latency: Duration, outcome: Outcome) {
-        let shard = &self.0[(server % SHARDS) as usize];
-        shard.lock().expect("tally lock").record(latency, outcome);
-    }
-
-    fn merged(&self) -> Tally {
-        let mut all = Tally::default();
-        for shard in &self.0 {
-            all.merge(&shard.lock().expect("tally lock"));
-        }
-        all
-    }
-}
-
-/// What the stream tasks share with the run: their settings, the attach pacing and the tallies.
+/// What the stream tasks share with the run: their settings, the attaches and the tallies.
 struct Shared {
     servers: u64,
     period: Duration,
-    /// Attaches in flight at once (`--concurrency`): a fleet comes up over time, not in one instant.
-    attaching: Semaphore,
-    attach: Shards,
-    /// Servers done attaching, well or not; the last one notifies `all_attached`.
-    attached: AtomicU64,
-    all_attached: Notify,
+    attaching: Attaching,
     /// Whether the window is open: heartbeats answered now are the measured line.
     measuring: AtomicBool,
     measured: Shards,
@@ -142,145 +98,6 @@ impl Shared {
     }
 }
 
-/// What a process says on its stream after registering. Kept this small because every stream's queue holds a
-/// block of them; the request is built as it goes out.
-enum Say {
-    Ready,
-    Heartbeat(u64),
-}
-
-impl Say {
-    fn request_id(&self) -> String {
-        match self {
-            Say::Ready => "ready".to_owned(),
-            Say::Heartbeat(sequence) => format!("hb-{sequence}"),
-        }
-    }
-
-    fn request(self) -> AttachRequest {
-        let request_id = self.request_id();
-        let kind = match self {
-            Say::Ready => Ask::Ready(pb::ProcessReady::default()),
-            Say::Heartbeat(sequence) => Ask::Heartbeat(pb::Heartbeat {
-                sequence,
-                health: pb::ProcessHealth::Healthy as i32,
-                game_state: pb::GameState::StandingBy as i32,
-                connected_player_ids: Vec::new(),
-                applied_state_version: 0,
-            }),
-        };
-        AttachRequest {
-            request_id,
-            kind: Some(kind),
-        }
-    }
-}
-
-fn registration(server: &fleet::Server) -> pb::RegisterProcess {
-    pb::RegisterProcess {
-        fleet_id: FLEET.into(),
-        game_server_id: server.id.clone(),
-        instance_id: server.instance.clone(),
-        location: LOCATION.into(),
-        endpoint: Some(GameEndpoint {
-            ip_address: server.ip.clone(),
-            dns_name: String::new(),
-            port: server.port,
-        }),
-        max_concurrent_game_sessions: 1,
-        sdk_version: SDK_VERSION.into(),
-        ..Default::default()
-    }
-}
-
-/// The `authorization` value of a game server's stream: its own token, scoped to its fleet and id, as the
-/// provisioner hands one to each process. Many streams share a connection here, so it travels per stream.
-fn bearer(game_server_id: &str) -> MetadataValue<Ascii> {
-    format!("Bearer {}", token(Role::GameServer, Some((FLEET, game_server_id))))
-        .parse()
-        .expect("a signed token is ASCII")
-}
-
-/// One process's stream.
-struct Conversation {
-    says: mpsc::Sender<Say>,
-    hears: Streaming<AttachResponse>,
-    sequence: u64,
-}
-
-impl Conversation {
-    /// Opens the stream of server `index`: register_process, then ready, each answered.
-    async fn open(mut client: SdkServiceClient<Channel>, index: u64) -> Result<Conversation, Code> {
-        let server = fleet::server(index);
-        // One message waits at most: a process waits for each answer before it says more.
-        let (says, said) = mpsc::channel(1);
-        let register = AttachRequest {
-            request_id: "register".into(),
-            kind: Some(Ask::RegisterProcess(registration(&server))),
-        };
-        let outbound = tokio_stream::once(register).chain(ReceiverStream::new(said).map(Say::request));
-        let mut request = Request::new(outbound);
-        request.metadata_mut().insert("authorization", bearer(&server.id));
-        let hears = client
-            .attach(request)
-            .await
-            .map_err(|status| status.code())?
-            .into_inner();
-        let mut conversation = Conversation {
-            says,
-            hears,
-            sequence: 0,
-        };
-        if !matches!(conversation.answer("register").await?, Tell::Registered(_)) {
-            return Err(Code::Internal);
-        }
-        match conversation.ask(Say::Ready).await? {
-            Tell::Reply(reply) if reply.code == Code::Ok as i32 => Ok(conversation),
-            Tell::Reply(reply) => Err(Code::from(reply.code)),
-            _ => Err(Code::Internal),
-        }
-    }
-
-    /// Sends the next heartbeat and waits for its ack.
-    async fn heartbeat(&mut self) -> Outcome {
-        self.sequence += 1;
-        match self.ask(Say::Heartbeat(self.sequence)).await? {
-            Tell::HeartbeatAck(_) => Ok(()),
-            Tell::Reply(reply) if reply.code != Code::Ok as i32 => Err(Code::from(reply.code)),
-            _ => Err(Code::Internal),
-        }
-    }
-
-    async fn ask(&mut self, say: Say) -> Result<Tell, Code> {
-        let request_id = say.request_id();
-        self.says.send(say).await.map_err(|_| Code::Unavailable)?;
-        self.answer(&request_id).await
-    }
-
-    /// Waits for the answer to `request_id`, passing over pushes (the bench's servers are never given work).
-    async fn answer(&mut self, request_id: &str) -> Result<Tell, Code> {
-        loop {
-            let message = self
-                .hears
-                .message()
-                .await
-                .map_err(|status| status.code())?
-                // The stream ended without a status: for a process, as good as a broken connection.
-                .ok_or(Code::Unavailable)?;
-            if message.request_id == request_id {
-                return message.kind.ok_or(Code::Internal);
-            }
-        }
-    }
-}
-
-/// Where in the period server `index` beats: spread evenly over it, as processes started at unrelated moments
-/// are, and the same from run to run (a multiplicative hash rather than a random number).
-fn phase(index: u64, period: Duration) -> Duration {
-    let fraction = (index.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 11) as f64 / (1_u64 << 53) as f64;
-    period.mul_f64(fraction)
-}
-
 /// One game-server process: attaches, then heartbeats until its task is aborted, a heartbeat fails, or, when it
 /// has a `silence`, that says so (after the answer to any heartbeat in flight). Answers its index and, when it
 /// was silenced, when its last heartbeat was acked; a server that failed before has nothing to time.
@@ -290,23 +107,11 @@ async fn game_server(
     shared: Arc<Shared>,
     mut silence: Option<watch::Receiver<bool>>,
 ) -> (u64, Option<Instant>) {
-    let opened = {
-        let _turn = shared.attaching.acquire().await.expect("the semaphore is never closed");
-        let sent = Instant::now();
-        let opened = tokio::time::timeout(CALL_DEADLINE, Conversation::open(client, index))
-            .await
-            .unwrap_or(Err(Code::DeadlineExceeded));
-        let outcome = opened.as_ref().map(drop).map_err(|code| *code);
-        shared.attach.record(index, sent.elapsed(), outcome);
-        opened
-    };
-    if shared.attached.fetch_add(1, Ordering::AcqRel) + 1 == shared.servers {
-        shared.all_attached.notify_one();
-    }
+    let opened = shared.attaching.open(client, FLEET, LOCATION, index).await;
     let Ok(mut conversation) = opened else {
         return (index, None);
     };
-    let start = tokio::time::Instant::now() + phase(index, shared.period);
+    let start = tokio::time::Instant::now() + sdk_stream::phase(index, shared.period);
     let mut tick = tokio::time::interval_at(start, shared.period);
     // A late heartbeat is followed by the next one a period later, not by a burst to catch up, as an SDK does.
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -346,45 +151,6 @@ const TIMINGS: Timings = Timings {
     initial_delay_ms: INITIAL_DELAY_MS,
     retention_ms: RETENTION_MS,
 };
-
-/// The connections a run with `args` opens: `--connections`, raised to one per [`STREAMS_PER_CONNECTION`].
-pub fn connections(args: &Args) -> u16 {
-    let needed = u16::try_from(args.servers.div_ceil(STREAMS_PER_CONNECTION)).unwrap_or(u16::MAX);
-    args.connections.max(needed)
-}
-
-async fn connect(endpoint: &str, connections: u16) -> Result<Vec<SdkServiceClient<Channel>>, Failure> {
-    let endpoint = Endpoint::from_shared(endpoint.to_owned())?.tcp_nodelay(true);
-    let mut clients = Vec::with_capacity(usize::from(connections));
-    for _ in 0..connections {
-        clients.push(SdkServiceClient::new(endpoint.connect().await?));
-    }
-    Ok(clients)
-}
-
-/// CPU seconds used so far by this process (the load generator, or the floors' store client), the replica (0 once
-/// it is gone), Redis, and the machine as a whole.
-struct CpuTimes {
-    generator: f64,
-    replica: f64,
-    redis: f64,
-    machine: f64,
-}
-
-impl CpuTimes {
-    fn read(replica: Option<u32>, redis: &[u32]) -> Result<CpuTimes, Failure> {
-        let mut redis_seconds = 0.0;
-        for pid in redis {
-            redis_seconds += procfs::cpu_seconds(*pid)?;
-        }
-        Ok(CpuTimes {
-            generator: procfs::cpu_seconds(std::process::id())?,
-            replica: replica.map(procfs::cpu_seconds).transpose()?.unwrap_or_default(),
-            redis: redis_seconds,
-            machine: procfs::machine_busy_seconds()?,
-        })
-    }
-}
 
 /// The simulated servers' tasks: those that heartbeat to the end, and those to silence (with their switch).
 struct Fleet {
@@ -447,11 +213,7 @@ impl Usage {
     }
 
     fn figures(&self, servers: u64, window: Duration, heartbeats: u64) -> Vec<Figure> {
-        let seconds = |cpu: fn(&CpuTimes) -> f64| cpu(&self.cpu_after) - cpu(&self.cpu_before);
-        let cores = |cpu: fn(&CpuTimes) -> f64| seconds(cpu) / window.as_secs_f64();
-        // What each heartbeat costs in CPU µs: against the machine's cores, it says which part a faster rate needs.
-        let per_heartbeat = |cpu: fn(&CpuTimes) -> f64| seconds(cpu) * 1e6 / heartbeats.max(1) as f64;
-        vec![
+        let mut figures = vec![
             Figure::new("replica memory before attaching", self.rss_before_kib as f64, "KiB"),
             Figure::new(
                 "replica memory, every server heartbeating",
@@ -463,27 +225,16 @@ impl Usage {
                 self.per_server_kib(servers),
                 "KiB",
             ),
-            Figure::new("CPU in the window: load generator", cores(|cpu| cpu.generator), "cores"),
-            Figure::new("CPU in the window: health replica", cores(|cpu| cpu.replica), "cores"),
-            Figure::new("CPU in the window: redis", cores(|cpu| cpu.redis), "cores"),
-            Figure::new(
-                "CPU in the window: anything else",
-                // Never below zero, which the two clocks' different ticks could otherwise show on an idle machine.
-                cores(|cpu| cpu.machine - cpu.generator - cpu.replica - cpu.redis).max(0.0),
-                "cores",
-            ),
-            Figure::new(
-                "CPU per heartbeat: load generator",
-                per_heartbeat(|cpu| cpu.generator),
-                "µs",
-            ),
-            Figure::new(
-                "CPU per heartbeat: health replica",
-                per_heartbeat(|cpu| cpu.replica),
-                "µs",
-            ),
-            Figure::new("CPU per heartbeat: redis", per_heartbeat(|cpu| cpu.redis), "µs"),
-        ]
+        ];
+        let used = Used {
+            before: &self.cpu_before,
+            after: &self.cpu_after,
+            window,
+            ops: heartbeats,
+            op: "heartbeat",
+        };
+        figures.extend(used.figures("the window", "load generator"));
+        figures
     }
 }
 
@@ -497,16 +248,13 @@ pub async fn run(stack: &Stack, args: &Args) -> Result<Findings, Failure> {
     }
     let replica = Replica::start("berth-health", stack.store.config(), &settings()).await?;
     let rss_before_kib = procfs::rss_kib(replica.pid())?;
-    let clients = connect(&replica.endpoint(), args.connections).await?;
+    let clients = sdk_stream::connect(&replica.endpoint(), args.connections).await?;
     let shared = Arc::new(Shared {
         servers,
         period,
-        attaching: Semaphore::new(usize::from(args.concurrency)),
-        attach: Shards::new(),
-        attached: AtomicU64::new(0),
-        all_attached: Notify::new(),
+        attaching: Attaching::new(servers, args.concurrency),
         measuring: AtomicBool::new(false),
-        measured: Shards::new(),
+        measured: Shards::default(),
         failed_outside: Mutex::new(Tally::default()),
     });
 
@@ -514,11 +262,9 @@ pub async fn run(stack: &Stack, args: &Args) -> Result<Findings, Failure> {
         "attaching {servers} servers over {} connections, {} at a time",
         args.connections, args.concurrency
     );
-    let started = Instant::now();
     let dead = args.dead.min(servers);
     let mut fleet = Fleet::spawn(&clients, &shared, dead);
-    shared.all_attached.notified().await;
-    let attach = Line::new("attach", &shared.attach.merged(), started.elapsed());
+    let attach = shared.attaching.done("attach").await;
 
     // One period more, so that every server, whatever its phase, is in its rhythm when the window opens.
     tokio::time::sleep(period).await;

@@ -5,6 +5,7 @@
 mod claim;
 mod fleets;
 mod heartbeats;
+mod placements;
 mod sessions;
 
 use clap::ValueEnum;
@@ -30,6 +31,10 @@ pub enum Scenario {
     /// Read GetFleetUtilization of a fleet of 20 servers and of one of `--servers` over four locations: the live
     /// counts cost the same whatever the fleet's size.
     Fleet,
+    /// Start game session placements through five queues onto SDK processes that activate what they are given,
+    /// and time each from its start to its FULFILLED event: the rate sustained, and latency at a fixed offered
+    /// rate, beside the direct claim.
+    Placements,
 }
 
 impl Scenario {
@@ -43,8 +48,8 @@ impl Scenario {
     /// The HTTP/2 connections it opens per service: `--connections`, or more when the scenario needs them.
     pub fn connections(self, args: &Args) -> u16 {
         match self {
-            Scenario::Claim | Scenario::Sessions | Scenario::Fleet => args.connections,
-            Scenario::Heartbeats => heartbeats::connections(args),
+            Scenario::Claim | Scenario::Sessions | Scenario::Fleet | Scenario::Placements => args.connections,
+            Scenario::Heartbeats => crate::sdk_stream::connections(args.servers, args.connections),
         }
     }
 
@@ -55,6 +60,7 @@ impl Scenario {
             Scenario::Heartbeats => heartbeats::run(stack, args).await,
             Scenario::Sessions => sessions::run(stack, args).await,
             Scenario::Fleet => fleets::run(stack, args).await,
+            Scenario::Placements => placements::run(stack, args).await,
         }
     }
 }

@@ -190,7 +190,7 @@ async fn host(store: &Store, fleet_id: &str, index: u64, max_sessions: u64) -> O
 }
 
 /// Sets up `count` processes of `fleet_id` straight through the store; any failure stops the run.
-async fn host_all(
+pub(super) async fn host_all(
     store: &Store,
     fleet_id: &'static str,
     count: u64,
@@ -601,8 +601,8 @@ async fn accepted(store: &Store, session: &Hosted, player_session_id: &str) -> O
 fn created_code(created: &Created) -> Code {
     match created {
         Created::Created(..) | Created::Existing(_) => Code::Ok,
-        Created::TokenReused => Code::AlreadyExists,
-        Created::NoServer | Created::CreatorLimit(_) => Code::ResourceExhausted,
+        Created::TokenReused | Created::Abandoned => Code::AlreadyExists,
+        Created::NoServer | Created::TooSmall | Created::CreatorLimit(_) => Code::ResourceExhausted,
         Created::NotFound(_) => Code::NotFound,
         Created::FleetNotActive(_) => Code::FailedPrecondition,
     }
@@ -984,7 +984,7 @@ fn collect_texts(value: &redis::Value, texts: &mut Vec<String>) {
 }
 
 /// Redis's `used_memory` (INFO memory), summed over every node.
-async fn used_memory(store: &Store) -> Result<u64, Failure> {
+pub(super) async fn used_memory(store: &Store) -> Result<u64, Failure> {
     let sizes: Vec<u64> = info(store, "memory")
         .await?
         .iter()

@@ -1,15 +1,24 @@
-//! Berth's placement service: direct claims (FleetIQ's ClaimGameServer) and game session queues as records today,
-//! queue placements as later work adds them. Any number of replicas may run; all state is in Redis and every claim
-//! and every change of a queue is one atomic script.
+//! Berth's placement service: direct claims (FleetIQ's ClaimGameServer), game session queues, and placements
+//! through them with the FleetIQ algorithm. Any number of replicas may run: all state is in Redis, every claim,
+//! change of a queue and transition of a placement is one atomic script, and every replica's workers take
+//! placements from the queues' streams, each placement by one worker at a time.
 
+mod activations;
+mod capacity;
 mod claims;
 mod expiry;
 mod metrics;
+mod placements;
+mod placing;
 mod queues;
+mod views;
+mod workers;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use berth_proto::placement::v1::claim_service_server::ClaimServiceServer;
+use berth_proto::placement::v1::placement_service_server::PlacementServiceServer;
 use berth_proto::placement::v1::queue_service_server::QueueServiceServer;
 use berth_runtime::auth::{AccessRules, Role};
 use berth_runtime::{Background, ServiceDef};
@@ -17,6 +26,7 @@ use berth_store::Store;
 use tonic::service::Routes;
 
 pub use claims::Claims;
+pub use placements::Placements;
 pub use queues::Queues;
 
 /// Default gRPC port.
@@ -40,6 +50,43 @@ pub struct PlacementArgs {
     /// claim in the same fleet, so this bounds only how stale the pool looks to readers and metrics.
     #[arg(long, env = "BERTH_CLAIM_SWEEP_MS", default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub claim_sweep_ms: u64,
+    /// How long ended placements stay readable (DescribeGameSessionPlacement), and their events, in ms.
+    #[arg(long, env = "BERTH_PLACEMENT_RETENTION_MS", default_value_t = 86_400_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub placement_retention_ms: u64,
+    /// Most placement events each queue keeps besides the retention; the oldest are trimmed first.
+    #[arg(long, env = "BERTH_PLACEMENT_EVENTS_MAX", default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub placement_events_max: u64,
+    /// Most placements one replica works on at once per queue; the others wait in the queue's stream for a
+    /// replica with room. 0 runs no placement workers here: the replica only answers calls, and replicas with
+    /// workers place what it starts.
+    #[arg(long, env = "BERTH_PLACEMENT_CONCURRENCY", default_value_t = 10_000)]
+    pub placement_concurrency: u64,
+    /// How often a placement with no server tries its candidates again, and looks at the game session it waits
+    /// on, in ms. Placements also try again at once when word of capacity comes.
+    #[arg(long, env = "BERTH_PLACEMENT_RETRY_MS", default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(10..=1000))]
+    pub placement_retry_ms: u64,
+    /// How long a placement's worker may go silent before another replica takes the placement over, in ms.
+    #[arg(long, env = "BERTH_PLACEMENT_RECLAIM_IDLE_MS", default_value_t = 3_000, value_parser = clap::value_parser!(u64).range(1500..))]
+    pub placement_reclaim_idle_ms: u64,
+    /// This replica's id: its workers' name in the queues' consumer groups, and where it hears of activations. A
+    /// fresh UUID when unset.
+    #[arg(long, env = "BERTH_REPLICA_ID")]
+    pub replica_id: Option<String>,
+}
+
+impl Default for PlacementArgs {
+    fn default() -> PlacementArgs {
+        PlacementArgs {
+            claim_timeout_ms: 60_000,
+            claim_sweep_ms: 1_000,
+            placement_retention_ms: 86_400_000,
+            placement_events_max: 1_000_000,
+            placement_concurrency: 10_000,
+            placement_retry_ms: 1_000,
+            placement_reclaim_idle_ms: 3_000,
+            replica_id: None,
+        }
+    }
 }
 
 /// The placement service over `store`, with its claim sweeper running in the background.
@@ -50,6 +97,35 @@ pub fn service(store: Store, args: &PlacementArgs) -> ServiceDef {
     background.every("claim_expiry", Duration::from_millis(args.claim_sweep_ms), move || {
         expiry::sweep(sweeping.clone())
     });
+    let placer = Arc::new(placing::Placer {
+        store: store.clone(),
+        replica: args
+            .replica_id
+            .clone()
+            .unwrap_or_else(|| uuid::Uuid::now_v7().simple().to_string()),
+        activations: activations::Activations::default(),
+        capacity: capacity::channel(),
+        retention_ms: args.placement_retention_ms,
+        retry: Duration::from_millis(args.placement_retry_ms),
+    });
+    if args.placement_concurrency > 0 {
+        background.spawn(
+            placer
+                .activations
+                .clone()
+                .listen(store.config().clone(), placer.replica.clone()),
+        );
+        background.spawn(capacity::listen(store.config().clone(), placer.capacity.clone()));
+        let settings = workers::WorkerSettings {
+            concurrency: usize::try_from(args.placement_concurrency).unwrap_or(usize::MAX),
+            reclaim_idle_ms: args.placement_reclaim_idle_ms,
+            events_retention_ms: args.placement_retention_ms,
+            events_max: args.placement_events_max,
+        };
+        background.spawn(workers::run(placer, settings));
+    }
+    let closing = tokio::sync::watch::Sender::new(false);
+    let watches_end = closing.subscribe();
     ServiceDef {
         name: "berth-placement",
         grpc_services: &[
@@ -58,12 +134,19 @@ pub fn service(store: Store, args: &PlacementArgs) -> ServiceDef {
             "berth.placement.v1.QueueService",
         ],
         rules: RULES,
-        on_shutdown: None,
+        on_shutdown: Some(Box::new(move || {
+            closing.send_replace(true);
+        })),
         background,
         routes: Routes::new(ClaimServiceServer::new(Claims::new(
             store.clone(),
             args.claim_timeout_ms,
         )))
-        .add_service(QueueServiceServer::new(Queues::new(store))),
+        .add_service(PlacementServiceServer::new(Placements::new(
+            store.clone(),
+            args.placement_retention_ms,
+            watches_end,
+        )))
+        .add_service(QueueServiceServer::new(Queues::new(store, args.placement_retention_ms))),
     }
 }

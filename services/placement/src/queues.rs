@@ -19,12 +19,14 @@ const CHANGE_ATTEMPTS: usize = 16;
 /// The handlers, over the shared store.
 pub struct Queues {
     store: Store,
+    /// How long ended placements stay readable (those a forced deletion cancels among them).
+    retention_ms: u64,
 }
 
 impl Queues {
-    /// Handlers over `store`.
-    pub fn new(store: Store) -> Queues {
-        Queues { store }
+    /// Handlers over `store`, keeping ended placements for `retention_ms`.
+    pub fn new(store: Store, retention_ms: u64) -> Queues {
+        Queues { store, retention_ms }
     }
 
     async fn queue(&self, name: &str) -> Result<pb::Queue, Status> {
@@ -117,12 +119,28 @@ impl QueueService for Queues {
     ) -> Result<Response<pb::DeleteQueueResponse>, Status> {
         let req = request.into_inner();
         check::check_delete(&req)?;
-        match store::delete_queue(&self.store, &req.name, req.expected_revision).await? {
-            QueueDeleted::Deleted => Ok(Response::new(pb::DeleteQueueResponse {
-                cancelled_placement_count: 0,
-            })),
+        let deleted = store::delete_queue(
+            &self.store,
+            &req.name,
+            req.expected_revision,
+            req.force,
+            self.retention_ms,
+        )
+        .await?;
+        match deleted {
+            QueueDeleted::Deleted(cancelled) => {
+                crate::metrics::placements_ended(&req.name, "CANCELLED", u64::from(cancelled));
+                Ok(Response::new(pb::DeleteQueueResponse {
+                    cancelled_placement_count: cancelled,
+                }))
+            }
             QueueDeleted::NotFound => Err(not_found(&req.name)),
             QueueDeleted::Conflict(revision) => Err(not_at_revision(&req.name, revision, req.expected_revision)),
+            QueueDeleted::Pending(pending) => Err(Status::failed_precondition(format!(
+                "queue {:?} has {pending} PENDING placements; stop them, wait for them to end, or delete with force to \
+                 cancel them",
+                req.name
+            ))),
         }
     }
 

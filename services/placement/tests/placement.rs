@@ -1,7 +1,9 @@
 //! The placement service through real gRPC against a real Redis (single node and a 3-master cluster): direct
 //! claims end to end, their races, lapses, draining order, bad input, auth and Redis outages; queues as records in
-//! `placement/queues.rs`.
+//! `placement/queues.rs`; placements through them in `placement/placements.rs`.
 
+#[path = "placement/placements.rs"]
+mod placements;
 #[path = "placement/queues.rs"]
 mod queues;
 
@@ -54,6 +56,7 @@ async fn stack(config: &berth_store::RedisConfig, claim_timeout_ms: u64) -> Stac
     let args = berth_placement::PlacementArgs {
         claim_timeout_ms,
         claim_sweep_ms: 100,
+        ..Default::default()
     };
     let placement = spawn_service(berth_placement::service(store.clone(), &args), store.clone()).await;
     let client =

@@ -99,7 +99,8 @@ impl GameSessionService for GameSessions {
                 *record
             }
             Created::Existing(record) => *record,
-            Created::TokenReused => {
+            // A placement's token holds ':', which no client's may: it never answers a client's request.
+            Created::TokenReused | Created::Abandoned => {
                 return Err(Status::already_exists(format!(
                     "idempotency_token {:?} was used in fleet {:?} for a different request",
                     req.idempotency_token, req.fleet_id
@@ -109,11 +110,16 @@ impl GameSessionService for GameSessions {
                 return Err(Status::resource_exhausted(format!(
                     "fleet {:?} has no ready server process{} with room for {} players: retry later or scale up",
                     req.fleet_id,
-                    if req.location.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" in {:?}", req.location)
-                    },
+                    in_location(&req.location),
+                    req.maximum_player_session_count
+                )));
+            }
+            Created::TooSmall => {
+                return Err(Status::resource_exhausted(format!(
+                    "every ready server process of fleet {:?}{} takes fewer than {} players: ask for fewer, or run \
+                     servers that register a higher max_players",
+                    req.fleet_id,
+                    in_location(&req.location),
                     req.maximum_player_session_count
                 )));
             }
@@ -315,5 +321,14 @@ impl GameSessionService for GameSessions {
         let req = request.into_inner();
         check::check_watch_session_events(&req)?;
         Ok(Response::new(crate::watch::open(self.context.clone(), req).await?))
+    }
+}
+
+/// " in <location>" for a location named, nothing for none.
+fn in_location(location: &str) -> String {
+    if location.is_empty() {
+        String::new()
+    } else {
+        format!(" in {location:?}")
     }
 }

@@ -13,6 +13,9 @@ use crate::game_session::check::{
 use crate::process::LOCATION_LEN;
 use crate::queue::check_name;
 use crate::validate::{Violations, check_count, checked_entries};
+use crate::watch::{check_event_types, check_watch_start};
+
+pub mod metrics;
 
 /// Placement ids: 1 to 48 characters of `[A-Za-z0-9_-]`.
 pub const PLACEMENT_ID_LEN: (usize, usize) = (1, 48);
@@ -24,6 +27,13 @@ pub const LATENCY_MAX_MS: u32 = 60_000;
 pub const DESIRED_PLAYERS_MAX: usize = 100;
 /// Locations of a request's override.
 pub const OVERRIDE_LOCATIONS_MAX: usize = 10;
+
+/// Queues or placements a watch may name.
+pub const WATCH_NAMES_MAX: usize = 100;
+/// Event types a watch may name.
+pub const WATCH_TYPES_MAX: usize = 5;
+/// A metrics window, s: (least, most, when unset).
+pub const METRICS_WINDOW_S: (u32, u32, u32) = (60, 86_400, 300);
 
 /// Checks a placement id, in `field`.
 pub fn check_placement_id(v: &mut Violations, field: &str, id: &str) {
@@ -60,6 +70,47 @@ pub fn check_describe(req: &pb::DescribeGameSessionPlacementRequest) -> Result<(
     let mut v = Violations::new();
     check_placement_id(&mut v, "placement_id", &req.placement_id);
     v.into_result()
+}
+
+/// Checks a WatchGameSessionPlacementsRequest.
+pub fn check_watch(req: &pb::WatchGameSessionPlacementsRequest) -> Result<(), Status> {
+    let mut v = Violations::new();
+    check_count(&mut v, "queue_names", req.queue_names.len(), 0, WATCH_NAMES_MAX);
+    for (i, name) in checked_entries(&req.queue_names, WATCH_NAMES_MAX) {
+        check_name(&mut v, &format!("queue_names[{i}]"), name);
+    }
+    check_count(&mut v, "placement_ids", req.placement_ids.len(), 0, WATCH_NAMES_MAX);
+    for (i, id) in checked_entries(&req.placement_ids, WATCH_NAMES_MAX) {
+        check_placement_id(&mut v, &format!("placement_ids[{i}]"), id);
+    }
+    check_event_types(
+        &mut v,
+        &req.event_types,
+        WATCH_TYPES_MAX,
+        |t| matches!(pb::PlacementEventType::try_from(t), Ok(t) if t != pb::PlacementEventType::Unspecified),
+    );
+    check_watch_start(&mut v, &req.after_cursor, req.from_oldest);
+    v.into_result()
+}
+
+/// Checks a GetQueueMetricsRequest; the window it asks for, in whole minutes.
+pub fn check_metrics(req: &pb::GetQueueMetricsRequest) -> Result<u32, Status> {
+    let mut v = Violations::new();
+    check_name(&mut v, "queue_name", &req.queue_name);
+    let (least, most, unset) = METRICS_WINDOW_S;
+    let seconds = if req.window_seconds == 0 {
+        unset
+    } else {
+        req.window_seconds
+    };
+    if !(least..=most).contains(&seconds) {
+        v.add(
+            "window_seconds",
+            format!("must be {least} to {most} s (0 for {unset}), got {seconds}"),
+        );
+    }
+    v.into_result()?;
+    Ok(seconds.div_ceil(60))
 }
 
 fn check_latencies(v: &mut Violations, latencies: &[pb::PlayerLatency]) {

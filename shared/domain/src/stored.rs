@@ -5,6 +5,7 @@
 
 use berth_proto::fleet::v1 as fleet;
 use berth_proto::health::v1 as health;
+use berth_proto::placement::v1 as placement;
 use berth_proto::session::v1 as session;
 
 /// Declares a stored enum: its variants with their stored names and contract values, and either the contract value
@@ -178,6 +179,56 @@ stored! {
         ServerUnhealthy = "SERVER_UNHEALTHY" => ServerUnhealthy,
         ServerCrashed = "SERVER_CRASHED" => ServerCrashed,
         ServerRejected = "SERVER_REJECTED" => ServerRejected,
+        PlacementAbandoned = "PLACEMENT_ABANDONED" => PlacementAbandoned,
+    }
+}
+
+stored! {
+    /// Where a game session placement is in its life.
+    PlacementStatus: placement::PlacementStatus, unset Unspecified {
+        /// Looking for a server, or waiting for the chosen one to activate the session.
+        Pending = "PENDING" => Pending,
+        /// The session is ACTIVE and the players' slots reserved. Final.
+        Fulfilled = "FULFILLED" => Fulfilled,
+        /// Stopped, or its queue deleted with force. Final.
+        Cancelled = "CANCELLED" => Cancelled,
+        /// No server found, or none activated the session, before the deadline. Final.
+        TimedOut = "TIMED_OUT" => TimedOut,
+        /// Cannot be completed. Final.
+        Failed = "FAILED" => Failed,
+    }
+}
+
+stored! {
+    /// Why a placement is in its status.
+    PlacementStatusReason: placement::PlacementStatusReason, unset Unspecified {
+        Stopped = "STOPPED" => Stopped,
+        QueueDeleted = "QUEUE_DELETED" => QueueDeleted,
+        NoCapacity = "NO_CAPACITY" => NoCapacity,
+        NoCandidate = "NO_CANDIDATE" => NoCandidate,
+        ActivationFailed = "ACTIVATION_FAILED" => ActivationFailed,
+        Unsatisfiable = "UNSATISFIABLE" => Unsatisfiable,
+        Internal = "INTERNAL" => Internal,
+    }
+}
+
+stored! {
+    /// How a fulfilled placement's first choice fared.
+    FirstChoiceOutcome: placement::FirstChoiceOutcome, unset Unspecified {
+        Taken = "TAKEN" => Taken,
+        OutOfCapacity = "OUT_OF_CAPACITY" => OutOfCapacity,
+        NotViable = "NOT_VIABLE" => NotViable,
+    }
+}
+
+stored! {
+    /// What a placement event tells of.
+    PlacementEventType: placement::PlacementEventType, unset Unspecified {
+        Started = "STARTED" => Started,
+        Fulfilled = "FULFILLED" => Fulfilled,
+        Cancelled = "CANCELLED" => Cancelled,
+        TimedOut = "TIMED_OUT" => TimedOut,
+        Failed = "FAILED" => Failed,
     }
 }
 
@@ -379,6 +430,10 @@ pub fn stored_names() -> Vec<&'static str> {
     names.extend(FleetStatus::ALL.iter().map(|v| v.as_str()));
     names.extend(LocationStatus::ALL.iter().map(|v| v.as_str()));
     names.extend(FleetEventCode::ALL.iter().map(|v| v.as_str()));
+    names.extend(PlacementStatus::ALL.iter().map(|v| v.as_str()));
+    names.extend(PlacementStatusReason::ALL.iter().map(|v| v.as_str()));
+    names.extend(FirstChoiceOutcome::ALL.iter().map(|v| v.as_str()));
+    names.extend(PlacementEventType::ALL.iter().map(|v| v.as_str()));
     names
 }
 
@@ -456,6 +511,34 @@ mod tests {
             "FLEET_EVENT_CODE_",
             FleetEventCode::as_str,
             FleetEventCode::parse,
+            |v| v.to_proto().as_str_name(),
+        );
+        round_trips(
+            PlacementStatus::ALL,
+            "PLACEMENT_STATUS_",
+            PlacementStatus::as_str,
+            PlacementStatus::parse,
+            |v| v.to_proto().as_str_name(),
+        );
+        round_trips(
+            PlacementStatusReason::ALL,
+            "PLACEMENT_STATUS_REASON_",
+            PlacementStatusReason::as_str,
+            PlacementStatusReason::parse,
+            |v| v.to_proto().as_str_name(),
+        );
+        round_trips(
+            FirstChoiceOutcome::ALL,
+            "FIRST_CHOICE_OUTCOME_",
+            FirstChoiceOutcome::as_str,
+            FirstChoiceOutcome::parse,
+            |v| v.to_proto().as_str_name(),
+        );
+        round_trips(
+            PlacementEventType::ALL,
+            "PLACEMENT_EVENT_TYPE_",
+            PlacementEventType::as_str,
+            PlacementEventType::parse,
             |v| v.to_proto().as_str_name(),
         );
         round_trips(

@@ -1,6 +1,6 @@
-//! What the requests of every event watch share (WatchSessionEvents, WatchFleetEvents): the fleets they name and
-//! where they start. Both run on the same machinery (`berth_runtime::watch`), so they are checked by the same rules,
-//! and a client learns the same limits from either.
+//! What the requests of every event watch share (WatchSessionEvents, WatchFleetEvents, WatchGameSessionPlacements):
+//! the fleets they name, the event types they filter on and where they start. All run on the same machinery
+//! (`berth_runtime::watch`), so they are checked by the same rules, and a client learns the same limits from any.
 
 use crate::game_server::FLEET_ID_LEN;
 use crate::validate::{Violations, check_count, checked_entries};
@@ -25,5 +25,19 @@ pub fn check_watch_start(v: &mut Violations, after_cursor: &str, from_oldest: bo
     // Each names a different starting point; taking one over the other silently would replay or skip events.
     if !after_cursor.is_empty() && from_oldest {
         v.add("from_oldest", "may not be set together with after_cursor");
+    }
+}
+
+/// Checks a watch's filter of event types: at most `max` entries, each a type `known` (the contract's, but
+/// UNSPECIFIED).
+pub fn check_event_types(v: &mut Violations, event_types: &[i32], max: usize, known: impl Fn(i32) -> bool) {
+    check_count(v, "event_types", event_types.len(), 0, max);
+    for (i, event_type) in checked_entries(event_types, max) {
+        if !known(*event_type) {
+            v.add(
+                &format!("event_types[{i}]"),
+                format!("must be a known event type other than UNSPECIFIED, got {event_type}"),
+            );
+        }
     }
 }

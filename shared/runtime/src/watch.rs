@@ -46,6 +46,14 @@ pub trait EventStreams: Send + Sync + 'static {
     type Message: Send + 'static;
     /// The service, as a replica shutting down names itself to its watchers.
     const SERVICE: &'static str;
+    /// How often a quiet watch reads its streams again.
+    const POLL: Duration = POLL;
+
+    /// Every stream there is, with the clock of the node holding their list: a watch that names none watches
+    /// these, and those that appear later from their first event. Every fleet's, unless said otherwise.
+    fn every(&self, store: &Store) -> impl Future<Output = Result<(u64, Vec<String>), StoreError>> + Send {
+        berth_store::fleets::fleets_now(store)
+    }
 
     /// Up to `count` events of a fleet from `start` (an XRANGE start: a position, or one after '(' to exclude it),
     /// with the clock of the node holding them and the last event trimmed.
@@ -177,7 +185,7 @@ pub async fn open<S: EventStreams>(
     let (listed_at, mut fleet_ids) = if fixed {
         (None, start.fleet_ids)
     } else {
-        let (now, fleet_ids) = berth_store::fleets::fleets_now(&store).await?;
+        let (now, fleet_ids) = streams.every(&store).await?;
         (Some(now), fleet_ids)
     };
     fleet_ids.sort_unstable();
@@ -280,7 +288,7 @@ impl<S: EventStreams> Watch<S> {
             // can hold everything back.
             if !read.full || !read.moved {
                 tokio::select! {
-                    _ = tokio::time::sleep(POLL) => {}
+                    _ = tokio::time::sleep(S::POLL) => {}
                     // A client that went away stops the polling now, not at the next message it would have got.
                     _ = self.out.closed() => return,
                     _ = closing.changed() => {
@@ -302,7 +310,7 @@ impl<S: EventStreams> Watch<S> {
         // positions after its time.
         let mut reached = None;
         if !self.fixed {
-            let (now, fleet_ids) = berth_store::fleets::fleets_now(&self.store).await?;
+            let (now, fleet_ids) = self.streams.every(&self.store).await?;
             self.fleet_ids = fleet_ids;
             reached = Some(Mark::before(now));
         }

@@ -16,16 +16,24 @@
 //! shows up, to show the reservation end TIMEDOUT. Matches overlap; when every server hosts one, the refusal (no
 //! server) is counted and later matches try again. A watch of the fleet's session events counts every transition.
 //!
+//! GameLift queue style, on the fleets `demo-eu` (location `eu-local`) and `demo-us` (`us-local`), created here
+//! through FleetService with the `process` provisioner: a matchmaker asks the queue `demo-queue` for each match,
+//! with its players' latencies, and Berth picks the fleet and location; see the module [`placements`].
+//!
 //! A status line every second shows the FleetIQ pool and that of the SDK processes (one of which is told to
-//! terminate now and then), and under it the session side.
+//! terminate now and then), and under it the session side; every few seconds a line shows the queue's metrics.
+
+#[path = "demo/placements.rs"]
+mod placements;
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::future::Future;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
-use berth_proto::common::v1::KeyValue;
+use berth_proto::common::v1::{Endpoint, KeyValue};
 use berth_proto::fleet::v1 as fpb;
 use berth_proto::fleet::v1::fleet_service_client::FleetServiceClient;
 use berth_proto::health::v1::game_server_service_client::GameServerServiceClient;
@@ -35,13 +43,15 @@ use berth_proto::health::v1::{
 };
 use berth_proto::placement::v1::ClaimGameServerRequest;
 use berth_proto::placement::v1::claim_service_client::ClaimServiceClient;
+use berth_proto::placement::v1::placement_service_client::PlacementServiceClient;
+use berth_proto::placement::v1::queue_service_client::QueueServiceClient;
 use berth_proto::session::v1::game_session_service_client::GameSessionServiceClient;
 use berth_proto::session::v1::player_session_service_client::PlayerSessionServiceClient;
 use berth_proto::session::v1::watch_session_events_response::Kind;
 use berth_proto::session::v1::{
     CreateGameSessionRequest, CreatePlayerSessionsRequest, DescribeGameSessionsRequest, DesiredPlayerSession,
-    GameSession, GameSessionStatus, ListGameSessionsRequest, PlayerSession, SessionEventType,
-    TerminateGameSessionRequest, TerminationMode, WatchSessionEventsRequest,
+    GameSession, GameSessionStatus, ListGameSessionsRequest, PlayerSession, SessionEvent, SessionEventType,
+    TerminateGameSessionRequest, TerminationMode, WatchSessionEventsRequest, WatchSessionEventsResponse,
 };
 use berth_runtime::auth::{Role, TokenKey};
 use berth_sdk::{AuthedChannel, probe};
@@ -93,6 +103,17 @@ struct Cli {
     /// How often the session matchmaker starts a match (a game session on the SDK fleet), in ms.
     #[arg(long, default_value_t = 3000)]
     session_every_ms: u64,
+    /// Game session queue the placement matchmaker places its matches through, over the fleets `demo-eu`
+    /// (location `eu-local`) and `demo-us` (`us-local`), created here through FleetService with the `process`
+    /// provisioner and the SDK fleet's game server.
+    #[arg(long, default_value = "demo-queue")]
+    queue: String,
+    /// Instances of each of the queue's fleets (one game server each).
+    #[arg(long, default_value_t = 2)]
+    placement_instances: u32,
+    /// How often the placement matchmaker starts a placement in the queue, in ms.
+    #[arg(long, default_value_t = 3000)]
+    placement_every_ms: u64,
     /// Stop after this many seconds (0: run until interrupted).
     #[arg(long, default_value_t = 0)]
     duration_seconds: u64,
@@ -255,19 +276,21 @@ async fn create_fleetiq_fleet(fleets: &mut FleetServiceClient<AuthedChannel>, cl
     }
 }
 
-/// Creates the SDK fleet through FleetService, or gives the one an earlier run left its desired count.
-async fn create_sdk_fleet(fleets: &mut FleetServiceClient<AuthedChannel>, cli: &Cli) -> Result<(), tonic::Status> {
-    let capacity = fpb::FleetCapacity {
-        minimum_instances: 0,
-        maximum_instances: cli.sdk_servers.max(10),
-        desired_instances: cli.sdk_servers,
-    };
-    let request = fpb::CreateFleetRequest {
-        fleet_id: cli.sdk_fleet.clone(),
-        name: "make run: example game servers".into(),
+/// A fleet of `instances` example game servers in one location, launched by the `process` provisioner from
+/// `launch_path`, on instances of type `local` that cost nothing.
+fn process_fleet(
+    fleet_id: &str,
+    name: &str,
+    launch_path: &str,
+    location: &str,
+    instances: u32,
+) -> fpb::CreateFleetRequest {
+    fpb::CreateFleetRequest {
+        fleet_id: fleet_id.into(),
+        name: name.into(),
         provisioner: "process".into(),
         launch_configuration: Some(fpb::ServerLaunchConfiguration {
-            launch_path: cli.sdk_launch_path.clone(),
+            launch_path: launch_path.into(),
             ..Default::default()
         }),
         instance_definitions: vec![fpb::InstanceDefinition {
@@ -275,30 +298,72 @@ async fn create_sdk_fleet(fleets: &mut FleetServiceClient<AuthedChannel>, cli: &
             ..Default::default()
         }],
         locations: vec![fpb::LocationConfiguration {
-            location: "local".into(),
-            capacity: Some(capacity),
+            location: location.into(),
+            capacity: Some(fpb::FleetCapacity {
+                minimum_instances: 0,
+                maximum_instances: instances.max(10),
+                desired_instances: instances,
+            }),
             standby: None,
         }],
         ..Default::default()
-    };
+    }
+}
+
+/// Creates a fleet through FleetService, or gives the one an earlier run left this checkout's game server and the
+/// request's capacity in each of its locations.
+async fn create_or_resize_fleet(
+    fleets: &mut FleetServiceClient<AuthedChannel>,
+    request: fpb::CreateFleetRequest,
+) -> Result<(), tonic::Status> {
+    let (fleet_id, locations) = (request.fleet_id.clone(), request.locations.clone());
+    let launch_configuration = request.launch_configuration.clone();
     match fleets.create_fleet(request).await {
         Ok(_) => Ok(()),
         Err(status) if status.code() == tonic::Code::AlreadyExists => {
-            let request = fpb::UpdateFleetCapacityRequest {
-                fleet_id: cli.sdk_fleet.clone(),
-                location: "local".into(),
-                minimum_instances: Some(0),
-                maximum_instances: Some(capacity.maximum_instances),
-                desired_instances: Some(cli.sdk_servers),
+            // An earlier run's fleet launches the game server of wherever that checkout was: this one's from now on.
+            let relaunch = fpb::UpdateFleetRequest {
+                fleet_id: fleet_id.clone(),
+                launch_configuration,
+                ..Default::default()
             };
-            fleets.update_fleet_capacity(request).await.map(drop)
+            fleets.update_fleet(relaunch).await?;
+            for location in locations {
+                let capacity = location.capacity.unwrap_or_default();
+                let request = fpb::UpdateFleetCapacityRequest {
+                    fleet_id: fleet_id.clone(),
+                    location: location.location,
+                    minimum_instances: Some(capacity.minimum_instances),
+                    maximum_instances: Some(capacity.maximum_instances),
+                    desired_instances: Some(capacity.desired_instances),
+                };
+                fleets.update_fleet_capacity(request).await?;
+            }
+            Ok(())
         }
         Err(status) => Err(status),
     }
 }
 
-/// Prints the fleet's events not printed yet (`seen`: the ids printed), oldest first.
-async fn print_fleet_events(fleets: &mut FleetServiceClient<AuthedChannel>, fleet: &str, seen: &mut HashSet<String>) {
+/// Creates the SDK fleet through FleetService, or gives the one an earlier run left its desired count.
+async fn create_sdk_fleet(fleets: &mut FleetServiceClient<AuthedChannel>, cli: &Cli) -> Result<(), tonic::Status> {
+    let request = process_fleet(
+        &cli.sdk_fleet,
+        "make run: example game servers",
+        &cli.sdk_launch_path,
+        "local",
+        cli.sdk_servers,
+    );
+    create_or_resize_fleet(fleets, request).await
+}
+
+/// Prints the fleet's events not printed yet (`seen`: the fleets and ids printed; an event id is a position in its
+/// fleet's event stream, so two fleets may use the same one), oldest first.
+async fn print_fleet_events(
+    fleets: &mut FleetServiceClient<AuthedChannel>,
+    fleet: &str,
+    seen: &mut HashSet<(String, String)>,
+) {
     let since = SystemTime::now() - Duration::from_secs(10);
     let request = fpb::ListFleetEventsRequest {
         fleet_id: fleet.into(),
@@ -310,7 +375,7 @@ async fn print_fleet_events(fleets: &mut FleetServiceClient<AuthedChannel>, flee
         return;
     };
     for event in page.into_inner().events {
-        if seen.insert(event.event_id.clone()) {
+        if seen.insert((fleet.to_owned(), event.event_id.clone())) {
             let subject = [&event.location, &event.instance_id, &event.game_server_id]
                 .into_iter()
                 .filter(|s| !s.is_empty())
@@ -318,7 +383,7 @@ async fn print_fleet_events(fleets: &mut FleetServiceClient<AuthedChannel>, flee
                 .collect::<Vec<_>>()
                 .join(" ");
             println!(
-                "  fleet event {}: {subject} {}",
+                "  fleet event {fleet} {}: {subject} {}",
                 event.code().as_str_name().trim_start_matches("FLEET_EVENT_CODE_"),
                 event.message
             );
@@ -326,13 +391,33 @@ async fn print_fleet_events(fleets: &mut FleetServiceClient<AuthedChannel>, flee
     }
 }
 
-/// Kills the oldest example game server with SIGKILL, as a crash would; the fleet service replaces its instance.
-fn kill_one() {
-    let killed = std::process::Command::new("pkill")
-        .args(["-KILL", "-o", "-f", "berth-example-game-server"])
+/// Kills a game server of the fleet with SIGKILL, as a crash would; the fleet service replaces its instance. The
+/// fleet's processes are told from other fleets' by the `BERTH_FLEET_ID` the provisioner put in their environment;
+/// the lowest pid goes, most often the oldest.
+fn kill_one(fleet: &str) {
+    let variable = format!("BERTH_FLEET_ID={fleet}");
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    let lowest = entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|environ| {
+                environ
+                    .split(|&byte| byte == 0)
+                    .any(|entry| entry == variable.as_bytes())
+            })
+        })
+        .min();
+    let Some(pid) = lowest else {
+        return;
+    };
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
         .status();
     if killed.is_ok_and(|status| status.success()) {
-        println!("  killed a game server with SIGKILL: the fleet service replaces its instance");
+        println!("  killed a game server of {fleet} with SIGKILL: the fleet service replaces its instance");
     }
 }
 
@@ -347,8 +432,10 @@ const JOIN_WAIT: Duration = Duration::from_secs(5);
 /// How long the players of a match with a no-show stay past the end of its reservation: the session service ends
 /// lapsed reservations on a sweep, a moment after they lapse.
 const LAPSE_MARGIN: Duration = Duration::from_secs(2);
-/// Event ids the watch remembers: a resumed watch repeats about a second of events, far fewer than this.
+/// Event ids a watch remembers: a resumed watch repeats about a second of events, far fewer than this.
 const RECENT_EVENTS: usize = 4096;
+/// How often the queue's metrics are shown, s.
+const QUEUE_STATUS_EVERY_SECONDS: u64 = 5;
 
 /// What the session side has seen, for the status line.
 #[derive(Default)]
@@ -409,17 +496,11 @@ impl SessionMatchmaker {
         };
         let Some(session) = self.wait_active(&id).await else {
             println!("  {name}: its game session did not become ACTIVE; ending it");
-            return self.abandon(&id).await;
+            return end_abandoned_session(&mut self.game_sessions, &id).await;
         };
-        let endpoint = session.endpoint.unwrap_or_default();
-        let host = if endpoint.ip_address.is_empty() {
-            endpoint.dns_name
-        } else {
-            endpoint.ip_address
-        };
-        let Ok(port) = u16::try_from(endpoint.port) else {
-            println!("  {name}: its game session has no usable port; ending it");
-            return self.abandon(&id).await;
+        let Some((host, port)) = address(session.endpoint) else {
+            println!("  {name}: its game session has no usable endpoint; ending it");
+            return end_abandoned_session(&mut self.game_sessions, &id).await;
         };
 
         let request = CreatePlayerSessionsRequest {
@@ -435,7 +516,7 @@ impl SessionMatchmaker {
             Ok(created) => created.into_inner().player_sessions,
             Err(status) => {
                 println!("  {name}: could not reserve players: {}", status.message());
-                return self.abandon(&id).await;
+                return end_abandoned_session(&mut self.game_sessions, &id).await;
             }
         };
         let no_show = wants_no_show && !self.no_show_waiting.swap(true, Ordering::Relaxed);
@@ -458,17 +539,12 @@ impl SessionMatchmaker {
             }
             _ => (&reserved[..], Duration::ZERO),
         };
-        let mut joins = JoinSet::new();
-        for player in coming {
-            let stay = Duration::from_secs(rand::rng().random_range(3..=10)).max(wait_for_missing);
-            joins.spawn(join(name.clone(), host.clone(), port, player.clone(), stay));
-        }
-        let joined = joins.join_all().await.into_iter().filter(|&joined| joined).count();
+        let joined = seat_players(&name, &host, port, coming, wait_for_missing).await;
         if no_show {
             self.no_show_waiting.store(false, Ordering::Relaxed);
         }
         if joined == 0 {
-            self.abandon(&id).await;
+            end_abandoned_session(&mut self.game_sessions, &id).await;
         }
     }
 
@@ -496,22 +572,46 @@ impl SessionMatchmaker {
         }
         None
     }
+}
 
-    /// Ends a game session no player will leave: its server ends a session when its last player leaves, so without
-    /// players it would host this one until the activation timeout, or for ever once ACTIVE. Forced, which also
-    /// stops the server process when it hosts nothing else; its supervisor then starts a fresh one.
-    async fn abandon(&mut self, id: &str) {
-        let request = TerminateGameSessionRequest {
-            game_session_id: id.to_owned(),
-            termination_mode: TerminationMode::ForceTerminate as i32,
-        };
-        match self.game_sessions.terminate_game_session(request).await {
-            Ok(_) => {}
-            // It has ended already.
-            Err(status) if status.code() == tonic::Code::FailedPrecondition => {}
-            Err(status) => println!("  could not end game session {id}: {}", status.message()),
-        }
+/// Ends a game session no player will leave: its server ends a session when its last player leaves, so without
+/// players it would host this one until the activation timeout, or for ever once ACTIVE. Forced, which also stops
+/// the server process when it hosts nothing else; the fleet service then launches a fresh one.
+async fn end_abandoned_session(game_sessions: &mut GameSessionServiceClient<AuthedChannel>, id: &str) {
+    let request = TerminateGameSessionRequest {
+        game_session_id: id.to_owned(),
+        termination_mode: TerminationMode::ForceTerminate as i32,
+    };
+    match game_sessions.terminate_game_session(request).await {
+        Ok(_) => {}
+        // It has ended already.
+        Err(status) if status.code() == tonic::Code::FailedPrecondition => {}
+        Err(status) => println!("  could not end game session {id}: {}", status.message()),
     }
+}
+
+/// Where players reach a game session's server: its address (IP, else DNS name) and game port; None when it has
+/// no usable port.
+fn address(endpoint: Option<Endpoint>) -> Option<(String, u16)> {
+    let endpoint = endpoint?;
+    let port = u16::try_from(endpoint.port).ok().filter(|&port| port != 0)?;
+    let host = if endpoint.ip_address.is_empty() {
+        endpoint.dns_name
+    } else {
+        endpoint.ip_address
+    };
+    Some((host, port))
+}
+
+/// Connects each player to the game server with their player session; each plays 3–10 s, and at least `min_stay`,
+/// then leaves. How many the server let in.
+async fn seat_players(name: &str, host: &str, port: u16, players: &[PlayerSession], min_stay: Duration) -> usize {
+    let mut joins = JoinSet::new();
+    for player in players {
+        let stay = Duration::from_secs(rand::rng().random_range(3..=10)).max(min_stay);
+        joins.spawn(join(name.to_owned(), host.to_owned(), port, player.clone(), stay));
+    }
+    joins.join_all().await.into_iter().filter(|&joined| joined).count()
 }
 
 /// A player taking their reserved slot: connects to the game server, presents their player session, stays for
@@ -551,38 +651,74 @@ async fn join(name: String, host: String, port: u16, player: PlayerSession, stay
     }
 }
 
-/// Counts the fleet's session events for the status line, resuming from the last cursor when the stream breaks.
-async fn watch_events(mut client: GameSessionServiceClient<AuthedChannel>, fleet: String, stats: Arc<SessionStats>) {
+/// What one message of a resumable watch stream carries.
+enum Watched<E> {
+    /// An event, with its id and the cursor just after it.
+    Event { id: String, cursor: String, event: E },
+    /// The latest cursor, on a quiet stream.
+    Keepalive(String),
+    /// Something this client does not know.
+    Unknown,
+}
+
+/// A closure that takes a message of a watch stream apart for [`follow`]. Every service's watch response
+/// (`$message`) carries, in its oneof `kind` (enum `$kind`), an event with its id and cursor, or a keepalive; only
+/// the generated types differ.
+macro_rules! watched {
+    ($message:ty, $kind:ident) => {
+        |message: $message| match message.kind {
+            Some($kind::Event(event)) => $crate::Watched::Event {
+                id: event.event_id.clone(),
+                cursor: event.cursor.clone(),
+                event,
+            },
+            Some($kind::Keepalive(keepalive)) => $crate::Watched::Keepalive(keepalive.cursor),
+            None => $crate::Watched::Unknown,
+        }
+    };
+}
+use watched;
+
+/// Follows a resumable watch until the task is dropped: `open` starts the stream after a cursor (empty: from now),
+/// `read` takes each message apart, and `on_event` gets each event once. A broken stream is opened again after the
+/// last cursor received; a resumed watch starts a little before its cursor and so repeats some events, which their
+/// ids tell apart.
+async fn follow<M, E, Opened>(
+    what: &str,
+    mut open: impl FnMut(String) -> Opened,
+    read: impl Fn(M) -> Watched<E>,
+    mut on_event: impl FnMut(E),
+) where
+    Opened: Future<Output = Result<tonic::Response<tonic::Streaming<M>>, tonic::Status>>,
+{
     let mut cursor = String::new();
-    // A resumed watch starts a little before its cursor and so repeats some events; their ids tell them apart.
     let mut recent = VecDeque::new();
     let mut seen = HashSet::new();
     loop {
-        let request = WatchSessionEventsRequest {
-            fleet_ids: vec![fleet.clone()],
-            after_cursor: cursor.clone(),
-            ..Default::default()
-        };
-        let broken = match client.watch_session_events(request).await {
+        let broken = match open(cursor.clone()).await {
             Ok(response) => {
                 let mut stream = response.into_inner();
                 loop {
                     match stream.message().await {
-                        Ok(Some(message)) => match message.kind {
-                            Some(Kind::Event(event)) => {
-                                cursor = event.cursor.clone();
-                                if seen.insert(event.event_id.clone()) {
-                                    recent.push_back(event.event_id.clone());
+                        Ok(Some(message)) => match read(message) {
+                            Watched::Event {
+                                id,
+                                cursor: after,
+                                event,
+                            } => {
+                                cursor = after;
+                                if seen.insert(id.clone()) {
+                                    recent.push_back(id);
                                     if recent.len() > RECENT_EVENTS
                                         && let Some(old) = recent.pop_front()
                                     {
                                         seen.remove(&old);
                                     }
-                                    *stats.events().entry(event.event_type()).or_default() += 1;
+                                    on_event(event);
                                 }
                             }
-                            Some(Kind::Keepalive(keepalive)) => cursor = keepalive.cursor,
-                            None => {}
+                            Watched::Keepalive(after) => cursor = after,
+                            Watched::Unknown => {}
                         },
                         Ok(None) => break tonic::Status::unavailable("the stream ended"),
                         Err(status) => break status,
@@ -592,12 +728,33 @@ async fn watch_events(mut client: GameSessionServiceClient<AuthedChannel>, fleet
             Err(status) => status,
         };
         if broken.code() == tonic::Code::OutOfRange {
-            // Events were missed: the counts go on from now.
+            // Events were missed: the watch goes on from now.
             cursor.clear();
         }
-        println!("  session events watch broke ({}); resuming", broken.message());
+        println!("  {what} watch broke ({}); resuming", broken.message());
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
+}
+
+/// Counts the fleet's session events for the status line.
+async fn watch_events(client: GameSessionServiceClient<AuthedChannel>, fleet: String, stats: Arc<SessionStats>) {
+    let open = |cursor| {
+        let mut client = client.clone();
+        let request = WatchSessionEventsRequest {
+            fleet_ids: vec![fleet.clone()],
+            after_cursor: cursor,
+            ..Default::default()
+        };
+        async move { client.watch_session_events(request).await }
+    };
+    let count = |event: SessionEvent| *stats.events().entry(event.event_type()).or_default() += 1;
+    follow(
+        "session events",
+        open,
+        watched!(WatchSessionEventsResponse, Kind),
+        count,
+    )
+    .await;
 }
 
 /// The session side of the status line: the fleet's game sessions now, and the transitions seen since the start.
@@ -666,10 +823,25 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     create_sdk_fleet(&mut fleets, &cli).await?;
     let mut fleet_events = HashSet::new();
     let placement = endpoint_of(&services, "placement");
-    let mut matchmaker = ClaimServiceClient::new(berth_sdk::connect(placement, &mint(&key, Role::Client, None)).await?);
+    let mut queues = QueueServiceClient::new(berth_sdk::connect(placement, &mint(&key, Role::Operator, None)).await?);
+    placements::create_queue_and_fleets(
+        &mut fleets,
+        &mut queues,
+        &cli.queue,
+        &cli.sdk_launch_path,
+        cli.placement_instances,
+    )
+    .await?;
+    let placement_channel = berth_sdk::connect(placement, &mint(&key, Role::Client, None)).await?;
+    let mut matchmaker = ClaimServiceClient::new(placement_channel.clone());
     let session = endpoint_of(&services, "session");
     let session_channel = berth_sdk::connect(session, &mint(&key, Role::Client, None)).await?;
     let mut game_sessions = GameSessionServiceClient::new(session_channel.clone());
+    let mut queue_matchmaker = placements::QueueMatchmaker::new(
+        cli.queue.clone(),
+        PlacementServiceClient::new(placement_channel),
+        game_sessions.clone(),
+    );
     let session_stats = Arc::new(SessionStats::default());
     let session_matchmaker = SessionMatchmaker {
         fleet: cli.sdk_fleet.clone(),
@@ -712,20 +884,29 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .await?;
     println!(
         "Registered {} game servers in fleet {fleet:?} over 4 instances; {fleet}-instance-3 is DRAINING. \
-         Matchmaking, and a game session on fleet {:?} every {} ms (Ctrl-C to stop):",
-        cli.servers, cli.sdk_fleet, cli.session_every_ms
+         Matchmaking, a game session on fleet {:?} every {} ms, and a placement through queue {:?} (fleets {}) \
+         every {} ms (Ctrl-C to stop):",
+        cli.servers,
+        cli.sdk_fleet,
+        cli.session_every_ms,
+        cli.queue,
+        placements::fleet_ids().collect::<Vec<_>>().join(", "),
+        cli.placement_every_ms
     );
     tokio::spawn(watch_events(
         game_sessions.clone(),
         cli.sdk_fleet.clone(),
         session_stats.clone(),
     ));
+    tokio::spawn(queue_matchmaker.clone().watch());
 
     let started = Instant::now();
     let mut claim_tick = tokio::time::interval(Duration::from_millis(cli.claim_every_ms));
     let mut status_tick = tokio::time::interval(Duration::from_secs(1));
     let mut session_tick = tokio::time::interval(Duration::from_millis(cli.session_every_ms));
+    let mut placement_tick = tokio::time::interval(Duration::from_millis(cli.placement_every_ms));
     let (mut matches, mut abandoned, mut refused, mut session_matches) = (0u64, 0u64, 0u64, 0u64);
+    let mut placements_started = 0u64;
     loop {
         if cli.duration_seconds > 0 && started.elapsed().as_secs() >= cli.duration_seconds {
             return Ok(());
@@ -746,13 +927,22 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     terminate_one(&mut operator, &cli.sdk_fleet).await;
                 }
                 if cli.kill_every_seconds > 0 && elapsed > 0 && elapsed.is_multiple_of(cli.kill_every_seconds) {
-                    kill_one();
+                    kill_one(&cli.sdk_fleet);
                 }
-                print_fleet_events(&mut fleets, &cli.sdk_fleet, &mut fleet_events).await;
+                if elapsed > 0 && elapsed.is_multiple_of(QUEUE_STATUS_EVERY_SECONDS) {
+                    println!("{}", queue_matchmaker.metrics_line().await);
+                }
+                for fleet_id in std::iter::once(cli.sdk_fleet.as_str()).chain(placements::fleet_ids()) {
+                    print_fleet_events(&mut fleets, fleet_id, &mut fleet_events).await;
+                }
             }
             _ = session_tick.tick() => {
                 session_matches += 1;
                 tokio::spawn(session_matchmaker.clone().play(session_matches));
+            }
+            _ = placement_tick.tick() => {
+                placements_started += 1;
+                tokio::spawn(queue_matchmaker.clone().start(placements_started));
             }
             _ = claim_tick.tick() => {
                 let request = ClaimGameServerRequest { fleet_id: fleet.clone(), ..Default::default() };

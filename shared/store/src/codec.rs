@@ -48,6 +48,14 @@ pub(crate) fn binary_fields(script: &str, raw: &[Value]) -> Result<HashMap<Strin
         .collect())
 }
 
+/// A field of [`binary_fields`] read as text; empty when missing.
+pub(crate) fn text_field(fields: &HashMap<String, Vec<u8>>, name: &str) -> String {
+    fields
+        .get(name)
+        .map(|v| String::from_utf8_lossy(v).into_owned())
+        .unwrap_or_default()
+}
+
 /// A stream position (`<ms>-<seq>`, from Redis's clock) as a comparable pair; `None` when malformed.
 pub fn parse_position(position: &str) -> Option<(u64, u64)> {
     let (ms, seq) = position.split_once('-')?;

@@ -40,7 +40,7 @@ pub async fn take_lease(
     let [outcome, lease] = store.invoke::<[String; 2]>(&call).await?;
     match outcome.as_str() {
         "HELD" => Ok(Lease::Held(lease)),
-        "TAKEN" => Ok(Lease::Taken(lease)),
+        "HELD_ELSEWHERE" => Ok(Lease::Taken(lease)),
         "NO_LOCATION" | "GONE" => Ok(Lease::NoLocation),
         other => Err(unexpected("take_lease", other)),
     }
@@ -208,7 +208,7 @@ pub async fn record_launched(
         Err(failure) => ("", failure),
     };
     call.arg(instance_id).arg(handle).arg(failure);
-    let done = if launched.is_ok() { "LAUNCHED" } else { "FAILED" };
+    let done = if launched.is_ok() { "LAUNCHED" } else { "LAUNCH_FAILED" };
     act(store, "record_launched", &call, done).await
 }
 

@@ -40,3 +40,24 @@ local function append_fields(out, key)
   end
   return out
 end
+
+-- Trims an event stream to the events from `cutoff_ms` on, and to at most `cap` of them, recording the position of
+-- the last one trimmed at `gone_key`: a watcher whose position is before it missed it. The trim is exact (an
+-- approximate one keeps whole blocks of 100 entries, so a quiet stream would keep its old events for good).
+local function trim_events(events, gone_key, cutoff_ms, cap)
+  local gone
+  local cutoff = tostring(cutoff_ms) .. '-0'
+  local first = redis.call('XRANGE', events, '-', '+', 'COUNT', 1)[1]
+  -- XREVRANGE walks the whole stream when nothing lies below its end, so it runs only when something does.
+  if first and tonumber(string.match(first[1], '^(%d+)')) < cutoff_ms then
+    gone = redis.call('XREVRANGE', events, '(' .. cutoff, '-', 'COUNT', 1)[1][1]
+    redis.call('XTRIM', events, 'MINID', cutoff)
+  end
+  if redis.call('XLEN', events) > cap then
+    -- Keeping one more first shows which is the last to go.
+    redis.call('XTRIM', events, 'MAXLEN', cap + 1)
+    gone = redis.call('XRANGE', events, '-', '+', 'COUNT', 1)[1][1]
+    redis.call('XTRIM', events, 'MAXLEN', cap)
+  end
+  if gone then redis.call('SET', gone_key, gone) end
+end

@@ -14,10 +14,67 @@ pub const FLEETS: &str = "berth:fleets";
 /// only ever changed beside a queue's script, never inside one.
 pub const QUEUES: &str = "berth:queues";
 
-/// The record of queue `name`. Each queue has a hash slot of its own (`{q:<name>}`; queue names hold no braces), in
-/// which its placements will live beside it.
-pub fn queue(name: &str) -> String {
-    format!("berth:{{q:{name}}}:queue")
+/// Sorted set of the names of deleted queues whose requests stream still holds entries (all scored 0), so that
+/// workers finish what they hold of them. It has a slot of its own, like [`QUEUES`].
+pub const DRAINING_QUEUES: &str = "berth:queues-draining";
+
+/// The keys of one queue and its placements. Each queue has a hash slot of its own (`{q:<name>}`; queue names hold
+/// no braces); its scripts receive its fixed keys in the order `queues/lib.lua` reads them.
+#[derive(Clone, Debug)]
+pub struct QueueKeys {
+    tag: String,
+}
+
+impl QueueKeys {
+    /// Keys of queue `name`.
+    pub fn new(name: &str) -> QueueKeys {
+        QueueKeys {
+            tag: format!("berth:{{q:{name}}}"),
+        }
+    }
+
+    /// The queue's record.
+    pub fn record(&self) -> String {
+        format!("{}:queue", self.tag)
+    }
+
+    /// Its fixed keys, in the order its scripts receive them: record, PENDING placements, requests stream, events
+    /// stream, position of the last event trimmed.
+    pub fn fixed(&self) -> [String; 5] {
+        [
+            self.record(),
+            format!("{}:pending", self.tag),
+            self.requests(),
+            self.events(),
+            self.events_gone(),
+        ]
+    }
+
+    /// Stream of placements for the workers to take.
+    pub fn requests(&self) -> String {
+        format!("{}:requests", self.tag)
+    }
+
+    /// Stream of the queue's placement events.
+    pub fn events(&self) -> String {
+        format!("{}:events", self.tag)
+    }
+
+    /// Position of the last placement event trimmed.
+    pub fn events_gone(&self) -> String {
+        format!("{}:events-gone", self.tag)
+    }
+
+    /// Hash of one placement.
+    pub fn placement(&self, placement_id: &str) -> String {
+        format!("{}:pl:{placement_id}", self.tag)
+    }
+}
+
+/// Who holds placement id `placement_id` (its queue and the digest of its request), in a slot of its own
+/// (`{p:<id>}`), so that a placement is found from its id alone.
+pub fn placement_id(placement_id: &str) -> String {
+    format!("berth:{{p:{placement_id}}}:id")
 }
 
 /// The channel on which the health replica `replica` hears that one of its streams has a command waiting. It
@@ -26,10 +83,21 @@ pub fn push_channel(replica: &str) -> String {
     format!("berth:{{r:{replica}}}:push")
 }
 
+/// The channel on which the placement replica `replica` hears that a game session one of its placements created
+/// was activated. Like [`push_channel`], a sharded channel on a cluster.
+pub fn placed_channel(replica: &str) -> String {
+    format!("berth:{{r:{replica}}}:placed")
+}
+
+/// The channel on which a location announces that it has a server for a placement that found none there (see
+/// `place` in `pool/lib.lua`). Plain pub/sub even on a cluster, where a script's PUBLISH reaches every node: the
+/// scripts that free a server run in the fleet's slot, not the channel's. The payload is `<fleet id>\n<location>`.
+pub const CAPACITY_CHANNEL: &str = "berth:capacity";
+
 /// Every key of a fleet: the name its Lua reads it by (`k.<name>`, see `scripts.rs`) and what follows the fleet's
 /// tag. A suffix ending in ':' starts the keys of a kind of record, each followed by its record's id; the others are
 /// the fleet's fixed keys, which a function declares at its top (`-- KEYS: k.pool, …`) and receives in KEYS.
-pub(crate) const FLEET_KEYS: [(&str, &str); 33] = [
+pub(crate) const FLEET_KEYS: [(&str, &str); 34] = [
     // The fleet (fleets/lib.lua): its record, and its event stream, which every area appends to.
     ("fleet", ":fleet"),
     ("events", ":events"),
@@ -50,6 +118,9 @@ pub(crate) const FLEET_KEYS: [(&str, &str); 33] = [
     // a location is found among that location's servers however many the fleet has elsewhere.
     ("lpool", ":lpool:"),
     ("lhosting", ":lhosting:"),
+    // Each location where a placement found no server lately (see `place`), so that the next server there is
+    // announced on CAPACITY_CHANNEL.
+    ("hungry", ":hungry:"),
     ("claims", ":claims"),
     ("inst", ":inst:"),
     ("inst_status", ":inst-status"),

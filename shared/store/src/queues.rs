@@ -1,6 +1,6 @@
 //! Game session queues, as the placement service's QueueService keeps them. A queue is one hash in a hash slot of
-//! its own (`{q:<name>}`, where its placements will live beside it): its configuration as the contract's `Queue`
-//! message, its revision and times. A sorted set lists every queue's name, for listing in name order; a name is
+//! its own (`{q:<name>}`, where its placements live beside it, see [`placements`]): its configuration as the
+//! contract's `Queue` message, its revision and times, and the few settings of it its scripts read. A sorted set lists every queue's name, for listing in name order; a name is
 //! listed before its record is written and unlisted after it is deleted, so that readers skip a listed name with no
 //! record and no record is ever unlisted. A change is computed from a record read and written only if that record's
 //! revision still stands, so that two changes never undo each other.
@@ -13,9 +13,28 @@ use prost::Message;
 use redis::Value;
 
 use crate::codec::{binary_fields, outcome_detail, unexpected};
-use crate::keys::{QUEUES, queue};
-use crate::scripts::scripts;
+use crate::keys::{DRAINING_QUEUES, QUEUES, QueueKeys};
+use crate::scripts::{FunctionCall, LuaScript, scripts};
 use crate::{Store, StoreError};
+
+pub mod placements;
+
+/// A queue script's call with the queue's keys.
+fn queue_call<'a>(script: &'a LuaScript, name: &str) -> FunctionCall<'a> {
+    let mut call = script.prepare();
+    for key in QueueKeys::new(name).fixed() {
+        call.key(key);
+    }
+    call
+}
+
+/// What the scripts read of a queue's configuration beside the encoded message: its timeout in ms, its limit of
+/// PENDING placements and its custom event data.
+fn settings(config: &pb::Queue, call: &mut FunctionCall<'_>) {
+    call.arg(u64::from(config.timeout_seconds) * 1000)
+        .arg(config.maximum_pending_placements)
+        .arg(&config.custom_event_data);
+}
 
 /// The outcome of creating a queue.
 #[derive(Debug)]
@@ -32,8 +51,9 @@ pub async fn create_queue(store: &Store, config: &pb::Queue) -> Result<QueueCrea
     let _: i64 = store
         .query(redis::cmd("ZADD").arg(QUEUES).arg(0).arg(&config.name))
         .await?;
-    let mut call = scripts().create_queue.prepare();
-    call.key(queue(&config.name)).arg(stored(config));
+    let mut call = queue_call(&scripts().create_queue, &config.name);
+    call.arg(stored(config));
+    settings(config, &mut call);
     let raw: Vec<Value> = store.invoke(&call).await?;
     let (outcome, _, record) = outcome_detail(SCRIPT, &raw)?;
     match outcome.as_str() {
@@ -45,7 +65,9 @@ pub async fn create_queue(store: &Store, config: &pb::Queue) -> Result<QueueCrea
 
 /// A queue by name; `None` when there is none.
 pub async fn read_queue(store: &Store, name: &str) -> Result<Option<pb::Queue>, StoreError> {
-    let fields: HashMap<String, Vec<u8>> = store.query(redis::cmd("HGETALL").arg(queue(name))).await?;
+    let fields: HashMap<String, Vec<u8>> = store
+        .query(redis::cmd("HGETALL").arg(QueueKeys::new(name).record()))
+        .await?;
     if fields.is_empty() {
         return Ok(None);
     }
@@ -65,8 +87,9 @@ pub enum QueueWritten {
 /// Writes `config` as the queue's configuration, only if the queue is still at `from_revision`.
 pub async fn write_queue(store: &Store, config: &pb::Queue, from_revision: u64) -> Result<QueueWritten, StoreError> {
     const SCRIPT: &str = "write_queue";
-    let mut call = scripts().write_queue.prepare();
-    call.key(queue(&config.name)).arg(from_revision).arg(stored(config));
+    let mut call = queue_call(&scripts().write_queue, &config.name);
+    call.arg(from_revision).arg(stored(config));
+    settings(config, &mut call);
     let raw: Vec<Value> = store.invoke(&call).await?;
     let (outcome, detail, record) = outcome_detail(SCRIPT, &raw)?;
     match outcome.as_str() {
@@ -80,25 +103,48 @@ pub async fn write_queue(store: &Store, config: &pb::Queue, from_revision: u64) 
 /// The outcome of deleting a queue.
 #[derive(Debug, PartialEq, Eq)]
 pub enum QueueDeleted {
-    Deleted,
+    /// Deleted, after cancelling this many PENDING placements.
+    Deleted(u32),
     NotFound,
     /// The queue is at this revision, not the one asked for; nothing was changed.
     Conflict(u64),
+    /// This many placements are PENDING and the deletion was not forced; nothing was changed.
+    Pending(u32),
 }
 
-/// Deletes a queue, only at `expected_revision` unless it is 0.
-pub async fn delete_queue(store: &Store, name: &str, expected_revision: u64) -> Result<QueueDeleted, StoreError> {
+/// Deletes a queue, only at `expected_revision` unless it is 0; with PENDING placements only when `force`d, which
+/// cancels them. Its name stays among the queues the workers visit until they are done with its requests.
+pub async fn delete_queue(
+    store: &Store,
+    name: &str,
+    expected_revision: u64,
+    force: bool,
+    retention_ms: u64,
+) -> Result<QueueDeleted, StoreError> {
     const SCRIPT: &str = "delete_queue";
-    let mut call = scripts().delete_queue.prepare();
-    call.key(queue(name)).arg(expected_revision);
+    let mut call = queue_call(&scripts().delete_queue, name);
+    call.arg(expected_revision)
+        .arg(if force { "1" } else { "0" })
+        .arg(retention_ms);
     let raw: Vec<Value> = store.invoke(&call).await?;
-    let (outcome, detail, _) = outcome_detail(SCRIPT, &raw)?;
+    let (outcome, detail, rest) = outcome_detail(SCRIPT, &raw)?;
+    let count = |text: &str| text.parse::<u32>().map_err(|_| unexpected(SCRIPT, text));
     let deleted = match outcome.as_str() {
-        "DELETED" => QueueDeleted::Deleted,
+        "DELETED" => QueueDeleted::Deleted(count(&detail)?),
         "NOT_FOUND" => QueueDeleted::NotFound,
         "CONFLICT" => return Ok(QueueDeleted::Conflict(revision(SCRIPT, &detail)?)),
+        "HAS_PENDING" => return Ok(QueueDeleted::Pending(count(&detail)?)),
         other => return Err(unexpected(SCRIPT, other)),
     };
+    let requests_left: i64 = match rest.first() {
+        Some(value) => redis::from_redis_value_ref(value).map_err(|_| unexpected(SCRIPT, "a malformed count"))?,
+        None => 0,
+    };
+    if requests_left > 0 {
+        let _: i64 = store
+            .query(redis::cmd("ZADD").arg(DRAINING_QUEUES).arg(0).arg(name))
+            .await?;
+    }
     let _: i64 = store.query(redis::cmd("ZREM").arg(QUEUES).arg(name)).await?;
     Ok(deleted)
 }

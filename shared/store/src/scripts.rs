@@ -11,7 +11,7 @@ use std::sync::LazyLock;
 use berth_domain::page_token::digest;
 use redis::{Cmd, ToRedisArgs};
 
-use crate::keys::{FLEET_KEYS, FleetKeys};
+use crate::keys::{CAPACITY_CHANNEL, FLEET_KEYS, FleetKeys};
 use crate::{Store, StoreError};
 
 /// Every script of the store.
@@ -112,12 +112,32 @@ pub struct Scripts {
     pub read_utilization: LuaScript,
     /// Hands back a claim whose caller gave up.
     pub release_claim: LuaScript,
+    /// Looks up or gives up a placement's attempt in a fleet.
+    pub placement_attempt: LuaScript,
     /// Creates a queue.
     pub create_queue: LuaScript,
     /// Writes a queue's configuration changed at a known revision.
     pub write_queue: LuaScript,
     /// Deletes a queue.
     pub delete_queue: LuaScript,
+    /// Holds or lets go of a placement id.
+    pub claim_placement_id: LuaScript,
+    /// Starts a placement.
+    pub start_placement: LuaScript,
+    /// Records a placement's next attempt.
+    pub record_attempt: LuaScript,
+    /// Ends a PENDING placement.
+    pub finish_placement: LuaScript,
+    /// Removes a placement's request from its stream.
+    pub placement_done: LuaScript,
+    /// Touches the requests a worker still holds.
+    pub touch_requests: LuaScript,
+    /// Trims a queue's events.
+    pub sweep_queue: LuaScript,
+    /// Reads a queue's metrics.
+    pub queue_metrics: LuaScript,
+    /// Reads the queues with their node's clock.
+    pub queues_now: LuaScript,
 }
 
 /// One function of the library.
@@ -186,7 +206,7 @@ pub(crate) struct Library {
 }
 
 /// The helpers every function may call, in the order they build on each other.
-const HELPERS: [&str; 8] = [
+const HELPERS: [&str; 9] = [
     include_str!("keys.lua"),
     include_str!("fleets/lib.lua"),
     include_str!("utilization/tally.lua"),
@@ -195,11 +215,12 @@ const HELPERS: [&str; 8] = [
     include_str!("sessions/lib.lua"),
     include_str!("processes/lose.lua"),
     include_str!("instances/lib.lua"),
+    include_str!("queues/lib.lua"),
 ];
 
 /// Every function: its field in [`Scripts`], its body (which sees its keys and arguments as KEYS and ARGV), and
 /// whether it only reads.
-const FUNCTIONS: [(&str, &str, bool); 51] = [
+const FUNCTIONS: [(&str, &str, bool); 61] = [
     ("create_fleet", include_str!("fleets/create.lua"), false),
     ("add_fleet_locations", include_str!("fleets/add_locations.lua"), false),
     ("write_fleet", include_str!("fleets/write.lua"), false),
@@ -272,9 +293,19 @@ const FUNCTIONS: [(&str, &str, bool); 51] = [
     ("remove_instance", include_str!("instances/remove.lua"), false),
     ("location_unhealthy", include_str!("instances/unhealthy.lua"), false),
     ("read_utilization", include_str!("utilization/read.lua"), true),
+    ("placement_attempt", include_str!("sessions/placement.lua"), false),
     ("create_queue", include_str!("queues/create.lua"), false),
     ("write_queue", include_str!("queues/write.lua"), false),
     ("delete_queue", include_str!("queues/delete.lua"), false),
+    ("claim_placement_id", include_str!("queues/claim_id.lua"), false),
+    ("start_placement", include_str!("queues/start.lua"), false),
+    ("record_attempt", include_str!("queues/attempt.lua"), false),
+    ("finish_placement", include_str!("queues/finish.lua"), false),
+    ("placement_done", include_str!("queues/done.lua"), false),
+    ("touch_requests", include_str!("queues/touch.lua"), false),
+    ("sweep_queue", include_str!("queues/sweep.lua"), false),
+    ("queue_metrics", include_str!("queues/metrics.lua"), true),
+    ("queues_now", include_str!("queues/now.lua"), true),
 ];
 
 /// The fleet keys a function declares at its top, `-- KEYS: k.pool, k.claims.` (the list may go on over the next
@@ -309,7 +340,10 @@ fn key_table() -> String {
         .iter()
         .map(|(name, suffix)| format!("{name} = '{suffix}'"))
         .collect();
-    format!("local KEY = {{{}}}\n", entries.join(", "))
+    format!(
+        "local KEY = {{{}}}\nlocal CAPACITY_CHANNEL = '{CAPACITY_CHANNEL}'\n",
+        entries.join(", ")
+    )
 }
 
 /// S, every stored state by name (`S.STANDING_BY`), from the domain's enums, so that the Lua spells no state of its
@@ -409,9 +443,19 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
         location_unhealthy: function("location_unhealthy"),
         read_utilization: function("read_utilization"),
         release_claim: function("release_claim"),
+        placement_attempt: function("placement_attempt"),
         create_queue: function("create_queue"),
         write_queue: function("write_queue"),
         delete_queue: function("delete_queue"),
+        claim_placement_id: function("claim_placement_id"),
+        start_placement: function("start_placement"),
+        record_attempt: function("record_attempt"),
+        finish_placement: function("finish_placement"),
+        placement_done: function("placement_done"),
+        touch_requests: function("touch_requests"),
+        sweep_queue: function("sweep_queue"),
+        queue_metrics: function("queue_metrics"),
+        queues_now: function("queues_now"),
     }
 });
 
@@ -513,7 +557,9 @@ mod tests {
     /// The Redis commands and arguments the functions spell in capitals.
     const REDIS_WORDS: &[&str] = &[
         "COUNT",
+        "CREATE",
         "DEL",
+        "EXISTS",
         "DESC",
         "GET",
         "HDEL",
@@ -526,9 +572,12 @@ mod tests {
         "HSETNX",
         "HVALS",
         "LIMIT",
+        "MKSTREAM",
         "MAXLEN",
         "MINID",
+        "PERSIST",
         "PEXPIRE",
+        "PUBLISH",
         "PX",
         "SADD",
         "SCARD",
@@ -537,8 +586,14 @@ mod tests {
         "SREM",
         "TIME",
         "WITHSCORES",
+        "XACK",
         "XADD",
+        "XCLAIM",
+        "XDEL",
+        "XGROUP",
+        "JUSTID",
         "XLEN",
+        "XPENDING",
         "XRANGE",
         "XREVRANGE",
         "XTRIM",
@@ -560,9 +615,12 @@ mod tests {
         "ABOVE_SERVER",
         "ACCEPTED",
         "ADDED",
+        "ABANDON",
+        "ABANDONED",
         "ACTIVATED",
         "BELOW_COUNT",
         "CHANGED",
+        "CLAIM",
         "CLAIMED",
         "CONFLICT",
         "CREATED",
@@ -574,17 +632,20 @@ mod tests {
         "EXHAUSTED",
         "EXISTING",
         "EXISTS",
-        "FAILED",
+        "LAUNCH_FAILED",
         "FENCED",
+        "FINISHED",
         "FORCE",
         "FOUND",
         "FULL",
         "HOME",
         "GONE",
+        "HAS_PENDING",
         "HELD",
         "LAPSED",
         "LAUNCHED",
         "LIVE",
+        "LOOK",
         "NOT_ACTIVE",
         "NOT_CLAIMANT",
         "NOT_FOUND",
@@ -596,14 +657,18 @@ mod tests {
         "PLAYER_CONFLICT",
         "READY",
         "RECORDED",
+        "RELEASE",
+        "RELEASED",
         "REGISTERED",
         "REJECT",
         "REMOVED",
         "RESUMED",
         "SDK_PROCESS",
         "STOPPING",
-        "TAKEN",
+        "HELD_ELSEWHERE",
+        "TAKEN_BY",
         "TOKEN_REUSED",
+        "TOO_SMALL",
         "TOO_MANY_COUNTERS",
         "TOO_MANY",
         "TOO_MANY_PROPERTIES",

@@ -9,10 +9,12 @@ use crate::codec::{game_session, unexpected};
 use crate::keys::FleetKeys;
 use crate::processes::Routing;
 use crate::scripts::scripts;
+use crate::sessions::placements::PlacementAttempt;
 use crate::{Store, StoreError};
 
 mod events;
 mod fleet_deletion;
+pub mod placements;
 mod players;
 mod reads;
 
@@ -75,6 +77,8 @@ pub struct NewGameSession<'a> {
     /// Tells a retry of this request from another request with the same token.
     pub digest: &'a str,
     pub placement_id: &'a str,
+    /// Set for a placement's attempt (see [`placements`]); its token replaces `idempotency_token` and `digest`.
+    pub attempt: Option<PlacementAttempt<'a>>,
 }
 
 impl<'a> NewGameSession<'a> {
@@ -97,6 +101,7 @@ impl<'a> NewGameSession<'a> {
             idempotency_token: "",
             digest: "",
             placement_id: "",
+            attempt: None,
         }
     }
 }
@@ -110,8 +115,12 @@ pub enum Created {
     Existing(Box<GameSessionRecord>),
     /// The idempotency token was used for another request.
     TokenReused,
+    /// The token is a placement attempt's that was given up (see [`placements`]): nothing was created.
+    Abandoned,
     /// No ready process has room for it (or the one named is unknown or cannot host it).
     NoServer,
+    /// Every ready process looked at takes fewer players than the session asks for.
+    TooSmall,
     /// The creator reached the limit; it may create again at this time (ms).
     CreatorLimit(i64),
     /// The fleet does not exist, or has no such location: why.
@@ -130,13 +139,24 @@ pub async fn create_game_session(
     let keys = FleetKeys::new(new.fleet_id);
     let mut call = scripts().create_game_session.for_fleet(&keys);
     let properties = serde_json::to_string(new.properties).map_err(|err| unexpected(SCRIPT, err.to_string()))?;
+    // An attempt's session is created under the attempt's token, which is its own digest: any retry of it is the
+    // same request.
+    let token = new
+        .attempt
+        .as_ref()
+        .map_or_else(|| new.idempotency_token.to_owned(), |a| a.attempt.token());
+    let digest = if new.attempt.is_some() {
+        token.as_str()
+    } else {
+        new.digest
+    };
     call.arg(new.game_session_id)
         .arg(new.game_server_id.unwrap_or(""))
         .arg(new.location)
         .arg(new.maximum_players)
         .arg(timings.retention_ms)
-        .arg(new.idempotency_token)
-        .arg(new.digest)
+        .arg(&token)
+        .arg(digest)
         .arg(new.creator_id)
         .arg(if new.accepts_players { "1" } else { "0" })
         .arg(match new.protected {
@@ -150,6 +170,19 @@ pub async fn create_game_session(
         .arg(new.matchmaker_data)
         .arg(new.placement_id)
         .arg(new.fleet_id);
+    match &new.attempt {
+        Some(placed) => {
+            call.arg(placed.notify);
+            placed.attempt.args(&mut call);
+            call.arg(placed.avoid.join(" "));
+            for (player, data, player_session_id) in placed.players {
+                call.arg(*player).arg(*data).arg(player_session_id);
+            }
+        }
+        None => {
+            call.arg("").arg("").arg("").arg("").arg("");
+        }
+    }
     let raw: Vec<String> = store.invoke(&call).await?;
     let (outcome, routing, detail, session) = routed_session(SCRIPT, &raw)?;
     let present =
@@ -158,7 +191,9 @@ pub async fn create_game_session(
         "CREATED" => Created::Created(present(session)?, routing),
         "EXISTING" => Created::Existing(present(session)?),
         "TOKEN_REUSED" => Created::TokenReused,
+        "ABANDONED" => Created::Abandoned,
         "NO_SERVER" => Created::NoServer,
+        "TOO_SMALL" => Created::TooSmall,
         "CREATOR_LIMIT" => Created::CreatorLimit(detail.parse().map_err(|_| unexpected(SCRIPT, &detail))?),
         "NO_FLEET" | "NO_LOCATION" => Created::NotFound(detail),
         "NOT_ACTIVE" => Created::FleetNotActive(detail),
@@ -194,6 +229,14 @@ pub async fn activate_game_session(
     let [outcome, _now, session @ ..] = raw.as_slice() else {
         return Err(unexpected(SCRIPT, raw.len()));
     };
+    if outcome == "ACTIVATED"
+        && let Some(replica) = session
+            .chunks_exact(2)
+            .find(|pair| pair[0] == "notify")
+            .map(|pair| &pair[1])
+    {
+        placements::activated(store, replica, fleet_id, game_session_id);
+    }
     let present = || -> Result<Box<GameSessionRecord>, StoreError> {
         game_session(session)?
             .map(Box::new)

@@ -25,6 +25,7 @@ async fn queues(redis: &TestRedis, role: Role) -> (RunningService, Client) {
     let args = berth_placement::PlacementArgs {
         claim_timeout_ms: 60_000,
         claim_sweep_ms: 1000,
+        ..Default::default()
     };
     let service = spawn_service(berth_placement::service(store.clone(), &args), store).await;
     let channel = berth_sdk::connect(&service.endpoint(), &token(role, None))

@@ -19,7 +19,7 @@ use crate::game_server::{PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX, check_fleet_id};
 use crate::process::LOCATION_LEN;
 use crate::search::{self, Filter, Sort};
 use crate::validate::{Violations, check_count, check_page_size, checked_entries, is_id_char};
-use crate::watch::{check_watch_start, check_watched_fleets};
+use crate::watch::{check_event_types, check_watch_start, check_watched_fleets};
 
 /// Most player sessions holding a slot in one game session at once.
 pub const MAXIMUM_PLAYERS_MAX: u32 = 1000;
@@ -299,15 +299,12 @@ pub fn check_watch_session_events(req: &pb::WatchSessionEventsRequest) -> Result
     for (i, id) in checked_entries(&req.game_session_ids, WATCH_IDS_MAX) {
         check_game_session_id(&mut v, &format!("game_session_ids[{i}]"), id);
     }
-    check_count(&mut v, "event_types", req.event_types.len(), 0, EVENT_TYPES_MAX);
-    for (i, event_type) in checked_entries(&req.event_types, EVENT_TYPES_MAX) {
-        if !matches!(pb::SessionEventType::try_from(*event_type), Ok(t) if t != pb::SessionEventType::Unspecified) {
-            v.add(
-                &format!("event_types[{i}]"),
-                format!("must be a known event type other than UNSPECIFIED, got {event_type}"),
-            );
-        }
-    }
+    check_event_types(
+        &mut v,
+        &req.event_types,
+        EVENT_TYPES_MAX,
+        |t| matches!(pb::SessionEventType::try_from(t), Ok(t) if t != pb::SessionEventType::Unspecified),
+    );
     check_watch_start(&mut v, &req.after_cursor, req.from_oldest);
     v.into_result()
 }

@@ -6,7 +6,12 @@
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap};
 
+use berth_proto::fleet::v1 as fleet_pb;
 use berth_proto::placement::v1 as pb;
+
+use crate::fleet::FleetRecord;
+use crate::fleet::reconcile::{launch_type, not_viable};
+use crate::stored::{FirstChoiceOutcome, FleetStatus, LocationStatus};
 
 /// One location of a destination fleet, as the placement sees it now.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -27,6 +32,45 @@ pub struct FleetView {
     /// ACTIVE: sessions may be placed in it.
     pub active: bool,
     pub locations: Vec<LocationView>,
+}
+
+impl FleetView {
+    /// A fleet as its record stands. A location is viable when the fleet may launch there (a fleet that launches no
+    /// instances of its own, as an Anywhere fleet, always is); its cost is that of the type it launches, at the
+    /// Spot price when it launches Spot.
+    pub fn of(record: &FleetRecord) -> FleetView {
+        let config = &record.config;
+        let locations = record
+            .locations
+            .iter()
+            .map(|location| {
+                let excluded = not_viable(&location.viabilities);
+                let launching = launch_type(config, &excluded);
+                let hourly_cost_micros = launching
+                    .and_then(|name| config.instance_definitions.iter().find(|d| d.instance_type == name))
+                    .map_or(0, |definition| {
+                        let spot = config.balancing_strategy() != fleet_pb::BalancingStrategy::OnDemandOnly
+                            && !excluded.contains(&definition.instance_type)
+                            && definition.spot_hourly_cost_micros > 0;
+                        if spot {
+                            definition.spot_hourly_cost_micros
+                        } else {
+                            definition.on_demand_hourly_cost_micros
+                        }
+                    });
+                LocationView {
+                    location: location.location.clone(),
+                    deployed: location.status == LocationStatus::Deployed,
+                    viable: config.instance_definitions.is_empty() || launching.is_some(),
+                    hourly_cost_micros,
+                }
+            })
+            .collect();
+        FleetView {
+            active: record.status == FleetStatus::Active,
+            locations,
+        }
+    }
 }
 
 /// A candidate: a location of a destination fleet.
@@ -64,6 +108,25 @@ pub struct Order {
     pub lowest_latency: Option<Candidate>,
     /// Among the candidates tried, the cheapest.
     pub lowest_price: Option<Candidate>,
+}
+
+impl Order {
+    /// What the queue's metrics record of a placement fulfilled on `taken`: how its first choice fared, whether
+    /// `taken` is in the lowest-latency location, and whether it is the cheapest candidate.
+    pub fn outcome(&self, taken: &Candidate) -> (FirstChoiceOutcome, bool, bool) {
+        let first_choice = if self.first_choice.as_ref() == Some(taken) {
+            FirstChoiceOutcome::Taken
+        } else if self.first_choice_not_viable {
+            FirstChoiceOutcome::NotViable
+        } else {
+            FirstChoiceOutcome::OutOfCapacity
+        };
+        let lowest_latency = self
+            .lowest_latency
+            .as_ref()
+            .is_some_and(|lowest| lowest.location == taken.location);
+        (first_choice, lowest_latency, self.lowest_price.as_ref() == Some(taken))
+    }
 }
 
 /// The latency cap in force after `waited_ms` of waiting, ms; `None` when the queue caps nothing. Policies apply

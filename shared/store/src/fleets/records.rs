@@ -14,7 +14,7 @@ use prost::Message;
 use redis::Value;
 
 use super::enlist;
-use crate::codec::{binary_fields, outcome_detail, unexpected};
+use crate::codec::{binary_fields, outcome_detail, text_field, unexpected};
 use crate::keys::FleetKeys;
 use crate::scripts::{FunctionCall, scripts};
 use crate::{Store, StoreError};
@@ -255,12 +255,7 @@ fn decode(script: &str, raw: &[Value]) -> Result<FleetRecord, StoreError> {
 /// A fleet from its stored fields.
 fn from_fields(script: &str, fields: &Fields) -> Result<FleetRecord, StoreError> {
     let bad = |what: &str| unexpected(script, format!("a fleet with {what}"));
-    let text = |name: &str| {
-        fields
-            .get(name)
-            .map(|v| String::from_utf8_lossy(v).into_owned())
-            .unwrap_or_default()
-    };
+    let text = |name: &str| text_field(fields, name);
     let number = |name: &str| text(name).parse::<i64>().map_err(|_| bad(name));
     let config = pb::Fleet::decode(fields.get("cfg").map(Vec::as_slice).unwrap_or_default())
         .map_err(|_| bad("a configuration that does not decode"))?;

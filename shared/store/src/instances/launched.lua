@@ -3,7 +3,7 @@
 -- provisioner's message).
 -- KEYS: k.events, k.fleet. ARGV[1] location, ARGV[2] lease, ARGV[3] instance id, ARGV[4] handle, ARGV[5] why the
 -- launch failed ('' when it did not).
--- Reply: {LAUNCHED | FAILED | GONE | FENCED, now_ms}. GONE: no such instance is recorded any more.
+-- Reply: {LAUNCHED | LAUNCH_FAILED | GONE | FENCED, now_ms}. GONE: no such instance is recorded any more.
 local now = now_ms()
 local loc, id = ARGV[1], ARGV[3]
 if not holds_lease(k, loc, ARGV[2]) then return {'FENCED', tostring(now)} end
@@ -13,7 +13,7 @@ local extra = {'location', loc, 'instance_id', id}
 if ARGV[5] ~= '' then
   forget_instance(k, loc, id)
   fleet_event(k, now, S.INSTANCE_LAUNCH_FAILED, ARGV[5], extra)
-  return {'FAILED', tostring(now)}
+  return {'LAUNCH_FAILED', tostring(now)}
 end
 if redis.call('HGET', vm, 'state') == S.LAUNCHING then redis.call('HSET', vm, 'state', S.RUNNING) end
 redis.call('HSET', vm, 'handle', ARGV[4])

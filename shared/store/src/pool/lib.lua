@@ -13,6 +13,9 @@
 -- mirror of the pool (k.lpool .. location), scored alike; `place` keeps the two together.
 
 local TIER_SPAN = 1e13
+-- How long a location stays marked hungry after a placement found no server there: longer than the slowest retry
+-- of a waiting placement (BERTH_PLACEMENT_RETRY_MS, at most 1 s), which marks it again.
+local HUNGRY_MS = 5000
 
 local function tier_of(istatus)
   if istatus == S.ACTIVE then return 0 elseif istatus == S.DRAINING then return 1 end
@@ -25,12 +28,18 @@ end
 
 -- Puts server `id` in the fleet's sorted set `set` at `score`, or takes it out (score nil), and likewise in its
 -- location's mirror of that set (`mirror`: k.lpool for the pool, k.lhosting for the hosting processes). A FleetIQ
--- server has no location, and so no mirror.
+-- server has no location, and so no mirror. A location where a placement lately found no server (k.hungry, set by
+-- create.lua) announces this one on CAPACITY_CHANNEL, so that waiting placements try again at once.
 local function place(k, set, mirror, id, score)
   local loc = redis.call('HGET', k.gs .. id, 'loc')
   if score then
     redis.call('ZADD', set, score, id)
-    if loc and loc ~= '' then redis.call('ZADD', mirror .. loc, score, id) end
+    if loc and loc ~= '' then
+      redis.call('ZADD', mirror .. loc, score, id)
+      if redis.call('DEL', k.hungry .. loc) == 1 then
+        redis.call('PUBLISH', CAPACITY_CHANNEL, string.match(k[0], '{f:([^}]*)}') .. '\n' .. loc)
+      end
+    end
   else
     redis.call('ZREM', set, id)
     if loc and loc ~= '' then redis.call('ZREM', mirror .. loc, id) end

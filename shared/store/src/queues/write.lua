@@ -1,11 +1,14 @@
 -- Writes a queue's new configuration (UpdateQueue), only if its revision is still the one the change was computed
 -- from; the revision is then raised.
--- KEYS[1] the queue's record. ARGV[1] the revision the change was computed from, ARGV[2] the new configuration.
+-- KEYS: the queue's (queues/lib.lua). ARGV[1] the revision the change was computed from, ARGV[2] the new
+-- configuration, ARGV[3] its timeout ms, ARGV[4] its maximum_pending_placements, ARGV[5] its custom event data.
 -- Reply: {WRITTEN, now_ms, '', fields...}, with the record after the change; {NOT_FOUND, now_ms, ''};
 -- {CONFLICT, now_ms, revision} when the queue moved on meanwhile (nothing is changed).
 local now = now_ms()
-local rev = redis.call('HGET', KEYS[1], 'rev')
+local q = queue_keys(KEYS)
+local rev = redis.call('HGET', q.record, 'rev')
 if not rev then return {'NOT_FOUND', tostring(now), ''} end
 if rev ~= ARGV[1] then return {'CONFLICT', tostring(now), rev} end
-redis.call('HSET', KEYS[1], 'cfg', ARGV[2], 'rev', tonumber(rev) + 1, 'u_ms', now)
-return append_fields({'WRITTEN', tostring(now), ''}, KEYS[1])
+redis.call('HSET', q.record, 'cfg', ARGV[2], 'rev', tonumber(rev) + 1, 'u_ms', now, 'timeout_ms', ARGV[3],
+  'maxp', ARGV[4], 'ced', ARGV[5])
+return append_fields({'WRITTEN', tostring(now), ''}, q.record)

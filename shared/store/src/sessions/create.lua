@@ -7,12 +7,18 @@
 -- game-server id ('' to pick one), ARGV[3] location ('' for any), ARGV[4] maximum players, ARGV[5] retention ms,
 -- ARGV[6] idempotency token (''), ARGV[7] digest of the request, ARGV[8] creator id (''), ARGV[9] accept players
 -- (1 | 0), ARGV[10] protected (1 | 0; '' for the fleet's default), ARGV[11] name, ARGV[12] properties (JSON),
--- ARGV[13] game session data, ARGV[14] matchmaker data, ARGV[15] placement id, ARGV[16] fleet id. The activation
--- and reservation deadlines and the creator limit are the fleet's settings (fleet_settings).
+-- ARGV[13] game session data, ARGV[14] matchmaker data, ARGV[15] placement id, ARGV[16] fleet id; for a placement's
+-- attempt (see attempt_spent), ARGV[17] the placement replica to tell when the session is activated, ARGV[18] the
+-- attempt's spend key, ARGV[19] its number, ARGV[20] the placement's deadline ms, ARGV[21] the game-server ids its
+-- earlier attempts failed on (space-separated: not to be tried again), then per player to reserve a slot for: player
+-- id, player data, id for the new player session (ARGV[17] to ARGV[21] are '' otherwise). The
+-- activation and reservation deadlines and the creator limit are the fleet's settings (fleet_settings); the
+-- players' reservations start when the session is activated.
 -- Reply: {outcome, now_ms, replica, version, detail, session fields...}. Outcomes: CREATED; EXISTING (the token
--- was used with the same request: the session as it stands); TOKEN_REUSED (used with another request);
+-- was used with the same request: the session as it stands); TOKEN_REUSED (used with another request); ABANDONED
+-- (the attempt was spent, or its placement's deadline has passed: nothing is created);
 -- NO_SERVER (none ready with room, or the named server is unknown or cannot host it: either way the caller looks
--- elsewhere); CREATOR_LIMIT (detail: ms when the creator may create again); NO_FLEET, NO_LOCATION, NOT_ACTIVE (the
+-- elsewhere); TOO_SMALL (every ready server looked at takes fewer players than asked); CREATOR_LIMIT (detail: ms when the creator may create again); NO_FLEET, NO_LOCATION, NOT_ACTIVE (the
 -- fleet takes no new session there: detail says why).
 local now = now_ms()
 local sid, named, loc, max = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
@@ -26,8 +32,20 @@ if token ~= '' then
     return session_reply('EXISTING', now, nil, nil, key)
   end
 end
+local spend = ARGV[18]
+if spend ~= '' and attempt_spent(k, spend, ARGV[19], ARGV[20], now) then return session_reply('ABANDONED', now) end
+-- A placement's attempt refused here is spent, so that a late retry of it cannot create what the placement has
+-- moved on from.
+local function refuse(outcome, detail)
+  if spend ~= '' then
+    spend_attempt(k, spend, ARGV[19], ARGV[20], now)
+    -- The placement waits for a server here: the next one to come is announced (see place).
+    if outcome == 'NO_SERVER' and loc ~= '' then redis.call('SET', k.hungry .. loc, 1, 'PX', HUNGRY_MS) end
+  end
+  return session_reply(outcome, now, detail)
+end
 local refused = session_refusal(k, loc)
-if refused then return session_reply(refused[1], now, refused[2]) end
+if refused then return refuse(refused[1], refused[2]) end
 local set = fleet_settings(k)
 local limit, period = set.creator_n, set.creator_ms
 local protected = ARGV[10]
@@ -37,16 +55,23 @@ if creator ~= '' and limit > 0 then
   redis.call('ZREMRANGEBYSCORE', created_by, '-inf', now - period)
   if redis.call('ZCARD', created_by) >= limit then
     local oldest = redis.call('ZRANGE', created_by, 0, 0, 'WITHSCORES')
-    return session_reply('CREATOR_LIMIT', now, tonumber(oldest[2]) + period)
+    return refuse('CREATOR_LIMIT', tonumber(oldest[2]) + period)
   end
 end
 
 -- Whether a process can take a session of `max` players in `loc` now: ready or hosting, healthy, on an instance
--- that takes work, AVAILABLE and unclaimed (a claim or UTILIZED means another caller placed a game on it).
+-- that takes work, AVAILABLE and unclaimed (a claim or UTILIZED means another caller placed a game on it). Counts
+-- the processes looked at, and those of them that take fewer players than `max`.
+local avoided = {}
+for avoid in string.gmatch(ARGV[21], '%S+') do avoided[avoid] = true end
+local looked, too_small = 0, 0
 local function can_host(id)
+  if avoided[id] then return false end
   local s = redis.call('HMGET', k.gs .. id, 'pstate', 'loc', 'max_players', 'max_sess', 'health',
     'istatus', 'util', 'claim_exp_ms')
   if s[1] ~= S.STANDING_BY and s[1] ~= S.ACTIVE then return false end
+  looked = looked + 1
+  if tonumber(s[3] or '0') < max then too_small = too_small + 1 end
   if (loc ~= '' and s[2] ~= loc) or tonumber(s[3] or '0') < max or s[5] == S.UNHEALTHY then return false end
   if not tier_of(s[6]) or s[7] ~= S.AVAILABLE or s[8] then return false end
   return redis.call('SCARD', k.gs .. id .. ':sessions') < tonumber(s[4] or '1')
@@ -66,28 +91,30 @@ end
 
 local id = named
 if id ~= '' then
-  if not redis.call('HGET', k.gs .. id, 'pstate') or not can_host(id) then
-    return session_reply('NO_SERVER', now)
-  end
+  if not redis.call('HGET', k.gs .. id, 'pstate') or not can_host(id) then return refuse('NO_SERVER') end
 else
   -- The pool holds ready processes and FleetIQ servers alike; can_host tells them apart. A location named is looked
   -- for among its own processes, in its mirrors of the two sets, however many the fleet has elsewhere.
   local hosting, pool = k.hosting, k.pool
   if loc ~= '' then hosting, pool = k.lhosting .. loc, k.lpool .. loc end
   id = first_host(hosting, '-inf', '+inf') or first_host(pool, 0, '(' .. score_str(2 * TIER_SPAN))
-  if not id then return session_reply('NO_SERVER', now) end
+  -- Waiting would not help when every server looked at takes fewer players than the session asks for.
+  if not id and looked > 0 and too_small == looked then return refuse('TOO_SMALL') end
+  if not id then return refuse('NO_SERVER') end
 end
 
 local server_key = k.gs .. id
 local server = redis.call('HMGET', server_key, 'loc', 'instance', 'ip', 'dns', 'port')
 local key = gkey(k, sid)
 local deadline = now + set.act_ms
+local players = 0
+if #ARGV >= 22 then players = (#ARGV - 21) / 3 end
 redis.call('HSET', key, 'id', sid, 'fleet', ARGV[16], 'loc', server[1] or '', 'server', id,
   'inst', server[2] or '', 'ip', server[3] or '', 'dns', server[4] or '', 'port', server[5] or '0',
-  'status', S.ACTIVATING, 'reason', '', 'c_ms', now, 'act_by_ms', deadline, 'cur', 0, 'max', max,
+  'status', S.ACTIVATING, 'reason', '', 'c_ms', now, 'act_by_ms', deadline, 'cur', players, 'max', max,
   'accept', ARGV[9], 'prot', protected, 'name', ARGV[11], 'props', ARGV[12], 'data', ARGV[13], 'mm', ARGV[14],
-  'creator', creator, 'placement', ARGV[15], 'res_ms', set.res_ms, 'ret_ms', ARGV[5], 'idem', token,
-  'digest', ARGV[7])
+  'creator', creator, 'placement', ARGV[15], 'notify', ARGV[17], 'res_ms', set.res_ms, 'ret_ms', ARGV[5],
+  'idem', token, 'digest', ARGV[7])
 redis.call('SADD', server_key .. ':sessions', sid)
 redis.call('HSET', server_key, 'pstate', S.ACTIVE)
 redis.call('HINCRBY', server_key, 'ver', 1)
@@ -108,4 +135,15 @@ if creator ~= '' and limit > 0 then
   redis.call('PEXPIRE', created_by, period)
 end
 session_event(k, S.GAME_SESSION_CREATED, key, now)
+-- The desired players of a placement, RESERVED with it; their reservation timers start at activation.
+local endpoint = {server[1] or '', server[3] or '', server[4] or '', server[5] or '0'}
+for i = 22, #ARGV, 3 do
+  local psid = ARGV[i + 2]
+  local fields = {'id', psid, 'player', ARGV[i], 'gs', sid, 'status', S.RESERVED, 'data', ARGV[i + 1], 'c_ms', now}
+  redis.call('HSET', pkey(k, psid), unpack(fields))
+  redis.call('HSET', key .. ':live', ARGV[i], psid)
+  redis.call('ZADD', key .. ':ps', now, psid)
+  redis.call('ZADD', k.player .. ARGV[i], now, psid)
+  player_event(k, S.PLAYER_SESSION_RESERVED, fields, endpoint, now)
+end
 return session_reply('CREATED', now, nil, server_key, key)

@@ -10,7 +10,8 @@
 --                       ret_ms (how long it stays readable once ended: the session service's setting, kept with it
 --                       so that the health service's scripts, which end sessions too, honour it), res_ms (the
 --                       reservation timeout of its player sessions), idem (its idempotency token), digest (of the
---                       request that created it, to tell a retry from a reuse of the token)
+--                       request that created it, to tell a retry from a reuse of the token), notify (the
+--                       placement replica to tell when it is activated)
 --   gsess:<id>:ps       its player session ids by creation ms
 --   gsess:<id>:live     player id → player session id of its RESERVED and ACTIVE player sessions
 --   psess:<id>          a player session: id, player, gs, status, data, c_ms, until_ms, act_ms, end_ms
@@ -20,7 +21,8 @@
 --   term_due            TERMINATING sessions by when they are forced to end
 --   hosting             processes hosting sessions with a slot to spare, by when they last took one
 --   ended               ended game sessions by when their records expire
---   idem:<token>        game session id created with an idempotency token
+--   idem:<token>        game session id created with an idempotency token; a placement's spent attempts (see
+--                       attempt_spent)
 --   creator:<id>        a creator's game session ids by creation ms
 --   idx:<loc>:<index>   ACTIVE sessions of a location ('*': every location) whose server is not ending, by created,
 --                       players or max; `free`: those of them that could take a player now, by created
@@ -29,6 +31,21 @@
 --                       session's with its game session's loc, ip, dns and port)
 
 local function gkey(k, sid) return k.gsess .. sid end
+
+-- A placement's attempts in this fleet (placements.rs): attempt n in a location creates its session under token
+-- `placement:<id>:<n>:<location>`, and once an attempt is refused, looked up or given up without a session, the
+-- spend key `placement:<id>:<location>` holds the highest attempt so spent, until the placement's deadline (after
+-- which nothing is created for it anyway). A create of a spent attempt creates nothing.
+local function attempt_spent(k, spend, n, deadline, now)
+  return now > tonumber(deadline) or tonumber(redis.call('GET', k.idem .. spend) or '0') >= tonumber(n)
+end
+
+local function spend_attempt(k, spend, n, deadline, now)
+  local key = k.idem .. spend
+  if tonumber(redis.call('GET', key) or '0') < tonumber(n) then
+    redis.call('SET', key, n, 'PX', math.max(tonumber(deadline) - now, 0) + 1000)
+  end
+end
 
 -- Keeps a process in `hosting` while it hosts sessions and has room for another.
 local function track_room(k, id)

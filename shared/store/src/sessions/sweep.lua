@@ -59,23 +59,5 @@ for _, sid in ipairs(due(k.ended)) do
   redis.call('ZREM', k.ended, sid)
   out[4] = out[4] + 1
 end
--- Events are trimmed exactly (an approximate trim keeps whole blocks of 100 entries, so a quiet fleet would keep
--- its old events for good), and the last one trimmed is recorded: a watcher whose position is before it missed it.
-local events, cap = k.sevents, tonumber(ARGV[3])
-local gone
-local cutoff_ms = now - tonumber(ARGV[2])
-local cutoff = tostring(cutoff_ms) .. '-0'
-local first = redis.call('XRANGE', events, '-', '+', 'COUNT', 1)[1]
--- XREVRANGE walks the whole stream when nothing lies below its end, so it runs only when something does.
-if first and tonumber(string.match(first[1], '^(%d+)')) < cutoff_ms then
-  gone = redis.call('XREVRANGE', events, '(' .. cutoff, '-', 'COUNT', 1)[1][1]
-  redis.call('XTRIM', events, 'MINID', cutoff)
-end
-if redis.call('XLEN', events) > cap then
-  -- Keeping one more first shows which is the last to go.
-  redis.call('XTRIM', events, 'MAXLEN', cap + 1)
-  gone = redis.call('XRANGE', events, '-', '+', 'COUNT', 1)[1][1]
-  redis.call('XTRIM', events, 'MAXLEN', cap)
-end
-if gone then redis.call('SET', k.sevents_gone, gone) end
+trim_events(k.sevents, k.sevents_gone, now - tonumber(ARGV[2]), tonumber(ARGV[3]))
 return out

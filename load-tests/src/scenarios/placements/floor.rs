@@ -1,0 +1,203 @@
+//! The floor of a placement: the Redis scripts one placement runs from start to fulfilment and back, called
+//! straight on the store one after another, with nothing in front of them. Each chain holds its placement id,
+//! starts the placement, records its attempt with the candidates the worker would order (the same function, over
+//! the same queues and fleets), creates the game session with the players' slots under the attempt's token,
+//! announces it to the server's replica, activates it as the server does, fulfils the placement, and ends the
+//! session as the server does when its match is over. It runs once the services are stopped, so that nothing
+//! else uses Redis.
+//!
+//! Left out are the hops a worker batches or that cost Redis little per placement: the take of requests from the
+//! queue's stream (up to 100 per call), the acknowledgement the fulfilling script makes of the request, and the
+//! watches' reads of the events (up to 200 per call).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use berth_domain::game_session::{new_game_session_id, new_player_session_id};
+use berth_domain::page_token::digest;
+use berth_domain::queue::order::{Candidate, Candidates, FleetView, Order, order};
+use berth_proto::placement::v1 as pb;
+use berth_store::processes::announce;
+use berth_store::queues::placements::{
+    self as store, AttemptRecorded, Finish, Finished, Fulfilment, IdHold, PlacementRecord, Started,
+};
+use berth_store::sessions::placements::{Attempt, PlacementAttempt};
+use berth_store::sessions::{self, Activated, Created, NewGameSession, ServerEnded, SessionTimings};
+use berth_store::{Store, StoreError, fleets, queues};
+use tonic::{Code, Status};
+
+use crate::Failure;
+use crate::driver::{self, Outcome};
+use crate::report::Line;
+
+/// The placement replica told of the floor's activations; none listens, but the publish is paid as deployed.
+const RAW_REPLICA: &str = "bench-raw";
+/// How long the service holds a placement id: the longest a placement may be PENDING, then its retention.
+const ID_HELD_MS: u64 = 600_000 + RETENTION_MS;
+/// The services' default retention of ended placements and sessions.
+const RETENTION_MS: u64 = 86_400_000;
+
+/// A queue and its destination fleets as a worker's view holds them.
+struct View {
+    queue: pb::Queue,
+    fleets: HashMap<String, Option<FleetView>>,
+}
+
+async fn view(store: &Store, queue_name: &str) -> Result<View, Failure> {
+    let queue = queues::read_queue(store, queue_name)
+        .await?
+        .ok_or_else(|| format!("queue {queue_name} is gone"))?;
+    let mut fleets = HashMap::new();
+    for destination in &queue.destinations {
+        let record = fleets::read_fleet(store, &destination.fleet_id).await?;
+        fleets.insert(destination.fleet_id.clone(), record.as_ref().map(FleetView::of));
+    }
+    Ok(View { queue, fleets })
+}
+
+/// `placements` placements of `players` players through the scripts alone, `concurrency` at once, spread over the
+/// scenario's queues as the measured lines are.
+pub async fn raw_placements(store: &Store, placements: u64, concurrency: u16, players: u64) -> Result<Line, Failure> {
+    let mut views = Vec::new();
+    for queue in 0..super::QUEUES {
+        views.push(view(store, &super::queue_name(queue)).await?);
+    }
+    let (store, views) = (store.clone(), Arc::new(views));
+    Ok(
+        driver::run("raw placement scripts", placements, concurrency, move |index| {
+            let (store, views) = (store.clone(), views.clone());
+            async move { placed(&store, &views[(index % super::QUEUES) as usize], index, players).await }
+        })
+        .await,
+    )
+}
+
+fn code(err: StoreError) -> Code {
+    Status::from(err).code()
+}
+
+/// One placement's chain, as its calls would go had the service made them.
+async fn placed(store: &Store, view: &View, index: u64, players: u64) -> Outcome {
+    let placement_id = format!("raw-{index:010}");
+    let request = super::placement_request(&placement_id, index, players);
+    let queue_name = request.queue_name.as_str();
+    let digest = digest(&[placement_id.as_bytes()]);
+    match store::claim_placement_id(store, &placement_id, queue_name, &digest, ID_HELD_MS).await {
+        Ok(IdHold::Claimed) => {}
+        Ok(_) => return Err(Code::AlreadyExists),
+        Err(err) => return Err(code(err)),
+    }
+    let started = match store::start_placement(store, &request, &digest).await.map_err(code)? {
+        Started::Created(record) => record,
+        _ => return Err(Code::AlreadyExists),
+    };
+    let order = order(&Candidates {
+        queue: &view.queue,
+        fleets: &view.fleets,
+        player_latencies: &request.player_latencies,
+        priority_override: None,
+        waited_ms: 0,
+        attempt: 0,
+    });
+    let recorded = store::record_attempt(
+        store,
+        queue_name,
+        &placement_id,
+        started.attempts,
+        &order.candidates,
+        None,
+    )
+    .await
+    .map_err(code)?;
+    let AttemptRecorded::Recorded(record) = recorded else {
+        return Err(Code::Aborted);
+    };
+    for candidate in &order.candidates {
+        if hosted(store, &record, &order, candidate).await? {
+            return Ok(());
+        }
+    }
+    Err(Code::ResourceExhausted)
+}
+
+/// Creates the attempt's session in `candidate` and, when it had a server for it, plays the session through to
+/// its end; answers whether it had one.
+async fn hosted(store: &Store, record: &PlacementRecord, order: &Order, candidate: &Candidate) -> Result<bool, Code> {
+    let request = &record.request;
+    let fleet_id = candidate.fleet_id.as_str();
+    let game_session_id = new_game_session_id(fleet_id);
+    let players: Vec<sessions::NewPlayer<'_>> = request
+        .desired_player_sessions
+        .iter()
+        .map(|p| {
+            (
+                p.player_id.as_str(),
+                p.player_data.as_str(),
+                new_player_session_id(fleet_id),
+            )
+        })
+        .collect();
+    let new = NewGameSession {
+        location: &candidate.location,
+        name: &request.game_session_name,
+        placement_id: &request.placement_id,
+        attempt: Some(PlacementAttempt {
+            attempt: Attempt {
+                placement_id: &request.placement_id,
+                number: record.attempts,
+                location: &candidate.location,
+                deadline_ms: record.deadline_ms,
+            },
+            notify: RAW_REPLICA,
+            players: &players,
+            avoid: &[],
+        }),
+        ..NewGameSession::new(&game_session_id, fleet_id, request.maximum_player_session_count)
+    };
+    let timings = SessionTimings {
+        retention_ms: RETENTION_MS,
+    };
+    let (session, routing) = match sessions::create_game_session(store, &new, &timings)
+        .await
+        .map_err(code)?
+    {
+        Created::Created(session, routing) => (session, routing),
+        Created::NoServer => return Ok(false),
+        _ => return Err(Code::FailedPrecondition),
+    };
+    let server = session.game_server_id.as_str();
+    announce(store, &routing, fleet_id, server).await;
+    match sessions::activate_game_session(store, fleet_id, server, &game_session_id).await {
+        Ok(Activated::Active(_)) => {}
+        Ok(_) => return Err(Code::FailedPrecondition),
+        Err(err) => return Err(code(err)),
+    }
+    let placed: Vec<(String, String)> = players
+        .into_iter()
+        .map(|(player, _, player_session_id)| (player.to_owned(), player_session_id))
+        .collect();
+    let (first_choice, lowest_latency, lowest_price) = order.outcome(candidate);
+    let fulfilment = Fulfilment {
+        game_session_id: &game_session_id,
+        fleet_id,
+        location: &session.location,
+        ip_address: &session.ip_address,
+        dns_name: &session.dns_name,
+        port: session.port,
+        placed: &placed,
+        first_choice,
+        lowest_latency,
+        lowest_price,
+    };
+    let finish = Finish::fulfilled(record.attempts, fulfilment, RETENTION_MS);
+    match store::finish_placement(store, &request.queue_name, &request.placement_id, &finish).await {
+        Ok(Finished::Finished(_)) => {}
+        Ok(_) => return Err(Code::Aborted),
+        Err(err) => return Err(code(err)),
+    }
+    match sessions::end_game_session(store, fleet_id, server, &game_session_id, false).await {
+        Ok(ServerEnded::Ended(..)) => Ok(true),
+        Ok(_) => Err(Code::FailedPrecondition),
+        Err(err) => Err(code(err)),
+    }
+}

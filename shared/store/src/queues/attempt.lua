@@ -1,0 +1,17 @@
+-- Records a placement's next attempt before it creates anything: its number, its candidates (the fleets where
+-- its game session may be created, under the attempt's token), and how far its attempts have got. Only the worker
+-- that read the attempt before it can record it, so two workers never make the same attempt twice.
+-- KEYS: the queue's (queues/lib.lua). ARGV[1] placement id, ARGV[2] the attempt count it was read at, ARGV[3] the
+-- candidates, ARGV[4] the reason it would time out with now.
+-- Reply: {outcome, now_ms, detail, placement fields...}. Outcomes: RECORDED (detail: the new attempt count);
+-- CONFLICT (another worker moved it on); ENDED (no longer PENDING); NOT_FOUND.
+local now = now_ms()
+local q = queue_keys(KEYS)
+local key = q.placement .. ARGV[1]
+local p = redis.call('HMGET', key, 'status', 'n')
+if not p[1] then return placement_reply('NOT_FOUND', now) end
+if p[1] ~= S.PENDING then return placement_reply('ENDED', now, '', key) end
+if p[2] ~= ARGV[2] then return placement_reply('CONFLICT', now, '', key) end
+local n = tonumber(p[2]) + 1
+redis.call('HSET', key, 'n', n, 'cands', ARGV[3], 'why', ARGV[4])
+return placement_reply('RECORDED', now, n, key)

@@ -1,0 +1,26 @@
+-- Ends a PENDING placement (see end_placement): FULFILLED by the worker whose attempt's session is ACTIVE,
+-- TIMED_OUT or FAILED by a worker, CANCELLED by StopGameSessionPlacement. Whichever comes first wins; the others
+-- get the placement as it ended. A worker that needs nothing more done acknowledges its request in the same step.
+-- KEYS: the queue's (queues/lib.lua). ARGV[1] placement id, ARGV[2] status, ARGV[3] reason, ARGV[4] message,
+-- ARGV[5] the attempt count it must be at ('' for any), ARGV[6] '1' when it may end only once its deadline has
+-- passed, ARGV[7] retention ms, ARGV[8] the request's entry to acknowledge (''), then fields to set with the
+-- status (name, value, ...).
+-- Reply: {outcome, now_ms, detail, placement fields...}. Outcomes: FINISHED; ENDED (it had ended already: as it
+-- stands); CONFLICT (at another attempt); WAITING (detail: its deadline, not passed yet); NOT_FOUND.
+local now = now_ms()
+local q = queue_keys(KEYS)
+local id = ARGV[1]
+local key = q.placement .. id
+local p = redis.call('HMGET', key, 'status', 'n', 'dl_ms')
+if not p[1] then return placement_reply('NOT_FOUND', now) end
+if p[1] ~= S.PENDING then return placement_reply('ENDED', now, '', key) end
+if ARGV[5] ~= '' and p[2] ~= ARGV[5] then return placement_reply('CONFLICT', now, '', key) end
+if ARGV[6] == '1' and now < tonumber(p[3]) then return placement_reply('WAITING', now, p[3]) end
+local extra = {}
+for i = 9, #ARGV do extra[#extra + 1] = ARGV[i] end
+end_placement(q, id, ARGV[2], ARGV[3], ARGV[4], now, tonumber(ARGV[7]), extra)
+if ARGV[8] ~= '' then
+  redis.call('XACK', q.requests, PLACEMENT_WORKERS, ARGV[8])
+  redis.call('XDEL', q.requests, ARGV[8])
+end
+return placement_reply('FINISHED', now, '', key)

@@ -1,0 +1,72 @@
+-- Helpers of the queue and placement scripts. A queue's fixed keys, all in its slot ({q:<name>}), reach a
+-- function as KEYS in this order (keys.rs, QueueKeys): record, pending, requests, events, events_gone; the records
+-- of its placements and its minutes of metrics are built from the same tag.
+--   record        the queue (queues.rs): cfg, rev, c_ms, u_ms; timeout_ms, maxp and ced (its timeout, limit of
+--                 PENDING placements and custom event data, read from cfg by the Rust that writes it); psum (the
+--                 sum of its PENDING placements' start times, ms, for their average wait)
+--   pending       PENDING placement ids by start ms
+--   requests      stream of placements for the workers to take (consumer group PLACEMENT_WORKERS): id, dl_ms
+--   events        stream of placement events: type, t, ced, then the placement's fields
+--   events_gone   position of the last event trimmed
+--   pl:<id>       a placement: id, queue, req (the request, encoded), digest, status, reason, msg, s_ms, dl_ms, e_ms,
+--                 n (attempts made), cands (the last attempt's candidates), why (the furthest any attempt got: the
+--                 reason should it time out), and once FULFILLED gsid, fleet, loc, ip, dns, port, placed (JSON
+--                 [[player id, player session id], ...]), fco (first choice outcome), ll and lp (1 | 0: lowest
+--                 latency, lowest price)
+--   m:<minute>    counts of a minute (ms / 60000), kept 25 hours: each status and event type by name, fco:<outcome>,
+--                 ll, lp, loc:<location> (FULFILLED there), w:<bucket> (FULFILLED after a wait in that bucket)
+
+local PLACEMENT_WORKERS = 'workers'
+local MINUTE_KEPT_MS = 25 * 3600 * 1000
+
+local function queue_keys(KEYS)
+  local tag = string.match(KEYS[1], '^[^}]*}')
+  return {record = KEYS[1], pending = KEYS[2], requests = KEYS[3], events = KEYS[4], events_gone = KEYS[5],
+    placement = tag .. ':pl:', minute = tag .. ':m:'}
+end
+
+-- Adds one to each of `counters` in the current minute's counts.
+local function count_minute(q, now, counters)
+  local key = q.minute .. math.floor(now / 60000)
+  for _, name in ipairs(counters) do redis.call('HINCRBY', key, name, 1) end
+  redis.call('PEXPIRE', key, MINUTE_KEPT_MS)
+end
+
+-- Appends a placement event with the placement as it is now and the queue's custom event data.
+local function placement_event(q, key, type, now)
+  local entry = {'type', type, 't', now, 'ced', redis.call('HGET', q.record, 'ced') or ''}
+  local fields = redis.call('HGETALL', key)
+  for i = 1, #fields do entry[#entry + 1] = fields[i] end
+  redis.call('XADD', q.events, '*', unpack(entry))
+end
+
+-- Ends a PENDING placement: its status, reason and message, `extra` fields (name, value, ...) beside them, its
+-- event, its minute's counts, and its record kept `retention_ms` from now.
+local function end_placement(q, id, status, reason, message, now, retention_ms, extra)
+  local key = q.placement .. id
+  redis.call('HSET', key, 'status', status, 'reason', reason, 'msg', message, 'e_ms', now)
+  if #extra > 0 then redis.call('HSET', key, unpack(extra)) end
+  if redis.call('ZREM', q.pending, id) == 1 then
+    redis.call('HINCRBY', q.record, 'psum', -tonumber(redis.call('HGET', key, 's_ms')))
+  end
+  redis.call('PEXPIRE', key, retention_ms)
+  placement_event(q, key, status, now)
+  local counters = {status}
+  if status == S.FULFILLED then
+    local p = redis.call('HMGET', key, 'fco', 'll', 'lp', 'loc', 's_ms')
+    counters[#counters + 1] = 'fco:' .. p[1]
+    if p[2] == '1' then counters[#counters + 1] = 'll' end
+    if p[3] == '1' then counters[#counters + 1] = 'lp' end
+    counters[#counters + 1] = 'loc:' .. p[4]
+    -- Buckets 10 % wide: the middle of one is within 5 % of every wait in it.
+    counters[#counters + 1] = 'w:' .. math.floor(math.log(now - tonumber(p[5]) + 1) / math.log(1.1))
+  end
+  count_minute(q, now, counters)
+end
+
+-- The reply of the placement scripts: {outcome, now_ms, detail, placement fields...}.
+local function placement_reply(outcome, now, detail, key)
+  local out = {outcome, tostring(now), tostring(detail or '')}
+  if key then append_fields(out, key) end
+  return out
+end
