@@ -168,7 +168,9 @@ async fn containers(docker: &Docker, fleet: &str) -> Vec<Container> {
         .collect()
 }
 
-/// A MANAGED fleet of the example game server's image on the docker provisioner, two servers per instance.
+/// A MANAGED fleet of the example game server's image on the docker provisioner, two servers per instance. Its
+/// processes have the default 300 s to register and become ready: on a loaded host a container can take longer than
+/// the shortest deadlines, and an instance replaced for being late would add a container the tests do not expect.
 fn in_containers(fleet: &str, image: &str, desired: u32) -> pb::CreateFleetRequest {
     let text = |t: &str| Value {
         kind: Some(Kind::StringValue(t.into())),
@@ -176,6 +178,9 @@ fn in_containers(fleet: &str, image: &str, desired: u32) -> pb::CreateFleetReque
     let mut request = managed(fleet, LAUNCH_PATH, desired);
     request.provisioner = "docker".into();
     request.server_processes_per_instance = 2;
+    let timeouts = request.process_timeouts.as_mut().unwrap();
+    timeouts.register_timeout_seconds = 0;
+    timeouts.ready_timeout_seconds = 0;
     let launch = request.launch_configuration.as_mut().unwrap();
     launch.provisioner_parameters = Some(Struct {
         fields: [
@@ -239,7 +244,7 @@ async fn containers_scale_out_in_and_are_started_again(redis: TestRedis, test: &
     );
     let listed = || containers(&docker, fleet);
     let up = when("3 running containers", listed, |c| running_ids(c).len() == 3).await;
-    assert_eq!(up.len(), 3);
+    assert_eq!(up.len(), 3, "{up:#?} after {:#?}", events(&mut fleets, fleet).await);
     let provisioner = DockerProvisioner::new(None);
     for instance in &first {
         assert_eq!(instance.servers.len(), 2);
