@@ -8,6 +8,7 @@ pub mod page_token;
 pub mod placement;
 pub mod process;
 pub mod queue;
+pub mod scaling;
 pub mod search;
 pub mod stored;
 pub mod validate;

@@ -1000,7 +1000,7 @@ fn weekly_meets(weekly: (i64, i64, bool), once: (i64, i64, bool)) -> bool {
 }
 
 /// Latest time a request may name: the end of year 9999, as protobuf's Timestamp allows.
-const TIME_MAX_S: i64 = 253_402_300_799;
+pub(crate) const TIME_MAX_S: i64 = 253_402_300_799;
 
 /// Checks a time a request names: from the epoch to the end of year 9999, nanos below a second; in ms when valid.
 fn check_time(v: &mut Violations, field: &str, time: &prost_types::Timestamp) -> Option<i64> {
@@ -1023,13 +1023,13 @@ fn or_default(v: &mut Violations, field: &str, value: u32, range: (u32, u32), de
     value
 }
 
-fn in_range(v: &mut Violations, field: &str, value: u32, (min, max): (u32, u32)) {
+pub(crate) fn in_range(v: &mut Violations, field: &str, value: u32, (min, max): (u32, u32)) {
     if !(min..=max).contains(&value) {
         v.add(field, format!("must be {min} to {max}, got {value}"));
     }
 }
 
-fn check_at_most(v: &mut Violations, field: &str, value: u32, max: u32) {
+pub(crate) fn check_at_most(v: &mut Violations, field: &str, value: u32, max: u32) {
     if value > max {
         v.add(field, format!("must be at most {max}, got {value}"));
     }
