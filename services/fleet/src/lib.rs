@@ -7,9 +7,11 @@
 //! Fleet events are also streamed to watchers (`watch.rs`), live counts read (`utilization.rs`), and
 //! ScalingService is the autoscaler's.
 
+mod autoscaler;
 mod fleets;
 pub mod provisioner;
 mod reconciler;
+mod scaling;
 mod utilization;
 mod watch;
 
@@ -17,6 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use berth_proto::fleet::v1::fleet_service_server::FleetServiceServer;
+use berth_proto::fleet::v1::scaling_service_server::ScalingServiceServer;
 use std::collections::HashMap;
 use std::path::PathBuf;
 
@@ -31,6 +34,7 @@ use provisioner::docker::DockerProvisioner;
 use provisioner::http::{ClientError, HttpProvisioner};
 use provisioner::process::ProcessProvisioner;
 use reconciler::Reconciler;
+use scaling::Scaling;
 
 /// Default gRPC port.
 pub const GRPC_PORT: u16 = 7103;
@@ -172,7 +176,8 @@ pub fn service(store: Store, args: &FleetArgs, tokens: Option<TokenKey>) -> Serv
             tokio::spawn(async move { reconciler.release().await });
         })),
         background,
-        routes: Routes::new(FleetServiceServer::new(Fleets::new(context))),
+        routes: Routes::new(FleetServiceServer::new(Fleets::new(context.clone())))
+            .add_service(ScalingServiceServer::new(Scaling::new(context))),
     }
 }
 

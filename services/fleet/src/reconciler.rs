@@ -20,6 +20,7 @@ use berth_store::instances::{self, Acted, InstanceRecord, Lease, Leased, ServerR
 use berth_store::processes::{self, Routing};
 use berth_store::{Store, StoreError, fleets};
 
+use crate::autoscaler::{Autoscaler, Scaled};
 use crate::provisioner::{Instance, LaunchSpec, ProcessSpec, Provisioner};
 
 /// Launches of one location under way at once.
@@ -57,6 +58,7 @@ pub struct Reconciler {
     tokens: Option<TokenKey>,
     leases: Mutex<HashMap<(String, String), String>>,
     failures: Mutex<HashMap<(String, String), Failures>>,
+    autoscaler: Autoscaler,
     /// Set once the replica stops: no lease is taken again.
     stopping: AtomicBool,
 }
@@ -69,6 +71,7 @@ impl Reconciler {
         tokens: Option<TokenKey>,
     ) -> Reconciler {
         Reconciler {
+            autoscaler: Autoscaler::new(store.clone()),
             store,
             settings,
             provisioners,
@@ -94,9 +97,12 @@ impl Reconciler {
         }
         let mut passes = Vec::new();
         for fleet in &work {
-            let Some(provisioner) = self.provisioner_of(fleet) else {
+            let provisioner = self.provisioner_of(fleet);
+            // Someone else runs an ANYWHERE fleet's instances: its locations are only autoscaled.
+            let anywhere = fleet.config.compute_type() == pb::ComputeType::Anywhere;
+            if provisioner.is_none() && !anywhere {
                 continue;
-            };
+            }
             for location in &fleet.locations {
                 passes.push(self.reconcile_logged(fleet, &location.location, provisioner.clone()));
             }
@@ -105,8 +111,8 @@ impl Reconciler {
         Ok(())
     }
 
-    async fn reconcile_logged(&self, fleet: &FleetRecord, location: &str, provisioner: Arc<dyn Provisioner>) {
-        if let Err(err) = self.reconcile(fleet, location, provisioner.as_ref()).await {
+    async fn reconcile_logged(&self, fleet: &FleetRecord, location: &str, provisioner: Option<Arc<dyn Provisioner>>) {
+        if let Err(err) = self.reconcile(fleet, location, provisioner.as_deref()).await {
             tracing::warn!(fleet = %fleet.config.fleet_id, %location, error = %err, "reconcile failed");
         }
     }
@@ -165,7 +171,7 @@ impl Reconciler {
         &self,
         fleet: &FleetRecord,
         location: &str,
-        provisioner: &dyn Provisioner,
+        provisioner: Option<&dyn Provisioner>,
     ) -> Result<(), StoreError> {
         let fleet_id = fleet.config.fleet_id.as_str();
         let Some(record) = fleet.location(location) else {
@@ -179,6 +185,18 @@ impl Reconciler {
             location,
             lease: &lease,
         };
+        let key = (fleet_id.to_owned(), location.to_owned());
+        let desired = match self.autoscaler.pass(fleet, record, &leased).await? {
+            Scaled::Desired(desired) => desired,
+            Scaled::Fenced => {
+                tracing::warn!(fleet = %fleet_id, %location, "lease lost while autoscaling; the new holder carries on");
+                self.leases().remove(&key);
+                return Ok(());
+            }
+        };
+        let Some(provisioner) = provisioner else {
+            return Ok(());
+        };
         let found = instances::read_instances(&self.store, fleet_id, location).await?;
         let mut views = Vec::with_capacity(found.instances.len());
         for instance in &found.instances {
@@ -191,7 +209,6 @@ impl Reconciler {
             };
             views.push(view(instance, running));
         }
-        let key = (fleet_id.to_owned(), location.to_owned());
         // A ready server shows the build runs here: launches stop backing off.
         if views
             .iter()
@@ -205,7 +222,7 @@ impl Reconciler {
         let deadlines = Deadlines::of(&config.process_timeouts.unwrap_or_default());
         let view = LocationView {
             now_ms: found.now_ms,
-            desired: record.capacity.desired_instances,
+            desired,
             status: record.status,
             first_launch_ms: found.first_launch_ms,
             registered_ms: found.registered_ms,

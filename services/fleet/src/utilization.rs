@@ -40,7 +40,7 @@ fn count(n: u64) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
 
-fn location_utilization(location: &str, t: &Tally, now_ms: u64) -> pb::LocationUtilization {
+pub(crate) fn location_utilization(location: &str, t: &Tally, now_ms: u64) -> pb::LocationUtilization {
     let this_minute = now_ms / 60_000;
     let recent = |minutes: u64| {
         t.minutes
@@ -85,10 +85,8 @@ fn location_utilization(location: &str, t: &Tally, now_ms: u64) -> pb::LocationU
         game_server_interruptions_last_hour: count(interrupted),
         server_startup_time_average_ms: ready_ms.checked_div(ready).unwrap_or(0),
         game_session_allocations_per_minute: created as f64 / ALLOCATION_MINUTES as f64,
-        // Placement queues, which these count, and the standby rules that make the target, are built by the
-        // placement and autoscaler issues; until then no placement waits and no standby target is in force.
-        queue_depth: 0,
-        wait_time_ms: 0,
-        standby_target_servers: 0,
+        queue_depth: count(t.waiting),
+        wait_time_ms: t.waited_ms.checked_div(t.waiting).unwrap_or(0),
+        standby_target_servers: count(t.standby_target),
     }
 }

@@ -1,6 +1,6 @@
 //! The fleet service: fleets as records (`fleet/records.rs`), their events watched (`fleet/watch.rs`), their
 //! instances launched as processes (`fleet/provisioning.rs`), as containers (`fleet/docker.rs`) and through an
-//! operator's hosting API (`fleet/http.rs`); the process serves health and reflection, and its RPCs are open to
+//! operator's hosting API (`fleet/http.rs`), and autoscaled (`fleet/scaling.rs`); the process serves health and reflection, and its RPCs are open to
 //! operators only. What every service's edge does (insecure mode on loopback, metric labels) is tested here, on the
 //! binary.
 
@@ -9,6 +9,7 @@ mod fleet {
     mod http;
     mod provisioning;
     mod records;
+    mod scaling;
     mod tally;
     mod watch;
 }

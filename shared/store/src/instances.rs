@@ -55,7 +55,7 @@ pub struct Leased<'a> {
 }
 
 impl Leased<'_> {
-    fn call<'s>(&self, script: &'s LuaScript) -> FunctionCall<'s> {
+    pub(crate) fn call<'s>(&self, script: &'s LuaScript) -> FunctionCall<'s> {
         let mut call = script.for_fleet(&FleetKeys::new(self.fleet_id));
         call.arg(self.location).arg(self.lease);
         call

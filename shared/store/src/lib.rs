@@ -16,6 +16,7 @@ pub mod pool;
 pub mod processes;
 mod pubsub;
 pub mod queues;
+pub mod scaling;
 pub mod scripts;
 pub mod sessions;
 pub mod utilization;
@@ -31,7 +32,7 @@ mod tests {
 
     /// The store's areas, each allowed to use only those before it: the kernel first, then the fleet registry, the
     /// pool of game servers, processes, sessions, instances, and utilization.
-    const LAYERS: [&[&str]; 8] = [
+    const LAYERS: [&[&str]; 9] = [
         &["codec", "connection", "error", "keys", "pubsub", "scripts"],
         &["fleets"],
         &["pool"],
@@ -40,6 +41,7 @@ mod tests {
         &["instances"],
         &["utilization"],
         &["queues"],
+        &["scaling"],
     ];
 
     fn layer(module: &str) -> usize {

@@ -138,6 +138,14 @@ pub struct Scripts {
     pub queue_metrics: LuaScript,
     /// Reads the queues with their node's clock.
     pub queues_now: LuaScript,
+    /// Creates or replaces a scaling policy.
+    pub put_scaling_policy: LuaScript,
+    /// Deletes a scaling policy.
+    pub delete_scaling_policy: LuaScript,
+    /// Reads a fleet's scaling policies and a location's autoscaling state.
+    pub read_scaling_policies: LuaScript,
+    /// Records an autoscaling pass of a location.
+    pub record_scaling_pass: LuaScript,
 }
 
 /// One function of the library.
@@ -220,7 +228,7 @@ const HELPERS: [&str; 9] = [
 
 /// Every function: its field in [`Scripts`], its body (which sees its keys and arguments as KEYS and ARGV), and
 /// whether it only reads.
-const FUNCTIONS: [(&str, &str, bool); 61] = [
+const FUNCTIONS: [(&str, &str, bool); 65] = [
     ("create_fleet", include_str!("fleets/create.lua"), false),
     ("add_fleet_locations", include_str!("fleets/add_locations.lua"), false),
     ("write_fleet", include_str!("fleets/write.lua"), false),
@@ -306,6 +314,10 @@ const FUNCTIONS: [(&str, &str, bool); 61] = [
     ("sweep_queue", include_str!("queues/sweep.lua"), false),
     ("queue_metrics", include_str!("queues/metrics.lua"), true),
     ("queues_now", include_str!("queues/now.lua"), true),
+    ("put_scaling_policy", include_str!("scaling/put.lua"), false),
+    ("delete_scaling_policy", include_str!("scaling/delete.lua"), false),
+    ("read_scaling_policies", include_str!("scaling/read.lua"), true),
+    ("record_scaling_pass", include_str!("scaling/decide.lua"), false),
 ];
 
 /// The fleet keys a function declares at its top, `-- KEYS: k.pool, k.claims.` (the list may go on over the next
@@ -456,6 +468,10 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
         sweep_queue: function("sweep_queue"),
         queue_metrics: function("queue_metrics"),
         queues_now: function("queues_now"),
+        put_scaling_policy: function("put_scaling_policy"),
+        delete_scaling_policy: function("delete_scaling_policy"),
+        read_scaling_policies: function("read_scaling_policies"),
+        record_scaling_pass: function("record_scaling_pass"),
     }
 });
 
@@ -655,6 +671,7 @@ mod tests {
         "NO_SERVER",
         "OUT_OF_ORDER",
         "PLAYER_CONFLICT",
+        "PUT",
         "READY",
         "RECORDED",
         "RELEASE",
@@ -663,6 +680,8 @@ mod tests {
         "REJECT",
         "REMOVED",
         "RESUMED",
+        "REVISION",
+        "SCALED",
         "SDK_PROCESS",
         "STOPPING",
         "HELD_ELSEWHERE",

@@ -47,6 +47,11 @@ pub struct Tally {
     pub player_sessions: u64,
     /// Free player slots in ACTIVE game sessions that take players.
     pub free_player_slots: u64,
+    /// Placements waiting for a server here, and how long they have waited, summed (ms).
+    pub waiting: u64,
+    pub waited_ms: u64,
+    /// The effective standby target its autoscaler last applied, in server processes.
+    pub standby_target: u64,
     /// The last hour, by minute since the epoch.
     pub minutes: BTreeMap<u64, Minute>,
 }
@@ -80,7 +85,7 @@ impl Tally {
     }
 
     /// The counts by their stored names.
-    fn counts(&self) -> [(&'static str, u64); 20] {
+    fn counts(&self) -> [(&'static str, u64); 23] {
         [
             ("desired", self.desired_instances),
             ("i_pending", self.pending_instances),
@@ -102,6 +107,9 @@ impl Tally {
             ("s_active", self.active_sessions),
             ("players", self.player_sessions),
             ("players_free", self.free_player_slots),
+            ("waiting", self.waiting),
+            ("waited_ms", self.waited_ms),
+            ("standby", self.standby_target),
         ]
     }
 
@@ -127,6 +135,9 @@ impl Tally {
             "s_active" => &mut self.active_sessions,
             "players" => &mut self.player_sessions,
             "players_free" => &mut self.free_player_slots,
+            "waiting" => &mut self.waiting,
+            "waited_ms" => &mut self.waited_ms,
+            "standby" => &mut self.standby_target,
             _ => return None,
         })
     }

@@ -148,19 +148,47 @@ fn chained(
 /// one, capped by the most running. Without a persistent minimum, a location where nothing is busy or waiting keeps
 /// nothing: the seed sizes its buffer when a game session is asked for, and none is.
 pub fn buffer(policy: &pb::BufferPolicy, inputs: &Inputs<'_>) -> u32 {
+    let (busy, idle) = buffer_servers(policy, inputs);
+    let mut running = busy + idle;
+    if policy.maximum_running_servers > 0 {
+        running = running.min(u64::from(policy.maximum_running_servers));
+    }
+    inputs.instances(running)
+}
+
+/// A buffer's busy servers and its idle target.
+fn buffer_servers(policy: &pb::BufferPolicy, inputs: &Inputs<'_>) -> (u64, u64) {
     let busy = inputs.busy_servers() + inputs.waiting();
     if busy == 0 && !policy.persistent_idle {
-        return 0;
+        return (0, 0);
     }
     let mut idle = busy * u64::from(policy.idle_threshold_percent) / 100;
     if policy.persistent_idle {
         idle = idle.max(u64::from(policy.minimum_idle_servers));
     }
-    let mut running = busy + idle + 1;
-    if policy.maximum_running_servers > 0 {
-        running = running.min(u64::from(policy.maximum_running_servers));
-    }
-    inputs.instances(running)
+    (busy, idle + 1)
+}
+
+/// Whether the buffer `policy` keeps (its own, or that of the chain entry in force) has been used below its idle
+/// target: a demand signal, on which every policy is evaluated at once.
+pub fn buffer_short(policy: &pb::ScalingPolicy, inputs: &Inputs<'_>) -> bool {
+    let buffer = match &policy.kind {
+        Some(Kind::Buffer(buffer)) => buffer,
+        Some(Kind::Chain(chain)) => match entry_in_force(chain, inputs.now_ms).map(|at| &chain.entries[at].kind) {
+            Some(Some(EntryKind::Buffer(buffer))) => buffer,
+            _ => return false,
+        },
+        _ => return false,
+    };
+    let (busy, idle) = buffer_servers(buffer, inputs);
+    let available = inputs
+        .utilization
+        .game_server_counts
+        .as_ref()
+        .map_or(0, |g| u64::from(g.available));
+    // At its most running servers, a buffer cannot grow whatever is used of it.
+    let most = u64::from(buffer.maximum_running_servers);
+    available < idle && (most == 0 || busy + available < most)
 }
 
 /// GameLift's and FleetIQ's target tracking; `None` for a metric the contract does not define.

@@ -39,8 +39,13 @@ if spend ~= '' and attempt_spent(k, spend, ARGV[19], ARGV[20], now) then return 
 local function refuse(outcome, detail)
   if spend ~= '' then
     spend_attempt(k, spend, ARGV[19], ARGV[20], now)
-    -- The placement waits for a server here: the next one to come is announced (see place).
-    if outcome == 'NO_SERVER' and loc ~= '' then redis.call('SET', k.hungry .. loc, 1, 'PX', HUNGRY_MS) end
+    -- The placement waits for a server here: the next one to come is announced (see place), and the autoscaler
+    -- counts it as demand until the mark lapses (a waiting placement renews it with every attempt).
+    if outcome == 'NO_SERVER' and loc ~= '' then
+      redis.call('SET', k.hungry .. loc, 1, 'PX', HUNGRY_MS)
+      redis.call('ZADD', k.wanting .. loc, now + HUNGRY_MS, ARGV[15])
+      redis.call('HSETNX', k.wanted .. loc, ARGV[15], now)
+    end
   end
   return session_reply(outcome, now, detail)
 end
@@ -135,6 +140,12 @@ if creator ~= '' and limit > 0 then
   redis.call('PEXPIRE', created_by, period)
 end
 session_event(k, S.GAME_SESSION_CREATED, key, now)
+-- A placement served waits nowhere in this fleet any more.
+if spend ~= '' then
+  for name in string.gmatch(redis.call('HGET', k.fleet, 'locs') or '', '%S+') do
+    if redis.call('ZREM', k.wanting .. name, ARGV[15]) == 1 then redis.call('HDEL', k.wanted .. name, ARGV[15]) end
+  end
+end
 -- The desired players of a placement, RESERVED with it; their reservation timers start at activation.
 local endpoint = {server[1] or '', server[3] or '', server[4] or '', server[5] or '0'}
 for i = 22, #ARGV, 3 do

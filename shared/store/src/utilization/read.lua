@@ -1,7 +1,9 @@
 -- Reads the live counts of a fleet's locations (GetFleetUtilization): a few hashes, however many servers it has.
 -- KEYS: k.fleet. ARGV[1] the location to read ('' for every location).
 -- Reply: {FOUND | NOT_FOUND | NO_LOCATION, now_ms, home location ('' unless FOUND), then per location: its name,
--- its desired instances and its tally (field, value, ...), and last, when the home location is read, the tally of
+-- its desired instances and its tally (field, value, ...) followed by `waiting` (the placements waiting for a server
+-- there), `waited_ms` (how long they have waited, summed) and `standby` (the effective standby target its autoscaler
+-- last applied), and last, when the home location is read, the tally of
 -- the FleetIQ servers, which have no location and count in the home location, under the name ''}.
 local now = now_ms()
 local locs = redis.call('HGET', k.fleet, 'locs')
@@ -19,7 +21,21 @@ local out = {'FOUND', tostring(now), home}
 for _, loc in ipairs(names) do
   out[#out + 1] = loc
   out[#out + 1] = redis.call('HGET', k.fleet, loc_field(loc, 'desired')) or '0'
-  out[#out + 1] = redis.call('HGETALL', k.tally .. loc)
+  local tally = redis.call('HGETALL', k.tally .. loc)
+  local waiting = redis.call('ZRANGEBYSCORE', k.wanting .. loc, '(' .. now, '+inf')
+  local waited = 0
+  if #waiting > 0 then
+    for _, since in ipairs(redis.call('HMGET', k.wanted .. loc, unpack(waiting))) do
+      waited = waited + now - tonumber(since or now)
+    end
+  end
+  tally[#tally + 1] = 'waiting'
+  tally[#tally + 1] = #waiting
+  tally[#tally + 1] = 'waited_ms'
+  tally[#tally + 1] = waited
+  tally[#tally + 1] = 'standby'
+  tally[#tally + 1] = redis.call('HGET', k.scale .. loc, 'target') or 0
+  out[#out + 1] = tally
 end
 if names[1] == home then
   out[#out + 1] = ''

@@ -81,6 +81,26 @@ fn the_buffer_follows_seed_003() {
     );
 }
 
+#[test]
+fn a_buffer_used_below_its_idle_target_is_a_demand_signal() {
+    let policy = pb::ScalingPolicy {
+        kind: Some(Kind::Buffer(buffer_of(0, 2, true, 0))),
+        ..Default::default()
+    };
+    // An idle target of 2 + 1.
+    assert!(!buffer_short(&policy, &inputs(&utilization(1, 3, 0), 1, 4)));
+    assert!(buffer_short(&policy, &inputs(&utilization(2, 2, 0), 1, 4)));
+    let capped = pb::ScalingPolicy {
+        kind: Some(Kind::Buffer(buffer_of(0, 2, true, 4))),
+        ..Default::default()
+    };
+    assert!(
+        !buffer_short(&capped, &inputs(&utilization(2, 2, 0), 1, 4)),
+        "it may not grow"
+    );
+    assert!(!buffer_short(&rule(1, None), &inputs(&utilization(2, 0, 0), 1, 4)));
+}
+
 proptest! {
     #[test]
     fn the_buffer_keeps_an_idle_server_beside_the_busy_ones_within_its_cap(

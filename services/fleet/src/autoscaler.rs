@@ -1,0 +1,232 @@
+//! Autoscaling of one fleet location, run by the replica that holds the location's lease, at the start of each of
+//! its passes (every BERTH_RECONCILE_MS): the policies that are due are evaluated — at their interval, when their
+//! window turns, or at once on a demand signal (placements waiting for a server here, the standby pool or a buffer
+//! used below its target) — and the largest standing proposal decides the desired count (`berth_domain::scaling`). What it
+//! evaluated and decided is written in one script under the lease, so that two replicas never both act for a
+//! location and one that stalled past its lease writes nothing.
+
+mod webhook;
+
+use berth_domain::fleet::{FleetRecord, LocationRecord};
+use berth_domain::game_server::timestamp;
+use berth_domain::scaling::check::STABILIZATION_DEFAULT_S;
+use berth_domain::scaling::decide::{Bounds, decide};
+use berth_domain::scaling::policy::{PolicyState, buffer_short, due, evaluate, webhook_in_force};
+use berth_domain::scaling::standby::standby;
+use berth_domain::scaling::{Capacity, Inputs, STANDBY};
+use berth_domain::stored::{FleetStatus, LocationStatus};
+use berth_proto::fleet::v1 as pb;
+use berth_store::instances::{Acted, Leased};
+use berth_store::scaling::{self as store, LocationScaling, Pass};
+use berth_store::utilization::{UtilizationRead, read_utilization};
+use berth_store::{Store, StoreError};
+
+use crate::utilization::location_utilization;
+use webhook::Webhooks;
+
+/// The autoscaler of the locations this replica holds.
+pub(crate) struct Autoscaler {
+    store: Store,
+    webhooks: Webhooks,
+}
+
+/// What a pass came to.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Scaled {
+    /// The desired count the location's instances are to follow now.
+    Desired(u32),
+    /// The lease was lost: the pass changed nothing.
+    Fenced,
+}
+
+impl Autoscaler {
+    pub(crate) fn new(store: Store) -> Autoscaler {
+        Autoscaler {
+            store,
+            webhooks: Webhooks::default(),
+        }
+    }
+
+    /// One pass over `location` of `fleet`, under `leased`.
+    pub(crate) async fn pass(
+        &self,
+        fleet: &FleetRecord,
+        location: &LocationRecord,
+        leased: &Leased<'_>,
+    ) -> Result<Scaled, StoreError> {
+        let desired = location.capacity.desired_instances;
+        let off = location.autoscaling_suspended
+            || matches!(
+                fleet.status,
+                FleetStatus::Deleting | FleetStatus::Terminated | FleetStatus::Error
+            )
+            || location.status == LocationStatus::Deleting;
+        if off {
+            return Ok(Scaled::Desired(desired));
+        }
+        let (fleet_id, name) = (leased.fleet_id, leased.location);
+        let Some(read) = store::read_policies(&self.store, fleet_id, name).await? else {
+            return Ok(Scaled::Desired(desired));
+        };
+        let applying: Vec<_> = read
+            .policies
+            .iter()
+            .filter(|stored| stored.policy.location.is_empty() || stored.policy.location == name)
+            .collect();
+        if applying.is_empty() && location.standby.is_none() && read.location == LocationScaling::default() {
+            return Ok(Scaled::Desired(desired));
+        }
+        let UtilizationRead::Read(counts) = read_utilization(&self.store, fleet_id, name).await? else {
+            return Ok(Scaled::Desired(desired));
+        };
+        let Some((_, tally)) = counts.locations.first() else {
+            return Ok(Scaled::Desired(desired));
+        };
+        let utilization = location_utilization(name, tally, counts.now_ms);
+        let now = counts.now_ms as i64;
+        let capacity = Capacity {
+            minimum: location.capacity.minimum_instances,
+            maximum: location.capacity.maximum_instances,
+            desired,
+        };
+        let inputs = Inputs {
+            now_ms: now,
+            utilization: &utilization,
+            capacity,
+            servers_per_instance: fleet.config.server_processes_per_instance.max(1),
+        };
+        let standby = standby(location.standby.as_ref(), &inputs, &read.location.standby);
+        let demand = inputs.waiting() > 0
+            || standby.short
+            || applying.iter().any(|stored| buffer_short(&stored.policy, &inputs));
+        let mut evaluated: Vec<(&str, PolicyState, bool)> = Vec::new();
+        let mut proposals: Vec<(String, u32)> = Vec::new();
+        for stored in &applying {
+            let policy = &stored.policy;
+            let state = stored
+                .evaluations
+                .iter()
+                .find(|(at, _)| at == name)
+                .map(|(_, state)| state.clone())
+                .unwrap_or_default();
+            let state = if due(policy, &state, now, demand) {
+                let answer = match webhook_in_force(policy, now) {
+                    Some(hook) => Some(self.webhooks.ask(hook, &review(fleet, policy, &inputs)).await),
+                    None => None,
+                };
+                let next = evaluate(policy, &inputs, &state, answer);
+                if next.failed {
+                    tracing::warn!(fleet = %fleet_id, location = %name, policy = %policy.name,
+                        reason = %next.message, "scaling policy failed");
+                }
+                let news = next.failed && (!state.failed || next.message != state.message);
+                evaluated.push((policy.name.as_str(), next.clone(), news));
+                next
+            } else {
+                state
+            };
+            if let Some(proposal) = state.proposal {
+                proposals.push((policy.name.clone(), proposal));
+            }
+        }
+        if let Some(proposal) = standby.proposal {
+            proposals.push((STANDBY.to_owned(), proposal));
+        }
+        let stabilization_s = applying
+            .iter()
+            .map(|stored| stored.policy.scale_in_stabilization_seconds)
+            .max()
+            .unwrap_or(STABILIZATION_DEFAULT_S);
+        let instances = utilization.instance_counts.unwrap_or_default();
+        let bounds = Bounds {
+            minimum: capacity.minimum,
+            maximum: capacity.maximum,
+            desired,
+            busy: instances.active.saturating_sub(instances.idle),
+            stabilization_ms: i64::from(stabilization_s) * 1000,
+        };
+        let decision = decide(&proposals, &bounds, &read.location.history, now);
+        let state = LocationScaling {
+            // Without a proposal (a webhook that failed, say), the window keeps what it saw.
+            history: decision
+                .as_ref()
+                .map_or_else(|| read.location.history.clone(), |d| d.history.clone()),
+            standby: standby.state,
+        };
+        let change = decision.as_ref().filter(|d| d.desired != desired);
+        if evaluated.is_empty() && change.is_none() && state == read.location {
+            return Ok(Scaled::Desired(desired));
+        }
+        let (winner, message) = match change {
+            Some(d) => (
+                d.winner.0.as_str(),
+                format!(
+                    "{} proposed {} → desired {desired} → {} ({})",
+                    d.winner.0,
+                    d.winner.1,
+                    d.desired,
+                    inputs_read(&inputs, standby.target)
+                ),
+            ),
+            None => ("", String::new()),
+        };
+        let pass = Pass {
+            decided_from: desired,
+            desired: change.map(|d| d.desired),
+            winner,
+            message: &message,
+            state: &state,
+            standby_target: standby.target,
+            evaluated: evaluated
+                .iter()
+                .map(|(name, state, news)| (*name, state, news.then_some(state.message.as_str())))
+                .collect(),
+        };
+        Ok(match store::record_pass(&self.store, leased, &pass).await? {
+            Acted::Done(true) => {
+                let scaled = change.map_or(desired, |d| d.desired);
+                tracing::info!(fleet = %fleet_id, location = %name, %message, "scaled");
+                metrics::counter!("berth_scaling_actions_total",
+                    "direction" => if scaled > desired { "out" } else { "in" })
+                .increment(1);
+                Scaled::Desired(scaled)
+            }
+            Acted::Done(false) | Acted::Gone => Scaled::Desired(desired),
+            Acted::Fenced => Scaled::Fenced,
+        })
+    }
+}
+
+/// What a webhook is asked.
+fn review(fleet: &FleetRecord, policy: &pb::ScalingPolicy, inputs: &Inputs<'_>) -> pb::ScalingWebhookReview {
+    pb::ScalingWebhookReview {
+        review_id: uuid::Uuid::now_v7().to_string(),
+        fleet_id: fleet.config.fleet_id.clone(),
+        location: inputs.utilization.location.clone(),
+        policy_name: policy.name.clone(),
+        review_time: Some(timestamp(inputs.now_ms)),
+        server_processes_per_instance: inputs.servers_per_instance,
+        capacity: Some(pb::FleetCapacity {
+            minimum_instances: inputs.capacity.minimum,
+            maximum_instances: inputs.capacity.maximum,
+            desired_instances: inputs.capacity.desired,
+        }),
+        utilization: Some(inputs.utilization.clone()),
+    }
+}
+
+/// The inputs a decision read, for its event.
+fn inputs_read(inputs: &Inputs<'_>, standby_target: u32) -> String {
+    let u = inputs.utilization;
+    let servers = u.game_server_counts.unwrap_or_default();
+    format!(
+        "busy servers {}, available servers {}, placements waiting {}, sessions activating {} and active {}, \
+         standby target {standby_target}, {} servers per instance",
+        inputs.busy_servers(),
+        servers.available + servers.draining_available,
+        u.queue_depth,
+        u.activating_game_sessions,
+        u.active_game_sessions,
+        inputs.servers_per_instance
+    )
+}
