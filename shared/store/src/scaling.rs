@@ -284,15 +284,23 @@ fn decode_history(text: &str) -> Vec<Won> {
         .collect()
 }
 
+/// The standby rule's state as stored: `<raised percent>:<raised ms>:<filled 0 | 1>`.
 fn encode_standby(state: &StandbyState) -> String {
-    format!("{}:{}", state.raised_percent, state.raised_ms)
+    format!(
+        "{}:{}:{}",
+        state.raised_percent,
+        state.raised_ms,
+        u8::from(state.filled)
+    )
 }
 
 fn decode_standby(text: &str) -> StandbyState {
-    let (percent, ms) = text.split_once(':').unwrap_or(("0", "0"));
+    let mut parts = text.split(':');
+    let mut next = || parts.next().unwrap_or("");
     StandbyState {
-        raised_percent: percent.parse().unwrap_or(0),
-        raised_ms: ms.parse().unwrap_or(0),
+        raised_percent: next().parse().unwrap_or(0),
+        raised_ms: next().parse().unwrap_or(0),
+        filled: next() == "1",
     }
 }
 
@@ -318,6 +326,7 @@ mod tests {
         let standby = StandbyState {
             raised_percent: 300,
             raised_ms: 42,
+            filled: true,
         };
         assert_eq!(decode_standby(&encode_standby(&standby)), standby);
     }

@@ -1,7 +1,8 @@
 //! Autoscaling through ScalingService, on a single node and on the cluster: policies put, described and deleted
 //! with their limits; a buffer policy keeping idle example game servers (real processes) as sessions start on them;
 //! a schedule window raising an ANYWHERE fleet's capacity as it opens; a webhook policy asking an HTTP server the
-//! test runs, and failing, with capacity unchanged, once that server is down.
+//! test runs, and failing, with capacity unchanged, once that server is down; scale-in held by the stabilization
+//! window and stopped at the instances hosting games; dynamic standby multiplying its target as the pool drains.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -10,7 +11,7 @@ use berth_proto::fleet::v1 as pb;
 use berth_proto::fleet::v1::scaling_service_client::ScalingServiceClient;
 use berth_runtime::auth::Role;
 use berth_store::sessions::{self, NewGameSession};
-use berth_testkit::{RunningService, SESSION_TIMINGS, TestRedis, token};
+use berth_testkit::{Reaper, RunningService, SESSION_TIMINGS, TestRedis, token};
 use pb::put_scaling_policy_request::Kind;
 use tonic::Code;
 use tonic_types::StatusExt;
@@ -249,6 +250,7 @@ async fn a_buffer_policy_keeps_its_idle_servers_as_sessions_start(redis: TestRed
     let stack = stack(&redis).await;
     let (mut fleets, mut scaling) = (client(&stack.fleet[0]).await, scaler(&stack.fleet[0]).await);
     let fleet = &fleet_id("buffered");
+    let _reaper = Reaper(vec![fleet.clone()]);
     fleets.create_fleet(managed(fleet, &example(), 0)).await.unwrap();
     // Two idle servers kept beside the busy ones, plus one; evaluated hourly, so only demand brings it on sooner.
     scaling
@@ -258,17 +260,7 @@ async fn a_buffer_policy_keeps_its_idle_servers_as_sessions_start(redis: TestRed
     let ready = instances_when(&stack.store, fleet, "3 ready", all_ready(3)).await;
 
     // Games start on two of them: the buffer is used up, and two more servers come at once.
-    for instance in &ready[..2] {
-        let server = instance.servers[0].id.clone();
-        let session_id = berth_domain::game_session::new_game_session_id(fleet);
-        let new = NewGameSession {
-            game_server_id: Some(&server),
-            ..NewGameSession::new(&session_id, fleet, 4)
-        };
-        sessions::create_game_session(&stack.store, &new, &SESSION_TIMINGS)
-            .await
-            .unwrap();
-    }
+    play_on(&stack, fleet, &ready[..2]).await;
     instances_when(&stack.store, fleet, "5 ready", all_ready(5)).await;
     assert_eq!(desired(&mut fleets, fleet).await, 5);
     let actions = scaling_actions(&events(&mut fleets, fleet).await);
@@ -477,4 +469,138 @@ async fn a_webhook_policy_asks_its_server_and_changes_nothing_once_it_fails_on_a
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_webhook_policy_asks_its_server_and_changes_nothing_once_it_fails_on_a_cluster() {
     a_webhook_policy_asks_its_server_and_changes_nothing_once_it_fails(TestRedis::cluster()).await;
+}
+
+/// Starts a protected game session on each of `instances`' first server.
+async fn play_on(stack: &Stack, fleet_id: &str, instances: &[berth_store::instances::InstanceRecord]) {
+    for instance in instances {
+        let server = instance.servers[0].id.clone();
+        let session_id = berth_domain::game_session::new_game_session_id(fleet_id);
+        let new = NewGameSession {
+            game_server_id: Some(&server),
+            protected: Some(true),
+            ..NewGameSession::new(&session_id, fleet_id, 4)
+        };
+        sessions::create_game_session(&stack.store, &new, &SESSION_TIMINGS)
+            .await
+            .unwrap();
+    }
+}
+
+async fn a_quiet_period_scales_in_only_after_the_stabilization_window_and_not_below_games(redis: TestRedis) {
+    let stack = stack(&redis).await;
+    let (mut fleets, mut scaling) = (client(&stack.fleet[0]).await, scaler(&stack.fleet[0]).await);
+    let fleet = &fleet_id("quiet");
+    let _reaper = Reaper(vec![fleet.clone()]);
+    fleets.create_fleet(managed(fleet, &example(), 2)).await.unwrap();
+    let ready = instances_when(&stack.store, fleet, "2 ready", all_ready(2)).await;
+    play_on(&stack, fleet, &ready).await;
+
+    // A rule that always asks for none, and an event that asks for 5 while its window is in force; scale-in waits
+    // 8 s after the last time 5 won.
+    let stabilization_s = 8;
+    let (start, end) = (seconds_from_now(2), seconds_from_now(6));
+    let mut event = put(
+        fleet,
+        "event",
+        Kind::Schedule(pb::SchedulePolicy {
+            window: Some(pb::ScheduleWindow {
+                start_time: Some(start),
+                end_time: Some(end),
+                ..Default::default()
+            }),
+            desired_instances: 5,
+        }),
+    );
+    event.scale_in_stabilization_seconds = Some(stabilization_s);
+    let mut none = put(
+        fleet,
+        "none",
+        Kind::RuleBased(pb::RuleBasedPolicy {
+            metric: pb::ScalingMetric::ActiveInstances.into(),
+            comparison_operator: pb::ComparisonOperator::GreaterThanOrEqualTo.into(),
+            threshold: 0.0,
+            evaluation_periods: 1,
+            adjustment_type: pb::AdjustmentType::ExactCapacity.into(),
+            scaling_adjustment: 0,
+            cooldown_seconds: Some(0),
+        }),
+    );
+    none.evaluation_interval_seconds = 10;
+    scaling.put_scaling_policy(none).await.unwrap();
+    scaling.put_scaling_policy(event).await.unwrap();
+
+    desired_when(&fleets, fleet, "raised by the event", |n| n == 5).await;
+    desired_when(&fleets, fleet, "lowered after the window", |n| n < 5).await;
+    let seen = events(&mut fleets, fleet).await;
+    let lowered = seen
+        .iter()
+        .filter(|e| e.code() == pb::FleetEventCode::ScalingAction)
+        .find(|e| e.capacity_change.as_ref().unwrap().previous_desired_instances == 5)
+        .unwrap();
+    assert!(
+        lowered.event_time.unwrap().seconds >= end.seconds + i64::from(stabilization_s) - 1,
+        "not within the stabilization window after the event ended: {lowered:?}"
+    );
+    assert_eq!(
+        lowered.capacity_change.as_ref().unwrap().new_desired_instances,
+        2,
+        "the two instances hosting games stay"
+    );
+    assert_eq!(
+        scaling_actions(&seen),
+        [("event".to_owned(), 2, 5), ("none".to_owned(), 5, 2)]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_quiet_period_scales_in_only_after_the_stabilization_window_and_not_below_games_on_a_single_node() {
+    a_quiet_period_scales_in_only_after_the_stabilization_window_and_not_below_games(TestRedis::single()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_quiet_period_scales_in_only_after_the_stabilization_window_and_not_below_games_on_a_cluster() {
+    a_quiet_period_scales_in_only_after_the_stabilization_window_and_not_below_games(TestRedis::cluster()).await;
+}
+
+async fn dynamic_standby_multiplies_the_target_as_the_pool_drains(redis: TestRedis) {
+    let stack = stack(&redis).await;
+    let mut fleets = client(&stack.fleet[0]).await;
+    let fleet = &fleet_id("standby");
+    let _reaper = Reaper(vec![fleet.clone()]);
+    let mut request = managed(fleet, &example(), 0);
+    request.locations[0].standby = Some(pb::StandbyConfiguration {
+        standby_servers: 2,
+        dynamic_standby: Some(pb::DynamicStandby {
+            enabled: true,
+            ..Default::default()
+        }),
+        scheduled_windows: vec![],
+    });
+    fleets.create_fleet(request).await.unwrap();
+    let ready = instances_when(&stack.store, fleet, "the 2 standing by", all_ready(2)).await;
+    assert_eq!(desired(&mut fleets, fleet).await, 2);
+
+    // Both taken: none of the 2 is left, under 5 % of the target, so it is multiplied by 4 (PlayFab's default).
+    play_on(&stack, fleet, &ready).await;
+    desired_when(&fleets, fleet, "2 busy and 8 standing by", |n| n == 10).await;
+    let request = pb::GetFleetUtilizationRequest {
+        fleet_id: fleet.clone(),
+        location: "local".into(),
+    };
+    let read = fleets.get_fleet_utilization(request).await.unwrap().into_inner();
+    assert_eq!(read.utilization.unwrap().locations[0].standby_target_servers, 8);
+    let actions = scaling_actions(&events(&mut fleets, fleet).await);
+    assert_eq!(actions[0], ("standby".to_owned(), 0, 2));
+    assert_eq!(actions.last().unwrap().2, 10);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn dynamic_standby_multiplies_the_target_as_the_pool_drains_on_a_single_node() {
+    dynamic_standby_multiplies_the_target_as_the_pool_drains(TestRedis::single()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn dynamic_standby_multiplies_the_target_as_the_pool_drains_on_a_cluster() {
+    dynamic_standby_multiplies_the_target_as_the_pool_drains(TestRedis::cluster()).await;
 }

@@ -13,13 +13,15 @@ pub const RAMP_DOWN_DEFAULT_S: u32 = 1800;
 
 const WEEK_MS: i64 = 7 * 24 * 3600 * 1000;
 
-/// What the rule keeps between evaluations: the multiplier a threshold last raised the target to, and when a
-/// threshold last applied (the ramp-down starts there).
+/// What the rule keeps between evaluations: the multiplier a threshold last raised the target to, when a threshold
+/// last applied (the ramp-down starts there), and whether the pool has ever been full (a pool still being built is
+/// not being used up).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StandbyState {
     /// Percent; 0 or 100 when not raised.
     pub raised_percent: u32,
     pub raised_ms: i64,
+    pub filled: bool,
 }
 
 /// The rule's evaluation.
@@ -29,18 +31,20 @@ pub struct Standby {
     pub target: u32,
     /// Instances to keep the target idle beside the busy servers; `None` without a standby rule in force.
     pub proposal: Option<u32>,
-    /// Ready, idle servers fewer than the target: the pool is being used up, and the policies are evaluated now.
+    /// Ready, idle servers (and those starting) fewer than the target: the pool is being used up, and the policies
+    /// are evaluated now.
     pub short: bool,
     pub state: StandbyState,
 }
 
 /// Evaluates a location's standby configuration (`None`: no rule).
 pub fn standby(config: Option<&pb::StandbyConfiguration>, inputs: &Inputs<'_>, state: &StandbyState) -> Standby {
+    // Servers still starting count as standing by: they soon are, and a pool being built is not being used up.
     let idle = inputs
         .utilization
         .game_server_counts
         .as_ref()
-        .map_or(0, |g| u64::from(g.available));
+        .map_or(0, |g| u64::from(g.available) + u64::from(g.launching));
     let base = config.map_or(0, |c| base_target(c, inputs.now_ms));
     if base == 0 {
         return Standby {
@@ -50,11 +54,16 @@ pub fn standby(config: Option<&pb::StandbyConfiguration>, inputs: &Inputs<'_>, s
             state: StandbyState::default(),
         };
     }
-    let dynamic = config.and_then(|c| c.dynamic_standby.as_ref()).filter(|d| d.enabled);
-    let (multiplier, state) = match dynamic {
+    // Full once it held the base target, idle or taken since.
+    let filled = state.filled || idle + inputs.busy_servers() >= u64::from(base);
+    let dynamic = config
+        .and_then(|c| c.dynamic_standby.as_ref())
+        .filter(|d| d.enabled && filled);
+    let (multiplier, mut state) = match dynamic {
         Some(dynamic) => multiplier(dynamic, idle * 100 / u64::from(base), inputs.now_ms, state),
         None => (100, StandbyState::default()),
     };
+    state.filled = filled;
     let cap = u64::from(inputs.capacity.maximum) * u64::from(inputs.servers_per_instance.max(1));
     let target = (u64::from(base) * u64::from(multiplier) / 100).min(cap);
     let servers = inputs.busy_servers() + inputs.waiting() + target;
@@ -121,6 +130,7 @@ fn multiplier(
             StandbyState {
                 raised_percent: percent,
                 raised_ms: now_ms,
+                filled: true,
             },
         );
     }
@@ -170,12 +180,22 @@ mod tests {
         now_ms: i64,
         state: &StandbyState,
     ) -> Standby {
+        let counts = pb::GameServerCounts {
+            available: idle,
+            utilized: busy,
+            ..Default::default()
+        };
+        evaluated_with(config, counts, now_ms, state)
+    }
+
+    fn evaluated_with(
+        config: &pb::StandbyConfiguration,
+        counts: pb::GameServerCounts,
+        now_ms: i64,
+        state: &StandbyState,
+    ) -> Standby {
         let u = pb::LocationUtilization {
-            game_server_counts: Some(pb::GameServerCounts {
-                available: idle,
-                utilized: busy,
-                ..Default::default()
-            }),
+            game_server_counts: Some(counts),
             ..Default::default()
         };
         let inputs = Inputs {
@@ -192,6 +212,20 @@ mod tests {
     }
 
     #[test]
+    fn servers_starting_count_as_standing_by() {
+        let starting = pb::GameServerCounts {
+            launching: 10,
+            ..Default::default()
+        };
+        let building = evaluated_with(&config(10, true), starting, 0, &StandbyState::default());
+        assert_eq!(
+            (building.target, building.short),
+            (10, false),
+            "not multiplied while it is built"
+        );
+    }
+
+    #[test]
     fn the_target_is_kept_idle_beside_the_busy_servers() {
         let rule = evaluated(&config(10, false), 10, 5, 0, &StandbyState::default());
         assert_eq!((rule.target, rule.proposal, rule.short), (10, Some(8), false));
@@ -204,7 +238,14 @@ mod tests {
     #[test]
     fn dynamic_standby_multiplies_the_target_as_the_pool_drains_then_ramps_down() {
         let on = config(10, true);
-        let fresh = StandbyState::default();
+        let empty = StandbyState::default();
+        assert_eq!(
+            evaluated(&on, 0, 0, 0, &empty).target,
+            10,
+            "a pool still being built is not multiplied"
+        );
+        let fresh = evaluated(&on, 10, 0, 0, &empty).state;
+        assert!(fresh.filled);
         assert_eq!(evaluated(&on, 6, 0, 0, &fresh).target, 10);
         assert_eq!(evaluated(&on, 4, 0, 0, &fresh).target, 15, "below 50 %: 1.5x");
         assert_eq!(evaluated(&on, 2, 0, 0, &fresh).target, 30, "below 25 %: 3x");
@@ -213,7 +254,7 @@ mod tests {
         // Refilled: the 4x target returns to the base linearly over the 100 s ramp.
         assert_eq!(evaluated(&on, 10, 0, 51_000, &drained.state).target, 25);
         let later = evaluated(&on, 10, 0, 101_000, &drained.state);
-        assert_eq!((later.target, later.state), (10, StandbyState::default()));
+        assert_eq!((later.target, later.state.raised_percent), (10, 0));
         // Drained a little again while ramping down: the higher ramped target holds.
         assert_eq!(evaluated(&on, 4, 0, 51_000, &drained.state).target, 25);
         // Capped by the location's maximum: 100 instances of 2.
