@@ -2,7 +2,7 @@
 
 CARGO ?= cargo
 
-.PHONY: run test lint bench build deps fmt
+.PHONY: run test lint bench sim build deps fmt
 
 ## Start Redis (when none answers), the four services and a demo fleet; Ctrl-C stops them.
 run:
@@ -24,6 +24,11 @@ lint: deps
 BERTH_BENCH_SERVERS ?= 20000
 bench: deps
 	$(CARGO) build --workspace --release --locked --bins && $(CARGO) run --release --locked -p berth-load-tests -- --servers $(BERTH_BENCH_SERVERS)
+
+## The policy simulator: a day of demand replayed against each scaling policy; a table, and a chart in
+## load-tests/reports/sim.png. BERTH_SIM_* variables change the day (`berth-sim --help`).
+sim: deps
+	$(CARGO) run --release --locked -p berth-sim
 
 build:
 	$(CARGO) build --workspace --release --locked --bins

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs what `make test`, `make lint`, `make run` and `make bench` need on a fresh machine: redis-server (the
-# tests start their own processes of it), a Docker engine (Debian's docker.io, for the docker provisioner's tests,
-# its daemon started when none answers) and buf (from the npm package @bufbuild/buf, for `buf lint`).
+# Installs what `make test`, `make lint`, `make run`, `make bench` and `make sim` need on a fresh machine:
+# redis-server (the tests start their own processes of it), the DejaVu fonts (the simulator's chart), a Docker
+# engine (Debian's docker.io, for the docker provisioner's tests, its daemon started when none answers) and buf (from
+# the npm package @bufbuild/buf, for `buf lint`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,6 +20,12 @@ apt_install() {
 if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; then
   echo "installing redis-server"
   apt_install redis-server
+fi
+
+# The policy simulator's chart draws its text with DejaVu Sans (berth-sim reads it from the system).
+if [ ! -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ]; then
+  echo "installing fonts-dejavu-core"
+  apt_install fonts-dejavu-core
 fi
 
 # The docker provisioner's tests skip, saying so, when no engine answers; so a machine where dockerd cannot run

@@ -7,17 +7,17 @@
 
 mod webhook;
 
+use std::collections::HashMap;
+
 use berth_domain::fleet::{FleetRecord, LocationRecord};
 use berth_domain::game_server::timestamp;
-use berth_domain::scaling::check::STABILIZATION_DEFAULT_S;
-use berth_domain::scaling::decide::{Bounds, decide};
-use berth_domain::scaling::policy::{PolicyState, buffer_short, due, evaluate, webhook_in_force};
-use berth_domain::scaling::standby::standby;
-use berth_domain::scaling::{Capacity, Inputs, STANDBY};
+use berth_domain::scaling::pass::{self as scaling, LocationState};
+use berth_domain::scaling::policy::{PolicyState, webhook_in_force};
+use berth_domain::scaling::{Capacity, Inputs};
 use berth_domain::stored::{FleetStatus, LocationStatus};
 use berth_proto::fleet::v1 as pb;
 use berth_store::instances::{Acted, Leased};
-use berth_store::scaling::{self as store, LocationScaling, Pass};
+use berth_store::scaling::{self as store, Pass};
 use berth_store::utilization::{UtilizationRead, read_utilization};
 use berth_store::{Store, StoreError};
 
@@ -73,7 +73,7 @@ impl Autoscaler {
             .iter()
             .filter(|stored| stored.policy.location.is_empty() || stored.policy.location == name)
             .collect();
-        if applying.is_empty() && location.standby.is_none() && read.location == LocationScaling::default() {
+        if applying.is_empty() && location.standby.is_none() && read.location == LocationState::default() {
             return Ok(Scaled::Desired(desired));
         }
         let UtilizationRead::Read(counts) = read_utilization(&self.store, fleet_id, name).await? else {
@@ -95,66 +95,36 @@ impl Autoscaler {
             capacity,
             servers_per_instance: fleet.config.server_processes_per_instance.max(1),
         };
-        let standby = standby(location.standby.as_ref(), &inputs, &read.location.standby);
-        let demand = inputs.waiting() > 0
-            || standby.short
-            || applying.iter().any(|stored| buffer_short(&stored.policy, &inputs));
-        let mut evaluated: Vec<(&str, PolicyState, bool)> = Vec::new();
-        let mut proposals: Vec<(String, u32)> = Vec::new();
-        for stored in &applying {
-            let policy = &stored.policy;
-            let state = stored
-                .evaluations
-                .iter()
-                .find(|(at, _)| at == name)
-                .map(|(_, state)| state.clone())
-                .unwrap_or_default();
-            let state = if due(policy, &state, now, demand) {
-                let answer = match webhook_in_force(policy, now) {
-                    Some(hook) => Some(self.webhooks.ask(hook, &review(fleet, policy, &inputs)).await),
-                    None => None,
-                };
-                let next = evaluate(policy, &inputs, &state, answer);
-                if next.failed {
-                    tracing::warn!(fleet = %fleet_id, location = %name, policy = %policy.name,
-                        reason = %next.message, "scaling policy failed");
-                }
-                let news = next.failed && (!state.failed || next.message != state.message);
-                evaluated.push((policy.name.as_str(), next.clone(), news));
-                next
-            } else {
-                state
-            };
-            if let Some(proposal) = state.proposal {
-                proposals.push((policy.name.clone(), proposal));
+        let policies: Vec<(&pb::ScalingPolicy, PolicyState)> = applying
+            .iter()
+            .map(|stored| {
+                let state = stored.evaluations.iter().find(|(at, _)| at == name);
+                (&stored.policy, state.map(|(_, s)| s.clone()).unwrap_or_default())
+            })
+            .collect();
+        let at = scaling::Location {
+            policies: &policies,
+            standby: location.standby.as_ref(),
+            state: &read.location,
+        };
+        let due = scaling::due(&at, &inputs);
+        let mut answers = HashMap::new();
+        for &index in &due {
+            let policy = policies[index].0;
+            if let Some(hook) = webhook_in_force(policy, now) {
+                answers.insert(index, self.webhooks.ask(hook, &review(fleet, policy, &inputs)).await);
             }
         }
-        if let Some(proposal) = standby.proposal {
-            proposals.push((STANDBY.to_owned(), proposal));
+        let passed = scaling::pass(&at, &inputs, &due, |index| answers.remove(&index));
+        for (index, state, _) in &passed.evaluated {
+            if state.failed {
+                tracing::warn!(fleet = %fleet_id, location = %name, policy = %policies[*index].0.name,
+                    reason = %state.message, "scaling policy failed");
+            }
         }
-        let stabilization_s = applying
-            .iter()
-            .map(|stored| stored.policy.scale_in_stabilization_seconds)
-            .max()
-            .unwrap_or(STABILIZATION_DEFAULT_S);
-        let instances = utilization.instance_counts.unwrap_or_default();
-        let bounds = Bounds {
-            minimum: capacity.minimum,
-            maximum: capacity.maximum,
-            desired,
-            busy: instances.active.saturating_sub(instances.idle),
-            stabilization_ms: i64::from(stabilization_s) * 1000,
-        };
-        let decision = decide(&proposals, &bounds, &read.location.history, now);
-        let state = LocationScaling {
-            // Without a proposal (a webhook that failed, say), the window keeps what it saw.
-            history: decision
-                .as_ref()
-                .map_or_else(|| read.location.history.clone(), |d| d.history.clone()),
-            standby: standby.state,
-        };
-        let change = decision.as_ref().filter(|d| d.desired != desired);
-        if evaluated.is_empty() && change.is_none() && state == read.location {
+        let (decision, standby, state) = (passed.decision.as_ref(), &passed.standby, &passed.state);
+        let change = decision.filter(|d| d.desired != desired);
+        if passed.evaluated.is_empty() && change.is_none() && *state == read.location {
             return Ok(Scaled::Desired(desired));
         }
         let (winner, message) = match change {
@@ -175,11 +145,15 @@ impl Autoscaler {
             desired: change.map(|d| d.desired),
             winner,
             message: &message,
-            state: &state,
+            state,
             standby_target: standby.target,
-            evaluated: evaluated
+            evaluated: passed
+                .evaluated
                 .iter()
-                .map(|(name, state, news)| (*name, state, news.then_some(state.message.as_str())))
+                .map(|(index, state, news)| {
+                    let name = policies[*index].0.name.as_str();
+                    (name, state, news.then_some(state.message.as_str()))
+                })
                 .collect(),
         };
         Ok(match store::record_pass(&self.store, leased, &pass).await? {

@@ -5,6 +5,7 @@
 
 pub mod check;
 pub mod decide;
+pub mod pass;
 pub mod policy;
 pub mod standby;
 pub mod window;

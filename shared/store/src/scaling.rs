@@ -8,6 +8,7 @@ use std::collections::HashMap;
 
 use berth_domain::game_server::timestamp;
 use berth_domain::scaling::decide::Won;
+use berth_domain::scaling::pass::LocationState;
 use berth_domain::scaling::policy::PolicyState;
 use berth_domain::scaling::standby::StandbyState;
 use berth_proto::fleet::v1 as pb;
@@ -104,14 +105,6 @@ pub async fn delete_policy(
     })
 }
 
-/// A location's autoscaling state.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct LocationScaling {
-    /// The winning values of the stabilisation window that may still be its highest, oldest first.
-    pub history: Vec<Won>,
-    pub standby: StandbyState,
-}
-
 /// A fleet's policies, as read.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Policies {
@@ -120,7 +113,7 @@ pub struct Policies {
     /// In name order.
     pub policies: Vec<StoredPolicy>,
     /// The state of the location read (default when every location was).
-    pub location: LocationScaling,
+    pub location: LocationState,
 }
 
 /// Reads a fleet's policies with their evaluations in `location`, and its autoscaling state; with an empty
@@ -141,14 +134,14 @@ pub async fn read_policies(store: &Store, fleet_id: &str, location: &str) -> Res
     let mut read = Policies {
         now_ms,
         policies: Vec::new(),
-        location: LocationScaling::default(),
+        location: LocationState::default(),
     };
     if !location.is_empty() {
         let (last, policies) = rest
             .split_last()
             .ok_or_else(|| unexpected(SCRIPT, "no location state"))?;
         let state: HashMap<String, String> = pairs(&strings(SCRIPT, last)?);
-        read.location = LocationScaling {
+        read.location = LocationState {
             history: decode_history(state.get("hist").map_or("", String::as_str)),
             standby: decode_standby(state.get("sb").map_or("", String::as_str)),
         };
@@ -188,7 +181,7 @@ pub struct Pass<'a> {
     pub winner: &'a str,
     /// The change's message: what won, and the inputs it read.
     pub message: &'a str,
-    pub state: &'a LocationScaling,
+    pub state: &'a LocationState,
     /// The effective standby target, server processes.
     pub standby_target: u32,
     /// Each policy evaluated, with why it failed when that is news.

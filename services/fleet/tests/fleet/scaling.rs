@@ -2,7 +2,8 @@
 //! with their limits; a buffer policy keeping idle example game servers (real processes) as sessions start on them;
 //! a schedule window raising an ANYWHERE fleet's capacity as it opens; a webhook policy asking an HTTP server the
 //! test runs, and failing, with capacity unchanged, once that server is down; scale-in held by the stabilization
-//! window and stopped at the instances hosting games; dynamic standby multiplying its target as the pool drains.
+//! window and stopped at the instances hosting games; dynamic standby multiplying its target as the pool drains; two
+//! replicas never both evaluating one location.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -603,4 +604,59 @@ async fn dynamic_standby_multiplies_the_target_as_the_pool_drains_on_a_single_no
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn dynamic_standby_multiplies_the_target_as_the_pool_drains_on_a_cluster() {
     dynamic_standby_multiplies_the_target_as_the_pool_drains(TestRedis::cluster()).await;
+}
+
+async fn two_replicas_never_both_evaluate_a_location(redis: TestRedis) {
+    let stack = stack_over(&redis, 2, berth_fleet::FleetArgs::default()).await;
+    let (mut fleets, mut scaling) = (client(&stack.fleet[0]).await, scaler(&stack.fleet[1]).await);
+    let fleet = &fleet_id("shared");
+    fleets.create_fleet(anywhere(fleet, 1)).await.unwrap();
+    let hook = Hook {
+        reviews: Arc::default(),
+        answer: Arc::new(Mutex::new(Ok(3))),
+    };
+    let (url, _server) = serve(hook.clone()).await;
+    let mut policy = put(
+        fleet,
+        "ask",
+        Kind::Webhook(pb::WebhookPolicy {
+            url,
+            ..Default::default()
+        }),
+    );
+    policy.evaluation_interval_seconds = 10;
+    scaling.put_scaling_policy(policy).await.unwrap();
+    desired_when(&fleets, fleet, "the webhook's proposal", |n| n == 3).await;
+    tokio::time::sleep(Duration::from_secs(25)).await;
+    let times: Vec<i64> = hook
+        .reviews
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(_, review)| {
+            let at = review.review_time.unwrap();
+            at.seconds * 1000 + i64::from(at.nanos) / 1_000_000
+        })
+        .collect();
+    assert!(times.len() >= 2, "evaluated at its interval: {times:?}");
+    for pair in times.windows(2) {
+        assert!(
+            pair[1] - pair[0] >= 10_000,
+            "two evaluations within one interval, as if two replicas acted: {times:?}"
+        );
+    }
+    assert_eq!(
+        scaling_actions(&events(&mut fleets, fleet).await),
+        [("ask".to_owned(), 1, 3)]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_replicas_never_both_evaluate_a_location_on_a_single_node() {
+    two_replicas_never_both_evaluate_a_location(TestRedis::single()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_replicas_never_both_evaluate_a_location_on_a_cluster() {
+    two_replicas_never_both_evaluate_a_location(TestRedis::cluster()).await;
 }
