@@ -1,9 +1,10 @@
 //! Autoscaling through ScalingService, on a single node and on the cluster: policies put, described and deleted
 //! with their limits; a buffer policy keeping idle example game servers (real processes) as sessions start on them;
 //! a schedule window raising an ANYWHERE fleet's capacity as it opens; a webhook policy asking an HTTP server the
-//! test runs, and failing, with capacity unchanged, once that server is down; scale-in held by the stabilization
+//! test runs, and failing (an error status, garbage, too late, down) with capacity unchanged; scale-in held by the stabilization
 //! window and stopped at the instances hosting games; dynamic standby multiplying its target as the pool drains; two
-//! replicas never both evaluating one location.
+//! replicas never both evaluating one location; a cron window in a time zone raising capacity at its time; a
+//! suspended location left alone until resumed.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -357,11 +358,31 @@ async fn a_schedule_window_raises_capacity_while_it_is_in_force_on_a_cluster() {
 /// A review the webhook was sent, with its Authorization header.
 type Reviewed = (Option<String>, pb::ScalingWebhookReview);
 
-/// What the webhook the test runs was sent, and what it answers: a proposal, or a status.
+/// What the webhook the test runs answers.
+#[derive(Clone, Copy)]
+enum Answer {
+    Propose(u32),
+    Status(u16),
+    /// 200 with a body that is no decision.
+    Garbage,
+    /// A proposal, 2 s late.
+    Late(u32),
+}
+
+/// What the webhook the test runs was sent, and what it answers.
 #[derive(Clone)]
 struct Hook {
     reviews: Arc<Mutex<Vec<Reviewed>>>,
-    answer: Arc<Mutex<Result<u32, u16>>>,
+    answer: Arc<Mutex<Answer>>,
+}
+
+impl Hook {
+    fn answering(answer: Answer) -> Hook {
+        Hook {
+            reviews: Arc::default(),
+            answer: Arc::new(Mutex::new(answer)),
+        }
+    }
 }
 
 async fn serve(hook: Hook) -> (String, tokio::task::JoinHandle<()>) {
@@ -374,15 +395,21 @@ async fn serve(hook: Hook) -> (String, tokio::task::JoinHandle<()>) {
             let bearer = headers.get("authorization").map(|v| v.to_str().unwrap().to_owned());
             hook.reviews.lock().unwrap().push((bearer, review.clone()));
             let answer = *hook.answer.lock().unwrap();
+            let propose = |n: u32| {
+                let decision = pb::ScalingWebhookDecision {
+                    review_id: review.review_id.clone(),
+                    desired_instances: Some(n),
+                };
+                (StatusCode::OK, berth_proto::json::to_json(&decision).unwrap())
+            };
             match answer {
-                Ok(n) => {
-                    let decision = pb::ScalingWebhookDecision {
-                        review_id: review.review_id,
-                        desired_instances: Some(n),
-                    };
-                    (StatusCode::OK, berth_proto::json::to_json(&decision).unwrap())
+                Answer::Propose(n) => propose(n),
+                Answer::Status(code) => (StatusCode::from_u16(code).unwrap(), b"no".to_vec()),
+                Answer::Garbage => (StatusCode::OK, b"<html>scale up!</html>".to_vec()),
+                Answer::Late(n) => {
+                    tokio::time::sleep(Duration::from_secs(2)).await;
+                    propose(n)
                 }
-                Err(code) => (StatusCode::from_u16(code).unwrap(), b"no".to_vec()),
             }
         }
     });
@@ -413,14 +440,12 @@ async fn a_webhook_policy_asks_its_server_and_changes_nothing_once_it_fails(redi
     let (mut fleets, mut scaling) = (client(&stack.fleet[0]).await, scaler(&stack.fleet[0]).await);
     let fleet = &fleet_id("hooked");
     fleets.create_fleet(anywhere(fleet, 1)).await.unwrap();
-    let hook = Hook {
-        reviews: Arc::default(),
-        answer: Arc::new(Mutex::new(Ok(4))),
-    };
+    let hook = Hook::answering(Answer::Propose(4));
     let (url, server) = serve(hook.clone()).await;
     let webhook = Kind::Webhook(pb::WebhookPolicy {
         url,
         bearer_token: "s3cret".into(),
+        timeout_ms: 500,
         ..Default::default()
     });
     let mut policy = put(fleet, "ask", webhook);
@@ -440,12 +465,18 @@ async fn a_webhook_policy_asks_its_server_and_changes_nothing_once_it_fails(redi
         assert!(review.utilization.is_some());
     }
 
-    // It answers 500: the evaluation fails, says so, and the desired count stays.
-    *hook.answer.lock().unwrap() = Err(500);
-    scaling.put_scaling_policy(policy.clone()).await.unwrap();
-    let errored = in_error(&scaling, fleet, "500").await;
-    assert_eq!(errored.last_proposed_instances, None);
-    assert_eq!(desired(&mut fleets, fleet).await, 4);
+    // It answers 500, then garbage, then too late: each evaluation fails, says why, and the desired count stays.
+    for (answer, why) in [
+        (Answer::Status(500), "500"),
+        (Answer::Garbage, "reply is not a berth.fleet.v1.ScalingWebhookDecision"),
+        (Answer::Late(9), "did not answer within 500 ms"),
+    ] {
+        *hook.answer.lock().unwrap() = answer;
+        scaling.put_scaling_policy(policy.clone()).await.unwrap();
+        let errored = in_error(&scaling, fleet, why).await;
+        assert_eq!(errored.last_proposed_instances, None);
+        assert_eq!(desired(&mut fleets, fleet).await, 4);
+    }
 
     // Down altogether: still ERROR, still 4.
     server.abort();
@@ -458,7 +489,7 @@ async fn a_webhook_policy_asks_its_server_and_changes_nothing_once_it_fails(redi
         .iter()
         .filter(|e| e.code() == pb::FleetEventCode::ScalingPolicyFailed)
         .collect();
-    assert_eq!(failures.len(), 2, "one per new failure: {failures:#?}");
+    assert_eq!(failures.len(), 4, "one per new failure: {failures:#?}");
     assert_eq!(scaling_actions(&seen), [("ask".to_owned(), 1, 4)]);
 }
 
@@ -611,10 +642,7 @@ async fn two_replicas_never_both_evaluate_a_location(redis: TestRedis) {
     let (mut fleets, mut scaling) = (client(&stack.fleet[0]).await, scaler(&stack.fleet[1]).await);
     let fleet = &fleet_id("shared");
     fleets.create_fleet(anywhere(fleet, 1)).await.unwrap();
-    let hook = Hook {
-        reviews: Arc::default(),
-        answer: Arc::new(Mutex::new(Ok(3))),
-    };
+    let hook = Hook::answering(Answer::Propose(3));
     let (url, _server) = serve(hook.clone()).await;
     let mut policy = put(
         fleet,
@@ -659,4 +687,97 @@ async fn two_replicas_never_both_evaluate_a_location_on_a_single_node() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_replicas_never_both_evaluate_a_location_on_a_cluster() {
     two_replicas_never_both_evaluate_a_location(TestRedis::cluster()).await;
+}
+
+async fn a_cron_window_raises_capacity_at_its_time_in_its_zone(redis: TestRedis) {
+    let stack = stack(&redis).await;
+    let (mut fleets, mut scaling) = (client(&stack.fleet[0]).await, scaler(&stack.fleet[0]).await);
+    let fleet = &fleet_id("cron");
+    let _reaper = Reaper(vec![fleet.clone()]);
+    fleets.create_fleet(managed(fleet, &example(), 0)).await.unwrap();
+    // The next whole minute, as read in Kolkata (UTC+05:30): a window of a minute from then.
+    let opens = (seconds_from_now(0).seconds / 60 + 1) * 60;
+    let kolkata = opens + 5 * 3600 + 1800;
+    let (minute, hour) = ((kolkata / 60) % 60, (kolkata / 3600) % 24);
+    let schedule = Kind::Schedule(pb::SchedulePolicy {
+        window: Some(pb::ScheduleWindow {
+            cron: format!("{minute} {hour} * * *"),
+            duration_seconds: 60,
+            time_zone: "Asia/Kolkata".into(),
+            ..Default::default()
+        }),
+        desired_instances: 2,
+    });
+    scaling.put_scaling_policy(put(fleet, "daily", schedule)).await.unwrap();
+    let ready = || async {
+        berth_store::instances::read_instances(&stack.store, fleet, "local")
+            .await
+            .unwrap()
+            .instances
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(100);
+    while !all_ready(2)(&ready().await) {
+        assert!(tokio::time::Instant::now() < deadline, "never raised at its cron time");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let seen = events(&mut fleets, fleet).await;
+    let raised = seen
+        .iter()
+        .find(|e| e.code() == pb::FleetEventCode::ScalingAction)
+        .unwrap();
+    assert!(
+        raised.event_time.unwrap().seconds >= opens,
+        "not before its time: {raised:?}"
+    );
+    assert_eq!(scaling_actions(&seen), [("daily".to_owned(), 0, 2)]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cron_window_raises_capacity_at_its_time_in_its_zone_on_a_single_node() {
+    a_cron_window_raises_capacity_at_its_time_in_its_zone(TestRedis::single()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cron_window_raises_capacity_at_its_time_in_its_zone_on_a_cluster() {
+    a_cron_window_raises_capacity_at_its_time_in_its_zone(TestRedis::cluster()).await;
+}
+
+async fn a_suspended_location_is_not_scaled_until_resumed(redis: TestRedis) {
+    let stack = stack(&redis).await;
+    let (mut fleets, mut scaling) = (client(&stack.fleet[0]).await, scaler(&stack.fleet[0]).await);
+    let fleet = &fleet_id("suspended");
+    fleets.create_fleet(anywhere(fleet, 0)).await.unwrap();
+    let suspend = pb::SuspendAutoscalingRequest {
+        fleet_id: fleet.clone(),
+        locations: vec![],
+    };
+    fleets.suspend_autoscaling(suspend).await.unwrap();
+    scaling.put_scaling_policy(put(fleet, "keep", buffer(2))).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        desired(&mut fleets, fleet).await,
+        0,
+        "nothing scales a suspended location"
+    );
+    let [policy] = &describe(&mut scaling, fleet).await[..] else {
+        panic!("one policy")
+    };
+    assert_eq!(policy.status(), pb::ScalingPolicyStatus::Suspended);
+    assert_eq!(policy.last_evaluation_time, None);
+    let resume = pb::ResumeAutoscalingRequest {
+        fleet_id: fleet.clone(),
+        locations: vec![],
+    };
+    fleets.resume_autoscaling(resume).await.unwrap();
+    desired_when(&fleets, fleet, "scaled once resumed", |n| n == 3).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_suspended_location_is_not_scaled_until_resumed_on_a_single_node() {
+    a_suspended_location_is_not_scaled_until_resumed(TestRedis::single()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_suspended_location_is_not_scaled_until_resumed_on_a_cluster() {
+    a_suspended_location_is_not_scaled_until_resumed(TestRedis::cluster()).await;
 }
