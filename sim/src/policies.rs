@@ -137,6 +137,7 @@ impl<'a> Autoscaler<'a> {
             policies: &policies,
             standby: self.contender.standby.as_ref(),
             state: &self.location,
+            lost: 0,
         };
         let due = pass::due(&at, &inputs);
         let passed = pass::pass(&at, &inputs, &due, |_| None);

@@ -1,7 +1,7 @@
 //! Autoscaling of one fleet location, run by the replica that holds the location's lease, at the start of each of
 //! its passes (every BERTH_RECONCILE_MS): the policies that are due are evaluated — at their interval, when their
 //! window turns, or at once on a demand signal (placements waiting for a server here, the standby pool or a buffer
-//! used below its target) — and the largest standing proposal decides the desired count (`berth_domain::scaling`). What it
+//! used below its target, servers lost) — and the largest standing proposal decides the desired count (`berth_domain::scaling`). What it
 //! evaluated and decided is written in one script under the lease, so that two replicas never both act for a
 //! location and one that stalled past its lease writes nothing.
 
@@ -106,6 +106,7 @@ impl Autoscaler {
             policies: &policies,
             standby: location.standby.as_ref(),
             state: &read.location,
+            lost: tally.lost,
         };
         let due = scaling::due(&at, &inputs);
         let mut answers = HashMap::new();

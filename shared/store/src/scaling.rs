@@ -144,6 +144,7 @@ pub async fn read_policies(store: &Store, fleet_id: &str, location: &str) -> Res
         read.location = LocationState {
             history: decode_history(state.get("hist").map_or("", String::as_str)),
             standby: decode_standby(state.get("sb").map_or("", String::as_str)),
+            lost: state.get("lost").and_then(|n| n.parse().ok()).unwrap_or(0),
         };
         rest = policies;
     }
@@ -199,7 +200,8 @@ pub async fn record_pass(store: &Store, leased: &Leased<'_>, pass: &Pass<'_>) ->
         .arg(pass.message)
         .arg(encode_history(&pass.state.history))
         .arg(encode_standby(&pass.state.standby))
-        .arg(pass.standby_target);
+        .arg(pass.standby_target)
+        .arg(pass.state.lost);
     for (name, state, failure) in &pass.evaluated {
         call.arg(*name).arg(encode_state(state)).arg(failure.unwrap_or(""));
     }

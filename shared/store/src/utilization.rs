@@ -52,6 +52,8 @@ pub struct Tally {
     pub waited_ms: u64,
     /// The effective standby target its autoscaler last applied, in server processes.
     pub standby_target: u64,
+    /// Servers gone without being told to end, ever: a count that only grows.
+    pub lost: u64,
     /// The last hour, by minute since the epoch.
     pub minutes: BTreeMap<u64, Minute>,
 }
@@ -85,7 +87,7 @@ impl Tally {
     }
 
     /// The counts by their stored names.
-    fn counts(&self) -> [(&'static str, u64); 23] {
+    fn counts(&self) -> [(&'static str, u64); 24] {
         [
             ("desired", self.desired_instances),
             ("i_pending", self.pending_instances),
@@ -110,6 +112,7 @@ impl Tally {
             ("waiting", self.waiting),
             ("waited_ms", self.waited_ms),
             ("standby", self.standby_target),
+            ("lost", self.lost),
         ]
     }
 
@@ -138,6 +141,7 @@ impl Tally {
             "waiting" => &mut self.waiting,
             "waited_ms" => &mut self.waited_ms,
             "standby" => &mut self.standby_target,
+            "lost" => &mut self.lost,
             _ => return None,
         })
     }

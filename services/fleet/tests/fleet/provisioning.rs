@@ -247,7 +247,7 @@ pub(super) async fn set_desired(client: &mut Client, fleet_id: &str, desired: u3
 }
 
 /// The pid of an instance's (only) process, from the process provisioner's handle `pid:start`.
-fn pid(instance: &InstanceRecord) -> i32 {
+pub(super) fn pid(instance: &InstanceRecord) -> i32 {
     instance.handle.split(':').next().unwrap().parse().unwrap()
 }
 

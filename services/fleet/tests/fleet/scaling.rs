@@ -4,7 +4,7 @@
 //! test runs, and failing (an error status, garbage, too late, down) with capacity unchanged; scale-in held by the stabilization
 //! window and stopped at the instances hosting games; dynamic standby multiplying its target as the pool drains; two
 //! replicas never both evaluating one location; a cron window in a time zone raising capacity at its time; a
-//! suspended location left alone until resumed.
+//! suspended location left alone until resumed; a server lost bringing the policies on at once.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -19,7 +19,7 @@ use tonic::Code;
 use tonic_types::StatusExt;
 
 use super::provisioning::{
-    Client, Stack, all_ready, client, events, example, fleet_id, instances_when, managed, stack_over, when,
+    Client, Stack, all_ready, client, count, events, example, fleet_id, instances_when, managed, stack_over, when,
 };
 
 type Scaler = ScalingServiceClient<berth_sdk::AuthedChannel>;
@@ -780,4 +780,52 @@ async fn a_suspended_location_is_not_scaled_until_resumed_on_a_single_node() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_suspended_location_is_not_scaled_until_resumed_on_a_cluster() {
     a_suspended_location_is_not_scaled_until_resumed(TestRedis::cluster()).await;
+}
+
+async fn a_server_lost_brings_the_policies_on_at_once(redis: TestRedis) {
+    let stack = stack(&redis).await;
+    let (mut fleets, mut scaling) = (client(&stack.fleet[0]).await, scaler(&stack.fleet[0]).await);
+    let fleet = &fleet_id("lossy");
+    let _reaper = Reaper(vec![fleet.clone()]);
+    fleets.create_fleet(managed(fleet, &example(), 2)).await.unwrap();
+    let ready = instances_when(&stack.store, fleet, "2 ready", all_ready(2)).await;
+    // Asked hourly: only a demand signal asks it again within the test.
+    let hook = Hook::answering(Answer::Propose(2));
+    let (url, _server) = serve(hook.clone()).await;
+    let webhook = Kind::Webhook(pb::WebhookPolicy {
+        url,
+        ..Default::default()
+    });
+    scaling.put_scaling_policy(put(fleet, "ask", webhook)).await.unwrap();
+    let reviews = || {
+        let hook = hook.clone();
+        async move { hook.reviews.lock().unwrap().clone() }
+    };
+    when("the first review", reviews, |found| found.len() == 1).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        hook.reviews.lock().unwrap().len(),
+        1,
+        "not asked again without a reason"
+    );
+
+    let killed = seconds_from_now(0).seconds;
+    // SAFETY: kill(2) of a game server this test's fleet launched; no memory is involved.
+    unsafe {
+        libc::kill(super::provisioning::pid(&ready[0]), libc::SIGKILL);
+    }
+    let asked = when("asked again on the loss", reviews, |found| found.len() >= 2).await;
+    assert!(asked[1].1.review_time.unwrap().seconds >= killed);
+    let crashed = events(&mut fleets, fleet).await;
+    assert_eq!(count(&crashed, pb::FleetEventCode::ServerProcessCrashed), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_server_lost_brings_the_policies_on_at_once_on_a_single_node() {
+    a_server_lost_brings_the_policies_on_at_once(TestRedis::single()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_server_lost_brings_the_policies_on_at_once_on_a_cluster() {
+    a_server_lost_brings_the_policies_on_at_once(TestRedis::cluster()).await;
 }

@@ -1,5 +1,6 @@
 //! One autoscaling pass of a location, as the fleet service and the policy simulator both run it: which policies are
-//! due (a demand signal makes every one due), their evaluations, the standby rule, and the decision from the
+//! due (a demand signal — placements waiting, a buffer or the standby pool used below its target, servers lost —
+//! makes every one due), their evaluations, the standby rule, and the decision from the
 //! standing proposals. The caller makes the webhook calls the due policies ask for between [`due`] and [`pass`].
 
 use berth_proto::fleet::v1 as pb;
@@ -16,6 +17,8 @@ pub struct LocationState {
     /// The winning values of the stabilisation window that may still be its highest, oldest first.
     pub history: Vec<Won>,
     pub standby: StandbyState,
+    /// The location's count of servers lost, as the last pass saw it.
+    pub lost: u64,
 }
 
 /// A location's autoscaling as a pass finds it.
@@ -25,6 +28,9 @@ pub struct Location<'a> {
     pub policies: &'a [(&'a pb::ScalingPolicy, PolicyState)],
     pub standby: Option<&'a pb::StandbyConfiguration>,
     pub state: &'a LocationState,
+    /// Its count of servers gone without being told to end, ever: one higher than the last pass saw is a demand
+    /// signal.
+    pub lost: u64,
 }
 
 /// What a pass came to.
@@ -45,6 +51,7 @@ pub fn due(location: &Location<'_>, inputs: &Inputs<'_>) -> Vec<usize> {
     let standby = standby(location.standby, inputs, &location.state.standby);
     let demand = inputs.waiting() > 0
         || standby.short
+        || location.lost > location.state.lost
         || location.policies.iter().any(|(policy, _)| buffer_short(policy, inputs));
     location
         .policies
@@ -103,6 +110,7 @@ pub fn pass(
             .as_ref()
             .map_or_else(|| location.state.history.clone(), |d| d.history.clone()),
         standby: standby.state,
+        lost: location.lost,
     };
     Passed {
         evaluated,

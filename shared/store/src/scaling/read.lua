@@ -3,7 +3,8 @@
 -- Reply: {FOUND | NOT_FOUND, now_ms, '', then per policy: its name, its hash (cfg, rev, c_ms, u_ms) and its
 -- evaluations (e:<location>: the evaluation's state, a:<location>: ms when its proposal last won there), and last,
 -- when a location is given, its state: hist (the winning values that may still count, '<ms>:<instances>' each,
--- space-separated), sb (the standby rule's state) and target (its effective standby target)}.
+-- space-separated), sb (the standby rule's state), target (its effective standby target) and lost (the count of
+-- servers lost its last pass saw)}.
 local now = now_ms()
 if redis.call('EXISTS', k.fleet) == 0 then return {'NOT_FOUND', tostring(now), ''} end
 local out = {'FOUND', tostring(now), ''}

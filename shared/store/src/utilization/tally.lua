@@ -13,7 +13,8 @@
 -- gs_draining_utilized, gs_terminating, gs_unhealthy (game servers); slots_free, slots_unhealthy (game-session slots
 -- free on ready, unclaimed, AVAILABLE processes, healthy or not); i_pending, i_active, i_idle, i_draining,
 -- i_terminating, activatable (instances, and the sessions they could begin activating now); s_activating, s_active,
--- players, players_free (game sessions and player slots); mca (the fleet's most concurrent activations per
+-- players, players_free (game sessions and player slots); lost (servers gone without being told to end, ever: the
+-- autoscaler compares it with what it saw last); mca (the fleet's most concurrent activations per
 -- instance, 0 for no limit, written by the fleet scripts); and per minute of the last hour, w<minute mod 60> =
 -- '<minute>|<ms to ready summed>|<processes ready>|<game sessions created>|<servers lost to interruptions>'.
 -- FleetIQ servers carry no location: theirs is the tally of location '', which a read adds to the home location.
@@ -199,8 +200,14 @@ local function tally_server(k, id, going)
   if not going and s[1] and s[3] ~= S.LOST then share = server_share(key, s) end
   if share and not old then
     redis.call('HSETNX', k.itally .. s[1], 'loc', s[2] or '')
-  elseif old and not share and s[6] == S.SPOT_TERMINATING then
-    add_to_minute(k, s[2] or '', {[5] = 1}, now_ms())
+  elseif old and not share then
+    local loc = s[2] or ''
+    if s[6] == S.SPOT_TERMINATING then add_to_minute(k, loc, {[5] = 1}, now_ms()) end
+    -- Gone without being told to end (crashed, declared lost, its instance interrupted): a loss, which the
+    -- autoscaler answers at once.
+    if string.match(old, '^[^|]*|[^|]*|(%d)') ~= '6' or s[6] == S.SPOT_TERMINATING then
+      redis.call('HINCRBY', k.tally .. loc, 'lost', 1)
+    end
   end
   tally_instances(k, move_share(k, key, old, share, server_counts))
 end
