@@ -1,9 +1,9 @@
 //! Autoscaling of one fleet location, run by the replica that holds the location's lease, at the start of each of
 //! its passes (every BERTH_RECONCILE_MS): the policies that are due are evaluated — at their interval, when their
 //! window turns, or at once on a demand signal (placements waiting for a server here, the standby pool or a buffer
-//! used below its target, servers lost) — and the largest standing proposal decides the desired count (`berth_domain::scaling`). What it
-//! evaluated and decided is written in one script under the lease, so that two replicas never both act for a
-//! location and one that stalled past its lease writes nothing.
+//! used below its target, servers lost) — and the largest standing proposal decides the desired count
+//! (`berth_domain::scaling::pass`). What it evaluated and decided is written in one script under the lease, so that
+//! two replicas never both act for a location and one that stalled past its lease writes nothing.
 
 mod webhook;
 

@@ -36,6 +36,7 @@ use std::time::{Duration, Instant, SystemTime};
 use berth_proto::common::v1::{Endpoint, KeyValue};
 use berth_proto::fleet::v1 as fpb;
 use berth_proto::fleet::v1::fleet_service_client::FleetServiceClient;
+use berth_proto::fleet::v1::scaling_service_client::ScalingServiceClient;
 use berth_proto::health::v1::game_server_service_client::GameServerServiceClient;
 use berth_proto::health::v1::{
     self as hpb, DeregisterGameServerRequest, ListGameServersRequest, RegisterGameServerRequest,
@@ -817,8 +818,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut operator =
         GameServerServiceClient::new(berth_sdk::connect(health, &mint(&key, Role::Operator, None)).await?);
     let fleet_endpoint = endpoint_of(&services, "fleet");
-    let mut fleets =
-        FleetServiceClient::new(berth_sdk::connect(fleet_endpoint, &mint(&key, Role::Operator, None)).await?);
+    let fleet_channel = berth_sdk::connect(fleet_endpoint, &mint(&key, Role::Operator, None)).await?;
+    let mut fleets = FleetServiceClient::new(fleet_channel.clone());
+    let mut scaling = ScalingServiceClient::new(fleet_channel);
     create_fleetiq_fleet(&mut fleets, &cli).await?;
     create_sdk_fleet(&mut fleets, &cli).await?;
     let mut fleet_events = HashSet::new();
@@ -826,6 +828,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut queues = QueueServiceClient::new(berth_sdk::connect(placement, &mint(&key, Role::Operator, None)).await?);
     placements::create_queue_and_fleets(
         &mut fleets,
+        &mut scaling,
         &mut queues,
         &cli.queue,
         &cli.sdk_launch_path,

@@ -1,10 +1,10 @@
-//! Autoscaling through ScalingService, on a single node and on the cluster: policies put, described and deleted
-//! with their limits; a buffer policy keeping idle example game servers (real processes) as sessions start on them;
-//! a schedule window raising an ANYWHERE fleet's capacity as it opens; a webhook policy asking an HTTP server the
-//! test runs, and failing (an error status, garbage, too late, down) with capacity unchanged; scale-in held by the stabilization
-//! window and stopped at the instances hosting games; dynamic standby multiplying its target as the pool drains; two
-//! replicas never both evaluating one location; a cron window in a time zone raising capacity at its time; a
-//! suspended location left alone until resumed; a server lost bringing the policies on at once.
+//! Autoscaling through ScalingService, on a single node and on the cluster: policies put, described and deleted with
+//! their limits; a buffer policy keeping idle example game servers (real processes) as sessions start on them; a
+//! schedule window raising an ANYWHERE fleet's capacity as it opens; a webhook policy asking an HTTP server the test
+//! runs, and failing (an error status, garbage, too late, down) with capacity unchanged; scale-in held by the
+//! stabilization window and stopped at the instances hosting games; dynamic standby multiplying its target as the pool
+//! drains; two replicas never both evaluating one location; a cron window in a time zone raising capacity at its time;
+//! a suspended location left alone until resumed; a server lost bringing the policies on at once.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -2,9 +2,9 @@
 //! StartGameSessionPlacement, asks a game session queue for each match and leaves the choice of fleet and location
 //! to Berth, from its players' latencies and the fleets' prices.
 //!
-//! It creates two fleets of example game servers through FleetService (`process` provisioner): `demo-eu` in
-//! location `eu-local` on On-Demand instances, and `demo-us` in `us-local` on Spot instances that still cost more
-//! than eu's; and the queue over both, which orders by latency, then cost. While a placement is young no
+//! It creates two fleets of example game servers through FleetService (`process` provisioner), each kept by a buffer
+//! scaling policy: `demo-eu` in location `eu-local` on On-Demand instances, and `demo-us` in `us-local` on Spot
+//! instances that still cost more than eu's; and the queue over both, which orders by latency, then cost. While a placement is young no
 //! player may be more than 60 ms from the location; after 5 s the cap relaxes to 150 ms, and after 30 s the
 //! placement times out. Every few seconds the matchmaker starts a placement for 2–4 players near one location and
 //! far from the other, so each match has a location it should land in; now and then one player is far from both,
@@ -18,6 +18,7 @@ use std::time::{Duration, SystemTime};
 
 use berth_proto::fleet::v1 as fpb;
 use berth_proto::fleet::v1::fleet_service_client::FleetServiceClient;
+use berth_proto::fleet::v1::scaling_service_client::ScalingServiceClient;
 use berth_proto::placement::v1 as pb;
 use berth_proto::placement::v1::placement_service_client::PlacementServiceClient;
 use berth_proto::placement::v1::queue_service_client::QueueServiceClient;
@@ -76,15 +77,35 @@ const NEAR_MS: RangeInclusive<u32> = 15..=55;
 /// A player's latency to a location they are far from, ms: above the strict cap, within the relaxed one.
 const FAR_MS: RangeInclusive<u32> = 70..=140;
 
+/// The demo fleets' autoscaling: half as many idle servers as busy ones and at least one, plus one; looked at every
+/// 10 s and at once when placements wait or the buffer runs low, and scaled in a minute after demand falls. Its
+/// SCALING_ACTION events show among the fleet events.
+fn buffer(fleet_id: &str) -> fpb::PutScalingPolicyRequest {
+    fpb::PutScalingPolicyRequest {
+        fleet_id: fleet_id.into(),
+        name: "demo-buffer".into(),
+        evaluation_interval_seconds: 10,
+        scale_in_stabilization_seconds: Some(60),
+        kind: Some(fpb::put_scaling_policy_request::Kind::Buffer(fpb::BufferPolicy {
+            idle_threshold_percent: 50,
+            minimum_idle_servers: 1,
+            persistent_idle: true,
+            maximum_running_servers: 0,
+        })),
+        ..Default::default()
+    }
+}
+
 /// The fleets the queue places in, to follow their events.
 pub fn fleet_ids<'a>() -> impl Iterator<Item = &'a str> {
     DESTINATIONS.iter().map(|destination| destination.fleet_id)
 }
 
-/// Creates the queue's fleets, `instances` example game servers (`launch_path`) each, and the queue over them; or
-/// gives those an earlier run left this capacity and configuration.
+/// Creates the queue's fleets, `instances` example game servers (`launch_path`) each, each kept by a buffer policy,
+/// and the queue over them; or gives those an earlier run left this capacity and configuration.
 pub async fn create_queue_and_fleets(
     fleets: &mut FleetServiceClient<AuthedChannel>,
+    scaling: &mut ScalingServiceClient<AuthedChannel>,
     queues: &mut QueueServiceClient<AuthedChannel>,
     queue: &str,
     launch_path: &str,
@@ -108,6 +129,7 @@ pub async fn create_queue_and_fleets(
             )
         };
         create_or_resize_fleet(fleets, request).await?;
+        scaling.put_scaling_policy(buffer(destination.fleet_id)).await?;
     }
     let destinations: Vec<_> = fleet_ids()
         .map(|fleet_id| pb::QueueDestination {

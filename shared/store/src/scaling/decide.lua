@@ -5,8 +5,8 @@
 -- KEYS: k.fleet, k.events. ARGV[1] location, ARGV[2] lease, ARGV[3] the desired count decided from, ARGV[4] the new
 -- desired count ('' for no change), ARGV[5] the winning policy's name (or 'standby'), ARGV[6] the change's message,
 -- ARGV[7] the location's hist and ARGV[8] its sb (see read.lua), ARGV[9] its effective standby target (server
--- processes), ARGV[10] its count of servers lost as this pass saw it, then per policy evaluated: its name, its evaluation's state, and why it failed when that is news (''
--- otherwise: no SCALING_POLICY_FAILED event).
+-- processes), ARGV[10] its count of servers lost as this pass saw it, then per policy evaluated: its name, its
+-- evaluation's state, and why it failed when that is news ('' otherwise: no SCALING_POLICY_FAILED event).
 -- Reply: {outcome, now_ms, detail}. Outcomes: SCALED; UNCHANGED (nothing to change, or the desired count or bounds
 -- moved meanwhile); FENCED (the lease is no longer the live one: nothing was written).
 local now = now_ms()

@@ -135,13 +135,19 @@ proptest! {
         let u = utilization(busy, idle, waiting);
         let at = inputs(&u, per, 0);
         let used = u64::from(busy) + u64::from(waiting);
-        for metric in [pb::TargetTrackingMetric::PercentAvailableGameSessions, pb::TargetTrackingMetric::PercentUtilizedGameServers] {
+        let metrics = [
+            pb::TargetTrackingMetric::PercentAvailableGameSessions,
+            pb::TargetTrackingMetric::PercentUtilizedGameServers,
+        ];
+        for metric in metrics {
             let policy = pb::TargetTrackingPolicy { metric: metric.into(), target_percent: target };
             let proposed = u64::from(target_tracking(&policy, &at).unwrap());
             // One slot per server here, so the two ratios mirror each other.
             let slots = proposed * u64::from(per);
             let holds = |slots: u64| match metric {
-                pb::TargetTrackingMetric::PercentAvailableGameSessions => (slots - used.min(slots)) * 100 >= u64::from(target) * slots && slots >= used,
+                pb::TargetTrackingMetric::PercentAvailableGameSessions => {
+                    slots >= used && (slots - used) * 100 >= u64::from(target) * slots
+                }
                 _ => used * 100 <= u64::from(target) * slots,
             };
             prop_assert!(holds(slots) || proposed == u64::from(INSTANCES_MAX), "{:?}: {} slots for {} used", metric, slots, used);
