@@ -8,6 +8,7 @@
 mod webhook;
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use berth_domain::fleet::{FleetRecord, LocationRecord};
 use berth_domain::game_server::timestamp;
@@ -27,7 +28,7 @@ use webhook::Webhooks;
 /// The autoscaler of the locations this replica holds.
 pub(crate) struct Autoscaler {
     store: Store,
-    webhooks: Webhooks,
+    webhooks: Arc<Webhooks>,
 }
 
 /// What a pass came to.
@@ -43,7 +44,7 @@ impl Autoscaler {
     pub(crate) fn new(store: Store) -> Autoscaler {
         Autoscaler {
             store,
-            webhooks: Webhooks::default(),
+            webhooks: Arc::default(),
         }
     }
 
@@ -108,14 +109,28 @@ impl Autoscaler {
             state: &read.location,
             lost: tally.lost,
         };
-        let due = scaling::due(&at, &inputs);
+        let mut due = scaling::due(&at, &inputs);
+        // A policy whose webhook has not answered yet waits for a later pass, as it stands.
         let mut answers = HashMap::new();
-        for &index in &due {
+        due.retain(|&index| {
             let policy = policies[index].0;
-            if let Some(hook) = webhook_in_force(policy, now) {
-                answers.insert(index, self.webhooks.ask(hook, &review(fleet, policy, &inputs)).await);
+            let Some(hook) = webhook_in_force(policy, now) else {
+                return true;
+            };
+            let asking = (
+                fleet_id.to_owned(),
+                name.to_owned(),
+                policy.name.clone(),
+                policy.revision,
+            );
+            match self.webhooks.answer(asking, hook, review(fleet, policy, &inputs)) {
+                Some(answer) => {
+                    answers.insert(index, answer);
+                    true
+                }
+                None => false,
             }
-        }
+        });
         let passed = scaling::pass(&at, &inputs, &due, |index| answers.remove(&index));
         for (index, state, _) in &passed.evaluated {
             if state.failed {

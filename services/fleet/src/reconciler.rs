@@ -186,12 +186,17 @@ impl Reconciler {
             lease: &lease,
         };
         let key = (fleet_id.to_owned(), location.to_owned());
-        let desired = match self.autoscaler.pass(fleet, record, &leased).await? {
-            Scaled::Desired(desired) => desired,
-            Scaled::Fenced => {
+        let desired = match self.autoscaler.pass(fleet, record, &leased).await {
+            Ok(Scaled::Desired(desired)) => desired,
+            Ok(Scaled::Fenced) => {
                 tracing::warn!(fleet = %fleet_id, %location, "lease lost while autoscaling; the new holder carries on");
                 self.leases().remove(&key);
                 return Ok(());
+            }
+            // Instances still follow the desired count as it stands.
+            Err(err) => {
+                tracing::warn!(fleet = %fleet_id, %location, error = %err, "autoscaling failed");
+                record.capacity.desired_instances
             }
         };
         let Some(provisioner) = provisioner else {

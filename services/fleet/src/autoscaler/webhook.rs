@@ -1,25 +1,66 @@
 //! Webhook policies (Agones' webhook autoscaler): the review POSTed as proto3 JSON to the operator's decision
 //! service, and its decision read back. Anything but a 2xx reply holding a decision for this review, in time, is a
 //! failed evaluation with the reason said, never a proposal.
+//!
+//! A call may take up to 30 s, longer than a location's lease: it is made apart from the pass that asks for it, and
+//! a later pass of the same location takes its answer ([`Webhooks::answer`]), so that a slow decision service never
+//! holds a location's reconciling up.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::Duration;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use berth_domain::fleet::check::INSTANCES_MAX;
 use berth_domain::scaling::policy::WebhookAnswer;
 use berth_proto::fleet::v1 as pb;
 use berth_proto::json;
 
-/// HTTP clients by the CA bundle they trust ('' for the system roots), so that connections are kept between calls.
+/// Which call: the fleet, the location, the policy and its revision (a policy replaced meanwhile asks again).
+pub(crate) type Asking = (String, String, String, u64);
+
+/// Calls made or under way; an answer is kept until a pass takes it, or for a minute.
+const ANSWER_KEPT: Duration = Duration::from_secs(60);
+
+type Slot = Arc<Mutex<Option<WebhookAnswer>>>;
+
+/// HTTP clients by the CA bundle they trust ('' for the system roots), so that connections are kept between calls,
+/// and the calls made apart from the passes that asked for them.
 #[derive(Default)]
 pub(crate) struct Webhooks {
     clients: Mutex<HashMap<String, reqwest::Client>>,
+    calls: Mutex<HashMap<Asking, (Instant, Slot)>>,
 }
 
 impl Webhooks {
+    /// The answer of the call `asking` names, once it came; until then `None`, and the call is made (once) with
+    /// `review`.
+    pub(crate) fn answer(
+        self: &Arc<Self>,
+        asking: Asking,
+        policy: &pb::WebhookPolicy,
+        review: pb::ScalingWebhookReview,
+    ) -> Option<WebhookAnswer> {
+        let mut calls = self.calls.lock().unwrap_or_else(PoisonError::into_inner);
+        calls.retain(|_, (made, _)| made.elapsed() < ANSWER_KEPT);
+        if let Some((_, slot)) = calls.get(&asking) {
+            let answered = slot.lock().unwrap_or_else(PoisonError::into_inner).take();
+            if answered.is_some() {
+                calls.remove(&asking);
+            }
+            return answered;
+        }
+        let slot = Slot::default();
+        calls.insert(asking, (Instant::now(), slot.clone()));
+        let (webhooks, policy) = (self.clone(), policy.clone());
+        tokio::spawn(async move {
+            let answer = webhooks.ask(&policy, &review).await;
+            *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(answer);
+        });
+        None
+    }
+
     /// Asks `policy`'s service for its decision on `review`.
-    pub(crate) async fn ask(&self, policy: &pb::WebhookPolicy, review: &pb::ScalingWebhookReview) -> WebhookAnswer {
+    async fn ask(&self, policy: &pb::WebhookPolicy, review: &pb::ScalingWebhookReview) -> WebhookAnswer {
         let client = self.client(&policy.ca_bundle_pem)?;
         let body = json::to_json(review).map_err(|err| err.to_string())?;
         let mut request = client
@@ -62,7 +103,7 @@ impl Webhooks {
     }
 
     fn client(&self, ca_bundle_pem: &str) -> Result<reqwest::Client, String> {
-        let mut clients = self.clients.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut clients = self.clients.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(client) = clients.get(ca_bundle_pem) {
             return Ok(client.clone());
         }

@@ -4,7 +4,8 @@
 //! runs, and failing (an error status, garbage, too late, down) with capacity unchanged; scale-in held by the
 //! stabilization window and stopped at the instances hosting games; dynamic standby multiplying its target as the pool
 //! drains; two replicas never both evaluating one location; a cron window in a time zone raising capacity at its time;
-//! a suspended location left alone until resumed; a server lost bringing the policies on at once.
+//! a suspended location left alone until resumed; a server lost bringing the policies on at once; a slow webhook
+//! holding no location up.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -828,4 +829,37 @@ async fn a_server_lost_brings_the_policies_on_at_once_on_a_single_node() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_server_lost_brings_the_policies_on_at_once_on_a_cluster() {
     a_server_lost_brings_the_policies_on_at_once(TestRedis::cluster()).await;
+}
+
+async fn a_slow_webhook_holds_no_location_up(redis: TestRedis) {
+    let stack = stack(&redis).await;
+    let (mut fleets, mut scaling) = (client(&stack.fleet[0]).await, scaler(&stack.fleet[0]).await);
+    let fleet = &fleet_id("patient");
+    let _reaper = Reaper(vec![fleet.clone()]);
+    fleets.create_fleet(managed(fleet, &example(), 1)).await.unwrap();
+    instances_when(&stack.store, fleet, "1 ready", all_ready(1)).await;
+    // It answers in 2 s, twice the stack's lease: the location goes on being reconciled meanwhile.
+    let hook = Hook::answering(Answer::Late(3));
+    let (url, _server) = serve(hook.clone()).await;
+    let webhook = Kind::Webhook(pb::WebhookPolicy {
+        url,
+        timeout_ms: 5000,
+        ..Default::default()
+    });
+    scaling.put_scaling_policy(put(fleet, "ask", webhook)).await.unwrap();
+    super::provisioning::set_desired(&mut fleets, fleet, 2).await;
+    instances_when(&stack.store, fleet, "2 ready", all_ready(2)).await;
+    instances_when(&stack.store, fleet, "3 ready, as the webhook said", all_ready(3)).await;
+    let actions = scaling_actions(&events(&mut fleets, fleet).await);
+    assert_eq!(actions, [("ask".to_owned(), 2, 3)]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_slow_webhook_holds_no_location_up_on_a_single_node() {
+    a_slow_webhook_holds_no_location_up(TestRedis::single()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_slow_webhook_holds_no_location_up_on_a_cluster() {
+    a_slow_webhook_holds_no_location_up(TestRedis::cluster()).await;
 }
