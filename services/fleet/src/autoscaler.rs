@@ -167,8 +167,13 @@ impl Autoscaler {
                 .evaluated
                 .iter()
                 .map(|(index, state, news)| {
-                    let name = policies[*index].0.name.as_str();
-                    (name, state, news.then_some(state.message.as_str()))
+                    let policy = policies[*index].0;
+                    (
+                        policy.name.as_str(),
+                        policy.revision,
+                        state,
+                        news.then_some(state.message.as_str()),
+                    )
                 })
                 .collect(),
         };

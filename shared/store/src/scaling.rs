@@ -185,8 +185,8 @@ pub struct Pass<'a> {
     pub state: &'a LocationState,
     /// The effective standby target, server processes.
     pub standby_target: u32,
-    /// Each policy evaluated, with why it failed when that is news.
-    pub evaluated: Vec<(&'a str, &'a PolicyState, Option<&'a str>)>,
+    /// Each policy evaluated (its name and the revision evaluated), with why it failed when that is news.
+    pub evaluated: Vec<(&'a str, u64, &'a PolicyState, Option<&'a str>)>,
 }
 
 /// Records a pass under `leased`'s lease: `Done(true)` when the desired count changed, `Done(false)` when it did not
@@ -202,8 +202,11 @@ pub async fn record_pass(store: &Store, leased: &Leased<'_>, pass: &Pass<'_>) ->
         .arg(encode_standby(&pass.state.standby))
         .arg(pass.standby_target)
         .arg(pass.state.lost);
-    for (name, state, failure) in &pass.evaluated {
-        call.arg(*name).arg(encode_state(state)).arg(failure.unwrap_or(""));
+    for (name, revision, state, failure) in &pass.evaluated {
+        call.arg(*name)
+            .arg(revision)
+            .arg(encode_state(state))
+            .arg(failure.unwrap_or(""));
     }
     let raw: Vec<Value> = store.invoke(&call).await?;
     let (outcome, _, _) = outcome_detail(SCRIPT, &raw)?;

@@ -5,19 +5,20 @@
 -- KEYS: k.fleet, k.events. ARGV[1] location, ARGV[2] lease, ARGV[3] the desired count decided from, ARGV[4] the new
 -- desired count ('' for no change), ARGV[5] the winning policy's name (or 'standby'), ARGV[6] the change's message,
 -- ARGV[7] the location's hist and ARGV[8] its sb (see read.lua), ARGV[9] its effective standby target (server
--- processes), ARGV[10] its count of servers lost as this pass saw it, then per policy evaluated: its name, its
--- evaluation's state, and why it failed when that is news ('' otherwise: no SCALING_POLICY_FAILED event).
+-- processes), ARGV[10] its count of servers lost as this pass saw it, then per policy evaluated: its name, the
+-- revision evaluated (a policy replaced meanwhile keeps its fresh start), its evaluation's state, and why it failed
+-- when that is news ('' otherwise: no SCALING_POLICY_FAILED event).
 -- Reply: {outcome, now_ms, detail}. Outcomes: SCALED; UNCHANGED (nothing to change, or the desired count or bounds
 -- moved meanwhile); FENCED (the lease is no longer the live one: nothing was written).
 local now = now_ms()
 local loc, lease = ARGV[1], ARGV[2]
 if not holds_lease(k, loc, lease) then return {'FENCED', tostring(now), ''} end
-for i = 11, #ARGV, 3 do
+for i = 11, #ARGV, 4 do
   local name = ARGV[i]
-  if redis.call('EXISTS', k.policy .. name) == 1 then
-    redis.call('HSET', k.peval .. name, 'e:' .. loc, ARGV[i + 1])
-    if ARGV[i + 2] ~= '' then
-      fleet_event(k, now, S.SCALING_POLICY_FAILED, ARGV[i + 2], {'location', loc, 'policy', name})
+  if redis.call('HGET', k.policy .. name, 'rev') == ARGV[i + 1] then
+    redis.call('HSET', k.peval .. name, 'e:' .. loc, ARGV[i + 2])
+    if ARGV[i + 3] ~= '' then
+      fleet_event(k, now, S.SCALING_POLICY_FAILED, ARGV[i + 3], {'location', loc, 'policy', name})
     end
   end
 end
