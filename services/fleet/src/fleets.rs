@@ -159,7 +159,7 @@ fn termination_grace_ms(fleet: &FleetRecord) -> u64 {
     u64::from(seconds) * 1000
 }
 
-fn no_location(fleet_id: &str, location: &str) -> Status {
+pub(crate) fn no_location(fleet_id: &str, location: &str) -> Status {
     Status::not_found(format!("fleet {fleet_id:?} has no location {location:?}"))
 }
 
@@ -174,7 +174,7 @@ fn being_deleted(fleet_id: &str, status: FleetStatus) -> Status {
     Status::failed_precondition(format!("fleet {fleet_id:?} is {}", status.as_str()))
 }
 
-fn not_found(fleet_id: &str) -> Status {
+pub(crate) fn not_found(fleet_id: &str) -> Status {
     Status::not_found(format!("no fleet {fleet_id:?}"))
 }
 

@@ -16,6 +16,7 @@ use berth_store::scaling::{self as store, PolicyDeleted, PolicyPut, StoredPolicy
 use tonic::{Request, Response, Status};
 
 use crate::Context;
+use crate::fleets::{no_location, not_found};
 
 /// The ScalingService handlers.
 pub struct Scaling {
@@ -30,7 +31,7 @@ impl Scaling {
     async fn fleet(&self, fleet_id: &str) -> Result<FleetRecord, Status> {
         read_fleet(&self.context.store, fleet_id)
             .await?
-            .ok_or_else(|| Status::not_found(format!("no fleet {fleet_id:?}")))
+            .ok_or_else(|| not_found(fleet_id))
     }
 }
 
@@ -46,13 +47,8 @@ impl ScalingService for Scaling {
         let put = store::put_policy(&self.context.store, &policy, req.expected_revision, POLICIES_MAX).await?;
         let stored = match put {
             PolicyPut::Put(stored) => stored,
-            PolicyPut::NotFound => return Err(Status::not_found(format!("no fleet {fleet_id:?}"))),
-            PolicyPut::NoLocation => {
-                return Err(Status::not_found(format!(
-                    "fleet {fleet_id:?} has no location {:?}",
-                    req.location
-                )));
-            }
+            PolicyPut::NotFound => return Err(not_found(fleet_id)),
+            PolicyPut::NoLocation => return Err(no_location(fleet_id, &req.location)),
             PolicyPut::Deleting => {
                 return Err(Status::failed_precondition(format!(
                     "fleet {fleet_id:?} is being deleted: it takes no scaling policy"
@@ -98,14 +94,11 @@ impl ScalingService for Scaling {
         let after = redeem(&selection, &req.page_token)?;
         let fleet = self.fleet(&req.fleet_id).await?;
         if !req.location.is_empty() && fleet.location(&req.location).is_none() {
-            return Err(Status::not_found(format!(
-                "fleet {:?} has no location {:?}",
-                req.fleet_id, req.location
-            )));
+            return Err(no_location(&req.fleet_id, &req.location));
         }
         let read = store::read_policies(&self.context.store, &req.fleet_id, "")
             .await?
-            .ok_or_else(|| Status::not_found(format!("no fleet {:?}", req.fleet_id)))?;
+            .ok_or_else(|| not_found(&req.fleet_id))?;
         let wanted = req.status_filter();
         let mut policies: Vec<pb::ScalingPolicy> = read
             .policies

@@ -1000,18 +1000,19 @@ fn weekly_meets(weekly: (i64, i64, bool), once: (i64, i64, bool)) -> bool {
 }
 
 /// Latest time a request may name: the end of year 9999, as protobuf's Timestamp allows.
-pub(crate) const TIME_MAX_S: i64 = 253_402_300_799;
+const TIME_MAX_S: i64 = 253_402_300_799;
 
-/// Checks a time a request names: from the epoch to the end of year 9999, nanos below a second; in ms when valid.
+/// Checks a time a request names; in ms when valid.
 fn check_time(v: &mut Violations, field: &str, time: &prost_types::Timestamp) -> Option<i64> {
+    time_ms(time).map_err(|why| v.add(field, why)).ok()
+}
+
+/// A time a request names, in ms: from the epoch to the end of year 9999, nanos below a second; else what is wrong.
+pub(crate) fn time_ms(time: &prost_types::Timestamp) -> Result<i64, String> {
     if !(0..=TIME_MAX_S).contains(&time.seconds) || !(0..1_000_000_000).contains(&time.nanos) {
-        v.add(
-            field,
-            "must be a time from 1970 to the end of 9999, with nanos from 0 to 999999999",
-        );
-        return None;
+        return Err("must be a time from 1970 to the end of 9999, with nanos from 0 to 999999999".into());
     }
-    Some(time.seconds * 1000 + i64::from(time.nanos) / 1_000_000)
+    Ok(time.seconds * 1000 + i64::from(time.nanos) / 1_000_000)
 }
 
 /// A value that 0 leaves at `default`, else within `range`.

@@ -7,7 +7,7 @@ use pb::chain_entry::Kind as EntryKind;
 use pb::scaling_policy::Kind;
 
 use super::Inputs;
-use super::window::Window;
+use super::window;
 use crate::fleet::check::INSTANCES_MAX;
 
 /// What a policy's evaluations left, per location it applies to.
@@ -50,7 +50,7 @@ fn in_force(policy: &pb::ScalingPolicy, now_ms: i64) -> Option<usize> {
         Some(Kind::Schedule(schedule)) => schedule
             .window
             .as_ref()
-            .is_some_and(|w| Window::read(w).is_ok_and(|w| w.in_force(now_ms)))
+            .is_some_and(|w| window::in_force(w, now_ms))
             .then_some(0),
         Some(Kind::Chain(chain)) => entry_in_force(chain, now_ms),
         _ => None,
@@ -60,7 +60,7 @@ fn in_force(policy: &pb::ScalingPolicy, now_ms: i64) -> Option<usize> {
 fn entry_in_force(chain: &pb::ChainPolicy, now_ms: i64) -> Option<usize> {
     chain.entries.iter().position(|entry| match &entry.window {
         None => true,
-        Some(window) => Window::read(window).is_ok_and(|w| w.in_force(now_ms)),
+        Some(w) => window::in_force(w, now_ms),
     })
 }
 
@@ -277,10 +277,7 @@ fn adjusted(rule: &pb::RuleBasedPolicy, desired: u32) -> u32 {
 }
 
 fn scheduled(schedule: &pb::SchedulePolicy, now_ms: i64, next: &mut PolicyState) -> Option<u32> {
-    let in_force = schedule
-        .window
-        .as_ref()
-        .is_some_and(|w| Window::read(w).is_ok_and(|w| w.in_force(now_ms)));
+    let in_force = schedule.window.as_ref().is_some_and(|w| window::in_force(w, now_ms));
     if !in_force {
         next.message = "outside its window".into();
     }

@@ -8,7 +8,7 @@ use chrono_tz::Tz;
 use croner::Cron;
 use croner::parser::{CronParser, Seconds, Year};
 
-use crate::fleet::check::TIME_MAX_S;
+use crate::fleet::check::time_ms;
 
 /// Longest cron expression, in characters.
 pub const CRON_MAX: usize = 128;
@@ -25,6 +25,12 @@ pub struct Window {
     recurring: Option<Recurring>,
 }
 
+/// Whether `window`, as stored (so already checked), is in force at `now_ms`; a window that no longer reads (it
+/// cannot, once checked) is not.
+pub fn in_force(window: &pb::ScheduleWindow, now_ms: i64) -> bool {
+    Window::read(window).is_ok_and(|w| w.in_force(now_ms))
+}
+
 #[derive(Clone, Debug)]
 struct Recurring {
     cron: Cron,
@@ -38,13 +44,13 @@ impl Window {
         let start_ms = window
             .start_time
             .as_ref()
-            .map(millis)
+            .map(time_ms)
             .transpose()
             .map_err(|e| ("start_time", e))?;
         let end_ms = window
             .end_time
             .as_ref()
-            .map(millis)
+            .map(time_ms)
             .transpose()
             .map_err(|e| ("end_time", e))?;
         if let (Some(start), Some(end)) = (start_ms, end_ms)
@@ -124,13 +130,6 @@ fn recurring(window: &pb::ScheduleWindow) -> Result<Recurring, (&'static str, St
         zone,
         duration_ms: i64::from(window.duration_seconds) * 1000,
     })
-}
-
-fn millis(time: &prost_types::Timestamp) -> Result<i64, String> {
-    if !(0..=TIME_MAX_S).contains(&time.seconds) || !(0..1_000_000_000).contains(&time.nanos) {
-        return Err("must be a time from 1970 to the end of 9999, with nanos from 0 to 999999999".into());
-    }
-    Ok(time.seconds * 1000 + i64::from(time.nanos) / 1_000_000)
 }
 
 #[cfg(test)]
