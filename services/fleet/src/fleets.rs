@@ -20,7 +20,7 @@ use berth_store::utilization::{UtilizationRead, read_utilization};
 use tonic::{Request, Response, Status};
 
 use crate::Context;
-use crate::utilization::fleet_utilization;
+use crate::utilization::{fleet_utilization, location_with_counts, with_counts};
 
 /// The FleetService handlers.
 pub struct Fleets {
@@ -36,6 +36,32 @@ impl Fleets {
         store::read_fleet(&self.context.store, fleet_id)
             .await?
             .ok_or_else(|| not_found(fleet_id))
+    }
+
+    /// A fleet as the contract shows it, with its live counts (a fleet deleted meanwhile keeps its record's).
+    async fn shown(&self, fleet: FleetRecord) -> Result<pb::Fleet, Status> {
+        let read = read_utilization(&self.context.store, &fleet.config.fleet_id, "").await?;
+        let shown = fleet.to_proto();
+        Ok(match read {
+            UtilizationRead::Read(read) => with_counts(shown, &read),
+            UtilizationRead::NotFound | UtilizationRead::NoLocation => shown,
+        })
+    }
+
+    /// A fleet's location as the contract shows it, with its live counts; `None` when the fleet has no such location.
+    async fn shown_location(&self, fleet: &FleetRecord, location: &str) -> Result<Option<pb::FleetLocation>, Status> {
+        let Some(record) = fleet.location(location) else {
+            return Ok(None);
+        };
+        let read = read_utilization(&self.context.store, &fleet.config.fleet_id, &record.location).await?;
+        let shown = record.to_proto();
+        Ok(Some(match read {
+            UtilizationRead::Read(read) => match read.locations.first() {
+                Some((_, tally)) => location_with_counts(shown, tally),
+                None => shown,
+            },
+            UtilizationRead::NotFound | UtilizationRead::NoLocation => shown,
+        }))
     }
 
     /// Tells the health replicas of the processes a deletion asked to end, and answers the fleet as it is now.
@@ -147,6 +173,7 @@ fn location_change(
         config: None,
         locations,
         events,
+        redeploy: false,
     })
 }
 
@@ -192,7 +219,7 @@ impl FleetService for Fleets {
         let fleet = check::check_create(&req, &provisioners)?;
         match store::create_fleet(&self.context.store, &fleet, self.context.args.retention_ms).await? {
             Created::Created(record) => Ok(Response::new(pb::CreateFleetResponse {
-                fleet: Some(record.to_proto()),
+                fleet: Some(self.shown(*record).await?),
             })),
             Created::Exists => Err(Status::already_exists(format!(
                 "a fleet {:?} exists; nothing was changed",
@@ -214,6 +241,7 @@ impl FleetService for Fleets {
                 let changed = check::apply_update(&mut config, &req);
                 Ok((!changed.is_empty()).then(|| FleetChange {
                     config: Some((fleet.revision, config)),
+                    redeploy: changed.iter().any(|field| check::LAUNCH_SETTINGS.contains(field)),
                     locations: Vec::new(),
                     events: vec![(
                         FleetEventCode::FleetUpdated,
@@ -224,7 +252,7 @@ impl FleetService for Fleets {
             })
             .await?;
         Ok(Response::new(pb::UpdateFleetResponse {
-            fleet: Some(fleet.to_proto()),
+            fleet: Some(self.shown(fleet).await?),
         }))
     }
 
@@ -240,7 +268,7 @@ impl FleetService for Fleets {
         let deleted = sessions::delete_fleet(store, &req.fleet_id, req.force, req.expected_revision, grace_ms);
         match deleted.await? {
             Deleted::Deleting(told) => Ok(Response::new(pb::DeleteFleetResponse {
-                fleet: Some(self.told_to_end(&req.fleet_id, &told).await?.to_proto()),
+                fleet: Some(self.shown(self.told_to_end(&req.fleet_id, &told).await?).await?),
             })),
             Deleted::NotFound => Err(not_found(&req.fleet_id)),
             Deleted::Gone(status) => Err(being_deleted(&req.fleet_id, status)),
@@ -260,7 +288,7 @@ impl FleetService for Fleets {
         check::check_describe(&req)?;
         let fleet = self.fleet(&req.fleet_id).await?;
         Ok(Response::new(pb::DescribeFleetResponse {
-            fleet: Some(fleet.to_proto()),
+            fleet: Some(self.shown(fleet).await?),
         }))
     }
 
@@ -275,7 +303,7 @@ impl FleetService for Fleets {
         let mut ids = berth_store::fleets::fleets(&self.context.store).await?;
         ids.sort();
         ids.retain(|id| after.is_none_or(|after| id.as_str() > after));
-        let mut fleets = Vec::new();
+        let mut records = Vec::new();
         let mut next = None;
         // Read a page's worth at a time, concurrently: a status filter may skip many.
         'pages: for batch in ids.chunks(size) {
@@ -285,13 +313,14 @@ impl FleetService for Fleets {
                 if !wanted.is_empty() && !wanted.contains(&fleet.status) {
                     continue;
                 }
-                if fleets.len() == size {
-                    next = fleets.last().map(|fleet: &pb::Fleet| fleet.fleet_id.clone());
+                if records.len() == size {
+                    next = records.last().map(|fleet: &FleetRecord| fleet.config.fleet_id.clone());
                     break 'pages;
                 }
-                fleets.push(fleet.to_proto());
+                records.push(fleet);
             }
         }
+        let fleets = futures::future::try_join_all(records.into_iter().map(|fleet| self.shown(fleet))).await?;
         Ok(Response::new(pb::ListFleetsResponse {
             fleets,
             next_page_token: issue(&selection, next),
@@ -307,7 +336,7 @@ impl FleetService for Fleets {
         let added = store::add_locations(&self.context.store, &req.fleet_id, &req.locations, check::LOCATIONS_MAX);
         match added.await? {
             LocationsAdded::Added(fleet) => Ok(Response::new(pb::CreateFleetLocationsResponse {
-                fleet: Some(fleet.to_proto()),
+                fleet: Some(self.shown(*fleet).await?),
             })),
             LocationsAdded::NotFound => Err(not_found(&req.fleet_id)),
             LocationsAdded::Deleting(status) => Err(being_deleted(&req.fleet_id, status)),
@@ -334,7 +363,7 @@ impl FleetService for Fleets {
         let deleted = sessions::delete_locations(store, &req.fleet_id, &req.locations, termination_grace_ms(&fleet));
         match deleted.await? {
             LocationsDeleted::Deleting(told) => Ok(Response::new(pb::DeleteFleetLocationsResponse {
-                fleet: Some(self.told_to_end(&req.fleet_id, &told).await?.to_proto()),
+                fleet: Some(self.shown(self.told_to_end(&req.fleet_id, &told).await?).await?),
             })),
             LocationsDeleted::NotFound => Err(not_found(&req.fleet_id)),
             LocationsDeleted::Gone(status) => Err(being_deleted(&req.fleet_id, status)),
@@ -355,7 +384,7 @@ impl FleetService for Fleets {
         let updated = store::update_capacity(&self.context.store, &req.fleet_id, &req.location, change).await?;
         match updated {
             CapacityUpdated::Changed(fleet) => Ok(Response::new(pb::UpdateFleetCapacityResponse {
-                location: fleet.location(&req.location).map(|location| location.to_proto()),
+                location: self.shown_location(&fleet, &req.location).await?,
             })),
             CapacityUpdated::NotFound => Err(not_found(&req.fleet_id)),
             CapacityUpdated::NoLocation => Err(no_location(&req.fleet_id, &req.location)),
@@ -400,7 +429,7 @@ impl FleetService for Fleets {
             })
             .await?;
         Ok(Response::new(pb::UpdateFleetStandbyResponse {
-            location: fleet.location(&req.location).map(|location| location.to_proto()),
+            location: self.shown_location(&fleet, &req.location).await?,
         }))
     }
 
@@ -465,7 +494,7 @@ impl FleetService for Fleets {
             })
             .await?;
         Ok(Response::new(pb::SetInstanceTypeViabilityResponse {
-            fleet: Some(fleet.to_proto()),
+            fleet: Some(self.shown(fleet).await?),
         }))
     }
 
@@ -476,7 +505,7 @@ impl FleetService for Fleets {
         let req = request.into_inner();
         let fleet = self.set_autoscaling(&req.fleet_id, &req.locations, true).await?;
         Ok(Response::new(pb::SuspendAutoscalingResponse {
-            fleet: Some(fleet.to_proto()),
+            fleet: Some(self.shown(fleet).await?),
         }))
     }
 
@@ -487,7 +516,7 @@ impl FleetService for Fleets {
         let req = request.into_inner();
         let fleet = self.set_autoscaling(&req.fleet_id, &req.locations, false).await?;
         Ok(Response::new(pb::ResumeAutoscalingResponse {
-            fleet: Some(fleet.to_proto()),
+            fleet: Some(self.shown(fleet).await?),
         }))
     }
 
@@ -579,10 +608,11 @@ impl FleetService for Fleets {
     }
 }
 
-/// A stored fleet event as the contract shows it; its position is its id and its cursor (a watch gives both its own).
+/// A stored fleet event as the contract shows it. Its id is `<fleet>/<position>`, as a watch of many fleets gives it,
+/// so one event has one id everywhere; its position is its cursor (a watch gives its own, of every fleet watched).
 pub(crate) fn fleet_event(fleet_id: &str, entry: FleetEventEntry) -> pb::FleetEvent {
     pb::FleetEvent {
-        event_id: entry.position.clone(),
+        event_id: format!("{fleet_id}/{}", entry.position),
         cursor: entry.position,
         fleet_id: fleet_id.to_owned(),
         location: entry.location,

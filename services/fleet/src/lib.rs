@@ -209,9 +209,7 @@ fn reconciler(store: &Store, args: &FleetArgs, tokens: Option<TokenKey>) -> Reco
     let mut provisioners: HashMap<String, Arc<dyn Provisioner>> = HashMap::new();
     for name in &args.provisioners {
         let provisioner: Arc<dyn Provisioner> = match name.as_str() {
-            "process" => Arc::new(ProcessProvisioner {
-                log_dir: args.process_log_dir.clone(),
-            }),
+            "process" => Arc::new(ProcessProvisioner::new(args.process_log_dir.clone())),
             "docker" => Arc::new(DockerProvisioner::new(args.docker_host.clone())),
             "http" => match http_provisioner(args) {
                 Ok(provisioner) => Arc::new(provisioner),

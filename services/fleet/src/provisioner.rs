@@ -2,9 +2,9 @@
 //! whatever runs them: local processes (`process`), Docker containers (`docker`), an operator's hosting API
 //! (`http`), and Kubernetes pods alike.
 //!
-//! The reconciler asks for three things only, each by the instance's id and the handle its launch answered: launch
-//! an instance with its processes' environment, count its processes still running, and stop it (gently, or kill
-//! it). A provisioner keeps no state the reconciler relies on: a handle, or the instance id itself when the
+//! The reconciler asks for four things only, each by the instance's id and the handle its launch answered: launch
+//! an instance with its processes' environment, count its processes still running, say how those that ended
+//! exited, and stop it (gently, or kill it). A provisioner keeps no state the reconciler relies on: a handle, or the instance id itself when the
 //! launching replica died before it recorded the handle, is enough for any replica to find the instance again.
 
 pub mod docker;
@@ -58,6 +58,9 @@ pub trait Provisioner: Send + Sync {
     fn launch<'a>(&'a self, spec: &'a LaunchSpec) -> BoxFuture<'a, Result<String, ProvisionError>>;
     /// How many of an instance's processes still run.
     fn running<'a>(&'a self, instance: Instance<'a>) -> BoxFuture<'a, Result<u32, ProvisionError>>;
+    /// How the processes of an instance that no longer run exited (`exit status: 3`, `signal: 9 (SIGKILL)`), as far
+    /// as this provisioner saw them; empty when it cannot tell.
+    fn exits<'a>(&'a self, instance: Instance<'a>) -> BoxFuture<'a, Vec<String>>;
     /// Stops an instance: asks its processes to exit, or with `kill`, ends them at once.
     fn stop<'a>(&'a self, instance: Instance<'a>, kill: bool) -> BoxFuture<'a, Result<(), ProvisionError>>;
 }

@@ -16,7 +16,7 @@ use berth_domain::fleet::reconcile::{
 use berth_domain::stored::{FleetEventCode, FleetStatus, LocationStatus, ProcessState};
 use berth_proto::fleet::v1 as pb;
 use berth_runtime::auth::{Role, TokenKey};
-use berth_store::instances::{self, Acted, InstanceRecord, Lease, Leased, ServerRecord, Stop};
+use berth_store::instances::{self, Acted, InstanceRecord, Lease, Leased, Removal, ServerRecord, Stop};
 use berth_store::processes::{self, Routing};
 use berth_store::{Store, StoreError, fleets};
 
@@ -48,6 +48,9 @@ pub struct Settings {
 struct Failures {
     count: u32,
     until_ms: i64,
+    /// When the last one was counted, ms (Redis' clock): a location whose status changed since (an UNHEALTHY one
+    /// given new launch settings or capacity) starts afresh.
+    at_ms: i64,
 }
 
 /// The reconciler of one replica.
@@ -157,6 +160,7 @@ impl Reconciler {
         let entry = failures.entry(key.clone()).or_default();
         entry.count += 1;
         entry.until_ms = now_ms + (1000_i64 << entry.count.min(16)).min(MAX_BACKOFF_MS);
+        entry.at_ms = now_ms;
     }
 
     fn leases(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), String>> {
@@ -214,10 +218,16 @@ impl Reconciler {
             };
             views.push(view(instance, running));
         }
-        // A ready server shows the build runs here: launches stop backing off.
-        if views
-            .iter()
-            .any(|i| i.servers.iter().any(|s| matches!(s.state, ServerState::Ready { .. })))
+        // A ready server shows the build runs here, and a location redeployed since the last failure starts
+        // afresh: launches stop backing off.
+        let redeployed = self
+            .failures()
+            .get(&key)
+            .is_some_and(|f| record.status_change_ms > f.at_ms);
+        if redeployed
+            || views
+                .iter()
+                .any(|i| i.servers.iter().any(|s| matches!(s.state, ServerState::Ready { .. })))
         {
             self.failures().remove(&key);
         }
@@ -259,8 +269,15 @@ impl Reconciler {
                 Action::Kill { instance } => {
                     let Some(record) = by_id(instance) else { continue };
                     tracing::warn!(fleet = %fleet_id, %location, %instance, "killed: it did not exit in time");
-                    let _ = provisioner.stop(instance_of(fleet_id, record), true).await;
-                    Ok(true)
+                    let message = format!(
+                        "sent ProcessEnding but did not exit in time (exit timeout {} s); killed",
+                        deadlines.exit_ms / 1000
+                    );
+                    let acted = instances::kill_instance(&self.store, &leased, instance, &message).await?;
+                    if let Err(err) = provisioner.stop(instance_of(fleet_id, record), true).await {
+                        tracing::warn!(fleet = %fleet_id, %location, %instance, error = %err, "cannot kill it");
+                    }
+                    Ok(acted != Acted::Fenced)
                 }
                 Action::Remove { instance, asked } => {
                     // An instance that ended before any of its processes registered is a launch that failed: the
@@ -270,14 +287,18 @@ impl Reconciler {
                     if !asked && never_ran {
                         self.launch_failed(&key, found.now_ms);
                     }
-                    let acted = instances::remove_instance(
-                        &self.store,
-                        &leased,
-                        instance,
-                        *asked,
-                        self.settings.lost_retention_ms,
-                    )
-                    .await?;
+                    let mut exits = match by_id(instance) {
+                        Some(record) => provisioner.exits(instance_of(fleet_id, record)).await,
+                        None => Vec::new(),
+                    };
+                    exits.dedup();
+                    let removal = Removal {
+                        instance_id: instance,
+                        asked: *asked,
+                        retention_ms: self.settings.lost_retention_ms,
+                        exited: &exits.join(", "),
+                    };
+                    let acted = instances::remove_instance(&self.store, &leased, &removal).await?;
                     Ok(self.told(fleet_id, acted).await)
                 }
                 Action::Unhealthy { message } => {

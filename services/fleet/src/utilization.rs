@@ -40,6 +40,52 @@ fn count(n: u64) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
 
+/// A fleet as the contract shows it, each location and the fleet's sums with the counts of `read` (a location added
+/// after the read keeps the record's).
+pub(crate) fn with_counts(mut fleet: pb::Fleet, read: &Utilization) -> pb::Fleet {
+    let mut total = Tally::default();
+    for location in &mut fleet.locations {
+        if let Some((_, tally)) = read.locations.iter().find(|(name, _)| *name == location.location) {
+            location.instance_counts = Some(instance_counts(tally));
+            location.game_server_counts = Some(game_server_counts(tally));
+            total.add(tally);
+        }
+    }
+    fleet.instance_counts = Some(instance_counts(&total));
+    fleet.game_server_counts = Some(game_server_counts(&total));
+    fleet
+}
+
+/// A location as the contract shows it, with the counts of its tally.
+pub(crate) fn location_with_counts(mut location: pb::FleetLocation, tally: &Tally) -> pb::FleetLocation {
+    location.instance_counts = Some(instance_counts(tally));
+    location.game_server_counts = Some(game_server_counts(tally));
+    location
+}
+
+fn instance_counts(t: &Tally) -> pb::InstanceCounts {
+    pb::InstanceCounts {
+        desired: count(t.desired_instances),
+        pending: count(t.pending_instances),
+        active: count(t.active_instances),
+        idle: count(t.idle_instances),
+        draining: count(t.draining_instances),
+        terminating: count(t.terminating_instances),
+    }
+}
+
+fn game_server_counts(t: &Tally) -> pb::GameServerCounts {
+    pb::GameServerCounts {
+        launching: count(t.launching),
+        available: count(t.available),
+        utilized: count(t.utilized),
+        draining_available: count(t.draining_available),
+        draining_utilized: count(t.draining_utilized),
+        terminating: count(t.terminating),
+        unhealthy: count(t.unhealthy),
+    }
+}
+
 pub(crate) fn location_utilization(location: &str, t: &Tally, now_ms: u64) -> pb::LocationUtilization {
     let this_minute = now_ms / 60_000;
     let recent = |minutes: u64| {
@@ -54,23 +100,8 @@ pub(crate) fn location_utilization(location: &str, t: &Tally, now_ms: u64) -> pb
     let ready_servers = t.available + t.utilized + t.draining_available + t.draining_utilized;
     pb::LocationUtilization {
         location: location.to_owned(),
-        instance_counts: Some(pb::InstanceCounts {
-            desired: count(t.desired_instances),
-            pending: count(t.pending_instances),
-            active: count(t.active_instances),
-            idle: count(t.idle_instances),
-            draining: count(t.draining_instances),
-            terminating: count(t.terminating_instances),
-        }),
-        game_server_counts: Some(pb::GameServerCounts {
-            launching: count(t.launching),
-            available: count(t.available),
-            utilized: count(t.utilized),
-            draining_available: count(t.draining_available),
-            draining_utilized: count(t.draining_utilized),
-            terminating: count(t.terminating),
-            unhealthy: count(t.unhealthy),
-        }),
+        instance_counts: Some(instance_counts(t)),
+        game_server_counts: Some(game_server_counts(t)),
         active_server_processes: count(ready_servers),
         activating_game_sessions: count(t.activating_sessions),
         active_game_sessions: count(t.active_sessions),

@@ -231,6 +231,7 @@ impl EventStreams for PlacementEvents {
     type Entry = PlacementEventEntry;
     type Message = pb::WatchGameSessionPlacementsResponse;
     const SERVICE: &'static str = "placement";
+    const STREAM: &'static str = "queue";
     // Matchmakers wait on these: a placement's outcome should reach them within milliseconds.
     const POLL: std::time::Duration = std::time::Duration::from_millis(5);
 

@@ -159,11 +159,10 @@ impl Placement<'_> {
                 record = self.time_out(progress.furthest).await?;
                 continue;
             }
+            // A pass that finds every candidate filtered out is an attempt too: the contract counts passes.
             let order = self.order(&record);
             if order.candidates.is_empty() {
                 progress.reached(PlacementStatusReason::NoCandidate);
-                record = self.pause(&record, &mut capacity).await?;
-                continue;
             }
             let recorded = store::record_attempt(
                 self.store(),
@@ -184,6 +183,10 @@ impl Placement<'_> {
                     return store::placement_done(self.store(), self.queue_name, &self.request.entry).await;
                 }
             };
+            if order.candidates.is_empty() {
+                record = self.pause(&record, &mut capacity).await?;
+                continue;
+            }
             match self.create(&record, order, &mut progress).await? {
                 Tried::Hosted(session) => hosted = Some(*session),
                 Tried::NoServer => record = self.pause(&record, &mut capacity).await?,

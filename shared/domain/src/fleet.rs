@@ -74,8 +74,8 @@ pub struct FleetRecord {
 }
 
 impl FleetRecord {
-    /// The fleet as the contract shows it. Instance and game-server counts, but the desired ones, are left at zero
-    /// until the live counts that feed them exist.
+    /// The fleet as the record holds it. Instance and game-server counts, but the desired ones, are left at zero:
+    /// they live in the locations' tallies, from which the fleet service fills them in.
     pub fn to_proto(&self) -> pb::Fleet {
         pb::Fleet {
             status: self.status.to_proto() as i32,

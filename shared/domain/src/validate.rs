@@ -71,15 +71,26 @@ impl Violations {
         }
     }
 
-    /// `Ok` when nothing was recorded, else `INVALID_ARGUMENT` with every violation attached.
-    pub fn into_result(self) -> Result<(), Status> {
+    /// `Ok` when nothing was recorded, else `INVALID_ARGUMENT` with the violations attached: the first
+    /// [`VIOLATIONS_SHOWN`], and past them one more saying how many were left out, so that the status always fits in
+    /// a default client's 8 KiB of metadata.
+    pub fn into_result(mut self) -> Result<(), Status> {
         if self.details.is_empty() {
             return Ok(());
+        }
+        let left_out = self.details.len().saturating_sub(VIOLATIONS_SHOWN);
+        if left_out > 0 {
+            self.details.truncate(VIOLATIONS_SHOWN);
+            // No field: it speaks of the request as a whole.
+            self.details.push((
+                String::new(),
+                format!("{left_out} more violation(s) of the same request were left out; fix these and ask again"),
+            ));
         }
         let message = self
             .details
             .iter()
-            .map(|(field, description)| format!("{field} {description}"))
+            .map(|(field, description)| format!("{field} {description}").trim_start().to_owned())
             .collect::<Vec<_>>()
             .join("; ");
         let mut details = ErrorDetails::new();
@@ -89,6 +100,9 @@ impl Violations {
         Err(Status::with_error_details(Code::InvalidArgument, message, details))
     }
 }
+
+/// The most field violations a refusal lists one by one.
+pub const VIOLATIONS_SHOWN: usize = 10;
 
 /// `INVALID_ARGUMENT` for one broken rule, with its field violation: for checks that need state (a page token
 /// redeemed, a cursor parsed) and so run after the request's own checks.
@@ -165,6 +179,23 @@ mod tests {
         let fields: Vec<_> = bad.field_violations.iter().map(|f| f.field.as_str()).collect();
         assert_eq!(fields, ["fleet_id", "game_server_id", "connection_info"]);
         assert!(status.message().contains("at most 512"));
+    }
+
+    #[test]
+    fn a_refusal_lists_the_first_violations_and_how_many_more() {
+        let mut v = Violations::new();
+        for i in 0..1001 {
+            v.add(&format!("locations[{i}]"), "is listed twice");
+        }
+        let status = v.into_result().unwrap_err();
+        let bad = status.get_details_bad_request().expect("field violations attached");
+        assert_eq!(bad.field_violations.len(), VIOLATIONS_SHOWN + 1);
+        assert_eq!(bad.field_violations[9].field, "locations[9]");
+        let last = &bad.field_violations[VIOLATIONS_SHOWN];
+        assert!(last.description.starts_with("991 more"), "{}", last.description);
+        assert!(status.message().contains("991 more"), "{}", status.message());
+        // What travels in the trailers: the message and the details, well within a default client's 8 KiB.
+        assert!(status.message().len() + status.details().len() < 2048);
     }
 
     #[test]

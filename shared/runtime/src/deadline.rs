@@ -8,20 +8,23 @@ use tonic::metadata::MetadataMap;
 
 /// When the caller stops waiting: its `grpc-timeout` from `arrived`; `None` when it set none (or a malformed one).
 pub fn caller_deadline(metadata: &MetadataMap, arrived: Instant) -> Option<Instant> {
-    let header = metadata.get("grpc-timeout")?.to_str().ok()?;
+    arrived.checked_add(grpc_timeout(metadata.get("grpc-timeout")?.to_str().ok()?)?)
+}
+
+/// The time a `grpc-timeout` header value gives; `None` for a malformed one.
+pub(crate) fn grpc_timeout(header: &str) -> Option<Duration> {
     // At most 8 digits and a unit, as the gRPC spec puts it.
     let (digits, unit) = header.split_at(header.len().checked_sub(1)?);
     let amount: u64 = digits.parse().ok()?;
-    let timeout = match unit {
-        "H" => Duration::from_secs(amount.checked_mul(3600)?),
-        "M" => Duration::from_secs(amount.checked_mul(60)?),
-        "S" => Duration::from_secs(amount),
-        "m" => Duration::from_millis(amount),
-        "u" => Duration::from_micros(amount),
-        "n" => Duration::from_nanos(amount),
-        _ => return None,
-    };
-    arrived.checked_add(timeout)
+    match unit {
+        "H" => Some(Duration::from_secs(amount.checked_mul(3600)?)),
+        "M" => Some(Duration::from_secs(amount.checked_mul(60)?)),
+        "S" => Some(Duration::from_secs(amount)),
+        "m" => Some(Duration::from_millis(amount)),
+        "u" => Some(Duration::from_micros(amount)),
+        "n" => Some(Duration::from_nanos(amount)),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

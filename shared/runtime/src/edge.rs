@@ -1,12 +1,16 @@
 //! The edge every RPC passes through before its handler: a span joined to the caller's trace, the bearer-token
-//! check (the caller is put in the request's extensions for handlers' scope checks), and the request count and
-//! latency metrics by method and status code.
+//! check (the caller is put in the request's extensions for handlers' scope checks), the caller's deadline, and the
+//! request count and latency metrics by method and status code.
+//!
+//! A call still unanswered at the caller's deadline (`grpc-timeout`) is answered DEADLINE_EXCEEDED here, as the
+//! contracts promise, and its handler dropped. tonic's own timeout, outside every layer, would answer CANCELLED
+//! "Timeout expired" a moment later; the edge gives up `DEADLINE_MARGIN` before it, so that it always answers first.
 
 use std::collections::HashSet;
 use std::convert::Infallible;
 use std::sync::{Arc, LazyLock};
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use http::{Request, Response};
@@ -16,6 +20,7 @@ use tower::{Layer, Service};
 use tracing::Instrument;
 
 use crate::auth::{AccessRules, AuthMode, PUBLIC_PATHS, authenticate};
+use crate::deadline::grpc_timeout;
 use crate::metrics::{GRPC_REQUEST_DURATION, GRPC_REQUESTS};
 use crate::telemetry::adopt_remote_parent;
 
@@ -46,6 +51,11 @@ static METHODS: LazyLock<HashSet<String>> = LazyLock::new(|| {
         })
         .collect()
 });
+
+/// How long before the caller's deadline the edge answers DEADLINE_EXCEEDED: more than the time between tonic's
+/// timeout starting and the edge reading the same header (microseconds), so that the edge's timer never fires after
+/// tonic's, and small beside any deadline a client sets.
+const DEADLINE_MARGIN: Duration = Duration::from_millis(2);
 
 /// The `method` label of a request path.
 fn method_label(path: &str) -> String {
@@ -100,6 +110,12 @@ where
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let config = self.config.clone();
+        // Read now, as tonic's timeout was started, not when the future is first polled.
+        let deadline = request
+            .headers()
+            .get("grpc-timeout")
+            .and_then(|value| grpc_timeout(value.to_str().ok()?))
+            .and_then(|timeout| Instant::now().checked_add(timeout.saturating_sub(DEADLINE_MARGIN)));
         Box::pin(async move {
             let path = request.uri().path().to_owned();
             let method = method_label(&path);
@@ -123,7 +139,20 @@ where
                         }
                     }
                 }
-                let response = inner.call(request).await?;
+                let answered = inner.call(request);
+                let response = match deadline {
+                    None => answered.await?,
+                    Some(at) => match tokio::time::timeout_at(at.into(), answered).await {
+                        Ok(response) => response?,
+                        Err(_) => {
+                            let status = tonic::Status::deadline_exceeded(
+                                "the caller's deadline (grpc-timeout) passed before the call was answered",
+                            );
+                            record(method, status.code() as i32, started);
+                            return Ok(status.into_http());
+                        }
+                    },
+                };
                 // Errors of unary calls travel in the headers (trailers-only responses); a status that
                 // comes in trailers is an OK unary call or a stream, counted as OK here.
                 let code = response

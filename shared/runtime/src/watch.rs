@@ -46,6 +46,8 @@ pub trait EventStreams: Send + Sync + 'static {
     type Message: Send + 'static;
     /// The service, as a replica shutting down names itself to its watchers.
     const SERVICE: &'static str;
+    /// What one stream is of, as errors name it: a fleet's events, unless said otherwise.
+    const STREAM: &'static str = "fleet";
     /// How often a quiet watch reads its streams again.
     const POLL: Duration = POLL;
 
@@ -207,7 +209,7 @@ pub async fn open<S: EventStreams>(
             continue;
         };
         if resume.as_ref().is_some_and(|mark| gone > *mark) {
-            return Err(trimmed_after(fleet_id));
+            return Err(trimmed_after::<S>(fleet_id));
         }
         if start.from_oldest {
             // The oldest retained event is the first after the last one trimmed.
@@ -239,10 +241,11 @@ pub async fn open<S: EventStreams>(
 }
 
 /// Events of a fleet after the watcher's position were trimmed before it read them.
-fn trimmed_after(fleet_id: &str) -> Status {
+fn trimmed_after<S: EventStreams>(fleet_id: &str) -> Status {
     Status::out_of_range(format!(
-        "events of fleet {fleet_id:?} after this cursor are no longer retained: describe what you track, then watch \
-         from now"
+        "events of {} {fleet_id:?} after this cursor are no longer retained: describe what you track, then watch \
+         from now",
+        S::STREAM
     ))
 }
 
@@ -325,7 +328,7 @@ impl<S: EventStreams> Watch<S> {
                 gone > self.delivered && self.floors.get(fleet_id).is_none_or(|floor| gone > *floor)
             });
             if missed {
-                return Err(trimmed_after(fleet_id));
+                return Err(trimmed_after::<S>(fleet_id));
             }
             let (now, read) = (read.now_ms, read.entries);
             let full = read.len() == BATCH;

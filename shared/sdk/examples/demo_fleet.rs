@@ -358,13 +358,8 @@ async fn create_sdk_fleet(fleets: &mut FleetServiceClient<AuthedChannel>, cli: &
     create_or_resize_fleet(fleets, request).await
 }
 
-/// Prints the fleet's events not printed yet (`seen`: the fleets and ids printed; an event id is a position in its
-/// fleet's event stream, so two fleets may use the same one), oldest first.
-async fn print_fleet_events(
-    fleets: &mut FleetServiceClient<AuthedChannel>,
-    fleet: &str,
-    seen: &mut HashSet<(String, String)>,
-) {
+/// Prints the fleet's events not printed yet (`seen`: the ids printed, unique across fleets), oldest first.
+async fn print_fleet_events(fleets: &mut FleetServiceClient<AuthedChannel>, fleet: &str, seen: &mut HashSet<String>) {
     let since = SystemTime::now() - Duration::from_secs(10);
     let request = fpb::ListFleetEventsRequest {
         fleet_id: fleet.into(),
@@ -376,7 +371,7 @@ async fn print_fleet_events(
         return;
     };
     for event in page.into_inner().events {
-        if seen.insert((fleet.to_owned(), event.event_id.clone())) {
+        if seen.insert(event.event_id.clone()) {
             let subject = [&event.location, &event.instance_id, &event.game_server_id]
                 .into_iter()
                 .filter(|s| !s.is_empty())

@@ -251,20 +251,44 @@ pub async fn stop_instance(
     told(store, "stop_instance", &call, "STOPPING").await
 }
 
-/// Forgets an instance nothing of which runs; its processes still registered are declared lost (their records kept
-/// `retention_ms`). `asked`: it was being stopped. Answers the processes declared lost, for their replicas.
+/// An instance nothing of which runs any more, as the reconciler forgets it.
+#[derive(Clone, Copy, Debug)]
+pub struct Removal<'a> {
+    pub instance_id: &'a str,
+    /// It was being stopped.
+    pub asked: bool,
+    /// How long the records of its processes declared lost stay readable, ms.
+    pub retention_ms: u64,
+    /// How its processes exited (`exit status: 3`), as the provisioner saw it; empty when it cannot tell.
+    pub exited: &'a str,
+}
+
+/// Forgets an instance nothing of which runs; its processes still registered are declared lost. Answers the
+/// processes declared lost, for their replicas.
 pub async fn remove_instance(
     store: &Store,
     leased: &Leased<'_>,
-    instance_id: &str,
-    asked: bool,
-    retention_ms: u64,
+    removal: &Removal<'_>,
 ) -> Result<Acted<Vec<(String, Routing)>>, StoreError> {
     let mut call = leased.call(&scripts().remove_instance);
-    call.arg(instance_id)
-        .arg(if asked { "1" } else { "0" })
-        .arg(retention_ms);
+    call.arg(removal.instance_id)
+        .arg(if removal.asked { "1" } else { "0" })
+        .arg(removal.retention_ms)
+        .arg(removal.exited);
     told(store, "remove_instance", &call, "REMOVED").await
+}
+
+/// Records that a stopping instance is being killed: its processes that ended by themselves yet did not exit get
+/// their SERVER_PROCESS_FORCE_TERMINATED event (`message`), once.
+pub async fn kill_instance(
+    store: &Store,
+    leased: &Leased<'_>,
+    instance_id: &str,
+    message: &str,
+) -> Result<Acted<()>, StoreError> {
+    let mut call = leased.call(&scripts().kill_instance);
+    call.arg(instance_id).arg(message);
+    act(store, "kill_instance", &call, "KILLED").await
 }
 
 async fn told(

@@ -106,6 +106,8 @@ pub struct Scripts {
     pub stop_instance: LuaScript,
     /// Forgets an instance nothing of which runs.
     pub remove_instance: LuaScript,
+    /// Records the kill of a stopping instance.
+    pub kill_instance: LuaScript,
     /// Marks a location UNHEALTHY.
     pub location_unhealthy: LuaScript,
     /// Reads the live counts of a fleet's locations.
@@ -228,7 +230,7 @@ const HELPERS: [&str; 9] = [
 
 /// Every function: its field in [`Scripts`], its body (which sees its keys and arguments as KEYS and ARGV), and
 /// whether it only reads.
-const FUNCTIONS: [(&str, &str, bool); 65] = [
+const FUNCTIONS: [(&str, &str, bool); 66] = [
     ("create_fleet", include_str!("fleets/create.lua"), false),
     ("add_fleet_locations", include_str!("fleets/add_locations.lua"), false),
     ("write_fleet", include_str!("fleets/write.lua"), false),
@@ -299,6 +301,7 @@ const FUNCTIONS: [(&str, &str, bool); 65] = [
     ("drain_instance", include_str!("instances/drain.lua"), false),
     ("stop_instance", include_str!("instances/stop.lua"), false),
     ("remove_instance", include_str!("instances/remove.lua"), false),
+    ("kill_instance", include_str!("instances/kill.lua"), false),
     ("location_unhealthy", include_str!("instances/unhealthy.lua"), false),
     ("read_utilization", include_str!("utilization/read.lua"), true),
     ("placement_attempt", include_str!("sessions/placement.lua"), false),
@@ -452,6 +455,7 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
         drain_instance: function("drain_instance"),
         stop_instance: function("stop_instance"),
         remove_instance: function("remove_instance"),
+        kill_instance: function("kill_instance"),
         location_unhealthy: function("location_unhealthy"),
         read_utilization: function("read_utilization"),
         release_claim: function("release_claim"),

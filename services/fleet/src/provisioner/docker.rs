@@ -242,6 +242,26 @@ impl DockerProvisioner {
         Ok(running)
     }
 
+    /// How the container of an instance exited, when it has.
+    async fn exited(&self, instance: Instance<'_>) -> Result<Option<String>, DockerFailure> {
+        let docker = self.docker().await?;
+        let Some(container) = self.owned(docker, instance).await? else {
+            return Ok(None);
+        };
+        let state = container.state.unwrap_or_default();
+        if state.running == Some(true) {
+            return Ok(None);
+        }
+        Ok(state.exit_code.map(|code| {
+            let killed = if state.oom_killed == Some(true) {
+                ", out of memory"
+            } else {
+                ""
+            };
+            format!("exit status: {code}{killed}")
+        }))
+    }
+
     async fn signal(&self, instance: Instance<'_>, kill: bool) -> Result<(), DockerFailure> {
         let docker = self.docker().await?;
         let Some(container) = self.owned(docker, instance).await? else {
@@ -267,6 +287,19 @@ impl Provisioner for DockerProvisioner {
 
     fn running<'a>(&'a self, instance: Instance<'a>) -> BoxFuture<'a, Result<u32, ProvisionError>> {
         async move { Ok(self.count(instance).await?) }.boxed()
+    }
+
+    fn exits<'a>(&'a self, instance: Instance<'a>) -> BoxFuture<'a, Vec<String>> {
+        async move {
+            match self.exited(instance).await {
+                Ok(exited) => exited.into_iter().collect(),
+                Err(err) => {
+                    tracing::debug!(instance = instance.instance_id, error = %err, "cannot tell how it exited");
+                    Vec::new()
+                }
+            }
+        }
+        .boxed()
     }
 
     fn stop<'a>(&'a self, instance: Instance<'a>, kill: bool) -> BoxFuture<'a, Result<(), ProvisionError>> {

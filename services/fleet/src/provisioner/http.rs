@@ -203,6 +203,11 @@ impl Provisioner for HttpProvisioner {
         self.running_now(instance).boxed()
     }
 
+    /// The hosting API says how many processes run, not how the others ended.
+    fn exits<'a>(&'a self, _instance: Instance<'a>) -> BoxFuture<'a, Vec<String>> {
+        async { Vec::new() }.boxed()
+    }
+
     fn stop<'a>(&'a self, instance: Instance<'a>, kill: bool) -> BoxFuture<'a, Result<(), ProvisionError>> {
         self.stop_now(instance, kill).boxed()
     }

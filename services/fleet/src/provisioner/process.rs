@@ -11,9 +11,11 @@
 //! Its parameters (`berth_domain::fleet::parameters::ProcessParameters`): `env`, extra environment variables, and
 //! `working_directory`, where the processes start.
 
+use std::collections::VecDeque;
 use std::fs::OpenOptions;
 use std::path::PathBuf;
 use std::process::Stdio;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use berth_domain::fleet::parameters::ProcessParameters;
 use futures::FutureExt;
@@ -21,11 +23,17 @@ use futures::future::BoxFuture;
 
 use super::{Instance, LaunchSpec, ProvisionError, Provisioner, free_port};
 
+/// How many exits a provisioner remembers: those of the processes it launched that ended lately, enough for the
+/// reconciler to read each before it is forgotten, bounded whatever a crash loop does.
+const EXITS_KEPT: usize = 1024;
+
 /// Launches instances as local processes.
 #[derive(Clone, Debug, Default)]
 pub struct ProcessProvisioner {
     /// Where each process's output goes (`<game-server id>.log`); discarded when unset.
-    pub log_dir: Option<PathBuf>,
+    log_dir: Option<PathBuf>,
+    /// How the processes this provisioner launched ended, newest last.
+    exits: Arc<Mutex<VecDeque<(Pid, String)>>>,
 }
 
 /// A process of an instance: its pid and its start time.
@@ -36,6 +44,18 @@ struct Pid {
 }
 
 impl ProcessProvisioner {
+    /// Launches processes writing their output to `log_dir` (discarded when `None`).
+    pub fn new(log_dir: Option<PathBuf>) -> ProcessProvisioner {
+        ProcessProvisioner {
+            log_dir,
+            exits: Arc::default(),
+        }
+    }
+
+    fn exits(&self) -> std::sync::MutexGuard<'_, VecDeque<(Pid, String)>> {
+        self.exits.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     fn launch_now(&self, spec: &LaunchSpec) -> Result<String, ProvisionError> {
         let settings = ProcessParameters::of(&spec.launch).map_err(|bad| ProvisionError(bad.to_string()))?;
         let mut started = Vec::new();
@@ -100,11 +120,20 @@ impl ProcessProvisioner {
             .and_then(|id| i32::try_from(id).ok())
             .ok_or_else(|| ProvisionError(format!("{launch_path} exited as it started")))?;
         let start = start_time(pid).unwrap_or(0);
-        // Reaped when it exits, so that it does not linger as a zombie counted as running.
+        // Reaped when it exits, so that it does not linger as a zombie counted as running; how it exited is kept for
+        // the instance's events.
+        let launched = Pid { pid, start };
+        let exits = self.exits.clone();
         tokio::spawn(async move {
-            let _ = child.wait().await;
+            if let Ok(status) = child.wait().await {
+                let mut exits = exits.lock().unwrap_or_else(PoisonError::into_inner);
+                if exits.len() == EXITS_KEPT {
+                    exits.pop_front();
+                }
+                exits.push_back((launched, status.to_string()));
+            }
         });
-        Ok(Pid { pid, start })
+        Ok(launched)
     }
 
     /// The processes of an instance that still run.
@@ -126,6 +155,21 @@ impl Provisioner for ProcessProvisioner {
 
     fn running<'a>(&'a self, instance: Instance<'a>) -> BoxFuture<'a, Result<u32, ProvisionError>> {
         async move { Ok(Self::live(instance).len() as u32) }.boxed()
+    }
+
+    fn exits<'a>(&'a self, instance: Instance<'a>) -> BoxFuture<'a, Vec<String>> {
+        let launched: Vec<Pid> = instance.handle.split(',').filter_map(parse_pid).collect();
+        let exits = self.exits();
+        let found = launched
+            .iter()
+            .filter_map(|pid| {
+                exits
+                    .iter()
+                    .find(|(exited, _)| exited == pid)
+                    .map(|(_, how)| how.clone())
+            })
+            .collect();
+        async move { found }.boxed()
     }
 
     fn stop<'a>(&'a self, instance: Instance<'a>, kill: bool) -> BoxFuture<'a, Result<(), ProvisionError>> {

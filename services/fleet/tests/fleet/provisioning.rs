@@ -183,18 +183,21 @@ pub(super) fn count(events: &[pb::FleetEvent], code: pb::FleetEventCode) -> usiz
     events.iter().filter(|e| e.code() == code).count()
 }
 
-pub(super) async fn location(client: &mut Client, fleet_id: &str) -> pb::FleetLocation {
+pub(super) async fn fleet(client: &mut Client, fleet_id: &str) -> pb::Fleet {
     let request = pb::DescribeFleetRequest {
         fleet_id: fleet_id.into(),
     };
-    let fleet = client
+    client
         .describe_fleet(request)
         .await
         .unwrap()
         .into_inner()
         .fleet
-        .unwrap();
-    fleet.locations.into_iter().next().unwrap()
+        .unwrap()
+}
+
+pub(super) async fn location(client: &mut Client, fleet_id: &str) -> pb::FleetLocation {
+    fleet(client, fleet_id).await.locations.into_iter().next().unwrap()
 }
 
 /// The utilization of the fleet's (only) location, checked against the fleet total it sums into.
@@ -228,8 +231,11 @@ async fn utilization(client: &mut Client, fleet_id: &str) -> pb::LocationUtiliza
 
 /// Instance counts (desired, pending, active, idle) and server counts (launching, available, utilized).
 fn counts(u: &pb::LocationUtilization) -> ([u32; 4], [u32; 3]) {
-    let i = u.instance_counts.unwrap();
-    let g = u.game_server_counts.unwrap();
+    counts_of(u.instance_counts, u.game_server_counts)
+}
+
+fn counts_of(i: Option<pb::InstanceCounts>, g: Option<pb::GameServerCounts>) -> ([u32; 4], [u32; 3]) {
+    let (i, g) = (i.unwrap(), g.unwrap());
     (
         [i.desired, i.pending, i.active, i.idle],
         [g.launching, g.available, g.utilized],
@@ -266,6 +272,24 @@ async fn a_fleet_launches_replaces_and_scales_in_its_instances(redis: TestRedis)
     );
     let deployed = location(&mut fleets, launch).await;
     assert_eq!(deployed.status(), pb::LocationStatus::Deployed);
+    // DescribeFleet and ListFleets show the live counts, per location and summed over the fleet.
+    let three_idle = ([3, 0, 3, 3], [0, 3, 0]);
+    assert_eq!(
+        counts_of(deployed.instance_counts, deployed.game_server_counts),
+        three_idle
+    );
+    let described = fleet(&mut fleets, launch).await;
+    assert_eq!(
+        counts_of(described.instance_counts, described.game_server_counts),
+        three_idle
+    );
+    let listed = fleets
+        .list_fleets(pb::ListFleetsRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    let summed = listed.fleets.iter().find(|f| f.fleet_id == *launch).unwrap();
+    assert_eq!(counts_of(summed.instance_counts, summed.game_server_counts), three_idle);
     let seen = events(&mut fleets, launch).await;
     let order: Vec<_> = seen.iter().map(|e| e.code()).collect();
     let position = |code| order.iter().position(|c| *c == code).unwrap();
@@ -410,8 +434,9 @@ async fn a_non_viable_instance_type_drains_and_is_replaced_first_on_a_cluster() 
     a_non_viable_instance_type_drains_and_is_replaced_first(TestRedis::cluster()).await;
 }
 
-/// A launch path that exits at once, and one that does not exist: every launch fails or dies, with events, and the
-/// location turns UNHEALTHY at its first-heartbeat deadline (60 s, the contract's least), launching nothing after.
+/// A launch path that exits at once, and one that does not exist: every launch fails or dies, with events (a crash
+/// with its exit status for each exit), and the location turns UNHEALTHY at its first-heartbeat deadline (60 s, the
+/// contract's least), launching nothing after, until new launch settings or new capacity deploy it again.
 async fn a_build_that_never_runs_turns_its_location_unhealthy(redis: TestRedis) {
     let stack = stack(&redis, 1).await;
     let (exits, missing) = (&fleet_id("arena-exits"), &fleet_id("arena-missing"));
@@ -459,11 +484,68 @@ async fn a_build_that_never_runs_turns_its_location_unhealthy(redis: TestRedis) 
     assert_eq!(count(&never_started, pb::FleetEventCode::InstanceLaunched), 0);
     // Backoff: far fewer attempts than one per pass over the minute.
     assert!(failed.len() < 20, "{} attempts", failed.len());
+    // Each process that exited before registering is a crash, with its exit status: a crash loop shows as one.
+    let crashes: Vec<_> = exited
+        .iter()
+        .filter(|e| e.code() == pb::FleetEventCode::ServerProcessCrashed)
+        .collect();
+    assert!(crashes.len() >= 2, "{exited:#?}");
+    assert!(
+        crashes
+            .iter()
+            .all(|e| e.message == "exited before registering (exit status: 1)" && !e.game_server_id.is_empty()),
+        "{crashes:#?}"
+    );
+    let removed = exited
+        .iter()
+        .find(|e| e.code() == pb::FleetEventCode::InstanceTerminated)
+        .unwrap();
+    assert_eq!(removed.message, "its processes exited (exit status: 1)");
     // UNHEALTHY: nothing more is launched.
     let launched = count(&exited, pb::FleetEventCode::InstanceLaunched);
     tokio::time::sleep(Duration::from_secs(2)).await;
     let later = events(&mut fleets, exits).await;
     assert_eq!(count(&later, pb::FleetEventCode::InstanceLaunched), launched);
+
+    // New launch settings deploy the location again: the working build is launched and becomes ready.
+    let fixed = pb::UpdateFleetRequest {
+        fleet_id: exits.clone(),
+        launch_configuration: Some(pb::ServerLaunchConfiguration {
+            launch_path: example(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let updated = fleets.update_fleet(fixed).await.unwrap().into_inner().fleet.unwrap();
+    assert_eq!(updated.locations[0].status(), pb::LocationStatus::Deploying);
+    instances_when(&stack.store, exits, "the new build ready", |found| {
+        found.iter().filter(|i| ready(i)).count() == 2
+    })
+    .await;
+    assert_eq!(
+        location(&mut fleets, exits).await.status(),
+        pb::LocationStatus::Deployed
+    );
+
+    // New capacity deploys it again too, its deadlines counted afresh: it launches at once, backing off no more
+    // than a first failure, and stays DEPLOYING rather than failing on the old deployment's deadline.
+    let before = events(&mut fleets, missing).await;
+    set_desired(&mut fleets, missing, 3).await;
+    let failures = |events: &[pb::FleetEvent]| count(events, pb::FleetEventCode::InstanceLaunchFailed);
+    let retried = when(
+        "a launch after the new capacity",
+        || async { vec![events(&mut client(&stack.fleet[0]).await, missing).await] },
+        |found| failures(&found[0]) > failures(&before),
+    )
+    .await;
+    let deploying = retried[0]
+        .iter()
+        .rposition(|e| e.code() == pb::FleetEventCode::LocationDeploying)
+        .unwrap();
+    assert_eq!(retried[0][deploying].message, "given capacity");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let again = location(&mut fleets, missing).await;
+    assert_eq!(again.status(), pb::LocationStatus::Deploying, "{again:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -474,6 +556,95 @@ async fn a_build_that_never_runs_turns_its_location_unhealthy_on_a_single_node()
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_build_that_never_runs_turns_its_location_unhealthy_on_a_cluster() {
     a_build_that_never_runs_turns_its_location_unhealthy(TestRedis::cluster()).await;
+}
+
+/// A launch path that runs the example server, which ends as told (ProcessEnding), then lingers without exiting:
+/// its shell ignores SIGTERM and sleeps on under the same pid.
+fn lingering_server(fleet_id: &str) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::temp_dir().join(format!("{fleet_id}-linger.sh"));
+    let script = format!("#!/bin/sh\ntrap '' TERM\n'{}'\nexec sleep 60\n", example());
+    std::fs::write(&path, script).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path.display().to_string()
+}
+
+/// A process that sends ProcessEnding but does not exit is killed after the exit timeout, and the fleet's events
+/// say so (SERVER_PROCESS_FORCE_TERMINATED, once), between its own ending and its instance's removal.
+async fn a_process_that_ends_but_does_not_exit_is_killed_with_an_event(redis: TestRedis) {
+    use berth_proto::health::v1::TerminateGameServerRequest;
+    use berth_proto::health::v1::game_server_service_client::GameServerServiceClient;
+    let stack = stack(&redis, 1).await;
+    let lingering = &fleet_id("arena-linger");
+    let _reaper = Reaper(vec![lingering.into()]);
+    let mut fleets = client(&stack.fleet[0]).await;
+    fleets
+        .create_fleet(managed(lingering, &lingering_server(lingering), 1))
+        .await
+        .unwrap();
+    let first = instances_when(&stack.store, lingering, "1 ready", all_ready(1)).await;
+    let (instance, server) = (first[0].id.clone(), first[0].servers[0].id.clone());
+    let channel = berth_sdk::connect(&stack.health.endpoint(), &token(Role::Operator, None))
+        .await
+        .unwrap();
+    let terminate = TerminateGameServerRequest {
+        fleet_id: lingering.clone(),
+        game_server_id: server.clone(),
+        reason: 0,
+    };
+    GameServerServiceClient::new(channel)
+        .terminate_game_server(terminate)
+        .await
+        .unwrap();
+    let removed = |events: &[pb::FleetEvent]| {
+        events
+            .iter()
+            .any(|e| e.code() == pb::FleetEventCode::InstanceTerminated && e.instance_id == instance)
+    };
+    let seen = when(
+        "the lingering instance removed",
+        || async { vec![events(&mut client(&stack.fleet[0]).await, lingering).await] },
+        |found| removed(&found[0]),
+    )
+    .await
+    .remove(0);
+    let of_server: Vec<_> = seen
+        .iter()
+        .filter(|e| e.game_server_id == server || e.instance_id == instance)
+        .map(|e| (e.code(), e.message.as_str()))
+        .collect();
+    use pb::FleetEventCode as C;
+    let at = |code| of_server.iter().position(|(c, _)| *c == code);
+    let killed: Vec<_> = of_server
+        .iter()
+        .filter(|(c, _)| *c == C::ServerProcessForceTerminated)
+        .collect();
+    assert_eq!(
+        killed,
+        [&(
+            C::ServerProcessForceTerminated,
+            "sent ProcessEnding but did not exit in time (exit timeout 1 s); killed"
+        )],
+        "{of_server:#?}"
+    );
+    assert!(
+        at(C::ServerProcessTerminated) < at(C::ServerProcessForceTerminated),
+        "{of_server:#?}"
+    );
+    assert!(
+        at(C::ServerProcessForceTerminated) < at(C::InstanceTerminated),
+        "{of_server:#?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_process_that_ends_but_does_not_exit_is_killed_with_an_event_on_a_single_node() {
+    a_process_that_ends_but_does_not_exit_is_killed_with_an_event(TestRedis::single()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_process_that_ends_but_does_not_exit_is_killed_with_an_event_on_a_cluster() {
+    a_process_that_ends_but_does_not_exit_is_killed_with_an_event(TestRedis::cluster()).await;
 }
 
 /// Three fleet replicas reconcile one location: exactly the desired instances are launched, never one more, and
@@ -538,9 +709,18 @@ async fn fenced_after_losing_the_lease(store: &Store, fleet: &str) {
         Acted::Fenced
     );
     assert_eq!(
-        instances::remove_instance(store, &old, victim, false, 1000)
-            .await
-            .unwrap(),
+        instances::remove_instance(
+            store,
+            &old,
+            &instances::Removal {
+                instance_id: victim,
+                asked: false,
+                retention_ms: 1000,
+                exited: "",
+            }
+        )
+        .await
+        .unwrap(),
         Acted::Fenced
     );
     assert_eq!(

@@ -8,6 +8,8 @@ use berth_domain::fleet::settings::FleetSettings;
 use berth_proto::fleet::v1 as pb;
 use berth_proto::fleet::v1::fleet_service_client::FleetServiceClient;
 use berth_proto::health::v1::TerminationReason;
+use berth_proto::session::v1::game_session_service_client::GameSessionServiceClient;
+use berth_proto::session::v1::{DescribeGameSessionsRequest, GameSessionStatus, GameSessionStatusReason};
 use berth_runtime::auth::Role;
 use berth_sdk::game_server::{Event, Events, GameServer, SdkError};
 use berth_store::Store;
@@ -627,7 +629,7 @@ async fn a_deleted_fleet_or_location_ends_its_processes_then_goes(redis: TestRed
     let mut fleets = client(&service).await;
     fleets.create_fleet(create("arena")).await.unwrap();
     let (server, mut told) = ready_process(&health, "arena", "gs-1", "home").await;
-    berth_testkit::place_game_session(&store, "arena", "gs-1", 2).await;
+    let game = berth_testkit::place_game_session(&store, "arena", "gs-1", 2).await;
 
     // A process in a location the fleet does not have is refused, with an event.
     let lost = game_server_config(&health.endpoint(), "arena", "gs-mars", "mars", 1, 0);
@@ -735,6 +737,27 @@ async fn a_deleted_fleet_or_location_ends_its_processes_then_goes(redis: TestRed
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
     assert!(terminated.is_some(), "the fleet became TERMINATED");
+    // Its game session ended as the forced deletion says: TERMINATED, FLEET_DELETED.
+    let sessions = spawn_service(
+        berth_session::service(store.clone(), &berth_session::SessionArgs::default()),
+        store.clone(),
+    )
+    .await;
+    let channel = berth_sdk::connect(&sessions.endpoint(), &token(Role::Client, None))
+        .await
+        .unwrap();
+    let described = GameSessionServiceClient::new(channel)
+        .describe_game_sessions(DescribeGameSessionsRequest {
+            game_session_ids: vec![game],
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .game_sessions;
+    assert_eq!(
+        (described[0].status(), described[0].status_reason()),
+        (GameSessionStatus::Terminated, GameSessionStatusReason::FleetDeleted)
+    );
     let last: Vec<_> = codes(&events(&mut fleets, "arena").await)
         .into_iter()
         .map(|(code, _)| code)
@@ -953,10 +976,48 @@ async fn a_location_is_deployed_and_its_fleet_active_once_a_server_is_ready_on_a
     a_location_is_deployed_and_its_fleet_active_once_a_server_is_ready(TestRedis::cluster()).await;
 }
 
+/// A request broken many times over is refused with its first violations and a count of the rest, small enough for
+/// a default client's 8 KiB of metadata (grpc-go, grpc-python), which would otherwise see RESOURCE_EXHAUSTED instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_of_many_violations_fits_a_default_clients_metadata() {
+    let redis = TestRedis::single();
+    let service = fleet_service(&redis).await;
+    let mut fleets = client(&service).await;
+    fleets.create_fleet(create("arena")).await.unwrap();
+    for copies in [101, 1001] {
+        let add = pb::CreateFleetLocationsRequest {
+            fleet_id: "arena".into(),
+            locations: vec![location("north", 0, 1, 0); copies],
+        };
+        let remove = pb::DeleteFleetLocationsRequest {
+            fleet_id: "arena".into(),
+            locations: vec!["away".into(); copies],
+        };
+        for refused in [
+            fleets.create_fleet_locations(add).await.unwrap_err(),
+            fleets.delete_fleet_locations(remove).await.unwrap_err(),
+        ] {
+            assert_eq!(refused.code(), Code::InvalidArgument, "{refused:?}");
+            let violations = refused.get_details_bad_request().unwrap().field_violations;
+            assert_eq!(violations.len(), berth_domain::validate::VIOLATIONS_SHOWN + 1);
+            let last = violations.last().unwrap();
+            assert_eq!(last.field, "");
+            assert!(last.description.contains("more violation"), "{}", last.description);
+            // The details travel base64-encoded beside the message.
+            let trailers = refused.message().len() + refused.details().len() * 4 / 3;
+            assert!(trailers < 4096, "{trailers} bytes of trailers");
+        }
+    }
+    assert_eq!(
+        describe(&mut fleets, "arena").await.unwrap().locations.len(),
+        2,
+        "nothing changed"
+    );
+}
+
 /// Game sessions go only to ACTIVE fleets, in locations they have and are not deleting.
 async fn game_sessions_go_only_to_active_fleets_and_their_locations(redis: TestRedis) {
     use berth_proto::session::v1::CreateGameSessionRequest;
-    use berth_proto::session::v1::game_session_service_client::GameSessionServiceClient;
     let store = Store::connect(&redis.config()).await.unwrap();
     let health = berth_health::HealthArgs::default();
     let health = spawn_service(berth_health::service(store.clone(), &health), store.clone()).await;

@@ -1224,7 +1224,13 @@ impl Run {
                     _ => {
                         let asked = self.rng.chance(50);
                         let retention_ms = self.rng.deadline();
-                        let outcome = instances::remove_instance(store, &leased, &vm.id, asked, retention_ms);
+                        let removal = instances::Removal {
+                            instance_id: &vm.id,
+                            asked,
+                            retention_ms,
+                            exited: "",
+                        };
+                        let outcome = instances::remove_instance(store, &leased, &removal);
                         format!("asked {asked}: {}", variant(&outcome.await.unwrap()))
                     }
                 };
@@ -1245,6 +1251,7 @@ impl Run {
                     config: Some((revision, config)),
                     locations: Vec::new(),
                     events: Vec::new(),
+                    redeploy: false,
                 };
                 let outcome = fleets::write_fleet(store, FLEET, &change).await.unwrap();
                 if let fleets::Written::Written(record) = &outcome {

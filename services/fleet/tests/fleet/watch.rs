@@ -133,11 +133,11 @@ async fn events_stream_in_order_and_resume_from_their_cursors(redis: TestRedis) 
         (change.previous_desired_instances, change.new_desired_instances),
         (3, 5)
     );
-    // The same events as the listing shows them, with ids unique across fleets.
+    // The same events as the listing shows them, each with one id in both, unique across fleets.
     let listed = events(&mut fleets, "arena").await;
     assert_eq!(codes(&listed), expected);
     for (watched, listed) in seen.iter().zip(&listed) {
-        assert_eq!(watched.event_id, format!("arena/{}", listed.event_id));
+        assert_eq!(watched.event_id, listed.event_id);
         assert_eq!(
             (&watched.message, &watched.event_time),
             (&listed.message, &listed.event_time)

@@ -284,6 +284,14 @@ pub fn check_update(req: &pb::UpdateFleetRequest) -> Result<(), Status> {
     v.into_result()
 }
 
+/// The fields of UpdateFleet that are launch settings: changing one moves an UNHEALTHY location back to DEPLOYING.
+pub const LAUNCH_SETTINGS: [&str; 4] = [
+    "launch_configuration",
+    "instance_definitions",
+    "server_processes_per_instance",
+    "process_timeouts",
+];
+
 /// Applies a checked UpdateFleet to a fleet's configuration; the names of the fields it changed, in the contract's
 /// order.
 pub fn apply_update(config: &mut pb::Fleet, req: &pb::UpdateFleetRequest) -> Vec<&'static str> {

@@ -134,6 +134,8 @@ pub struct FleetChange {
     pub locations: Vec<LocationRecord>,
     /// Its events: code, location (empty for the fleet), message.
     pub events: Vec<(FleetEventCode, String, String)>,
+    /// The launch settings changed: every UNHEALTHY location starts DEPLOYING again.
+    pub redeploy: bool,
 }
 
 /// The outcome of writing a change.
@@ -162,7 +164,7 @@ pub async fn write_fleet(store: &Store, fleet_id: &str, change: &FleetChange) ->
             .arg(FleetSettings::of(config).encode()),
         None => call.arg("").arg("").arg("").arg(""),
     };
-    call.arg(change.locations.len());
+    call.arg(change.locations.len()).arg(u8::from(change.redeploy));
     for location in &change.locations {
         let has_standby = location.standby.as_ref().is_some_and(|s| s.standby_servers > 0);
         call.arg(&location.location)

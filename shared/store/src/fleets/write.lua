@@ -6,10 +6,10 @@
 -- KEYS: k.fleet, k.events, k.servers. ARGV[1] the revision the configuration change was computed from ('' when the
 -- change leaves the configuration), ARGV[2] the new configuration (encoded; '' when left), ARGV[3] its most
 -- concurrent game-session activations per instance and ARGV[4] its settings (see fleet_settings; both with the
--- configuration), ARGV[5] how many locations follow,
--- then per location: its name, version, encoded standby and viabilities, suspension (1 | 0), and 1 when it has
--- standby servers (an INITIALIZED location given them starts DEPLOYING, as one given instances does); then per
--- event: its code, location and message.
+-- configuration), ARGV[5] how many locations follow, ARGV[6] 1 when the launch settings changed (every UNHEALTHY
+-- location starts DEPLOYING again, event LOCATION_DEPLOYING), then per location: its name, version, encoded
+-- standby and viabilities, suspension (1 | 0), and 1 when it has standby servers (an INITIALIZED location given
+-- them starts DEPLOYING, as one given instances does); then per event: its code, location and message.
 -- Reply: {outcome, now_ms, detail, fleet fields...}. Outcomes: WRITTEN, with the record after the change;
 -- NOT_FOUND; DELETING (detail: the fleet's status); CONFLICT (detail: what changed since).
 local now = now_ms()
@@ -17,8 +17,8 @@ local s = redis.call('HMGET', k.fleet, 'status', 'rev')
 if not s[1] then return {'NOT_FOUND', tostring(now), ''} end
 if s[1] == S.DELETING or s[1] == S.TERMINATED then return {S.DELETING, tostring(now), s[1]} end
 if ARGV[1] ~= '' and ARGV[1] ~= s[2] then return {'CONFLICT', tostring(now), 'revision ' .. s[2]} end
-local events_at = 6 + 5 * tonumber(ARGV[5])
-for i = 6, events_at - 1, 5 do
+local events_at = 7 + 5 * tonumber(ARGV[5])
+for i = 7, events_at - 1, 5 do
   local loc = ARGV[i]
   local l = redis.call('HMGET', k.fleet, loc_field(loc, 'ver'), loc_field(loc, 'status'))
   if not fleet_location(k, loc) or l[1] ~= ARGV[i + 1] or l[2] == S.DELETING then
@@ -43,7 +43,7 @@ if ARGV[1] ~= '' then
     end
   end
 end
-for i = 6, events_at - 1, 5 do
+for i = 7, events_at - 1, 5 do
   local loc = ARGV[i]
   redis.call('HSET', k.fleet, loc_field(loc, 'cfg'), ARGV[i + 2], loc_field(loc, 'susp'), ARGV[i + 3],
     loc_field(loc, 'ver'), redis.call('HINCRBY', k.fleet, 'lver', 1))
@@ -53,12 +53,21 @@ for i = events_at, #ARGV, 3 do
   if ARGV[i + 1] ~= '' then extra = {'location', ARGV[i + 1]} end
   fleet_event(k, now, ARGV[i], ARGV[i + 2], extra)
 end
-for i = 6, events_at - 1, 5 do
+for i = 7, events_at - 1, 5 do
   local loc = ARGV[i]
   if ARGV[i + 4] == '1' and redis.call('HGET', k.fleet, loc_field(loc, 'status')) == S.INITIALIZED then
     redis.call('HSET', k.fleet, loc_field(loc, 'status'), S.DEPLOYING, loc_field(loc, 'msg'), '',
       loc_field(loc, 'st_ms'), now)
     fleet_event(k, now, S.LOCATION_DEPLOYING, 'given standby servers', {'location', loc})
+  end
+end
+if ARGV[6] == '1' then
+  for loc in string.gmatch(redis.call('HGET', k.fleet, 'locs'), '%S+') do
+    if redis.call('HGET', k.fleet, loc_field(loc, 'status')) == S.UNHEALTHY then
+      redis.call('HSET', k.fleet, loc_field(loc, 'status'), S.DEPLOYING, loc_field(loc, 'msg'), '',
+        loc_field(loc, 'st_ms'), now)
+      fleet_event(k, now, S.LOCATION_DEPLOYING, 'given new launch settings', {'location', loc})
+    end
   end
 end
 local out = {'WRITTEN', tostring(now), ''}

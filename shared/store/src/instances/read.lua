@@ -1,14 +1,17 @@
 -- Reads what a location's reconciler decides from: the location's deployment times, and each of its instances with
 -- what its servers are doing.
 -- KEYS: k.fleet. ARGV[1] location.
--- Reply: {now_ms, first launch ms ('' for none), last registration ms ('' for none), instances}; each instance
+-- Reply: {now_ms, first launch ms since the location's last change of status ('' for none), last registration ms ('' for none), instances}; each instance
 -- {id, type, state, launch_ms, kill_ms, handle, servers}; each server {id, registration ms ('' for none), process
 -- state ('' when not registered), game sessions hosted, 1 when claimed or UTILIZED, 1 when one of its game
 -- sessions has FULL_PROTECTION}.
 local now = now_ms()
 local loc = ARGV[1]
-local l = redis.call('HMGET', k.fleet, loc_field(loc, 'first_ms'), loc_field(loc, 'seen_ms'))
-local out = {tostring(now), l[1] or '', l[2] or '', {}}
+local l = redis.call('HMGET', k.fleet, loc_field(loc, 'first_ms'), loc_field(loc, 'seen_ms'), loc_field(loc, 'st_ms'))
+-- A first launch before the location's last change of status belongs to an earlier deployment.
+local first = l[1]
+if first and l[3] and tonumber(first) < tonumber(l[3]) then first = nil end
+local out = {tostring(now), first or '', l[2] or '', {}}
 for _, id in ipairs(redis.call('ZRANGE', k.vms .. loc, 0, -1)) do
   local vm = k.vm .. id
   local r = redis.call('HMGET', vm, 'type', 'state', 'launch_ms', 'kill_ms', 'handle')

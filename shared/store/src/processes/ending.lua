@@ -6,15 +6,15 @@
 local now = now_ms()
 local id = ARGV[1]
 local key = k.gs .. id
-local state = redis.call('HMGET', key, 'reg', 'pstate', 'instance')
+local state = redis.call('HMGET', key, 'reg', 'pstate', 'instance', 'term_reason')
 if state[1] ~= ARGV[2] then
   if state[1] == false and ARGV[2] ~= '' then return {'ENDED', tostring(now)} end
   return {'UNKNOWN', tostring(now)}
 end
 if state[2] ~= S.LOST then
   retire(k, id)
-  local reason = S.TRIGGERED_ON_PROCESS_TERMINATE
-  if state[2] ~= S.TERMINATING then reason = S.ENDED_BY_SERVER end
+  local reason = S.ENDED_BY_SERVER
+  if state[2] == S.TERMINATING then reason = told_end_reason(state[4]) end
   end_sessions(k, key, S.TERMINATED, reason, now)
   process_event(k, now, S.SERVER_PROCESS_TERMINATED, 'ProcessEnding: ' .. ARGV[3], id)
 end

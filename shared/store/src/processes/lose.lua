@@ -2,8 +2,9 @@
 -- whose sessions it ends or closes).
 
 -- Declares a process lost (silent, unhealthy, not ready in time, or deaf to a terminate): it is retired, its
--- sessions end, it is told to terminate at once, the event is recorded, and it leaves the fleet's listing; its
--- record stays readable for retention_ms so that a process coming back learns what happened.
+-- sessions end (FLEET_DELETED rather than FORCE_TERMINATED when it was told to end for a deletion), it is told to
+-- terminate at once, the event is recorded, and it leaves the fleet's listing; its record stays readable for
+-- retention_ms so that a process coming back learns what happened.
 local function lose(k, id, now, code, message, session_status, session_reason, retention_ms)
   local key = k.gs .. id
   retire(k, id)
@@ -11,7 +12,12 @@ local function lose(k, id, now, code, message, session_status, session_reason, r
   if instance then redis.call('SREM', k.inst .. instance, id) end
   redis.call('ZREM', k.servers, id)
   -- A process told to terminate keeps the reason it was told; one lost otherwise takes the event's.
-  if redis.call('HGET', key, 'pstate') ~= S.TERMINATING then redis.call('HSET', key, 'term_reason', code) end
+  local told = redis.call('HMGET', key, 'pstate', 'term_reason')
+  if told[1] ~= S.TERMINATING then redis.call('HSET', key, 'term_reason', code) end
+  -- Forced to end with its fleet or location being deleted, its sessions end as the deletion says.
+  if session_reason == S.FORCE_TERMINATED and told[1] == S.TERMINATING and told[2] == S.FLEET_DELETED then
+    session_reason = S.FLEET_DELETED
+  end
   redis.call('HSET', key, 'pstate', S.LOST, 'term_by_ms', now, 'term_force', '1')
   redis.call('HDEL', key, 'claim_exp_ms', 'claim_id')
   redis.call('HINCRBY', key, 'ver', 1)

@@ -1,6 +1,7 @@
--- A game server ends a game session it hosts (EndGameSession: TERMINATED, ENDED_BY_SERVER, or
--- TRIGGERED_ON_PROCESS_TERMINATE when it had been asked to end the session or itself) or refuses one it was given (RejectGameSession: an
--- ACTIVATING session becomes ERROR, SERVER_REJECTED). The server is then free for another session.
+-- A game server ends a game session it hosts (EndGameSession: TERMINATED, ENDED_BY_SERVER, or when it had been
+-- asked to end the session or itself TRIGGERED_ON_PROCESS_TERMINATE, FLEET_DELETED when its fleet or location is
+-- being deleted) or refuses one it was given (RejectGameSession: an ACTIVATING session becomes ERROR,
+-- SERVER_REJECTED). The server is then free for another session.
 -- KEYS: k.act_due, k.ended, k.hosting, k.pool, k.res_due, k.sevents, k.term_due. ARGV[1] game-server id, ARGV[2] game
 -- session id, ARGV[3] END | REJECT.
 -- Reply: {ENDED | NOT_FOUND | NOT_YOURS | WRONG_STATE, now_ms, replica, version, status}. WRONG_STATE: a reject
@@ -15,8 +16,13 @@ if ARGV[3] == 'REJECT' then
   local retried = s[2] == S.ERROR and redis.call('HGET', gkey(k, sid), 'reason') == S.SERVER_REJECTED
   if s[2] ~= S.ACTIVATING and not retried then return {'WRONG_STATE', tostring(now), '', '0', s[2]} end
   status, reason = S.ERROR, S.SERVER_REJECTED
-elseif s[2] == S.TERMINATING or redis.call('HGET', k.gs .. id, 'pstate') == S.TERMINATING then
-  reason = S.TRIGGERED_ON_PROCESS_TERMINATE
+else
+  local p = redis.call('HMGET', k.gs .. id, 'pstate', 'term_reason')
+  if p[1] == S.TERMINATING then
+    reason = told_end_reason(p[2])
+  elseif s[2] == S.TERMINATING then
+    reason = S.TRIGGERED_ON_PROCESS_TERMINATE
+  end
 end
 if end_game_session(k, sid, status, reason, now) then release_process(k, id) end
 local routing = redis.call('HMGET', k.gs .. id, 'replica', 'ver')

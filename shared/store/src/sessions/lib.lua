@@ -182,6 +182,13 @@ local function end_player_session(k, psid, status, now)
   return true
 end
 
+-- The reason the game sessions of a process end with when it ends as it was told to (`term_reason`, the
+-- process's): FLEET_DELETED when its fleet or location is being deleted, TRIGGERED_ON_PROCESS_TERMINATE otherwise.
+local function told_end_reason(term_reason)
+  if term_reason == S.FLEET_DELETED then return S.FLEET_DELETED end
+  return S.TRIGGERED_ON_PROCESS_TERMINATE
+end
+
 -- Ends a game session (TERMINATED or ERROR, with a reason): its player sessions complete, it leaves the search
 -- indexes and every deadline, and its record expires its retention from now.
 local function end_game_session(k, sid, status, reason, now)
