@@ -8,6 +8,7 @@ mod driver;
 mod fleet;
 mod floors;
 mod procfs;
+mod redis_stats;
 mod replica;
 mod report;
 mod scenarios;

@@ -76,6 +76,20 @@ pub enum Say {
         number: u64,
         game_session_id: String,
     },
+    /// AcceptPlayerSession of the `player`th player of the process's `number`th game session.
+    Accept {
+        number: u64,
+        player: usize,
+        game_session_id: String,
+        player_session_id: String,
+    },
+    /// RemovePlayerSession of the same.
+    Remove {
+        number: u64,
+        player: usize,
+        game_session_id: String,
+        player_session_id: String,
+    },
 }
 
 impl Say {
@@ -86,6 +100,8 @@ impl Say {
             Say::Heartbeat { sequence, .. } => format!("hb-{sequence}"),
             Say::Activate { number, .. } => format!("activate-{number}"),
             Say::End { number, .. } => format!("end-{number}"),
+            Say::Accept { number, player, .. } => format!("accept-{number}-{player}"),
+            Say::Remove { number, player, .. } => format!("remove-{number}-{player}"),
         }
     }
 
@@ -107,6 +123,22 @@ impl Say {
                 Ask::ActivateGameSession(pb::ActivateGameSession { game_session_id })
             }
             Say::End { game_session_id, .. } => Ask::EndGameSession(pb::EndGameSession { game_session_id }),
+            Say::Accept {
+                game_session_id,
+                player_session_id,
+                ..
+            } => Ask::AcceptPlayerSession(pb::AcceptPlayerSession {
+                game_session_id,
+                player_session_id,
+            }),
+            Say::Remove {
+                game_session_id,
+                player_session_id,
+                ..
+            } => Ask::RemovePlayerSession(pb::RemovePlayerSession {
+                game_session_id,
+                player_session_id,
+            }),
         };
         AttachRequest {
             request_id,

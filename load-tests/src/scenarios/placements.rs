@@ -18,12 +18,17 @@
 //! - floors: a no-op gRPC call over the same connections; the scripts of a whole placement straight on the store
 //!   (see `floor`) and the claim script, once the services are stopped;
 //! - CPU per placement in the closed loop's window (this process: services, matchmakers and SDK processes; the
-//!   health replica; Redis), and Redis memory per placement kept for the retention.
+//!   health replica; Redis), and Redis memory per placement kept for the retention;
+//! - **cost**: one placement's whole life, each player accepted and removed by its own SDK call, as Redis and the
+//!   health replica pay for it, with nothing else going on (see `cost`): commands, function calls, stream entries,
+//!   time in functions, memory kept, CPU.
 //!
-//! The targets (at least 5,000 placements/s sustained; a p99 of at most 20 ms at 2,500/s offered) are
+//! The targets (at least 5,000 placements/s sustained; a p99 of at most 20 ms at 2,500/s offered; per placement at
+//! most 80 Redis commands, 4 stream entries, 200 µs in functions, 3 KiB kept and 100 µs of health replica CPU) are
 //! reported met or missed, never failed on, beside what others offer: GameLift accepts 75 placements/s per account,
 //! Agones batches allocations for 500 ms and its users report about 500 ms per allocation.
 
+mod cost;
 mod floor;
 mod hosts;
 mod ledger;
@@ -45,11 +50,12 @@ use tonic::{Code, Streaming};
 
 use self::hosts::Hosts;
 use self::ledger::{Ledger, Load};
-use super::{claim, sessions};
+use super::claim;
 use crate::args::Args;
 use crate::connections::Rotation;
 use crate::driver::{CALL_DEADLINE, Outcome};
 use crate::procfs::{self, CpuTimes, Used};
+use crate::redis_stats::used_memory;
 use crate::replica::Replica;
 use crate::report::{Figure, Findings, Line, Ratio, Target};
 use crate::stack::Stack;
@@ -76,6 +82,18 @@ const DRAIN: Duration = Duration::from_secs(15);
 const THROUGHPUT_TARGET: f64 = 5_000.0;
 const P99_TARGET_MS: f64 = 20.0;
 const TARGET_RATE: u64 = 2_500;
+
+/// Placements the cost phase runs (at most `--servers`).
+const COST_PLACEMENTS: u64 = 2_000;
+/// The budget of one placement's whole life: Redis commands (those inside functions included), stream entries,
+/// µs in functions, bytes kept for the retention, and health replica CPU µs.
+const COMMANDS_TARGET: f64 = 80.0;
+const STREAM_ENTRIES_TARGET: f64 = 4.0;
+const FUNCTION_TIME_TARGET_US: f64 = 200.0;
+const MEMORY_KEPT_TARGET: f64 = 3072.0;
+const REPLICA_CPU_TARGET_US: f64 = 100.0;
+/// Commands listed one by one in the cost's breakdown.
+const COMMANDS_LISTED: usize = 12;
 
 /// What others offer, printed beside the figures: GameLift's StartGameSessionPlacement quota per account, Agones'
 /// allocation batching window and the allocation latency its users report.
@@ -392,6 +410,67 @@ fn targets(closed: &Line, open: &Line, rate: u64) -> Vec<Target> {
     vec![throughput, latency]
 }
 
+/// The cost phase's figures: how many placements it costed, and where one's commands go.
+fn cost_figures(cost: &cost::Cost) -> Vec<Figure> {
+    let mut figures = vec![
+        Figure::new(
+            "cost: placements costed, start to match end",
+            cost.placements as f64,
+            "placements",
+        ),
+        Figure::new(
+            "cost: function calls per placement",
+            cost.redis.function_calls(),
+            "calls",
+        ),
+        Figure::new("cost: redis-server CPU per placement", cost.redis_cpu_us, "µs"),
+    ];
+    figures.extend(
+        cost.redis
+            .busiest(COMMANDS_LISTED)
+            .into_iter()
+            .map(|(name, calls)| Figure::new(&format!("cost:   {name} per placement"), calls, "calls")),
+    );
+    figures
+}
+
+/// The budget of one placement's whole life, each part beside what the cost phase measured.
+fn cost_targets(cost: &cost::Cost) -> Vec<Target> {
+    let redis = &cost.redis;
+    vec![
+        Target::at_most(
+            "Redis commands per placement, those in functions included",
+            redis.commands_run(),
+            COMMANDS_TARGET,
+            "commands",
+        ),
+        Target::at_most(
+            "stream entries per placement",
+            redis.calls("xadd"),
+            STREAM_ENTRIES_TARGET,
+            "entries",
+        ),
+        Target::at_most(
+            "Redis time in functions per placement",
+            redis.function_micros(),
+            FUNCTION_TIME_TARGET_US,
+            "µs",
+        ),
+        Target::at_most(
+            "Redis memory kept per ended placement",
+            redis.used_memory,
+            MEMORY_KEPT_TARGET,
+            "bytes",
+        ),
+        Target::at_most(
+            "health replica CPU per placement",
+            cost.replica_cpu_us,
+            REPLICA_CPU_TARGET_US,
+            "µs",
+        ),
+    ]
+}
+
 /// Sets the fleets, queues, services and processes up, measures both loads, the claim and the floors.
 pub async fn run(stack: &Stack, args: &Args) -> Result<Findings, Failure> {
     let (servers, concurrency) = (args.servers, args.concurrency);
@@ -426,6 +505,10 @@ pub async fn run(stack: &Stack, args: &Args) -> Result<Findings, Failure> {
     let attach = hosts.attaching.done("attach (SDK stream)").await;
     let resumed = Arc::new(AtomicU64::new(0));
     let mut watches = watches(&matchmakers, &ledger, &resumed).await?;
+    let redis = procfs::children("redis-server");
+    let replica_pid = replica.pid();
+    let cpu = || CpuTimes::read(Some(replica_pid), &redis);
+    let cost = cost::lifecycle(&matchmakers, &ledger, &hosts, store, servers.min(COST_PLACEMENTS), cpu).await?;
 
     let mut failed_checks = Vec::new();
     // Before the placements, whose open loop may leave a backlog the workers are still placing when it ends.
@@ -436,13 +519,8 @@ pub async fn run(stack: &Stack, args: &Args) -> Result<Findings, Failure> {
     }
     let claim = claim::claims(&channels, CLAIM_FLEET, servers, concurrency).await;
     let noop = floors::noop_grpc(&channels, servers, concurrency).await;
-    let memory_before = sessions::used_memory(store).await?;
-    let redis = procfs::children("redis-server");
-    let replica_pid = replica.pid();
-    let window = closed_loop(&matchmakers, &ledger.closed, args, || {
-        CpuTimes::read(Some(replica_pid), &redis)
-    })
-    .await?;
+    let memory_before = used_memory(store).await?;
+    let window = closed_loop(&matchmakers, &ledger.closed, args, cpu).await?;
     let stranded = ledger.closed.drain(DRAIN, Err(Code::DeadlineExceeded)).await;
     if stranded > 0 {
         failed_checks.push(format!(
@@ -450,7 +528,7 @@ pub async fn run(stack: &Stack, args: &Args) -> Result<Findings, Failure> {
         ));
     }
     let (open, behind) = open_loop(&matchmakers, &ledger.open, args).await;
-    let memory_after = sessions::used_memory(store).await?;
+    let memory_after = used_memory(store).await?;
     let (fulfilled, retried) = ledger.fulfilled();
 
     // Everything stops before the floors, so that they have Redis to themselves: watches first, so that none
@@ -525,7 +603,9 @@ pub async fn run(stack: &Stack, args: &Args) -> Result<Findings, Failure> {
             "ms",
         ),
     ]);
-    let targets = targets(&closed, &open, args.rate);
+    figures.extend(cost_figures(&cost));
+    let mut targets = targets(&closed, &open, args.rate);
+    targets.extend(cost_targets(&cost));
     let ratios = vec![
         Ratio::of(&closed, &noop),
         Ratio::of(&closed, &raw),

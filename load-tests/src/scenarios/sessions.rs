@@ -65,6 +65,7 @@ use crate::args::Args;
 use crate::connections::Rotation;
 use crate::driver::{self, Outcome, outcome};
 use crate::fleet::LOCATION;
+use crate::redis_stats::{RedisStats, used_memory};
 use crate::report::{Figure, Findings, Line, Ratio, Target};
 use crate::stack::Stack;
 use crate::{Failure, fleet, floors, procfs};
@@ -951,67 +952,6 @@ async fn page_through(
     }
 }
 
-/// The `name: value` lines of Redis's INFO `section`, every node's for a cluster (whose client asks every master
-/// and answers by node).
-async fn info(store: &Store, section: &str) -> Result<Vec<String>, Failure> {
-    let reply: redis::Value = store.query(redis::cmd("INFO").arg(section)).await?;
-    let mut texts = Vec::new();
-    collect_texts(&reply, &mut texts);
-    Ok(texts
-        .iter()
-        .flat_map(|text| text.lines())
-        .map(|line| line.trim().to_owned())
-        .collect())
-}
-
-fn collect_texts(value: &redis::Value, texts: &mut Vec<String>) {
-    match value {
-        redis::Value::BulkString(bytes) => texts.push(String::from_utf8_lossy(bytes).into_owned()),
-        redis::Value::SimpleString(text) => texts.push(text.clone()),
-        redis::Value::VerbatimString { text, .. } => texts.push(text.clone()),
-        redis::Value::Array(values) | redis::Value::Set(values) => {
-            values.iter().for_each(|value| collect_texts(value, texts));
-        }
-        // Node address → its answer: an address is no `name: value` line INFO's readers look for.
-        redis::Value::Map(pairs) => {
-            for (key, value) in pairs {
-                collect_texts(key, texts);
-                collect_texts(value, texts);
-            }
-        }
-        _ => {}
-    }
-}
-
-/// Redis's `used_memory` (INFO memory), summed over every node.
-pub(super) async fn used_memory(store: &Store) -> Result<u64, Failure> {
-    let sizes: Vec<u64> = info(store, "memory")
-        .await?
-        .iter()
-        .filter_map(|line| line.strip_prefix("used_memory:"))
-        .filter_map(|value| value.parse().ok())
-        .collect();
-    if sizes.is_empty() {
-        return Err("INFO memory answered no used_memory".into());
-    }
-    Ok(sizes.iter().sum())
-}
-
-/// Microseconds Redis has spent running the library's functions so far (INFO commandstats: FCALL and FCALL_RO),
-/// every node: the functions' own time, without reading requests and writing replies.
-async fn script_micros(store: &Store) -> Result<f64, Failure> {
-    Ok(info(store, "commandstats")
-        .await?
-        .iter()
-        .filter_map(|line| {
-            line.strip_prefix("cmdstat_fcall:")
-                .or_else(|| line.strip_prefix("cmdstat_fcall_ro:"))
-        })
-        .filter_map(|stats| stats.split(',').find_map(|stat| stat.strip_prefix("usec=")))
-        .filter_map(|usec| usec.parse::<f64>().ok())
-        .sum())
-}
-
 /// What has been used so far: CPU seconds of this process (the service and the load generator share it), of
 /// Redis and of the whole machine, and Redis's time in scripts (µs).
 #[derive(Clone, Copy)]
@@ -1032,7 +972,7 @@ impl Usage {
             bench: procfs::cpu_seconds(std::process::id())?,
             redis: redis_seconds,
             machine: procfs::machine_busy_seconds()?,
-            scripts_us: script_micros(store).await?,
+            scripts_us: RedisStats::read(store).await?.function_micros(),
         })
     }
 }

@@ -1,8 +1,9 @@
 //! The game servers placements land on: SDK processes on hand-spoken streams to the health replica, each hosting
 //! one game session at a time. A process activates each session it is given (the StartGameSession push, or a
-//! desired state that lists it ACTIVATING, whichever comes first), plays a short match, ends the session
-//! (EndGameSession), which frees it for the next one, and heartbeats at its fleet's period meanwhile, reporting
-//! the desired-state version it has acted on.
+//! desired state that lists it ACTIVATING, whichever comes first), lets each player reserved with it in
+//! (AcceptPlayerSession, one call a player, as a server does when the player connects), plays a short match, lets
+//! each player go (RemovePlayerSession) and ends the session (EndGameSession), which frees it for the next one, and
+//! heartbeats at its fleet's period meanwhile, reporting the desired-state version it has acted on.
 //!
 //! Matches last [`MATCH_LENGTH`], far shorter than real ones, so that a fleet of thousands can carry thousands of
 //! placements a second: what a placement costs the control plane does not depend on how long its match lasts.
@@ -14,7 +15,7 @@ use std::time::{Duration, Instant};
 use berth_proto::health::v1::attach_response::Kind as Tell;
 use berth_proto::health::v1::sdk_service_client::SdkServiceClient;
 use berth_proto::health::v1::{self as pb, AttachResponse};
-use berth_proto::session::v1::{GameSession, GameSessionStatus};
+use berth_proto::session::v1::{GameSession, GameSessionStatus, PlayerSession};
 use tokio::time::MissedTickBehavior;
 use tonic::Code;
 use tonic::transport::Channel;
@@ -36,6 +37,8 @@ pub struct Hosts {
     failures: Mutex<Tally>,
     /// Game sessions activated, in all.
     activated: AtomicU64,
+    /// Game sessions ended by the processes, in all.
+    ended: AtomicU64,
 }
 
 impl Hosts {
@@ -46,6 +49,7 @@ impl Hosts {
             ledger,
             failures: Mutex::default(),
             activated: AtomicU64::new(0),
+            ended: AtomicU64::new(0),
         }
     }
 
@@ -66,6 +70,11 @@ impl Hosts {
     pub fn activated(&self) -> u64 {
         self.activated.load(Ordering::Relaxed)
     }
+
+    /// Game sessions the processes have ended so far (the end answered), their players let go first.
+    pub fn ended(&self) -> u64 {
+        self.ended.load(Ordering::Relaxed)
+    }
 }
 
 /// Where process `index` runs: its fleet and location, taken in turn so that every fleet has as many processes
@@ -81,6 +90,8 @@ struct Hosting {
     /// Which of the process's sessions it is, from 1: its requests' ids.
     number: u64,
     game_session_id: String,
+    /// The player sessions reserved with it.
+    players: Vec<String>,
     /// The open-loop placement it was made for, and when that placement's start was due.
     timed: Option<(Arc<Load>, u64, Instant)>,
     /// When its match ends, once it is ACTIVE.
@@ -99,8 +110,14 @@ struct Host {
 }
 
 impl Host {
-    /// Takes on `session` unless it is one already hosted or ended: the process activates it.
-    async fn offered(&mut self, conversation: &Conversation, session: GameSession) -> Outcome {
+    /// Takes on `session`, with the player sessions reserved with it, unless it is one already hosted or ended: the
+    /// process activates it.
+    async fn offered(
+        &mut self,
+        conversation: &Conversation,
+        session: GameSession,
+        players: &[PlayerSession],
+    ) -> Outcome {
         let id = session.game_session_id;
         let known = self
             .hosting
@@ -124,6 +141,7 @@ impl Host {
         self.hosting = Some(Hosting {
             number: self.sessions,
             game_session_id: id.clone(),
+            players: players.iter().map(|p| p.player_session_id.clone()).collect(),
             timed,
             ends_at: None,
         });
@@ -134,23 +152,25 @@ impl Host {
         conversation.say(activate).await
     }
 
-    /// The answer to one of the process's requests.
-    fn answered(&mut self, request_id: &str, reply: &pb::Reply) {
+    /// The answer to one of the process's requests; once a session is activated, its players are let in.
+    async fn answered(&mut self, conversation: &Conversation, request_id: &str, reply: &pb::Reply) -> Outcome {
         if reply.code != Code::Ok as i32 {
             self.hosts.failed(Code::from(reply.code));
+        } else if request_id.starts_with("end-") {
+            self.hosts.ended.fetch_add(1, Ordering::Relaxed);
         }
         let Some(number) = request_id
             .strip_prefix("activate-")
             .and_then(|number| number.parse::<u64>().ok())
         else {
-            return;
+            return Ok(());
         };
         let Some(hosting) = self.hosting.as_mut().filter(|hosting| hosting.number == number) else {
-            return;
+            return Ok(());
         };
         if reply.code != Code::Ok as i32 {
             self.hosting = None;
-            return;
+            return Ok(());
         }
         self.hosts.activated.fetch_add(1, Ordering::Relaxed);
         hosting.ends_at = Some(tokio::time::Instant::now() + MATCH_LENGTH);
@@ -159,6 +179,16 @@ impl Host {
         {
             stages.activated.record(*index, due.elapsed(), Ok(()));
         }
+        for (player, player_session_id) in hosting.players.iter().enumerate() {
+            let accept = Say::Accept {
+                number,
+                player,
+                game_session_id: hosting.game_session_id.clone(),
+                player_session_id: player_session_id.clone(),
+            };
+            conversation.say(accept).await?;
+        }
+        Ok(())
     }
 
     /// Acts on a message from the service.
@@ -167,34 +197,45 @@ impl Host {
             Some(Tell::StartGameSession(start)) => {
                 self.applied = self.applied.max(start.state_version);
                 if let Some(session) = start.game_session {
-                    self.offered(conversation, session).await?;
+                    self.offered(conversation, session, &start.initial_player_sessions)
+                        .await?;
                 }
             }
             Some(Tell::HeartbeatAck(ack)) => {
                 if let Some(desired) = ack.desired_state {
                     self.applied = self.applied.max(desired.version);
-                    let starting = desired
-                        .game_sessions
-                        .into_iter()
-                        .filter_map(|assignment| assignment.game_session)
-                        .filter(|session| session.status == GameSessionStatus::Activating as i32);
-                    for session in starting {
-                        self.offered(conversation, session).await?;
+                    let starting = desired.game_sessions.into_iter().filter_map(|assignment| {
+                        let session = assignment.game_session?;
+                        (session.status == GameSessionStatus::Activating as i32)
+                            .then_some((session, assignment.player_sessions))
+                    });
+                    for (session, players) in starting {
+                        self.offered(conversation, session, &players).await?;
                     }
                 }
             }
-            Some(Tell::Reply(reply)) => self.answered(&message.request_id, &reply),
+            Some(Tell::Reply(reply)) => self.answered(conversation, &message.request_id, &reply).await?,
             _ => {}
         }
         Ok(())
     }
 
-    /// Ends the match of the session hosted: EndGameSession, and the process is free.
+    /// Ends the match of the session hosted: each player leaves (RemovePlayerSession), then EndGameSession, and the
+    /// process is free.
     async fn end_match(&mut self, conversation: &Conversation) -> Outcome {
         let Some(hosting) = self.hosting.take() else {
             return Ok(());
         };
         self.ended = Some(hosting.game_session_id.clone());
+        for (player, player_session_id) in hosting.players.into_iter().enumerate() {
+            let remove = Say::Remove {
+                number: hosting.number,
+                player,
+                game_session_id: hosting.game_session_id.clone(),
+                player_session_id,
+            };
+            conversation.say(remove).await?;
+        }
         let end = Say::End {
             number: hosting.number,
             game_session_id: hosting.game_session_id,

@@ -3,8 +3,8 @@
 //! between is its latency. Events come at least once, so only the first outcome of a placement counts. The
 //! SDK processes read the book too, to time when each session reached its server.
 //!
-//! Placement ids say which load they belong to (`closed-…`, `open-…`), so that every watch, process and start
-//! task finds the placement's entry from its id alone.
+//! Placement ids say which load they belong to (`cost-…`, `closed-…`, `open-…`), so that every watch, process and
+//! start task finds the placement's entry from its id alone.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -127,8 +127,10 @@ impl Load {
     }
 }
 
-/// Both loads of a run, and how many placements have been fulfilled in all, and after more than one attempt.
+/// The loads of a run, and how many placements have been fulfilled in all, and after more than one attempt.
 pub struct Ledger {
+    /// The placements whose whole life is costed, a closed loop of its own.
+    pub cost: Arc<Load>,
     pub closed: Arc<Load>,
     pub open: Arc<Load>,
     fulfilled: AtomicU64,
@@ -136,14 +138,12 @@ pub struct Ledger {
 }
 
 impl Ledger {
-    /// The book of a closed loop of `concurrency` placements in flight and of an open loop.
+    /// The book of two closed loops of `concurrency` placements in flight and of an open loop.
     pub fn new(concurrency: u16) -> Ledger {
+        let slots = || Some(Semaphore::new(usize::from(concurrency)));
         Ledger {
-            closed: Arc::new(Load::new(
-                "closed",
-                Some(Semaphore::new(usize::from(concurrency))),
-                None,
-            )),
+            cost: Arc::new(Load::new("cost", slots(), None)),
+            closed: Arc::new(Load::new("closed", slots(), None)),
             open: Arc::new(Load::new("open", None, Some(Stages::default()))),
             fulfilled: AtomicU64::new(0),
             retried: AtomicU64::new(0),
@@ -153,7 +153,7 @@ impl Ledger {
     /// The load and index of a placement of this run, from its id.
     pub fn placement(&self, placement_id: &str) -> Option<(&Arc<Load>, u64)> {
         let (prefix, index) = placement_id.split_once('-')?;
-        let load = [&self.closed, &self.open]
+        let load = [&self.cost, &self.closed, &self.open]
             .into_iter()
             .find(|load| load.prefix == prefix)?;
         Some((load, index.parse().ok()?))

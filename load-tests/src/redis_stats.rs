@@ -1,0 +1,175 @@
+//! What Redis reports of the work it has done, read from INFO on every node (a cluster's client asks every master):
+//! commands by name with their calls and time (`commandstats`, which counts the commands a function runs as well as
+//! the function call itself) and the memory in use. Counts do not swing with the machine's load as rates do, so a
+//! scenario states what an operation costs Redis as the difference of two readings divided by the operations done.
+
+use std::collections::BTreeMap;
+
+use berth_store::Store;
+
+use crate::Failure;
+
+/// One reading: each command's calls and microseconds so far, summed over the nodes, and the memory in use.
+#[derive(Clone, Debug, Default)]
+pub struct RedisStats {
+    /// Command name (lower case, as INFO names it: `fcall`, `hset`, …) → (calls, µs).
+    pub commands: BTreeMap<String, (f64, f64)>,
+    pub used_memory: f64,
+}
+
+impl RedisStats {
+    pub async fn read(store: &Store) -> Result<RedisStats, Failure> {
+        let mut commands: BTreeMap<String, (f64, f64)> = BTreeMap::new();
+        for line in info(store, "commandstats").await? {
+            let Some((name, stats)) = line.strip_prefix("cmdstat_").and_then(|rest| rest.split_once(':')) else {
+                continue;
+            };
+            let stat = |field: &str| {
+                stats
+                    .split(',')
+                    .find_map(|stat| stat.strip_prefix(field)?.strip_prefix('=')?.parse::<f64>().ok())
+                    .unwrap_or(0.0)
+            };
+            let entry = commands.entry(name.to_owned()).or_default();
+            entry.0 += stat("calls");
+            entry.1 += stat("usec");
+        }
+        Ok(RedisStats {
+            commands,
+            used_memory: used_memory(store).await? as f64,
+        })
+    }
+
+    /// What was done from `before` to this reading, less `background` (what Redis did meanwhile for others, already
+    /// scaled to the same span), per one of `operations`.
+    pub fn per(&self, before: &RedisStats, background: &RedisStats, operations: u64) -> RedisStats {
+        let n = operations.max(1) as f64;
+        let mut commands = BTreeMap::new();
+        for (name, (calls, usec)) in &self.commands {
+            let (was_calls, was_usec) = before.commands.get(name).copied().unwrap_or_default();
+            let (bg_calls, bg_usec) = background.commands.get(name).copied().unwrap_or_default();
+            let calls = (calls - was_calls - bg_calls) / n;
+            let usec = (usec - was_usec - bg_usec) / n;
+            if calls > 0.0 {
+                commands.insert(name.clone(), (calls, usec));
+            }
+        }
+        RedisStats {
+            commands,
+            used_memory: (self.used_memory - before.used_memory - background.used_memory) / n,
+        }
+    }
+
+    /// What was done from `before` to this reading, scaled by `share` (the span to compare with over the span read).
+    pub fn since(&self, before: &RedisStats, share: f64) -> RedisStats {
+        let commands = self
+            .commands
+            .iter()
+            .map(|(name, (calls, usec))| {
+                let (was_calls, was_usec) = before.commands.get(name).copied().unwrap_or_default();
+                (name.clone(), ((calls - was_calls) * share, (usec - was_usec) * share))
+            })
+            .collect();
+        RedisStats {
+            commands,
+            used_memory: 0.0,
+        }
+    }
+
+    /// Commands run, those inside functions included (the function calls themselves are not commands of the
+    /// operation's own but its round trips, counted apart).
+    pub fn commands_run(&self) -> f64 {
+        self.commands
+            .iter()
+            .filter(|(name, _)| !is_function_call(name))
+            .map(|(_, (calls, _))| calls)
+            .sum()
+    }
+
+    /// Calls of the library's functions (FCALL, FCALL_RO).
+    pub fn function_calls(&self) -> f64 {
+        self.commands
+            .iter()
+            .filter(|(name, _)| is_function_call(name))
+            .map(|(_, (calls, _))| calls)
+            .sum()
+    }
+
+    /// Microseconds in the library's functions: their own time, the commands they run included, without reading
+    /// requests and writing replies.
+    pub fn function_micros(&self) -> f64 {
+        self.commands
+            .iter()
+            .filter(|(name, _)| is_function_call(name))
+            .map(|(_, (_, usec))| usec)
+            .sum()
+    }
+
+    /// Calls of `name`.
+    pub fn calls(&self, name: &str) -> f64 {
+        self.commands.get(name).map_or(0.0, |(calls, _)| *calls)
+    }
+
+    /// The `most` commands run most, with their calls, most first.
+    pub fn busiest(&self, most: usize) -> Vec<(String, f64)> {
+        let mut run: Vec<(String, f64)> = self
+            .commands
+            .iter()
+            .filter(|(name, _)| !is_function_call(name))
+            .map(|(name, (calls, _))| (name.to_uppercase(), *calls))
+            .collect();
+        run.sort_by(|a, b| b.1.total_cmp(&a.1));
+        run.truncate(most);
+        run
+    }
+}
+
+fn is_function_call(name: &str) -> bool {
+    matches!(name, "fcall" | "fcall_ro")
+}
+
+/// Redis's `used_memory` (INFO memory), summed over every node.
+pub async fn used_memory(store: &Store) -> Result<u64, Failure> {
+    let sizes: Vec<u64> = info(store, "memory")
+        .await?
+        .iter()
+        .filter_map(|line| line.strip_prefix("used_memory:"))
+        .filter_map(|value| value.parse().ok())
+        .collect();
+    if sizes.is_empty() {
+        return Err("INFO memory answered no used_memory".into());
+    }
+    Ok(sizes.iter().sum())
+}
+
+/// The `name: value` lines of Redis's INFO `section`, every node's for a cluster (whose client asks every master
+/// and answers by node).
+async fn info(store: &Store, section: &str) -> Result<Vec<String>, Failure> {
+    let reply: redis::Value = store.query(redis::cmd("INFO").arg(section)).await?;
+    let mut texts = Vec::new();
+    collect_texts(&reply, &mut texts);
+    Ok(texts
+        .iter()
+        .flat_map(|text| text.lines())
+        .map(|line| line.trim().to_owned())
+        .collect())
+}
+
+fn collect_texts(value: &redis::Value, texts: &mut Vec<String>) {
+    match value {
+        redis::Value::BulkString(bytes) => texts.push(String::from_utf8_lossy(bytes).into_owned()),
+        redis::Value::SimpleString(text) => texts.push(text.clone()),
+        redis::Value::VerbatimString { text, .. } => texts.push(text.clone()),
+        redis::Value::Array(values) | redis::Value::Set(values) => {
+            values.iter().for_each(|value| collect_texts(value, texts));
+        }
+        // Node address → its answer: an address is no `name: value` line INFO's readers look for.
+        redis::Value::Map(pairs) => {
+            for (key, value) in pairs {
+                collect_texts(key, texts);
+                collect_texts(value, texts);
+            }
+        }
+        _ => {}
+    }
+}
