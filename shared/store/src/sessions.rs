@@ -361,10 +361,10 @@ pub async fn terminate_game_session(
 }
 
 /// The outcome of a game server ending (or rejecting) a game session it hosts.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq)]
 pub enum ServerEnded {
-    /// Ended, with this status; the process's desired state moved (`routing`).
-    Ended(String, Routing),
+    /// Ended, as it now stands; the process's desired state moved (`routing`).
+    Ended(Box<GameSessionRecord>, Routing),
     NotFound,
     NotYours,
     /// A reject of a session that is not ACTIVATING: its status.
@@ -386,20 +386,15 @@ pub async fn end_game_session(
         .arg(game_session_id)
         .arg(if reject { "REJECT" } else { "END" });
     let raw: Vec<String> = store.invoke(&call).await?;
-    let [outcome, _now, replica, version, status] = raw.as_slice() else {
-        return Err(unexpected(SCRIPT, raw.len()));
-    };
+    let (outcome, routing, detail, session) = routed_session(SCRIPT, &raw)?;
     Ok(match outcome.as_str() {
         "ENDED" => ServerEnded::Ended(
-            status.clone(),
-            Routing {
-                replica: replica.clone(),
-                version: version.parse().map_err(|_| unexpected(SCRIPT, version))?,
-            },
+            session.map(Box::new).ok_or_else(|| unexpected(SCRIPT, &outcome))?,
+            routing,
         ),
         "NOT_FOUND" => ServerEnded::NotFound,
         "NOT_YOURS" => ServerEnded::NotYours,
-        "WRONG_STATE" => ServerEnded::WrongState(status.clone()),
+        "WRONG_STATE" => ServerEnded::WrongState(detail),
         other => return Err(unexpected(SCRIPT, other)),
     })
 }

@@ -136,11 +136,7 @@ impl ProcessStream {
         )
         .await;
         match ended {
-            Ok(ServerEnded::Ended(_, _)) => match self.read(game_session_id).await {
-                Ok(Some(record)) => game_session(id, record),
-                Ok(None) => failed(id, Code::NotFound, format!("no game session {game_session_id:?}")),
-                Err(answer) => unavailable(id, answer),
-            },
+            Ok(ServerEnded::Ended(record, _)) => game_session(id, *record),
             Ok(ServerEnded::NotFound | ServerEnded::NotYours) => {
                 failed(id, Code::NotFound, format!("no game session {game_session_id:?}"))
             }
@@ -262,15 +258,7 @@ impl ProcessStream {
         )
         .await;
         match removed {
-            Ok(Removed::Removed) => {
-                match store::read_player_sessions(&context.store, &self.fleet_id, &[player_session_id]).await {
-                    Ok(mut records) => match records.pop().flatten() {
-                        Some(record) => reply(id, Code::Ok, "", Some(Answer::PlayerSession(record.into()))),
-                        None => failed(id, Code::NotFound, format!("no player session {player_session_id:?}")),
-                    },
-                    Err(err) => unavailable(id, err),
-                }
-            }
+            Ok(Removed::Removed(record)) => reply(id, Code::Ok, "", Some(Answer::PlayerSession((*record).into()))),
             Ok(Removed::NotFound) => not_in_session(id, game_session_id, player_session_id),
             Ok(Removed::NotYours) => not_yours(id, player_session_id),
             Err(err) => unavailable(id, err),

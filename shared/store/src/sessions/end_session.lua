@@ -4,17 +4,18 @@
 -- SERVER_REJECTED). The server is then free for another session.
 -- KEYS: k.act_due, k.ended, k.hosting, k.pool, k.res_due, k.sevents, k.term_due. ARGV[1] game-server id, ARGV[2] game
 -- session id, ARGV[3] END | REJECT.
--- Reply: {ENDED | NOT_FOUND | NOT_YOURS | WRONG_STATE, now_ms, replica, version, status}. WRONG_STATE: a reject
--- of a session that is not ACTIVATING (status says what it is).
+-- Reply: {ENDED | NOT_FOUND | NOT_YOURS | WRONG_STATE, now_ms, replica, version, status, session fields...}, the
+-- session as it stands after ENDED, which the server is answered. WRONG_STATE: a reject of a session that is not
+-- ACTIVATING (status says what it is).
 local now = now_ms()
 local id, sid = ARGV[1], ARGV[2]
 local s = redis.call('HMGET', gkey(k, sid), 'server', 'status')
-if not s[1] then return {'NOT_FOUND', tostring(now), '', '0', ''} end
-if s[1] ~= id then return {'NOT_YOURS', tostring(now), '', '0', ''} end
+if not s[1] then return session_reply('NOT_FOUND', now) end
+if s[1] ~= id then return session_reply('NOT_YOURS', now) end
 local status, reason = S.TERMINATED, S.ENDED_BY_SERVER
 if ARGV[3] == 'REJECT' then
   local retried = s[2] == S.ERROR and redis.call('HGET', gkey(k, sid), 'reason') == S.SERVER_REJECTED
-  if s[2] ~= S.ACTIVATING and not retried then return {'WRONG_STATE', tostring(now), '', '0', s[2]} end
+  if s[2] ~= S.ACTIVATING and not retried then return session_reply('WRONG_STATE', now, s[2]) end
   status, reason = S.ERROR, S.SERVER_REJECTED
 else
   local p = redis.call('HMGET', k.gs .. id, 'pstate', 'term_reason')
@@ -25,5 +26,4 @@ else
   end
 end
 if end_game_session(k, sid, status, reason, now) then release_process(k, id) end
-local routing = redis.call('HMGET', k.gs .. id, 'replica', 'ver')
-return {'ENDED', tostring(now), routing[1] or '', routing[2] or '0', redis.call('HGET', gkey(k, sid), 'status')}
+return session_reply('ENDED', now, '', k.gs .. id, gkey(k, sid))

@@ -118,8 +118,8 @@ pub async fn accept_player_session(
 /// The outcome of a game server removing a player session.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Removed {
-    /// COMPLETED (now or before).
-    Removed,
+    /// COMPLETED (now or before), as it now stands.
+    Removed(Box<PlayerSessionRecord>),
     NotFound,
     NotYours,
 }
@@ -136,11 +136,12 @@ pub async fn remove_player_session(
     let keys = FleetKeys::new(fleet_id);
     let mut call = scripts().remove_player_session.for_fleet(&keys);
     call.arg(game_server_id).arg(game_session_id).arg(player_session_id);
-    let raw: Vec<String> = store.invoke(&call).await?;
-    match raw.first().map(String::as_str) {
-        Some("REMOVED") => Ok(Removed::Removed),
-        Some("NOT_FOUND") => Ok(Removed::NotFound),
-        Some("NOT_YOURS") => Ok(Removed::NotYours),
-        other => Err(unexpected(SCRIPT, other)),
-    }
+    let raw: Vec<Value> = store.invoke(&call).await?;
+    let (outcome, _, mut records) = decode(SCRIPT, fleet_id, &raw)?;
+    Ok(match outcome.as_str() {
+        "REMOVED" => Removed::Removed(Box::new(records.pop().ok_or_else(|| unexpected(SCRIPT, &outcome))?)),
+        "NOT_FOUND" => Removed::NotFound,
+        "NOT_YOURS" => Removed::NotYours,
+        other => return Err(unexpected(SCRIPT, other)),
+    })
 }

@@ -2,12 +2,15 @@
 -- COMPLETED and its slot frees up. Removing an ended one is REMOVED and changes nothing.
 -- KEYS: k.res_due, k.sevents. ARGV[1] game-server id, ARGV[2] game session id, ARGV[3] player session
 -- id.
--- Reply: {REMOVED | NOT_FOUND | NOT_YOURS, now_ms}, as accept_player.lua tells them apart.
+-- Reply: {REMOVED | NOT_FOUND | NOT_YOURS, now_ms, ''}, as accept_player.lua tells them apart; REMOVED is followed
+-- by {loc, ip, dns, port} and the player session's fields, which the server is answered.
 local now = now_ms()
 local sid, psid = ARGV[2], ARGV[3]
-local owner = redis.call('HGET', pkey(k, psid), 'gs')
-if not owner then return {'NOT_FOUND', tostring(now)} end
-if redis.call('HGET', gkey(k, owner), 'server') ~= ARGV[1] then return {'NOT_YOURS', tostring(now)} end
-if owner ~= sid then return {'NOT_FOUND', tostring(now)} end
+local pk = pkey(k, psid)
+local owner = redis.call('HGET', pk, 'gs')
+if not owner then return {'NOT_FOUND', tostring(now), ''} end
+local s = redis.call('HMGET', gkey(k, owner), 'server', 'loc', 'ip', 'dns', 'port')
+if s[1] ~= ARGV[1] then return {'NOT_YOURS', tostring(now), ''} end
+if owner ~= sid then return {'NOT_FOUND', tostring(now), ''} end
 if end_player_session(k, psid, S.COMPLETED, now) then index_counts(k, sid) end
-return {'REMOVED', tostring(now)}
+return {'REMOVED', tostring(now), '', {s[2], s[3], s[4], s[5]}, redis.call('HGETALL', pk)}
