@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use berth_store::Store;
+use berth_store::{RedisMode, Store};
 
 use crate::Failure;
 
@@ -126,6 +126,52 @@ impl RedisStats {
 
 fn is_function_call(name: &str) -> bool {
     matches!(name, "fcall" | "fcall_ro")
+}
+
+/// Keys looked at per round trip when memory is counted by kind.
+const KEYS_PER_READ: usize = 500;
+
+/// Bytes held by each kind of key (see [`kind`]) and how many keys of it there are: every key's `MEMORY USAGE`
+/// (exact, every element counted). A single node only: `None` on a cluster, whose keys a SCAN of one connection
+/// does not reach.
+pub async fn memory_by_kind(store: &Store) -> Result<Option<BTreeMap<String, (f64, f64)>>, Failure> {
+    if store.mode() == RedisMode::Cluster {
+        return Ok(None);
+    }
+    let mut kinds: BTreeMap<String, (f64, f64)> = BTreeMap::new();
+    let mut cursor = 0_u64;
+    loop {
+        let (next, keys): (u64, Vec<String>) = store
+            .query(redis::cmd("SCAN").arg(cursor).arg("COUNT").arg(KEYS_PER_READ))
+            .await?;
+        let mut usage = redis::pipe();
+        for key in &keys {
+            usage.cmd("MEMORY").arg("USAGE").arg(key).arg("SAMPLES").arg(0);
+        }
+        let bytes: Vec<Option<u64>> = store.query_pipeline(&usage).await?;
+        for (key, bytes) in keys.iter().zip(bytes) {
+            let entry = kinds.entry(kind(key)).or_default();
+            entry.0 += 1.0;
+            entry.1 += bytes.unwrap_or(0) as f64;
+        }
+        if next == 0 {
+            return Ok(Some(kinds));
+        }
+        cursor = next;
+    }
+}
+
+/// The kind of a key: what follows its hash tag, with a record's id left out (`gsess:*`, `gsess:*:ps`, `sevents`,
+/// `pl:*`, `id`).
+fn kind(key: &str) -> String {
+    let rest = key.find("}:").map_or(key, |at| &key[at + 2..]);
+    let parts: Vec<&str> = rest.split(':').collect();
+    match parts.as_slice() {
+        [fixed] => (*fixed).to_owned(),
+        [record, _] => format!("{record}:*"),
+        [record, .., last] => format!("{record}:*:{last}"),
+        [] => String::new(),
+    }
 }
 
 /// Redis's `used_memory` (INFO memory), summed over every node.

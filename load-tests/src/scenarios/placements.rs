@@ -426,6 +426,11 @@ fn cost_figures(cost: &cost::Cost) -> Vec<Figure> {
         Figure::new("cost: redis-server CPU per placement", cost.redis_cpu_us, "µs"),
     ];
     figures.extend(
+        cost.memory_kept
+            .iter()
+            .map(|(kind, bytes)| Figure::new(&format!("cost:   memory kept in {kind} per placement"), *bytes, "bytes")),
+    );
+    figures.extend(
         cost.redis
             .busiest(COMMANDS_LISTED)
             .into_iter()

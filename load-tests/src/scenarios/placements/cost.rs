@@ -4,8 +4,8 @@
 //! loop of its own runs that many placements while nothing else is asked of the stack; what the stack does meanwhile
 //! for no placement (heartbeats, sweeps, the workers' polls) is measured alone just before, over a quiet span, and
 //! taken off in proportion. Commands, function calls and stream entries come from INFO commandstats, time spent in
-//! functions from its µs, memory from used_memory after every match has ended (what the retention keeps), CPU from
-//! /proc.
+//! functions from its µs, memory from used_memory after every match has ended (what the retention keeps) and, on a
+//! single node, by kind of key from every key's MEMORY USAGE, CPU from /proc.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,7 +18,7 @@ use super::ledger::Ledger;
 use super::{DRAIN, Matchmakers, start};
 use crate::Failure;
 use crate::procfs::CpuTimes;
-use crate::redis_stats::RedisStats;
+use crate::redis_stats::{RedisStats, memory_by_kind};
 
 /// How long the stack is watched doing nothing before the placements, for what it costs on its own.
 const QUIET_SPAN: Duration = Duration::from_secs(3);
@@ -34,6 +34,8 @@ pub struct Cost {
     /// CPU µs per placement of the redis-server processes and of the health replica.
     pub redis_cpu_us: f64,
     pub replica_cpu_us: f64,
+    /// Where the memory kept goes: bytes per placement by kind of key, most first (a single node only).
+    pub memory_kept: Vec<(String, f64)>,
 }
 
 /// Runs `count` placements, `ledger.cost`'s slots in flight, each to the end of its match, and answers what one cost;
@@ -47,6 +49,7 @@ pub async fn lifecycle(
     cpu: impl Fn() -> Result<CpuTimes, Failure>,
 ) -> Result<Cost, Failure> {
     eprintln!("costing {count} placements, start to match end, after {QUIET_SPAN:?} of quiet");
+    let held_before = memory_by_kind(store).await?;
     let (quiet_stats, quiet_cpu, quiet_began) = (RedisStats::read(store).await?, cpu()?, Instant::now());
     tokio::time::sleep(QUIET_SPAN).await;
     let (before, cpu_before, began) = (RedisStats::read(store).await?, cpu()?, Instant::now());
@@ -89,7 +92,19 @@ pub async fn lifecycle(
         let quiet = (part(&cpu_before) - part(&quiet_cpu)) * share;
         (part(&cpu_after) - part(&cpu_before) - quiet).max(0.0) * 1e6 / fulfilled.max(1) as f64
     };
+    let mut memory_kept = Vec::new();
+    if let (Some(before), Some(after)) = (held_before, memory_by_kind(store).await?) {
+        for (kind, (_, bytes)) in after {
+            let was = before.get(&kind).map_or(0.0, |(_, bytes)| *bytes);
+            let kept = (bytes - was) / fulfilled.max(1) as f64;
+            if kept >= 1.0 {
+                memory_kept.push((kind, kept));
+            }
+        }
+        memory_kept.sort_by(|a, b| b.1.total_cmp(&a.1));
+    }
     Ok(Cost {
+        memory_kept,
         placements: fulfilled,
         redis: after.per(&before, &background, fulfilled),
         redis_cpu_us: per(|c| c.redis),

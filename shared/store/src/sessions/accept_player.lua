@@ -15,18 +15,22 @@ local s = redis.call('HMGET', gkey(k, p[1]), 'server', 'loc', 'ip', 'dns', 'port
 if s[1] ~= ARGV[1] then return {'NOT_YOURS', tostring(now), ''} end
 if p[1] ~= sid then return {'NOT_FOUND', tostring(now), ''} end
 -- A reservation past its deadline is over, whether or not the sweep got to it yet.
+local endpoint = {s[2], s[3], s[4], s[5]}
 if p[2] == S.RESERVED and p[3] and tonumber(p[3]) <= now then
-  end_player_session(k, psid, S.TIMEDOUT, now)
+  end_player_session(k, psid, S.TIMEDOUT, now, endpoint)
   index_counts(k, sid)
   return {'ENDED', tostring(now), S.TIMEDOUT}
 end
 if s[6] ~= S.ACTIVE and p[2] == S.RESERVED then return {'NOT_ACTIVE', tostring(now), s[6]} end
+local fields
 if p[2] == S.RESERVED then
   redis.call('HSET', pk, 'status', S.ACTIVE, 'act_ms', now)
   redis.call('HDEL', pk, 'until_ms')
   redis.call('ZREM', k.res_due, psid)
-  session_event(k, S.PLAYER_SESSION_ACTIVATED, pk, now)
+  fields = player_session_event(k, S.PLAYER_SESSION_ACTIVATED, pk, endpoint, now)
 elseif p[2] ~= S.ACTIVE then
   return {'ENDED', tostring(now), p[2]}
+else
+  fields = redis.call('HGETALL', pk)
 end
-return {'ACCEPTED', tostring(now), '', {s[2], s[3], s[4], s[5]}, redis.call('HGETALL', pk)}
+return {'ACCEPTED', tostring(now), '', endpoint, fields}

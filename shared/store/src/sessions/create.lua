@@ -114,12 +114,14 @@ local key = gkey(k, sid)
 local deadline = now + set.act_ms
 local players = 0
 if #ARGV >= 22 then players = (#ARGV - 21) / 3 end
-redis.call('HSET', key, 'id', sid, 'fleet', ARGV[16], 'loc', server[1] or '', 'server', id,
+-- Written whole, and the creation event is made of the same fields rather than read back.
+local record = {'id', sid, 'fleet', ARGV[16], 'loc', server[1] or '', 'server', id,
   'inst', server[2] or '', 'ip', server[3] or '', 'dns', server[4] or '', 'port', server[5] or '0',
   'status', S.ACTIVATING, 'reason', '', 'c_ms', now, 'act_by_ms', deadline, 'cur', players, 'max', max,
   'accept', ARGV[9], 'prot', protected, 'name', ARGV[11], 'props', ARGV[12], 'data', ARGV[13], 'mm', ARGV[14],
   'creator', creator, 'placement', ARGV[15], 'notify', ARGV[17], 'res_ms', set.res_ms, 'ret_ms', ARGV[5],
-  'idem', token, 'digest', ARGV[7])
+  'idem', token, 'digest', ARGV[7]}
+redis.call('HSET', key, unpack(record))
 redis.call('SADD', server_key .. ':sessions', sid)
 redis.call('HSET', server_key, 'pstate', S.ACTIVE)
 redis.call('HINCRBY', server_key, 'ver', 1)
@@ -139,7 +141,7 @@ if creator ~= '' and limit > 0 then
   redis.call('ZADD', created_by, now, sid)
   redis.call('PEXPIRE', created_by, period)
 end
-session_event(k, S.GAME_SESSION_CREATED, key, now)
+record_event(k, S.GAME_SESSION_CREATED, record, now)
 -- A placement served waits nowhere in this fleet any more.
 if spend ~= '' then
   for name in string.gmatch(redis.call('HGET', k.fleet, 'locs') or '', '%S+') do

@@ -140,37 +140,44 @@ local function player_event(k, type, fields, endpoint, now)
   redis.call('XADD', k.sevents, '*', unpack(entry))
 end
 
--- Appends a transition to the session event stream, with the record as it is now: a game session without its
--- data and matchmaker data (a watcher reads those apart when it asks for them), a player session with its game
--- session's location and endpoint.
-local function session_event(k, type, key, now)
-  local fields = redis.call('HGETALL', key)
-  local kind = 'p'
-  if string.find(type, '^GAME_') then kind = 'g' end
-  local entry = {'type', type, 't', now, 'kind', kind}
+-- Appends a game session's transition to the session event stream with its record's `fields` (name, value, ...)
+-- as they are now, without its data and matchmaker data (a watcher reads those apart when it asks for them).
+local function record_event(k, type, fields, now)
+  local entry = {'type', type, 't', now, 'kind', 'g'}
   for i = 1, #fields, 2 do
-    if kind == 'p' or (fields[i] ~= 'data' and fields[i] ~= 'mm' and fields[i] ~= 'tly') then
+    if fields[i] ~= 'data' and fields[i] ~= 'mm' and fields[i] ~= 'tly' then
       entry[#entry + 1] = fields[i]
       entry[#entry + 1] = fields[i + 1]
-    end
-  end
-  if kind == 'p' then
-    local sid = redis.call('HGET', key, 'gs')
-    local endpoint = redis.call('HMGET', gkey(k, sid), 'loc', 'ip', 'dns', 'port')
-    for i, name in ipairs({'loc', 'ip', 'dns', 'port'}) do
-      entry[#entry + 1] = name
-      entry[#entry + 1] = endpoint[i] or ''
     end
   end
   -- The session sweep trims the stream to the retention and the deployment's cap (BERTH_SESSION_EVENTS_MAX).
   redis.call('XADD', k.sevents, '*', unpack(entry))
 end
 
--- Ends a RESERVED or ACTIVE player session (COMPLETED or TIMEDOUT) and frees its slot.
-local function end_player_session(k, psid, status, now)
+-- Appends a game session's transition with the record at `key` as it is now.
+local function session_event(k, type, key, now)
+  record_event(k, type, redis.call('HGETALL', key), now)
+end
+
+-- A game session's endpoint as player events and replies carry it: {loc, ip, dns, port}.
+local function session_endpoint(k, sid)
+  return redis.call('HMGET', gkey(k, sid), 'loc', 'ip', 'dns', 'port')
+end
+
+-- Appends a player session's transition with its record as it is now and its game session's `endpoint`, which the
+-- caller holds; answers the record's fields (for a reply that shows them).
+local function player_session_event(k, type, key, endpoint, now)
+  local fields = redis.call('HGETALL', key)
+  player_event(k, type, fields, endpoint, now)
+  return fields
+end
+
+-- Ends a RESERVED or ACTIVE player session (COMPLETED or TIMEDOUT) and frees its slot. `endpoint` is its game
+-- session's (nil: read here). Answers the record's fields as it ended, or nil when it had ended already.
+local function end_player_session(k, psid, status, now, endpoint)
   local key = pkey(k, psid)
   local p = redis.call('HMGET', key, 'status', 'gs', 'player')
-  if p[1] ~= S.RESERVED and p[1] ~= S.ACTIVE then return false end
+  if p[1] ~= S.RESERVED and p[1] ~= S.ACTIVE then return nil end
   redis.call('HSET', key, 'status', status, 'end_ms', now)
   redis.call('HDEL', key, 'until_ms')
   redis.call('ZREM', k.res_due, psid)
@@ -178,8 +185,7 @@ local function end_player_session(k, psid, status, now)
   redis.call('HINCRBY', gkey(k, p[2]), 'cur', -1)
   local event = S.PLAYER_SESSION_COMPLETED
   if status == S.TIMEDOUT then event = S.PLAYER_SESSION_TIMED_OUT end
-  session_event(k, event, key, now)
-  return true
+  return player_session_event(k, event, key, endpoint or session_endpoint(k, p[2]), now)
 end
 
 -- The reason the game sessions of a process end with when it ends as it was told to (`term_reason`, the
@@ -198,8 +204,10 @@ local function end_game_session(k, sid, status, reason, now)
   -- Asked to end, it ended as asked, whatever else its server was doing.
   if s[1] == S.TERMINATING and reason == S.ENDED_BY_SERVER then reason = S.TRIGGERED_ON_PROCESS_TERMINATE end
   redis.call('SREM', k.gs .. s[3] .. ':sessions', sid)
-  for _, psid in ipairs(redis.call('HVALS', key .. ':live')) do
-    end_player_session(k, psid, S.COMPLETED, now)
+  local live = redis.call('HVALS', key .. ':live')
+  local endpoint = #live > 0 and session_endpoint(k, sid)
+  for _, psid in ipairs(live) do
+    end_player_session(k, psid, S.COMPLETED, now, endpoint)
   end
   redis.call('HSET', key, 'status', status, 'reason', reason, 'end_ms', now)
   redis.call('HDEL', key, 'act_by_ms', 'term_by_ms')

@@ -12,5 +12,11 @@ if not owner then return {'NOT_FOUND', tostring(now), ''} end
 local s = redis.call('HMGET', gkey(k, owner), 'server', 'loc', 'ip', 'dns', 'port')
 if s[1] ~= ARGV[1] then return {'NOT_YOURS', tostring(now), ''} end
 if owner ~= sid then return {'NOT_FOUND', tostring(now), ''} end
-if end_player_session(k, psid, S.COMPLETED, now) then index_counts(k, sid) end
-return {'REMOVED', tostring(now), '', {s[2], s[3], s[4], s[5]}, redis.call('HGETALL', pk)}
+local endpoint = {s[2], s[3], s[4], s[5]}
+local fields = end_player_session(k, psid, S.COMPLETED, now, endpoint)
+if fields then
+  index_counts(k, sid)
+else
+  fields = redis.call('HGETALL', pk)
+end
+return {'REMOVED', tostring(now), '', endpoint, fields}
