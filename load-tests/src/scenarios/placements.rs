@@ -555,6 +555,7 @@ pub async fn run(stack: &Stack, args: &Args) -> Result<Findings, Failure> {
     let raw_cpu_before = CpuTimes::read(None, &redis)?;
     let raw = floor::raw_placements(store, servers, concurrency, args.players).await?;
     let raw_cpu_after = CpuTimes::read(None, &redis)?;
+    let steps = floor::by_step(store, args.players).await?;
     let [_, raw_claim] = floors::raw_scripts(store, servers, concurrency).await;
 
     let mut figures = vec![
@@ -609,6 +610,13 @@ pub async fn run(stack: &Stack, args: &Args) -> Result<Findings, Failure> {
         ),
     ]);
     figures.extend(cost_figures(&cost));
+    figures.extend(steps.iter().map(|(step, commands, calls)| {
+        Figure::new(
+            &format!("raw chain: {step} ({calls:.0} function calls)"),
+            *commands,
+            "commands",
+        )
+    }));
     let mut targets = targets(&closed, &open, args.rate);
     targets.extend(cost_targets(&cost));
     let ratios = vec![

@@ -2,9 +2,10 @@
 //! straight on the store one after another, with nothing in front of them. Each chain holds its placement id,
 //! starts the placement, records its attempt with the candidates the worker would order (the same function, over
 //! the same queues and fleets), creates the game session with the players' slots under the attempt's token,
-//! announces it to the server's replica, activates it as the server does, fulfils the placement, and ends the
-//! session as the server does when its match is over. It runs once the services are stopped, so that nothing
-//! else uses Redis.
+//! announces it to the server's replica, activates it as the server does, fulfils the placement, accepts and then
+//! removes each player, and ends the session as the server does when its match is over. It runs once the services
+//! are stopped, so that nothing else uses Redis. A few chains then run alone, one after another, with Redis's
+//! command counts read between their steps: what each step costs (see [`Meter`]).
 //!
 //! Left out are the hops a worker batches or that cost Redis little per placement: the take of requests from the
 //! queue's stream (up to 100 per call), the acknowledgement the fulfilling script makes of the request, and the
@@ -22,12 +23,13 @@ use berth_store::queues::placements::{
     self as store, AttemptRecorded, Finish, Finished, Fulfilment, IdHold, PlacementRecord, Started,
 };
 use berth_store::sessions::placements::{Attempt, PlacementAttempt};
-use berth_store::sessions::{self, Activated, Created, NewGameSession, ServerEnded, SessionTimings};
+use berth_store::sessions::{self, Accepted, Activated, Created, NewGameSession, Removed, ServerEnded, SessionTimings};
 use berth_store::{Store, StoreError, fleets, queues};
 use tonic::{Code, Status};
 
 use crate::Failure;
 use crate::driver::{self, Outcome};
+use crate::redis_stats::RedisStats;
 use crate::report::Line;
 
 /// The placement replica told of the floor's activations; none listens, but the publish is paid as deployed.
@@ -66,7 +68,7 @@ pub async fn raw_placements(store: &Store, placements: u64, concurrency: u16, pl
     Ok(
         driver::run("raw placement scripts", placements, concurrency, move |index| {
             let (store, views) = (store.clone(), views.clone());
-            async move { placed(&store, &views[(index % super::QUEUES) as usize], index, players).await }
+            async move { placed(&store, &views[(index % super::QUEUES) as usize], index, players, None).await }
         })
         .await,
     )
@@ -76,8 +78,69 @@ fn code(err: StoreError) -> Code {
     Status::from(err).code()
 }
 
-/// One placement's chain, as its calls would go had the service made them.
-async fn placed(store: &Store, view: &View, index: u64, players: u64) -> Outcome {
+/// Chains [`by_step`] runs alone to cost each step.
+const METERED_CHAINS: u64 = 20;
+
+/// Redis's command counts read between the steps of chains run one at a time: commands (those inside functions
+/// included) and function calls of each step, summed over the chains.
+struct Meter {
+    last: RedisStats,
+    /// Step name → (commands, function calls), in the order first met.
+    steps: Vec<(&'static str, f64, f64)>,
+}
+
+impl Meter {
+    /// Charges what Redis did since the last reading to `step`.
+    async fn step(&mut self, store: &Store, step: &'static str) -> Result<(), Code> {
+        let now = RedisStats::read(store).await.map_err(|_| Code::Unavailable)?;
+        let done = now.since(&self.last, 1.0);
+        // The INFO that read it is no work of the step's.
+        let (commands, calls) = (done.commands_run() - done.calls("info"), done.function_calls());
+        match self.steps.iter_mut().find(|(name, ..)| *name == step) {
+            Some(entry) => {
+                entry.1 += commands;
+                entry.2 += calls;
+            }
+            None => self.steps.push((step, commands, calls)),
+        }
+        self.last = now;
+        Ok(())
+    }
+}
+
+/// Charges `step` to `meter` when there is one.
+async fn mark(meter: &mut Option<&mut Meter>, store: &Store, step: &'static str) -> Result<(), Code> {
+    match meter {
+        Some(meter) => meter.step(store, step).await,
+        None => Ok(()),
+    }
+}
+
+/// What each step of a placement's chain costs Redis, from [`METERED_CHAINS`] chains run alone after the floor:
+/// (step, commands per chain, function calls per chain), in the chain's order. A step met twice in a chain (a
+/// player's accept) is summed.
+pub async fn by_step(store: &Store, players: u64) -> Result<Vec<(&'static str, f64, f64)>, Failure> {
+    let view = view(store, &super::queue_name(0)).await?;
+    let mut meter = Meter {
+        last: RedisStats::read(store).await?,
+        steps: Vec::new(),
+    };
+    for chain in 0..METERED_CHAINS {
+        let index = chain * super::QUEUES;
+        placed(store, &view, index + 1_000_000_000, players, Some(&mut meter))
+            .await
+            .map_err(|code| format!("a metered placement failed: {code:?}"))?;
+    }
+    let chains = METERED_CHAINS as f64;
+    Ok(meter
+        .steps
+        .into_iter()
+        .map(|(step, commands, calls)| (step, commands / chains, calls / chains))
+        .collect())
+}
+
+/// One placement's chain, as its calls would go had the service made them, each step charged to `meter` if given.
+async fn placed(store: &Store, view: &View, index: u64, players: u64, mut meter: Option<&mut Meter>) -> Outcome {
     let placement_id = format!("raw-{index:010}");
     let request = super::placement_request(&placement_id, index, players);
     let queue_name = request.queue_name.as_str();
@@ -87,10 +150,12 @@ async fn placed(store: &Store, view: &View, index: u64, players: u64) -> Outcome
         Ok(_) => return Err(Code::AlreadyExists),
         Err(err) => return Err(code(err)),
     }
+    mark(&mut meter, store, "hold the placement id").await?;
     let started = match store::start_placement(store, &request, &digest).await.map_err(code)? {
         Started::Created(record) => record,
         _ => return Err(Code::AlreadyExists),
     };
+    mark(&mut meter, store, "start the placement").await?;
     let order = order(&Candidates {
         queue: &view.queue,
         fleets: &view.fleets,
@@ -112,8 +177,9 @@ async fn placed(store: &Store, view: &View, index: u64, players: u64) -> Outcome
     let AttemptRecorded::Recorded(record) = recorded else {
         return Err(Code::Aborted);
     };
+    mark(&mut meter, store, "record the attempt").await?;
     for candidate in &order.candidates {
-        if hosted(store, &record, &order, candidate).await? {
+        if hosted(store, &record, &order, candidate, meter.as_deref_mut()).await? {
             return Ok(());
         }
     }
@@ -121,8 +187,14 @@ async fn placed(store: &Store, view: &View, index: u64, players: u64) -> Outcome
 }
 
 /// Creates the attempt's session in `candidate` and, when it had a server for it, plays the session through to
-/// its end; answers whether it had one.
-async fn hosted(store: &Store, record: &PlacementRecord, order: &Order, candidate: &Candidate) -> Result<bool, Code> {
+/// its end, each step charged to `meter` if given; answers whether it had one.
+async fn hosted(
+    store: &Store,
+    record: &PlacementRecord,
+    order: &Order,
+    candidate: &Candidate,
+    mut meter: Option<&mut Meter>,
+) -> Result<bool, Code> {
     let request = &record.request;
     let fleet_id = candidate.fleet_id.as_str();
     let game_session_id = new_game_session_id(fleet_id);
@@ -165,13 +237,16 @@ async fn hosted(store: &Store, record: &PlacementRecord, order: &Order, candidat
         Created::NoServer => return Ok(false),
         _ => return Err(Code::FailedPrecondition),
     };
+    mark(&mut meter, store, "create the game session").await?;
     let server = session.game_server_id.as_str();
     announce(store, &routing, fleet_id, server).await;
+    mark(&mut meter, store, "announce it").await?;
     match sessions::activate_game_session(store, fleet_id, server, &game_session_id).await {
         Ok(Activated::Active(_)) => {}
         Ok(_) => return Err(Code::FailedPrecondition),
         Err(err) => return Err(code(err)),
     }
+    mark(&mut meter, store, "activate it").await?;
     let placed: Vec<(String, String)> = players
         .into_iter()
         .map(|(player, _, player_session_id)| (player.to_owned(), player_session_id))
@@ -195,9 +270,26 @@ async fn hosted(store: &Store, record: &PlacementRecord, order: &Order, candidat
         Ok(_) => return Err(Code::Aborted),
         Err(err) => return Err(code(err)),
     }
-    match sessions::end_game_session(store, fleet_id, server, &game_session_id, false).await {
-        Ok(ServerEnded::Ended(..)) => Ok(true),
-        Ok(_) => Err(Code::FailedPrecondition),
-        Err(err) => Err(code(err)),
+    mark(&mut meter, store, "fulfil the placement").await?;
+    for (_, player_session_id) in &placed {
+        let accepted = sessions::accept_player_session(store, fleet_id, server, &game_session_id, player_session_id);
+        if !matches!(accepted.await.map_err(code)?, Accepted::Accepted(_)) {
+            return Err(Code::FailedPrecondition);
+        }
+        mark(&mut meter, store, "accept a player").await?;
     }
+    for (_, player_session_id) in &placed {
+        let removed = sessions::remove_player_session(store, fleet_id, server, &game_session_id, player_session_id);
+        if !matches!(removed.await.map_err(code)?, Removed::Removed(_)) {
+            return Err(Code::FailedPrecondition);
+        }
+        mark(&mut meter, store, "remove a player").await?;
+    }
+    match sessions::end_game_session(store, fleet_id, server, &game_session_id, false).await {
+        Ok(ServerEnded::Ended(..)) => {}
+        Ok(_) => return Err(Code::FailedPrecondition),
+        Err(err) => return Err(code(err)),
+    }
+    mark(&mut meter, store, "end the game session").await?;
+    Ok(true)
 }
