@@ -23,7 +23,8 @@ use std::time::{Duration, Instant};
 
 use berth_proto::health::v1::sdk_service_client::SdkServiceClient;
 use berth_store::Store;
-use berth_store::processes::{self as store, Attach, Attached, Beaten, Heartbeat, ProcessRef, Timings};
+use berth_store::endings::{self, Beaten};
+use berth_store::processes::{self as store, Attach, Attached, Heartbeat, ProcessRef, Timings};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::MissedTickBehavior;
@@ -59,7 +60,7 @@ const RETENTION_MS: u64 = 3_600_000;
 const DETECTION_MARGIN: Duration = Duration::from_secs(1);
 
 /// Heartbeats per script call in the floor: the most the replica's writer puts in one call.
-const BATCH: u64 = store::HEARTBEATS_PER_CALL as u64;
+const BATCH: u64 = endings::HEARTBEATS_PER_CALL as u64;
 /// Script calls the floor keeps in flight: one per Redis connection of the replica (BERTH_REDIS_CONNECTIONS).
 const RAW_IN_FLIGHT: u16 = 4;
 
@@ -442,7 +443,7 @@ async fn floors(
             let beats: Vec<Heartbeat> = (first..first + batch)
                 .map(|row| rows[(row % servers) as usize].clone())
                 .collect();
-            match store::record_heartbeats(&store, RAW_FLEET, &beats, &timings).await {
+            match endings::record_heartbeats(&store, RAW_FLEET, &beats, &timings).await {
                 Ok((found, _)) if found.iter().all(|beaten| matches!(beaten, Beaten::Version(_))) => Ok(()),
                 // A lost process takes the script's short path: the floor would no longer do the replica's work.
                 Ok(_) => Err(Code::FailedPrecondition),

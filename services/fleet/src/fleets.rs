@@ -11,11 +11,11 @@ use berth_domain::stored::{FleetEventCode, FleetStatus, LocationStatus};
 use berth_domain::validate::invalid;
 use berth_proto::fleet::v1 as pb;
 use berth_proto::fleet::v1::fleet_service_server::FleetService;
+use berth_store::endings::{self, Deleted, LocationsDeleted};
 use berth_store::fleets::{
     self as store, CapacityUpdated, Created, FleetChange, FleetEventEntry, LocationsAdded, Written,
 };
 use berth_store::processes::{self, Routing};
-use berth_store::sessions::{self, Deleted, LocationsDeleted};
 use berth_store::utilization::{UtilizationRead, read_utilization};
 use tonic::{Request, Response, Status};
 
@@ -265,7 +265,7 @@ impl FleetService for Fleets {
         let fleet = self.fleet(&req.fleet_id).await?;
         let store = &self.context.store;
         let grace_ms = termination_grace_ms(&fleet);
-        let deleted = sessions::delete_fleet(store, &req.fleet_id, req.force, req.expected_revision, grace_ms);
+        let deleted = endings::delete_fleet(store, &req.fleet_id, req.force, req.expected_revision, grace_ms);
         match deleted.await? {
             Deleted::Deleting(told) => Ok(Response::new(pb::DeleteFleetResponse {
                 fleet: Some(self.shown(self.told_to_end(&req.fleet_id, &told).await?).await?),
@@ -360,7 +360,7 @@ impl FleetService for Fleets {
         check::check_delete_locations(&req)?;
         let fleet = self.fleet(&req.fleet_id).await?;
         let store = &self.context.store;
-        let deleted = sessions::delete_locations(store, &req.fleet_id, &req.locations, termination_grace_ms(&fleet));
+        let deleted = endings::delete_locations(store, &req.fleet_id, &req.locations, termination_grace_ms(&fleet));
         match deleted.await? {
             LocationsDeleted::Deleting(told) => Ok(Response::new(pb::DeleteFleetLocationsResponse {
                 fleet: Some(self.shown(self.told_to_end(&req.fleet_id, &told).await?).await?),

@@ -25,7 +25,7 @@ use std::path::PathBuf;
 
 use berth_runtime::auth::{AccessRules, Role, TokenKey};
 use berth_runtime::{Background, ServiceDef, for_each_fleet};
-use berth_store::{Store, sessions};
+use berth_store::{Store, endings};
 use tonic::service::Routes;
 
 pub use fleets::Fleets;
@@ -153,7 +153,7 @@ pub fn service(store: Store, args: &FleetArgs, tokens: Option<TokenKey>) -> Serv
         async move {
             let (store, retention_ms) = (&context.store, context.args.retention_ms);
             for_each_fleet(store, "fleet_deletion", |fleet| async move {
-                let finished = sessions::finish_fleet_deletion(store, &fleet, retention_ms).await?;
+                let finished = endings::finish_fleet_deletion(store, &fleet, retention_ms).await?;
                 for location in &finished.removed {
                     tracing::info!(fleet = %fleet, location = %location, "location removed: its last process is gone");
                 }

@@ -6,8 +6,9 @@ use berth_proto::health::v1 as pb;
 use berth_proto::health::v1::game_server_service_server::GameServerService;
 use berth_runtime::auth::{Caller, Role};
 use berth_store::Store;
+use berth_store::endings::{self, Terminating};
 use berth_store::pool::{self as store, Deregistered, Registered, Registration, Update, Updated};
-use berth_store::processes::{self, Terminating};
+use berth_store::processes;
 use std::sync::Arc;
 
 use tonic::{Request, Response, Status};
@@ -172,7 +173,7 @@ impl GameServerService for GameServers {
     ) -> Result<Response<pb::TerminateGameServerResponse>, Status> {
         let req = request.into_inner();
         let reason = domain::check_terminate(&req)?;
-        let outcome = processes::terminate(&self.store, &req.fleet_id, &req.game_server_id, reason).await?;
+        let outcome = endings::terminate(&self.store, &req.fleet_id, &req.game_server_id, reason).await?;
         match outcome {
             Terminating::Terminating(routing) => {
                 announce(&self.context, &routing, &req.fleet_id, &req.game_server_id).await;

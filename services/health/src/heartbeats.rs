@@ -11,7 +11,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use berth_store::processes::{self as store, Beaten, Heartbeat, HeartbeatSettings};
+use berth_store::endings::{self as store, Beaten};
+use berth_store::processes::{Heartbeat, HeartbeatSettings};
 use futures::future::join_all;
 use tokio::sync::mpsc;
 

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use berth_runtime::for_each_fleet;
 use berth_store::StoreError;
-use berth_store::processes::{self as store, Routing};
+use berth_store::endings as store;
+use berth_store::processes::Routing;
 
 use crate::push::announce;
 use crate::{Context, metrics};

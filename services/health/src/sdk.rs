@@ -560,7 +560,9 @@ impl ProcessStream {
             },
             Ask::ActivateGameSession(activate) => self.activate(&id, &activate.game_session_id).await,
             Ask::ProcessEnding(ending) => {
-                return match store::process_ending(&self.context.store, &self.process(), &ending.reason).await {
+                return match berth_store::endings::process_ending(&self.context.store, &self.process(), &ending.reason)
+                    .await
+                {
                     Ok(true) => {
                         self.send(reply(&id, Code::Ok, "", None)).await;
                         Flow::End(None)

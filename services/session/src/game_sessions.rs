@@ -7,8 +7,9 @@ use berth_domain::game_session::{GameSessionStatus, check, fleet_of, new_game_se
 use berth_domain::validate::invalid;
 use berth_proto::session::v1::game_session_service_server::GameSessionService;
 use berth_proto::session::v1::{self as pb};
+use berth_store::endings::{Terminated, terminate_game_session};
 use berth_store::processes::announce;
-use berth_store::sessions::{self as store, Created, GameSessionChange, NewGameSession, Terminated, Updated};
+use berth_store::sessions::{self as store, Created, GameSessionChange, NewGameSession, Updated};
 use prost::Message;
 use tonic::{Request, Response, Status};
 
@@ -283,7 +284,7 @@ impl GameSessionService for GameSessions {
         let fleet_id = fleet(&req.game_session_id)?;
         let force = req.termination_mode() == pb::TerminationMode::ForceTerminate;
         let store = &self.context.store;
-        match store::terminate_game_session(store, fleet_id, &req.game_session_id, force).await? {
+        match terminate_game_session(store, fleet_id, &req.game_session_id, force).await? {
             Terminated::Done(record, game_server_id, routing) => {
                 announce(store, &routing, fleet_id, &game_server_id).await;
                 Ok(Response::new(pb::TerminateGameSessionResponse {

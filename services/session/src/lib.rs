@@ -3,6 +3,7 @@
 //! one script over the fleet's Redis slot, and the sweeper that times sessions out is safe to run on all of them.
 
 mod game_sessions;
+pub mod hosted;
 mod metrics;
 mod player_sessions;
 mod search;

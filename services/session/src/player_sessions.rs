@@ -3,16 +3,41 @@
 
 use std::sync::Arc;
 
+use berth_domain::game_session::PlayerSessionRecord;
 use berth_domain::game_session::{PlayerSessionStatus, check, fleet_of, new_player_session_id};
 use berth_domain::validate::invalid;
 use berth_proto::session::v1::player_session_service_server::PlayerSessionService;
 use berth_proto::session::v1::{self as pb, describe_player_sessions_request::Selector};
+use berth_store::Store;
 use berth_store::fleets::fleets;
 use berth_store::sessions::{self as store, Page, PlayerSource, PlayersCreated};
 use tonic::{Request, Response, Status};
 
 use crate::Context;
 use berth_domain::page_token::{digest, issue, redeem};
+
+/// A page of one fleet's player sessions from `source` with `status` (empty: any), behind a page token bound to the
+/// selection.
+pub(crate) async fn page_of(
+    store: &Store,
+    fleet_id: &str,
+    source: PlayerSource<'_>,
+    status: &str,
+    token: &str,
+    size: usize,
+) -> Result<Page<PlayerSessionRecord>, Status> {
+    let (kind, id) = match source {
+        PlayerSource::GameSession(id) => (b"g", id),
+        PlayerSource::Player(id) => (b"p", id),
+    };
+    let selection = digest(&[kind, id.as_bytes(), status.as_bytes()]);
+    let after = redeem(&selection, token)?;
+    let page = store::list_player_sessions(store, fleet_id, source, status, after, size).await?;
+    Ok(Page {
+        next: page.next.map(|next| issue(&selection, Some(next))),
+        items: page.items,
+    })
+}
 
 /// The handler.
 pub struct PlayerSessions {
@@ -118,15 +143,15 @@ impl PlayerSessionService for PlayerSessions {
                 {
                     return Err(Status::not_found(format!("no game session {id:?}")));
                 }
-                let selection = digest(&[b"g", id.as_bytes(), status.as_bytes()]);
-                let after = redeem(&selection, &req.page_token)?;
-                let page =
-                    store::list_player_sessions(store, fleet_id, PlayerSource::GameSession(id), status, after, size)
-                        .await?;
-                Page {
-                    next: page.next.map(|next| issue(&selection, Some(next))),
-                    items: page.items,
-                }
+                page_of(
+                    store,
+                    fleet_id,
+                    PlayerSource::GameSession(id),
+                    status,
+                    &req.page_token,
+                    size,
+                )
+                .await?
             }
             Some(Selector::PlayerId(player_id)) => self.by_player(player_id, status, &req.page_token, size).await?,
             None => {
@@ -152,7 +177,7 @@ impl PlayerSessions {
         status: &str,
         token: &str,
         size: usize,
-    ) -> Result<Page<berth_domain::game_session::PlayerSessionRecord>, Status> {
+    ) -> Result<Page<PlayerSessionRecord>, Status> {
         let store = &self.context.store;
         let selection = digest(&[b"p", player_id.as_bytes(), status.as_bytes()]);
         let resume = redeem(&selection, token)?

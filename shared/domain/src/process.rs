@@ -208,10 +208,7 @@ pub fn check_creation_policy(req: &pb::UpdatePlayerSessionCreationPolicy) -> Res
         Policy::AcceptAll => true,
         Policy::DenyAll => false,
         Policy::Unspecified => {
-            v.add(
-                "update_player_session_creation_policy.player_session_creation_policy",
-                "must be ACCEPT_ALL or DENY_ALL",
-            );
+            v.add("player_session_creation_policy", "must be ACCEPT_ALL or DENY_ALL");
             false
         }
     };

@@ -14,8 +14,22 @@ pub use records::{
 
 use crate::codec::unexpected;
 use crate::keys::FLEETS;
-use crate::scripts::scripts;
+use crate::scripts::{Area, scripts};
 use crate::{Store, StoreError};
+
+/// This area's Lua: its helpers, which the areas above it may call too, and its functions.
+pub(crate) const LUA: Area = Area {
+    name: "fleets",
+    helpers: &[include_str!("fleets/lib.lua"), include_str!("fleets/tally.lua")],
+    functions: &[
+        ("create_fleet", include_str!("fleets/create.lua"), false),
+        ("add_fleet_locations", include_str!("fleets/add_locations.lua"), false),
+        ("write_fleet", include_str!("fleets/write.lua"), false),
+        ("update_fleet_capacity", include_str!("fleets/capacity.lua"), false),
+        ("fleets_now", include_str!("fleets/now.lua"), true),
+        ("poll_fleet_events", include_str!("fleets/poll_events.lua"), true),
+    ],
+};
 
 /// The fleets that have registered servers, for sweeps.
 pub async fn fleets(store: &Store) -> Result<Vec<String>, StoreError> {

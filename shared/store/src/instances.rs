@@ -2,17 +2,33 @@
 //! that a reconciler that dies mid-way leaves nothing behind unknown, and the lease that lets one reconciler act for
 //! a location at a time. Every change is made under a lease and refused (`Acted::Fenced`) once that lease is no
 //! longer the live one: a holder that stalled and lost it changes nothing. It stops and removes instances whose
-//! processes may host sessions, so it is the top area.
+//! processes may host sessions, so it sits above the endings of processes, through which it ends them.
 
 use berth_domain::stored::{FleetEventCode, InstanceState, ProcessState, TerminationReason};
 use redis::Value;
 
 use crate::codec::{outcome_detail, unexpected};
 use crate::keys::FleetKeys;
-use crate::processes::Routing;
-use crate::scripts::{FunctionCall, LuaScript, scripts};
-use crate::sessions::processes_told;
+use crate::processes::{Routing, processes_told};
+use crate::scripts::{Area, FunctionCall, LuaScript, scripts};
 use crate::{Store, StoreError};
+
+/// This area's Lua: its helpers, which the areas above it may call too, and its functions.
+pub(crate) const LUA: Area = Area {
+    name: "instances",
+    helpers: &[include_str!("instances/lib.lua")],
+    functions: &[
+        ("take_lease", include_str!("instances/lease.lua"), false),
+        ("read_instances", include_str!("instances/read.lua"), true),
+        ("record_launch", include_str!("instances/launch.lua"), false),
+        ("record_launched", include_str!("instances/launched.lua"), false),
+        ("drain_instance", include_str!("instances/drain.lua"), false),
+        ("stop_instance", include_str!("instances/stop.lua"), false),
+        ("remove_instance", include_str!("instances/remove.lua"), false),
+        ("kill_instance", include_str!("instances/kill.lua"), false),
+        ("location_unhealthy", include_str!("instances/unhealthy.lua"), false),
+    ],
+};
 
 /// The outcome of asking for a location's lease.
 #[derive(Clone, Debug, PartialEq, Eq)]

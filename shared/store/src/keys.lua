@@ -22,6 +22,11 @@ local function fleet_keys(KEYS, names)
   return setmetatable(k, FLEET)
 end
 
+-- A game session's and a player session's keys: every area that reads sessions (a process's desired state lists
+-- its own) finds them by these.
+local function gkey(k, sid) return k.gsess .. sid end
+local function pkey(k, psid) return k.psess .. psid end
+
 -- Redis's clock, ms since the epoch: every time a function stores is taken from it, never from a replica's.
 local function now_ms()
   local t = redis.call('TIME')
@@ -29,7 +34,7 @@ local function now_ms()
 end
 
 -- Appends the hash at `key` to a reply, as field, value, ..., without the record's share of the live counts (tly,
--- see utilization/tally.lua), which is the store's own bookkeeping.
+-- see fleets/tally.lua), which is the store's own bookkeeping.
 local function append_fields(out, key)
   local fields = redis.call('HGETALL', key)
   for i = 1, #fields, 2 do

@@ -106,7 +106,7 @@ pub(crate) const FLEET_KEYS: [(&str, &str); 40] = [
     ("vm", ":vm:"),
     ("vms", ":vms:"),
     ("lease", ":lease:"),
-    // Live counts (utilization/tally.lua): each location's, and each instance's.
+    // Live counts (fleets/tally.lua): each location's, and each instance's.
     ("tally", ":tally:"),
     ("itally", ":itally:"),
     // Game servers (pool/lib.lua, processes/lib.lua): each one's hash, all by id, the claimable, the claimed by when

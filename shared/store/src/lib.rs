@@ -2,12 +2,15 @@
 //!
 //! It hides whether Redis is a single node or a cluster ([`Store`]), names every key ([`keys`]), runs the Lua
 //! functions that make each state change atomic ([`scripts`]), and turns Redis failures into gRPC statuses that a
-//! client can act on ([`StoreError`]). The typed calls of each data area live in their own module, each using only
-//! the areas before it: [`fleets`], then the [`pool`] of game servers, then [`processes`], then [`sessions`], then
-//! the [`instances`] that provisioners run, and the live counts of [`utilization`] that all of them keep.
+//! client can act on ([`StoreError`]). The typed calls of each data area live in their own module with the Lua they
+//! call, each using only the areas before it, in Rust and in Lua alike: [`fleets`] (with the live counts every
+//! area keeps), then the [`pool`] of game servers, then [`processes`], then [`sessions`], then the [`endings`] of
+//! processes (which end their sessions), then the [`instances`] that provisioners run, the reads of
+//! [`utilization`], the placement [`queues`] and [`scaling`] policies.
 
 mod codec;
 mod connection;
+pub mod endings;
 mod error;
 pub mod fleets;
 pub mod instances;
@@ -26,23 +29,47 @@ pub use connection::{RedisConfig, RedisMode, Store};
 pub use error::StoreError;
 pub use pubsub::Subscription;
 
+/// The store's areas in their order: each may use only those before it, and its helpers load after theirs.
+pub(crate) const AREAS: [&scripts::Area; 10] = [
+    &scripts::KERNEL,
+    &fleets::LUA,
+    &pool::LUA,
+    &processes::LUA,
+    &sessions::LUA,
+    &endings::LUA,
+    &instances::LUA,
+    &utilization::LUA,
+    &queues::LUA,
+    &scaling::LUA,
+];
+
 #[cfg(test)]
 mod tests {
     use std::path::Path;
 
-    /// The store's areas, each allowed to use only those before it: the kernel first, then the fleet registry, the
-    /// pool of game servers, processes, sessions, instances, and utilization.
-    const LAYERS: [&[&str]; 9] = [
+    /// The modules of each area, in the order of [`crate::AREAS`]: the kernel's several, every other area one.
+    const LAYERS: [&[&str]; 10] = [
         &["codec", "connection", "error", "keys", "pubsub", "scripts"],
         &["fleets"],
         &["pool"],
         &["processes"],
         &["sessions"],
+        &["endings"],
         &["instances"],
         &["utilization"],
         &["queues"],
         &["scaling"],
     ];
+
+    #[test]
+    fn the_rust_and_the_lua_have_one_order_of_areas() {
+        let lua: Vec<&str> = crate::AREAS.iter().map(|area| area.name).collect();
+        let rust: Vec<&str> = LAYERS
+            .iter()
+            .map(|modules| if modules.len() > 1 { "kernel" } else { modules[0] })
+            .collect();
+        assert_eq!(lua, rust);
+    }
 
     fn layer(module: &str) -> usize {
         LAYERS

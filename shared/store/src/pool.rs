@@ -9,8 +9,29 @@ use berth_domain::stored::Utilization;
 use crate::codec::{field, unexpected};
 use crate::fleets;
 use crate::keys::FleetKeys;
-use crate::scripts::scripts;
+use crate::scripts::{Area, scripts};
 use crate::{Store, StoreError};
+
+/// This area's Lua: its helpers, which the areas above it may call too, and its functions.
+pub(crate) const LUA: Area = Area {
+    name: "pool",
+    helpers: &[include_str!("pool/lib.lua")],
+    functions: &[
+        ("register_game_server", include_str!("pool/register.lua"), false),
+        ("update_game_server", include_str!("pool/update.lua"), false),
+        ("deregister_game_server", include_str!("pool/deregister.lua"), false),
+        ("describe_game_server", include_str!("pool/describe.lua"), true),
+        ("list_game_servers", include_str!("pool/list.lua"), true),
+        (
+            "set_instance_status",
+            include_str!("pool/set_instance_status.lua"),
+            false,
+        ),
+        ("claim_game_server", include_str!("pool/claim.lua"), false),
+        ("expire_claims", include_str!("pool/expire_claims.lua"), false),
+        ("release_claim", include_str!("pool/release.lua"), false),
+    ],
+};
 
 /// What a single-server script answered: its outcome word and the server as it stands after the script.
 pub(crate) struct Reply {

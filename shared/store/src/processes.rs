@@ -8,15 +8,27 @@ use berth_domain::fleet::settings::FleetSettings;
 use berth_domain::game_server::GameServerRecord;
 use berth_domain::game_session::{GameSessionRecord, PlayerSessionRecord};
 use berth_domain::process::Registration;
-use berth_domain::stored::{GameState, ProcessHealth, ProcessState, TerminationReason};
+use berth_domain::stored::{GameState, ProcessHealth, ProcessState};
 use redis::Value;
 
 use crate::codec::{field, game_session, player_session, strings, unexpected};
 use crate::fleets;
 use crate::keys::{FleetKeys, push_channel};
 use crate::pool::{Reply, Update, Updated, decode_reply, describe_reply, present, update_call, updated};
-use crate::scripts::scripts;
+use crate::scripts::{Area, scripts};
 use crate::{Store, StoreError};
+
+/// This area's Lua: its helpers, which the areas above it may call too, and its functions.
+pub(crate) const LUA: Area = Area {
+    name: "processes",
+    helpers: &[include_str!("processes/lib.lua")],
+    functions: &[
+        ("attach_process", include_str!("processes/attach.lua"), false),
+        ("detach_process", include_str!("processes/detach.lua"), false),
+        ("process_ready", include_str!("processes/ready.lua"), false),
+        ("desired_state", include_str!("processes/desired.lua"), true),
+    ],
+};
 
 /// The health monitor's timings, in ms, as the scripts need them: the deployment's, where every fleet's own
 /// (heartbeat period and window, unhealthy threshold, ready and termination deadlines) are read from its record by
@@ -144,7 +156,7 @@ pub async fn update(
     updated(reply, |reply| described(reply, "update").map(Box::new)).map(ProcessUpdated::Updated)
 }
 
-fn number<T: std::str::FromStr>(script: &str, text: &str) -> Result<T, StoreError> {
+pub(crate) fn number<T: std::str::FromStr>(script: &str, text: &str) -> Result<T, StoreError> {
     text.parse()
         .map_err(|_| unexpected(script, format!("{text:?} where a number belongs")))
 }
@@ -208,7 +220,7 @@ pub struct Routing {
 }
 
 /// Decodes `{outcome, now_ms, replica, version}`.
-fn routed(script: &str, raw: Vec<String>) -> Result<(String, Routing), StoreError> {
+pub(crate) fn routed(script: &str, raw: Vec<String>) -> Result<(String, Routing), StoreError> {
     let [outcome, _now, replica, version] =
         <[String; 4]>::try_from(raw).map_err(|raw| unexpected(script, raw.len()))?;
     Ok((
@@ -218,6 +230,19 @@ fn routed(script: &str, raw: Vec<String>) -> Result<(String, Routing), StoreErro
             version: number(script, &version)?,
         },
     ))
+}
+
+/// The processes a script told something (to terminate, that they are lost): `{id, replica, version}` each, for
+/// their health replicas to be told in turn.
+pub(crate) fn processes_told(script: &str, told: &[Value]) -> Result<Vec<(String, Routing)>, StoreError> {
+    told.iter()
+        .map(|process| {
+            let [id, replica, version] = redis::from_redis_value_ref::<[String; 3]>(process)
+                .map_err(|_| unexpected(script, "a malformed process"))?;
+            let version = version.parse().map_err(|_| unexpected(script, &version))?;
+            Ok((id, Routing { replica, version }))
+        })
+        .collect()
 }
 
 /// A process opening its stream.
@@ -375,21 +400,6 @@ pub struct Heartbeat {
     pub players: u32,
 }
 
-/// Most heartbeats one `record_heartbeats` call takes: the script hands its deadlines to one ZADD, and Lua can
-/// pass a command at most ~8,000 arguments.
-pub const HEARTBEATS_PER_CALL: usize = 1_000;
-
-/// What recording one heartbeat found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Beaten {
-    /// Recorded; the process's desired-state version.
-    Version(u64),
-    /// The process was declared lost, and must end.
-    Lost,
-    /// A newer stream resumed the registration; this one must close.
-    Superseded,
-}
-
 /// A fleet's heartbeat settings, as its processes are told them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct HeartbeatSettings {
@@ -406,163 +416,6 @@ impl HeartbeatSettings {
             interval_ms: u32::try_from(settings.heartbeat_ms).unwrap_or(u32::MAX),
             unhealthy_after: settings.unhealthy_after,
         }
-    }
-}
-
-/// Records a batch of one fleet's heartbeats (at most [`HEARTBEATS_PER_CALL`]); for each, in order, what it
-/// found, and the fleet's heartbeat settings as they stand (`None` when its record is gone).
-pub async fn record_heartbeats(
-    store: &Store,
-    fleet_id: &str,
-    heartbeats: &[Heartbeat],
-    timings: &Timings,
-) -> Result<(Vec<Beaten>, Option<HeartbeatSettings>), StoreError> {
-    if heartbeats.len() > HEARTBEATS_PER_CALL {
-        return Err(unexpected(
-            "heartbeats",
-            format!(
-                "{} heartbeats in one call, at most {HEARTBEATS_PER_CALL}",
-                heartbeats.len()
-            ),
-        ));
-    }
-    let keys = FleetKeys::new(fleet_id);
-    let mut call = scripts().heartbeats.for_fleet(&keys);
-    call.arg(timings.retention_ms);
-    for beat in heartbeats {
-        call.arg(&*beat.game_server_id)
-            .arg(&*beat.registration_id)
-            .arg(beat.attach)
-            .arg(
-                if beat.healthy {
-                    ProcessHealth::Healthy
-                } else {
-                    ProcessHealth::Unhealthy
-                }
-                .as_str(),
-            )
-            .arg(beat.game_state)
-            .arg(beat.players);
-    }
-    let mut versions: Vec<i64> = store.invoke(&call).await?;
-    let (Some(unhealthy_after), Some(interval_ms)) = (versions.pop(), versions.pop()) else {
-        return Err(unexpected("heartbeats", "no heartbeat settings in the reply"));
-    };
-    if versions.len() != heartbeats.len() {
-        return Err(unexpected(
-            "heartbeats",
-            format!("{} results for {}", versions.len(), heartbeats.len()),
-        ));
-    }
-    let settings = (interval_ms > 0).then(|| HeartbeatSettings {
-        interval_ms: u32::try_from(interval_ms).unwrap_or(u32::MAX),
-        unhealthy_after: u32::try_from(unhealthy_after).unwrap_or(u32::MAX),
-    });
-    let beaten = versions
-        .into_iter()
-        .map(|version| match u64::try_from(version) {
-            Ok(version) => Beaten::Version(version),
-            Err(_) if version == -2 => Beaten::Superseded,
-            Err(_) => Beaten::Lost,
-        })
-        .collect();
-    Ok((beaten, settings))
-}
-
-/// A process the monitor declared lost.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LostProcess {
-    /// Its id.
-    pub game_server_id: String,
-    /// The replica that held its stream.
-    pub replica: String,
-    /// The event recorded (SERVER_PROCESS_CRASHED, …_READY_TIMEOUT, …_FORCE_TERMINATED).
-    pub code: String,
-}
-
-/// What a sweep of one fleet did and found.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Swept {
-    /// The processes it declared lost.
-    pub lost: Vec<LostProcess>,
-    /// Processes alive after it.
-    pub alive: u64,
-    /// Of those, how many report UNHEALTHY.
-    pub unhealthy: u64,
-}
-
-/// Sweeps one fleet: every process whose ready or ProcessEnding deadline passed — and, once Redis has answered
-/// for the fleet (`answered_ms`) a whole heartbeat window of the fleet's, whose heartbeat deadline passed — is
-/// declared lost.
-pub async fn sweep(
-    store: &Store,
-    fleet_id: &str,
-    limit: u32,
-    timings: &Timings,
-    answered_ms: u64,
-) -> Result<Swept, StoreError> {
-    let keys = FleetKeys::new(fleet_id);
-    let mut call = scripts().sweep_processes.for_fleet(&keys);
-    call.arg(limit).arg(timings.retention_ms).arg(answered_ms);
-    let raw: Vec<String> = store.invoke(&call).await?;
-    let [alive, unhealthy, lost @ ..] = raw.as_slice() else {
-        return Err(unexpected("sweep", "too short a reply"));
-    };
-    Ok(Swept {
-        lost: lost
-            .chunks_exact(3)
-            .map(|lost| LostProcess {
-                game_server_id: lost[0].clone(),
-                replica: lost[1].clone(),
-                code: lost[2].clone(),
-            })
-            .collect(),
-        alive: number("sweep", alive)?,
-        unhealthy: number("sweep", unhealthy)?,
-    })
-}
-
-/// The outcome of telling a process to end.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Terminating {
-    /// It is terminating (now or already).
-    Terminating(Routing),
-    /// No such process.
-    NotFound,
-    /// It was declared lost already.
-    Lost,
-}
-
-/// Tells a process to end within its fleet's termination grace, for `reason` (a TerminationReason name).
-pub async fn terminate(
-    store: &Store,
-    fleet_id: &str,
-    game_server_id: &str,
-    reason: TerminationReason,
-) -> Result<Terminating, StoreError> {
-    let keys = FleetKeys::new(fleet_id);
-    let mut call = scripts().terminate_process.for_fleet(&keys);
-    call.arg(game_server_id).arg(reason.as_str());
-    match routed("terminate", store.invoke(&call).await?)? {
-        (outcome, routing) if outcome == "TERMINATING" => Ok(Terminating::Terminating(routing)),
-        (outcome, _) if outcome == "NOT_FOUND" => Ok(Terminating::NotFound),
-        (outcome, _) if outcome == "LOST" => Ok(Terminating::Lost),
-        (outcome, _) => Err(unexpected("terminate", outcome)),
-    }
-}
-
-/// Ends a process on its ProcessEnding; `false` when the registration is not its live one.
-pub async fn process_ending(store: &Store, process: &ProcessRef<'_>, reason: &str) -> Result<bool, StoreError> {
-    let keys = FleetKeys::new(process.fleet_id);
-    let mut call = scripts().process_ending.for_fleet(&keys);
-    call.arg(process.game_server_id)
-        .arg(process.registration_id)
-        .arg(reason);
-    let raw: Vec<String> = store.invoke(&call).await?;
-    match raw.first().map(String::as_str) {
-        Some("ENDED") => Ok(true),
-        Some("UNKNOWN") => Ok(false),
-        other => Err(unexpected("process_ending", format!("{other:?}"))),
     }
 }
 

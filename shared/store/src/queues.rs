@@ -14,8 +14,28 @@ use redis::Value;
 
 use crate::codec::{binary_fields, outcome_detail, unexpected};
 use crate::keys::{DRAINING_QUEUES, QUEUES, QueueKeys};
-use crate::scripts::{FunctionCall, LuaScript, scripts};
+use crate::scripts::{Area, FunctionCall, LuaScript, scripts};
 use crate::{Store, StoreError};
+
+/// This area's Lua: its helpers, which the areas above it may call too, and its functions.
+pub(crate) const LUA: Area = Area {
+    name: "queues",
+    helpers: &[include_str!("queues/lib.lua")],
+    functions: &[
+        ("create_queue", include_str!("queues/create.lua"), false),
+        ("write_queue", include_str!("queues/write.lua"), false),
+        ("delete_queue", include_str!("queues/delete.lua"), false),
+        ("claim_placement_id", include_str!("queues/claim_id.lua"), false),
+        ("start_placement", include_str!("queues/start.lua"), false),
+        ("record_attempt", include_str!("queues/attempt.lua"), false),
+        ("finish_placement", include_str!("queues/finish.lua"), false),
+        ("placement_done", include_str!("queues/done.lua"), false),
+        ("touch_requests", include_str!("queues/touch.lua"), false),
+        ("sweep_queue", include_str!("queues/sweep.lua"), false),
+        ("queue_metrics", include_str!("queues/metrics.lua"), true),
+        ("queues_now", include_str!("queues/now.lua"), true),
+    ],
+};
 
 pub mod placements;
 

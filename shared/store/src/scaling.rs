@@ -18,8 +18,20 @@ use redis::Value;
 use crate::codec::{binary_fields, outcome_detail, strings, text_field, unexpected};
 use crate::instances::{Acted, Leased};
 use crate::keys::FleetKeys;
-use crate::scripts::scripts;
+use crate::scripts::{Area, scripts};
 use crate::{Store, StoreError};
+
+/// This area's Lua: its helpers, which the areas above it may call too, and its functions.
+pub(crate) const LUA: Area = Area {
+    name: "scaling",
+    helpers: &[],
+    functions: &[
+        ("put_scaling_policy", include_str!("scaling/put.lua"), false),
+        ("delete_scaling_policy", include_str!("scaling/delete.lua"), false),
+        ("read_scaling_policies", include_str!("scaling/read.lua"), true),
+        ("record_scaling_pass", include_str!("scaling/decide.lua"), false),
+    ],
+};
 
 /// A policy as stored, with its evaluations by location.
 #[derive(Clone, Debug, PartialEq)]

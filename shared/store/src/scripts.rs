@@ -215,113 +215,37 @@ pub(crate) struct Library {
     pub(crate) source: String,
 }
 
-/// The helpers every function may call, in the order they build on each other.
-const HELPERS: [&str; 9] = [
-    include_str!("keys.lua"),
-    include_str!("fleets/lib.lua"),
-    include_str!("utilization/tally.lua"),
-    include_str!("pool/lib.lua"),
-    include_str!("processes/lib.lua"),
-    include_str!("sessions/lib.lua"),
-    include_str!("processes/lose.lua"),
-    include_str!("instances/lib.lua"),
-    include_str!("queues/lib.lua"),
-];
+/// One area's Lua: its helpers, which its own functions and those of the areas above it may call, and its
+/// functions: (its field in [`Scripts`], its body, which sees its keys and arguments as KEYS and ARGV, whether it
+/// only reads). Each area of the store lists its own (`LUA` in its module); the crate lists the areas in their
+/// order ([`crate::AREAS`]), which is the order their helpers load in.
+pub(crate) struct Area {
+    pub(crate) name: &'static str,
+    pub(crate) helpers: &'static [&'static str],
+    pub(crate) functions: &'static [(&'static str, &'static str, bool)],
+}
 
-/// Every function: its field in [`Scripts`], its body (which sees its keys and arguments as KEYS and ARGV), and
-/// whether it only reads.
-const FUNCTIONS: [(&str, &str, bool); 66] = [
-    ("create_fleet", include_str!("fleets/create.lua"), false),
-    ("add_fleet_locations", include_str!("fleets/add_locations.lua"), false),
-    ("write_fleet", include_str!("fleets/write.lua"), false),
-    ("update_fleet_capacity", include_str!("fleets/capacity.lua"), false),
-    ("register_game_server", include_str!("pool/register.lua"), false),
-    ("update_game_server", include_str!("pool/update.lua"), false),
-    ("deregister_game_server", include_str!("pool/deregister.lua"), false),
-    ("describe_game_server", include_str!("pool/describe.lua"), true),
-    ("list_game_servers", include_str!("pool/list.lua"), true),
-    (
-        "set_instance_status",
-        include_str!("pool/set_instance_status.lua"),
-        false,
-    ),
-    ("claim_game_server", include_str!("pool/claim.lua"), false),
-    ("expire_claims", include_str!("pool/expire_claims.lua"), false),
-    ("release_claim", include_str!("pool/release.lua"), false),
-    ("attach_process", include_str!("processes/attach.lua"), false),
-    ("detach_process", include_str!("processes/detach.lua"), false),
-    ("process_ready", include_str!("processes/ready.lua"), false),
-    ("heartbeats", include_str!("processes/heartbeats.lua"), false),
-    ("sweep_processes", include_str!("processes/sweep.lua"), false),
-    ("terminate_process", include_str!("processes/terminate.lua"), false),
-    ("process_ending", include_str!("processes/ending.lua"), false),
-    ("desired_state", include_str!("processes/desired.lua"), true),
-    ("create_game_session", include_str!("sessions/create.lua"), false),
-    ("activate_game_session", include_str!("sessions/activate.lua"), false),
-    ("update_game_session", include_str!("sessions/update.lua"), false),
-    ("terminate_game_session", include_str!("sessions/terminate.lua"), false),
-    ("end_game_session", include_str!("sessions/end_session.lua"), false),
-    (
-        "create_player_sessions",
-        include_str!("sessions/create_players.lua"),
-        false,
-    ),
-    (
-        "accept_player_session",
-        include_str!("sessions/accept_player.lua"),
-        false,
-    ),
-    (
-        "remove_player_session",
-        include_str!("sessions/remove_player.lua"),
-        false,
-    ),
-    ("sweep_sessions", include_str!("sessions/sweep.lua"), false),
-    ("read_sessions", include_str!("sessions/read.lua"), true),
-    ("page_sessions", include_str!("sessions/page.lua"), true),
-    ("search_sessions", include_str!("sessions/search.lua"), true),
-    ("read_events", include_str!("sessions/read_events.lua"), true),
-    ("delete_fleet", include_str!("sessions/delete_fleet.lua"), false),
-    (
-        "delete_fleet_locations",
-        include_str!("sessions/delete_locations.lua"),
-        false,
-    ),
-    (
-        "finish_fleet_deletion",
-        include_str!("sessions/finish_deletion.lua"),
-        false,
-    ),
-    ("fleets_now", include_str!("fleets/now.lua"), true),
-    ("poll_fleet_events", include_str!("fleets/poll_events.lua"), true),
-    ("take_lease", include_str!("instances/lease.lua"), false),
-    ("read_instances", include_str!("instances/read.lua"), true),
-    ("record_launch", include_str!("instances/launch.lua"), false),
-    ("record_launched", include_str!("instances/launched.lua"), false),
-    ("drain_instance", include_str!("instances/drain.lua"), false),
-    ("stop_instance", include_str!("instances/stop.lua"), false),
-    ("remove_instance", include_str!("instances/remove.lua"), false),
-    ("kill_instance", include_str!("instances/kill.lua"), false),
-    ("location_unhealthy", include_str!("instances/unhealthy.lua"), false),
-    ("read_utilization", include_str!("utilization/read.lua"), true),
-    ("placement_attempt", include_str!("sessions/placement.lua"), false),
-    ("create_queue", include_str!("queues/create.lua"), false),
-    ("write_queue", include_str!("queues/write.lua"), false),
-    ("delete_queue", include_str!("queues/delete.lua"), false),
-    ("claim_placement_id", include_str!("queues/claim_id.lua"), false),
-    ("start_placement", include_str!("queues/start.lua"), false),
-    ("record_attempt", include_str!("queues/attempt.lua"), false),
-    ("finish_placement", include_str!("queues/finish.lua"), false),
-    ("placement_done", include_str!("queues/done.lua"), false),
-    ("touch_requests", include_str!("queues/touch.lua"), false),
-    ("sweep_queue", include_str!("queues/sweep.lua"), false),
-    ("queue_metrics", include_str!("queues/metrics.lua"), true),
-    ("queues_now", include_str!("queues/now.lua"), true),
-    ("put_scaling_policy", include_str!("scaling/put.lua"), false),
-    ("delete_scaling_policy", include_str!("scaling/delete.lua"), false),
-    ("read_scaling_policies", include_str!("scaling/read.lua"), true),
-    ("record_scaling_pass", include_str!("scaling/decide.lua"), false),
-];
+/// The kernel's Lua: how a function reaches its fleet's keys, Redis's clock, replies and event trimming.
+pub(crate) const KERNEL: Area = Area {
+    name: "kernel",
+    helpers: &[include_str!("keys.lua")],
+    functions: &[],
+};
+
+/// Every function of the library, area by area.
+fn functions() -> impl Iterator<Item = &'static (&'static str, &'static str, bool)> {
+    crate::AREAS.iter().flat_map(|area| area.functions.iter())
+}
+
+/// The helpers as the library holds them: area by area, each area's headed by its name.
+fn helpers_source() -> String {
+    crate::AREAS
+        .iter()
+        .filter(|area| !area.helpers.is_empty())
+        .map(|area| format!("-- The {} area.\n{}", area.name, area.helpers.join("\n")))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
 
 /// The fleet keys a function declares at its top, `-- KEYS: k.pool, k.claims.` (the list may go on over the next
 /// comment lines, and ends with the sentence); none for a function that names its own KEYS.
@@ -372,8 +296,8 @@ fn state_table() -> String {
 static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
     let mut body = key_table();
     body.push_str(&state_table());
-    body.push_str(&HELPERS.join("\n"));
-    for (field, source, read_only) in FUNCTIONS {
+    body.push_str(&helpers_source());
+    for &(field, source, read_only) in functions() {
         let flags = if read_only { "{'no-writes'}" } else { "{}" };
         let names: Vec<String> = declared_keys(source).iter().map(|name| format!("'{name}'")).collect();
         // Prefixed, so that no function shadows a helper of the same name (end_game_session calls one).
@@ -399,8 +323,7 @@ pub(crate) fn library() -> &'static Library {
 
 static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
     let function = |field: &str| {
-        let (_, source, read_only) = FUNCTIONS
-            .iter()
+        let (_, source, read_only) = functions()
             .find(|(name, _, _)| *name == field)
             .expect("every script is a function of the library");
         LuaScript {
@@ -495,6 +418,77 @@ mod tests {
 
     use super::*;
 
+    /// Every helper of the library, in the order they load.
+    fn helpers() -> impl Iterator<Item = &'static &'static str> {
+        crate::AREAS.iter().flat_map(|area| area.helpers.iter())
+    }
+
+    /// The names of the helpers `sources` define (`local function name(`).
+    fn defined(sources: &[&str]) -> Vec<String> {
+        sources
+            .iter()
+            .flat_map(|source| {
+                format!("\n{}", code_of(source))
+                    .split("\nlocal function ")
+                    .skip(1)
+                    .filter_map(|rest| rest.split_once('(').map(|(name, _)| name.trim().to_owned()))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// Each call from an area's Lua (its helpers and functions) to a helper of an area after it, as a sentence.
+    fn up_calls(areas: &[&Area]) -> Vec<String> {
+        let mut found = Vec::new();
+        for (at, area) in areas.iter().enumerate() {
+            let code = area
+                .helpers
+                .iter()
+                .chain(area.functions.iter().map(|(_, source, _)| source))
+                .map(|source| code_of(source))
+                .collect::<Vec<_>>()
+                .join("\n");
+            for above in &areas[at + 1..] {
+                for helper in defined(above.helpers) {
+                    if calls(&code, &helper) {
+                        found.push(format!(
+                            "the {} area's Lua calls {helper}, a helper of the {} area above it",
+                            area.name, above.name
+                        ));
+                    }
+                }
+            }
+        }
+        found
+    }
+
+    #[test]
+    fn lua_calls_go_only_to_the_areas_below() {
+        assert_eq!(up_calls(&crate::AREAS), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_lua_call_up_a_layer_is_found() {
+        let below = Area {
+            name: "low",
+            helpers: &["-- Helps.\nlocal function low_help(k)\n  return high_help(k)\nend\n"],
+            functions: &[(
+                "f",
+                "-- high_help(k) in a comment is no call.\nreturn low_help(k)",
+                true,
+            )],
+        };
+        let above = Area {
+            name: "high",
+            helpers: &["local function high_help(k)\n  return 1\nend\n"],
+            functions: &[("g", "return low_help(k) + high_help(k)", true)],
+        };
+        assert_eq!(
+            up_calls(&[&below, &above]),
+            ["the low area's Lua calls high_help, a helper of the high area above it"]
+        );
+    }
+
     /// Where `name` is called in `code` (not as a field or a longer name's end).
     fn calls(code: &str, name: &str) -> bool {
         code.match_indices(&format!("{name}(")).any(|(at, _)| {
@@ -536,8 +530,7 @@ mod tests {
     /// The fixed fleet keys a function reaches, itself or through the helpers it calls.
     #[test]
     fn every_function_declares_exactly_the_fleet_keys_it_reaches() {
-        let helpers: Vec<(String, String)> = HELPERS
-            .iter()
+        let helpers: Vec<(String, String)> = helpers()
             .flat_map(|file| {
                 code_of(file)
                     .split("\nlocal function ")
@@ -555,7 +548,7 @@ mod tests {
             .filter(|(_, suffix)| !suffix.ends_with(':'))
             .map(|(name, _)| *name)
             .collect();
-        for (field, source, _) in FUNCTIONS {
+        for &(field, source, _) in functions() {
             let mut code = code_of(source);
             let mut seen = BTreeSet::new();
             while let Some((name, body)) = helpers
@@ -663,6 +656,7 @@ mod tests {
         "HAS_PENDING",
         "HELD",
         "LAPSED",
+        "KILLED",
         "LAUNCHED",
         "LIVE",
         "LOOK",
@@ -735,7 +729,7 @@ mod tests {
     #[test]
     fn every_state_a_function_names_comes_from_the_domain() {
         let states = berth_domain::stored::stored_names();
-        let sources = HELPERS.iter().chain(FUNCTIONS.iter().map(|(_, source, _)| source));
+        let sources = helpers().chain(functions().map(|(_, source, _)| source));
         for source in sources {
             let code = code_of(source);
             for word in capital_literals(&code) {

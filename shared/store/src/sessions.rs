@@ -8,21 +8,16 @@ use berth_domain::game_session::GameSessionRecord;
 use crate::codec::{game_session, unexpected};
 use crate::keys::FleetKeys;
 use crate::processes::Routing;
-use crate::scripts::scripts;
+use crate::scripts::{Area, scripts};
 use crate::sessions::placements::PlacementAttempt;
 use crate::{Store, StoreError};
 
 mod events;
-mod fleet_deletion;
 pub mod placements;
 mod players;
 mod reads;
 
 pub use events::{SessionEventEntry, Subject, game_session_data, read_events};
-pub(crate) use fleet_deletion::processes_told;
-pub use fleet_deletion::{
-    Deleted, DeletionsFinished, LocationsDeleted, delete_fleet, delete_locations, finish_fleet_deletion,
-};
 pub use players::{
     Accepted, NewPlayer, PlayersCreated, Removed, accept_player_session, create_player_sessions, remove_player_session,
 };
@@ -31,8 +26,41 @@ pub use reads::{
     search_chunk, search_count,
 };
 
+/// This area's Lua: its helpers, which the areas above it may call too, and its functions.
+pub(crate) const LUA: Area = Area {
+    name: "sessions",
+    helpers: &[include_str!("sessions/lib.lua")],
+    functions: &[
+        ("create_game_session", include_str!("sessions/create.lua"), false),
+        ("activate_game_session", include_str!("sessions/activate.lua"), false),
+        ("update_game_session", include_str!("sessions/update.lua"), false),
+        ("end_game_session", include_str!("sessions/end_session.lua"), false),
+        (
+            "create_player_sessions",
+            include_str!("sessions/create_players.lua"),
+            false,
+        ),
+        (
+            "accept_player_session",
+            include_str!("sessions/accept_player.lua"),
+            false,
+        ),
+        (
+            "remove_player_session",
+            include_str!("sessions/remove_player.lua"),
+            false,
+        ),
+        ("sweep_sessions", include_str!("sessions/sweep.lua"), false),
+        ("read_sessions", include_str!("sessions/read.lua"), true),
+        ("page_sessions", include_str!("sessions/page.lua"), true),
+        ("search_sessions", include_str!("sessions/search.lua"), true),
+        ("read_events", include_str!("sessions/read_events.lua"), true),
+        ("placement_attempt", include_str!("sessions/placement.lua"), false),
+    ],
+};
+
 /// Decodes `{outcome, now_ms, replica, version, detail, session fields...}`.
-fn routed_session(
+pub(crate) fn routed_session(
     script: &str,
     raw: &[String],
 ) -> Result<(String, Routing, String, Option<GameSessionRecord>), StoreError> {
@@ -323,39 +351,6 @@ pub async fn update_game_session(
         "BELOW_COUNT" => Updated::BelowCount(number(&detail)?),
         "ABOVE_SERVER" => Updated::AboveServer(number(&detail)?),
         "TOO_MANY_PROPERTIES" => Updated::TooManyProperties(number(&detail)? as usize),
-        other => return Err(unexpected(SCRIPT, other)),
-    })
-}
-
-/// The outcome of TerminateGameSession.
-#[derive(Debug)]
-pub enum Terminated {
-    /// TERMINATED (forced) or TERMINATING (triggered); the hosting process (id, routing) is to be told.
-    Done(Box<GameSessionRecord>, String, Routing),
-    NotFound,
-    /// It had ended already, as it stands.
-    Ended(Box<GameSessionRecord>),
-}
-
-/// Ends a game session on request: at once (`force`) or through its server within the fleet's grace period.
-pub async fn terminate_game_session(
-    store: &Store,
-    fleet_id: &str,
-    game_session_id: &str,
-    force: bool,
-) -> Result<Terminated, StoreError> {
-    const SCRIPT: &str = "terminate_game_session";
-    let keys = FleetKeys::new(fleet_id);
-    let mut call = scripts().terminate_game_session.for_fleet(&keys);
-    call.arg(game_session_id).arg(if force { "FORCE" } else { "TRIGGER" });
-    let raw: Vec<String> = store.invoke(&call).await?;
-    let (outcome, routing, server, session) = routed_session(SCRIPT, &raw)?;
-    let present =
-        |session: Option<GameSessionRecord>| session.map(Box::new).ok_or_else(|| unexpected(SCRIPT, &outcome));
-    Ok(match outcome.as_str() {
-        "TERMINATED" | "TERMINATING" => Terminated::Done(present(session)?, server, routing),
-        "ENDED" => Terminated::Ended(present(session)?),
-        "NOT_FOUND" => Terminated::NotFound,
         other => return Err(unexpected(SCRIPT, other)),
     })
 }

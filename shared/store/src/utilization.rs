@@ -1,5 +1,5 @@
 //! The live counts of a fleet's locations (GetFleetUtilization, and the autoscaler's inputs). The scripts of every
-//! other area keep them as they change states (`utilization/tally.lua`), so reading them is a few hashes whatever
+//! other area keep them as they change states (`fleets/tally.lua`), so reading them is a few hashes whatever
 //! the fleet's size: no scan, no recount.
 
 use std::collections::BTreeMap;
@@ -8,8 +8,15 @@ use redis::Value;
 
 use crate::codec::{outcome_detail, strings, unexpected};
 use crate::keys::FleetKeys;
-use crate::scripts::scripts;
+use crate::scripts::{Area, scripts};
 use crate::{Store, StoreError};
+
+/// This area's Lua: its helpers, which the areas above it may call too, and its functions.
+pub(crate) const LUA: Area = Area {
+    name: "utilization",
+    helpers: &[],
+    functions: &[("read_utilization", include_str!("utilization/read.lua"), true)],
+};
 
 /// What one location's tally holds (or the sum over locations).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

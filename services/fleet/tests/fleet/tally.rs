@@ -32,7 +32,7 @@ use berth_store::keys::FleetKeys;
 use berth_store::processes::{self, Attach, Attached, Heartbeat, ProcessRef, Timings};
 use berth_store::sessions::{self, Created, EventRetention, GameSessionChange, NewGameSession, SessionTimings};
 use berth_store::utilization::{Tally, UtilizationRead, read_utilization};
-use berth_store::{RedisConfig, Store, fleets, pool};
+use berth_store::{RedisConfig, Store, endings, fleets, pool};
 use berth_testkit::{TestRedis, set_fleet_settings};
 use rand::rngs::StdRng;
 use rand::{Rng as _, SeedableRng};
@@ -992,7 +992,7 @@ impl Run {
                     }
                 }
                 let timings = self.timings(store).await;
-                let outcome = processes::record_heartbeats(store, FLEET, &beats, &timings)
+                let outcome = endings::record_heartbeats(store, FLEET, &beats, &timings)
                     .await
                     .unwrap();
                 let said: Vec<_> = beats
@@ -1009,7 +1009,7 @@ impl Run {
                     TerminationReason::Maintenance,
                 ]);
                 let grace_ms = self.settings(store).await.termination_grace_ms;
-                let outcome = processes::terminate(store, FLEET, &id, reason).await.unwrap();
+                let outcome = endings::terminate(store, FLEET, &id, reason).await.unwrap();
                 format!("terminate {id} {reason:?} within {grace_ms} ms: {}", variant(&outcome))
             }
             Action::ProcessEnding => {
@@ -1026,16 +1026,14 @@ impl Run {
                     game_server_id: &id,
                     registration_id: &registration,
                 };
-                let ended = processes::process_ending(store, &process, "done").await.unwrap();
+                let ended = endings::process_ending(store, &process, "done").await.unwrap();
                 format!("process ending {id} ({registration}): {ended}")
             }
             Action::SweepProcesses => {
                 let timings = self.timings(store).await;
                 let heartbeats = self.rng.chance(80);
                 let answered_ms = if heartbeats { u64::MAX } else { 0 };
-                let swept = processes::sweep(store, FLEET, 100, &timings, answered_ms)
-                    .await
-                    .unwrap();
+                let swept = endings::sweep(store, FLEET, 100, &timings, answered_ms).await.unwrap();
                 let lost: Vec<_> = swept.lost.iter().map(|lost| lost.game_server_id.as_str()).collect();
                 format!("sweep processes (heartbeats {heartbeats}): lost {lost:?}")
             }
@@ -1135,7 +1133,7 @@ impl Run {
                 };
                 let force = self.rng.chance(40);
                 self.settings(store).await;
-                let outcome = sessions::terminate_game_session(store, FLEET, &sid, force)
+                let outcome = endings::terminate_game_session(store, FLEET, &sid, force)
                     .await
                     .unwrap();
                 format!("terminate {sid} (force {force}): {}", variant(&outcome))

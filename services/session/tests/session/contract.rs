@@ -319,7 +319,7 @@ async fn the_rule_for_taking_players_reads_the_same_in_the_store_and_in_replies(
     cases.push(("ended", ended, false));
     let ending = active_session(&stack, &ending_server, &mut ending_events, at("other", 2)).await;
     let reason = berth_domain::stored::TerminationReason::ScaleIn;
-    berth_store::processes::terminate(&stack.store, FLEET, "gs-2", reason)
+    berth_store::endings::terminate(&stack.store, FLEET, "gs-2", reason)
         .await
         .unwrap();
     cases.push(("its server told to end", ending, false));

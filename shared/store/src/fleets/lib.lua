@@ -5,7 +5,7 @@
 -- (raised by every change of configuration), c_ms, u_ms, ret_ms (how long its events are kept), locs (its
 -- locations' names, home first, separated by spaces), lver (the last location version given), mca (its most
 -- concurrent game-session activations per instance, 0 for no limit, which its locations' tallies count with: see
--- utilization/tally.lua), and per location the fields l:<location>:<name> (see
+-- fleets/tally.lua), and per location the fields l:<location>:<name> (see
 -- loc_field): status, msg, st_ms, min, max, desired (instances), cfg (its standby and instance-type viabilities, as
 -- the contract's FleetLocation), susp (1 while autoscaling is suspended there), c_ms, ver (raised from lver by every
 -- change of its cfg or susp, so that a version is never given twice, even to a location removed and added again),

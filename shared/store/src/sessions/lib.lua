@@ -1,5 +1,5 @@
--- Helpers of the session scripts, and of the process scripts that end sessions (prepended after the process
--- helpers).
+-- Helpers of the session scripts (loaded after the process helpers; the endings area above uses them to end the
+-- sessions of processes that end).
 --
 -- The session keys (named in keys.rs, reached as k.<name>; all in the fleet's slot) and what they hold:
 --   gsess:<id>          a game session: id, fleet, loc, server, inst, ip, dns, port, status, reason, c_ms,
@@ -30,7 +30,6 @@
 --   sevents             stream of session events: type, t (ms), kind (g | p), then the record's fields (a player
 --                       session's with its game session's loc, ip, dns and port)
 
-local function gkey(k, sid) return k.gsess .. sid end
 
 -- A placement's attempts in this fleet (placements.rs): attempt n in a location creates its session under token
 -- `placement:<id>:<n>:<location>`, and once an attempt is refused, looked up or given up without a session, the
@@ -58,7 +57,6 @@ local function track_room(k, id)
     place(k, k.hosting, k.lhosting, id, nil)
   end
 end
-local function pkey(k, psid) return k.psess .. psid end
 
 -- Puts a game session in one location's index of sessions with room (`prefix` that location's index prefix), or
 -- takes it out.

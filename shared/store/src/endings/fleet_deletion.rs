@@ -1,12 +1,11 @@
-//! Deleting a fleet or some of its locations: it reads the fleet's sessions and tells its processes to end, so it
-//! lives in the top area.
+//! Deleting a fleet or some of its locations: it reads the fleet's sessions and tells its processes to end.
 
 use berth_domain::stored::FleetStatus;
 use redis::Value;
 
 use crate::codec::{outcome_detail, unexpected};
 use crate::keys::FleetKeys;
-use crate::processes::Routing;
+use crate::processes::{Routing, processes_told};
 use crate::scripts::scripts;
 use crate::{Store, StoreError};
 
@@ -86,18 +85,6 @@ pub async fn delete_locations(
         "HOME" => LocationsDeleted::Home(detail),
         other => return Err(unexpected(SCRIPT, other)),
     })
-}
-
-/// The processes a deletion told to terminate: `{id, replica, version}` each.
-pub(crate) fn processes_told(script: &str, told: &[Value]) -> Result<Vec<(String, Routing)>, StoreError> {
-    told.iter()
-        .map(|process| {
-            let [id, replica, version] = redis::from_redis_value_ref::<[String; 3]>(process)
-                .map_err(|_| unexpected(script, "a malformed process"))?;
-            let version = version.parse().map_err(|_| unexpected(script, &version))?;
-            Ok((id, Routing { replica, version }))
-        })
-        .collect()
 }
 
 /// What a sweep of a fleet's deletions finished.

@@ -1,5 +1,6 @@
--- Live counts of a fleet's locations, for GetFleetUtilization (prepended after the fleet helpers, before every
--- helper that changes a game server, an instance or a game session).
+-- Live counts of a fleet's locations, for GetFleetUtilization: part of the fleets area (loaded after its other
+-- helpers), below every area whose scripts change a game server, an instance or a game session and keep the
+-- counts as they go; the utilization area above them only reads them.
 --
 -- Each location has a hash k.tally .. <location> of counts that the scripts changing states keep true as they go,
 -- so that reading them costs the same with 20 servers or 20,000. A record keeps its share of the counts in its

@@ -1,4 +1,4 @@
--- Deletes a fleet (DeleteFleet), in the top area since it reads the fleet's sessions and ends its processes.
+-- Deletes a fleet (DeleteFleet): it reads the fleet's sessions and ends its processes.
 -- Refused while game sessions are ACTIVATING, ACTIVE or TERMINATING (every session not yet ended) unless forced.
 -- The fleet becomes DELETING, and each of its processes still running is told to terminate (FLEET_DELETED) within
 -- the termination grace: its sessions take no new players and end with it. The fleet becomes TERMINATED once no

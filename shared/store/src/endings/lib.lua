@@ -1,5 +1,6 @@
--- The end of a process that did not end itself, asked or declared lost (prepended after the session helpers,
--- whose sessions it ends or closes).
+-- Helpers of the endings area: how processes end, asked, declared lost or with their fleet or location deleted.
+-- Ending a process ends or closes its game sessions, so this area sits above both processes and sessions (its
+-- helpers load after theirs), and the areas above it (instances) end processes through it.
 
 -- Declares a process lost (silent, unhealthy, not ready in time, or deaf to a terminate): it is retired, its
 -- sessions end (FLEET_DELETED rather than FORCE_TERMINATED when it was told to end for a deletion), it is told to
