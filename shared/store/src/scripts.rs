@@ -662,6 +662,7 @@ mod tests {
         "GONE",
         "HAS_PENDING",
         "HELD",
+        "KILLED",
         "LAPSED",
         "LAUNCHED",
         "LIVE",
