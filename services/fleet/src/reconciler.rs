@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use berth_domain::fleet::FleetRecord;
 use berth_domain::fleet::reconcile::{
@@ -16,6 +16,7 @@ use berth_domain::fleet::reconcile::{
 use berth_domain::stored::{FleetEventCode, FleetStatus, LocationStatus, ProcessState};
 use berth_proto::fleet::v1 as pb;
 use berth_runtime::auth::{Role, TokenKey};
+use berth_runtime::sync::lock;
 use berth_store::instances::{self, Acted, InstanceRecord, Lease, Leased, Removal, ServerRecord, Stop};
 use berth_store::processes::{self, Routing};
 use berth_store::{Store, StoreError, fleets};
@@ -164,11 +165,11 @@ impl Reconciler {
     }
 
     fn leases(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), String>> {
-        self.leases.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.leases)
     }
 
     fn failures(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Failures>> {
-        self.failures.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.failures)
     }
 
     async fn reconcile(
