@@ -22,7 +22,7 @@ use berth_store::scaling::{self as store, Pass};
 use berth_store::utilization::{UtilizationRead, read_utilization};
 use berth_store::{Store, StoreError};
 
-use crate::utilization::location_utilization;
+use berth_domain::fleet::utilization::location_utilization;
 use webhook::Webhooks;
 
 /// The autoscaler of the locations this replica holds.
