@@ -108,6 +108,8 @@ pub struct Scripts {
     pub remove_instance: LuaScript,
     /// Records the kill of a stopping instance.
     pub kill_instance: LuaScript,
+    /// Records that the provisioner could not stop an instance.
+    pub instance_stop_failed: LuaScript,
     /// Marks a location UNHEALTHY.
     pub location_unhealthy: LuaScript,
     /// Reads the live counts of a fleet's locations.
@@ -230,7 +232,7 @@ const HELPERS: [&str; 9] = [
 
 /// Every function: its field in [`Scripts`], its body (which sees its keys and arguments as KEYS and ARGV), and
 /// whether it only reads.
-const FUNCTIONS: [(&str, &str, bool); 66] = [
+const FUNCTIONS: [(&str, &str, bool); 67] = [
     ("create_fleet", include_str!("fleets/create.lua"), false),
     ("add_fleet_locations", include_str!("fleets/add_locations.lua"), false),
     ("write_fleet", include_str!("fleets/write.lua"), false),
@@ -302,6 +304,7 @@ const FUNCTIONS: [(&str, &str, bool); 66] = [
     ("stop_instance", include_str!("instances/stop.lua"), false),
     ("remove_instance", include_str!("instances/remove.lua"), false),
     ("kill_instance", include_str!("instances/kill.lua"), false),
+    ("instance_stop_failed", include_str!("instances/stop_failed.lua"), false),
     ("location_unhealthy", include_str!("instances/unhealthy.lua"), false),
     ("read_utilization", include_str!("utilization/read.lua"), true),
     ("placement_attempt", include_str!("sessions/placement.lua"), false),
@@ -456,6 +459,7 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
         stop_instance: function("stop_instance"),
         remove_instance: function("remove_instance"),
         kill_instance: function("kill_instance"),
+        instance_stop_failed: function("instance_stop_failed"),
         location_unhealthy: function("location_unhealthy"),
         read_utilization: function("read_utilization"),
         release_claim: function("release_claim"),
