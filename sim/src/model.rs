@@ -5,6 +5,7 @@
 
 use std::collections::VecDeque;
 
+use berth_domain::fleet::utilization::{Tally, location_utilization};
 use berth_proto::fleet::v1 as pb;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -146,47 +147,35 @@ impl Location {
         }
     }
 
-    /// The location's utilization now, as GetFleetUtilization reports it.
+    /// The location's utilization now, as GetFleetUtilization reports it: the fleet service's own formulas over
+    /// the counts of [`Location::tally`].
     pub fn utilization(&self, now_ms: i64) -> pb::LocationUtilization {
+        location_utilization("sim", &self.tally(now_ms), now_ms as u64)
+    }
+
+    /// What the store's tally would hold for the location now: an instance is pending until its start-up time has
+    /// passed and active after; a ready server hosting a session is utilized, one without is available with a free
+    /// slot; no server is ever unhealthy, draining or stopping here.
+    pub fn tally(&self, now_ms: i64) -> Tally {
         let (ready, starting): (Vec<&Instance>, Vec<&Instance>) =
             self.instances.iter().partition(|i| i.ready_ms <= now_ms);
-        let busy: u32 = ready.iter().map(|i| i.busy() as u32).sum();
-        let servers: u32 = ready.iter().map(|i| i.hosting.len() as u32).sum();
-        let available = servers - busy;
-        let idle = ready.iter().filter(|i| i.busy() == 0).count() as u32;
-        let percent = |part: u32, whole: u32| {
-            if whole == 0 {
-                0.0
-            } else {
-                f64::from(part) * 100.0 / f64::from(whole)
-            }
-        };
-        let waited: i64 = self.waiting.iter().map(|arrived| now_ms - arrived).sum();
-        pb::LocationUtilization {
-            location: "sim".into(),
-            instance_counts: Some(pb::InstanceCounts {
-                desired: self.instances.len() as u32,
-                pending: starting.len() as u32,
-                active: ready.len() as u32,
-                idle,
-                ..Default::default()
-            }),
-            game_server_counts: Some(pb::GameServerCounts {
-                launching: starting.iter().map(|i| i.hosting.len() as u32).sum(),
-                available,
-                utilized: busy,
-                ..Default::default()
-            }),
-            active_server_processes: servers,
-            active_game_sessions: busy,
-            available_game_sessions: available,
-            percent_available_game_sessions: percent(available, servers),
-            concurrent_activatable_game_sessions: available,
-            percent_idle_instances: percent(idle, ready.len() as u32),
-            percent_utilized_game_servers: percent(busy, servers),
-            queue_depth: self.waiting.len() as u32,
-            wait_time_ms: u64::try_from(waited / (self.waiting.len().max(1) as i64)).unwrap_or(0),
-            ..Default::default()
+        let busy: usize = ready.iter().map(|i| i.busy()).sum();
+        let servers: usize = ready.iter().map(|i| i.hosting.len()).sum();
+        let available = (servers - busy) as u64;
+        Tally {
+            desired_instances: self.instances.len() as u64,
+            pending_instances: starting.len() as u64,
+            active_instances: ready.len() as u64,
+            idle_instances: ready.iter().filter(|i| i.busy() == 0).count() as u64,
+            launching: starting.iter().map(|i| i.hosting.len() as u64).sum(),
+            available,
+            utilized: busy as u64,
+            free_slots: available,
+            activatable_sessions: available,
+            active_sessions: busy as u64,
+            waiting: self.waiting.len() as u64,
+            waited_ms: self.waiting.iter().map(|arrived| (now_ms - arrived) as u64).sum(),
+            ..Tally::default()
         }
     }
 }
@@ -226,6 +215,59 @@ mod tests {
         }
         assert_eq!(location.outcome.timed_out, 1);
         assert_eq!(location.utilization(200_000).queue_depth, 0);
+    }
+
+    /// The counts the fleet service's store would hold for the model's state, and the utilization the service
+    /// reports from them: a simulator that counted or computed a figure its own way would fail here.
+    #[test]
+    fn utilization_reads_as_the_fleet_service_reports_it_from_the_same_counts() {
+        let mut location = Location::new(settings(), 1);
+        location.follow(4, 0);
+        // Five placements while the instances start: they wait, then fill the first instances in order.
+        location.step(50_000, 10_000, 30.0);
+        location.step(60_000, 10_000, 0.0);
+        location.follow(5, 60_000);
+        let packed = Tally {
+            desired_instances: 5,
+            pending_instances: 1,
+            active_instances: 4,
+            idle_instances: 1,
+            launching: 2,
+            available: 3,
+            utilized: 5,
+            free_slots: 3,
+            activatable_sessions: 3,
+            active_sessions: 5,
+            ..Tally::default()
+        };
+        assert_eq!(location.tally(60_000), packed);
+        let seen = location.utilization(60_000);
+        assert_eq!(seen, location_utilization("sim", &packed, 60_000));
+        assert_eq!(
+            (
+                seen.percent_available_game_sessions,
+                seen.percent_utilized_game_servers,
+                seen.percent_idle_instances
+            ),
+            (37.5, 62.5, 25.0)
+        );
+        // Five more than the three free servers take: two wait, 10 s each by 80 s.
+        location.step(70_000, 10_000, 30.0);
+        let full = Tally {
+            idle_instances: 0,
+            available: 0,
+            utilized: 8,
+            free_slots: 0,
+            activatable_sessions: 0,
+            active_sessions: 8,
+            waiting: 2,
+            waited_ms: 20_000,
+            ..packed
+        };
+        assert_eq!(location.tally(80_000), full);
+        let seen = location.utilization(80_000);
+        assert_eq!(seen, location_utilization("sim", &full, 80_000));
+        assert_eq!((seen.queue_depth, seen.wait_time_ms), (2, 10_000));
     }
 
     #[test]

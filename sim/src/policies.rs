@@ -141,19 +141,17 @@ impl<'a> Autoscaler<'a> {
         };
         let due = pass::due(&at, &inputs);
         let passed = pass::pass(&at, &inputs, &due, |_| None);
-        for (index, state, _) in passed.evaluated {
-            self.states[index] = state;
+        for (index, state, _) in &passed.evaluated {
+            self.states[*index] = state.clone();
         }
-        self.location = passed.state;
-        let Some(decision) = passed.decision else {
+        self.location = passed.state.clone();
+        let Some(change) = passed.change(capacity.desired) else {
             return capacity.desired;
         };
-        if decision.desired != capacity.desired
-            && let Some(winner) = self.contender.policies.iter().position(|p| p.name == decision.winner.0)
-        {
-            // As the fleet service's script records when a proposal won and changed the count (the cool-down's start).
+        // As the fleet service's script records when a proposal won and changed the count (the cool-down's start).
+        if let Some(winner) = self.contender.policies.iter().position(|p| p.name == change.winner.0) {
             self.states[winner].acted_ms = Some(now_ms);
         }
-        decision.desired
+        change.desired
     }
 }

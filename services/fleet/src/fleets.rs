@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use berth_domain::fleet::check::{self, capacity_out_of_order};
 use berth_domain::fleet::defaults;
+use berth_domain::fleet::utilization::fleet_utilization;
 use berth_domain::fleet::{FleetRecord, LocationRecord};
 use berth_domain::game_server::timestamp;
 use berth_domain::page_token::{digest, issue, redeem};
@@ -20,7 +21,7 @@ use berth_store::utilization::{UtilizationRead, read_utilization};
 use tonic::{Request, Response, Status};
 
 use crate::Context;
-use crate::utilization::{fleet_utilization, location_with_counts, with_counts};
+use crate::utilization::{location_with_counts, with_counts};
 
 /// The FleetService handlers.
 pub struct Fleets {
@@ -597,7 +598,7 @@ impl FleetService for Fleets {
         check::check_utilization(&req)?;
         match read_utilization(&self.context.store, &req.fleet_id, &req.location).await? {
             UtilizationRead::Read(read) => Ok(Response::new(pb::GetFleetUtilizationResponse {
-                utilization: Some(fleet_utilization(&req.fleet_id, &read)),
+                utilization: Some(fleet_utilization(&req.fleet_id, &read.locations, read.now_ms)),
             })),
             UtilizationRead::NotFound => Err(not_found(&req.fleet_id)),
             UtilizationRead::NoLocation => Err(Status::not_found(format!(

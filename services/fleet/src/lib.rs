@@ -4,8 +4,8 @@
 //! computed from a record is written only if what it was computed from (the revision, a location's version) has not
 //! moved, and one replica at a time reconciles a location, under its lease. A deleted fleet's (or location's)
 //! processes are told to terminate, and a background sweep turns it TERMINATED (removes it) once the last is gone.
-//! Fleet events are also streamed to watchers (`watch.rs`), live counts read (`utilization.rs`), and
-//! ScalingService is the autoscaler's.
+//! Fleet events are also streamed to watchers (`watch.rs`), live counts shown on the records (`utilization.rs`;
+//! their figures are `berth_domain::fleet::utilization`'s), and ScalingService is the autoscaler's.
 
 mod autoscaler;
 mod fleets;

@@ -7,6 +7,7 @@ use std::collections::hash_map::Entry as Slot;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use berth_runtime::sync::lock;
 use berth_store::processes::HeartbeatSettings;
 use tokio::sync::mpsc;
 
@@ -60,7 +61,7 @@ impl Streams {
         commands: mpsc::Sender<Command>,
     ) -> u64 {
         let generation = self.generations.fetch_add(1, Ordering::Relaxed);
-        let mut entries = self.entries.lock().expect("streams lock");
+        let mut entries = lock(&self.entries);
         let entry = Entry {
             generation,
             attach,
@@ -87,7 +88,7 @@ impl Streams {
 
     /// Forgets a stream, unless a newer one of the same process replaced it.
     pub(crate) fn remove(&self, fleet_id: &str, game_server_id: &str, generation: u64) {
-        let mut entries = self.entries.lock().expect("streams lock");
+        let mut entries = lock(&self.entries);
         let key = key(fleet_id, game_server_id);
         if entries.get(&key).is_some_and(|entry| entry.generation == generation) {
             entries.remove(&key);
@@ -98,7 +99,7 @@ impl Streams {
     /// Tells the process's stream task, if this replica holds it. A full queue drops the command: announcements
     /// are repeated by the next heartbeat's ack, so none is lost for long.
     pub(crate) fn tell(&self, fleet_id: &str, game_server_id: &str, command: Command) -> bool {
-        let entries = self.entries.lock().expect("streams lock");
+        let entries = lock(&self.entries);
         match entries.get(&key(fleet_id, game_server_id)) {
             Some(entry) => entry.commands.try_send(command).is_ok(),
             None => false,

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use berth_runtime::sync::lock;
 use berth_store::keys::placed_channel;
 use berth_store::sessions::placements::parse_activated;
 use berth_store::{RedisConfig, Subscription};
@@ -31,7 +32,7 @@ impl Activations {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Notify>>> {
-        self.waiting.lock().expect("activations lock")
+        lock(&self.waiting)
     }
 
     fn activated(&self, game_session_id: &str) {

@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use berth_runtime::sync::lock;
 use berth_store::queues::placements::{self as store, Request};
 use berth_store::{RedisConfig, Store};
 use tokio::sync::{Semaphore, mpsc, watch};
@@ -87,10 +88,10 @@ async fn work_queue(placer: Arc<Placer>, queue_name: String, settings: WorkerSet
         tokio::select! {
             Some(batch) = taken.recv() => requests = batch,
             _ = maintenance.tick() => {
-                let entries: Vec<String> = held.lock().expect("held lock").keys().cloned().collect();
+                let entries: Vec<String> = lock(&held).keys().cloned().collect();
                 match store::touch_requests(&placer.store, &queue_name, &placer.replica, &entries).await {
                     Ok(gone) => {
-                        let mut held = held.lock().expect("held lock");
+                        let mut held = lock(&held);
                         for entry in gone {
                             if let Some(task) = held.remove(&entry) {
                                 task.abort();
@@ -119,7 +120,7 @@ async fn work_queue(placer: Arc<Placer>, queue_name: String, settings: WorkerSet
             Some(_) = tasks.join_next() => {}
         }
         for request in requests {
-            let mut holding = held.lock().expect("held lock");
+            let mut holding = lock(&held);
             if holding.contains_key(&request.entry) {
                 continue;
             }
@@ -135,7 +136,7 @@ async fn work_queue(placer: Arc<Placer>, queue_name: String, settings: WorkerSet
                 let _room = room.acquire_owned().await;
                 let entry = request.entry.clone();
                 placing::run(placer, queue_name, views, request).await;
-                held.lock().expect("held lock").remove(&entry);
+                lock(&held).remove(&entry);
             });
             holding.insert(entry, task);
         }

@@ -9,6 +9,7 @@ pub mod check;
 pub mod parameters;
 pub mod reconcile;
 pub mod settings;
+pub mod utilization;
 
 use berth_proto::fleet::v1 as pb;
 

@@ -408,6 +408,7 @@ stored! {
         ServerProcessForceTerminated = "SERVER_PROCESS_FORCE_TERMINATED" => ServerProcessForceTerminated,
         GameSessionActivationTimeout = "GAME_SESSION_ACTIVATION_TIMEOUT" => GameSessionActivationTimeout,
         ServerProcessTerminated = "SERVER_PROCESS_TERMINATED" => ServerProcessTerminated,
+        InstanceStopFailed = "INSTANCE_STOP_FAILED" => InstanceStopFailed,
     }
 }
 

@@ -13,6 +13,8 @@ use berth_store::{Store, StoreError};
 use futures::FutureExt;
 use tokio::task::JoinHandle;
 
+use crate::sync::lock;
+
 /// The background tasks of one service. Dropping it stops them.
 #[derive(Default)]
 pub struct Background {
@@ -28,7 +30,7 @@ impl Background {
     /// Runs `work` until the service stops: a listener, a writer, a loop of its own.
     pub fn spawn(&self, work: impl Future<Output = ()> + Send + 'static) {
         let task = tokio::spawn(work);
-        self.tasks.lock().expect("background lock").push(task);
+        lock(&self.tasks).push(task);
     }
 
     /// Runs `sweep` every `every` until the service stops; a sweep that fails or panics is logged and tried again
@@ -54,7 +56,7 @@ impl Background {
 
     /// Stops every task.
     pub fn stop(&self) {
-        for task in self.tasks.lock().expect("background lock").drain(..) {
+        for task in lock(&self.tasks).drain(..) {
             task.abort();
         }
     }

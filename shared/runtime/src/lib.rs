@@ -1,7 +1,8 @@
 //! What every Berth service shares at run time: its configuration ([`config`]), logs and traces
 //! ([`telemetry`]), Prometheus metrics ([`metrics`]), bearer-token authentication ([`auth`]), its background work
 //! ([`background`]), the resumable watches of its fleets' event streams ([`watch`]) and the gRPC server around its
-//! routes ([`server`]): health, reflection, the auth and metrics edge, graceful shutdown.
+//! routes ([`server`]): health, reflection, the auth and metrics edge, graceful shutdown; and the one poisoning
+//! policy of their locks ([`sync`]).
 
 pub mod auth;
 pub mod background;
@@ -10,6 +11,7 @@ pub mod deadline;
 mod edge;
 pub mod metrics;
 pub mod server;
+pub mod sync;
 pub mod telemetry;
 pub mod watch;
 

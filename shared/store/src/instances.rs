@@ -26,6 +26,7 @@ pub(crate) const LUA: Area = Area {
         ("stop_instance", include_str!("instances/stop.lua"), false),
         ("remove_instance", include_str!("instances/remove.lua"), false),
         ("kill_instance", include_str!("instances/kill.lua"), false),
+        ("instance_stop_failed", include_str!("instances/stop_failed.lua"), false),
         ("location_unhealthy", include_str!("instances/unhealthy.lua"), false),
     ],
 };
@@ -305,6 +306,47 @@ pub async fn kill_instance(
     let mut call = leased.call(&scripts().kill_instance);
     call.arg(instance_id).arg(message);
     act(store, "kill_instance", &call, "KILLED").await
+}
+
+/// What the provisioner could not do to an instance.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopRequest {
+    /// Ask its processes to exit.
+    Stop,
+    /// Kill them, at the instance's kill time.
+    Kill,
+}
+
+impl StopRequest {
+    /// The request's name: `stop` or `kill`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopRequest::Stop => "stop",
+            StopRequest::Kill => "kill",
+        }
+    }
+}
+
+/// Records that the provisioner could not carry out `request` for an instance: an INSTANCE_STOP_FAILED event with
+/// `message`, the first time only for each instance and request (`Done(false)` after).
+pub async fn instance_stop_failed(
+    store: &Store,
+    leased: &Leased<'_>,
+    instance_id: &str,
+    request: StopRequest,
+    message: &str,
+) -> Result<Acted<bool>, StoreError> {
+    const SCRIPT: &str = "instance_stop_failed";
+    let mut call = leased.call(&scripts().instance_stop_failed);
+    call.arg(instance_id).arg(request.as_str()).arg(message);
+    let raw: Vec<String> = store.invoke(&call).await?;
+    match raw.first().map(String::as_str) {
+        Some("RECORDED") => Ok(Acted::Done(true)),
+        Some("UNCHANGED") => Ok(Acted::Done(false)),
+        Some("FENCED") => Ok(Acted::Fenced),
+        Some("GONE") => Ok(Acted::Gone),
+        other => Err(unexpected(SCRIPT, format!("{other:?}"))),
+    }
 }
 
 async fn told(

@@ -108,6 +108,8 @@ pub struct Scripts {
     pub remove_instance: LuaScript,
     /// Records the kill of a stopping instance.
     pub kill_instance: LuaScript,
+    /// Records that the provisioner could not stop an instance.
+    pub instance_stop_failed: LuaScript,
     /// Marks a location UNHEALTHY.
     pub location_unhealthy: LuaScript,
     /// Reads the live counts of a fleet's locations.
@@ -379,6 +381,7 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
         stop_instance: function("stop_instance"),
         remove_instance: function("remove_instance"),
         kill_instance: function("kill_instance"),
+        instance_stop_failed: function("instance_stop_failed"),
         location_unhealthy: function("location_unhealthy"),
         read_utilization: function("read_utilization"),
         release_claim: function("release_claim"),
@@ -655,8 +658,8 @@ mod tests {
         "GONE",
         "HAS_PENDING",
         "HELD",
-        "LAPSED",
         "KILLED",
+        "LAPSED",
         "LAUNCHED",
         "LIVE",
         "LOOK",

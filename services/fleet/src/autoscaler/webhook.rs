@@ -7,13 +7,14 @@
 //! holds a location's reconciling up.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use berth_domain::fleet::check::INSTANCES_MAX;
 use berth_domain::scaling::policy::WebhookAnswer;
 use berth_proto::fleet::v1 as pb;
 use berth_proto::json;
+use berth_runtime::sync::lock;
 
 /// Which call: the fleet, the location, the policy and its revision (a policy replaced meanwhile asks again).
 pub(crate) type Asking = (String, String, String, u64);
@@ -40,10 +41,10 @@ impl Webhooks {
         policy: &pb::WebhookPolicy,
         review: pb::ScalingWebhookReview,
     ) -> Option<WebhookAnswer> {
-        let mut calls = self.calls.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut calls = lock(&self.calls);
         calls.retain(|_, (made, _)| made.elapsed() < ANSWER_KEPT);
         if let Some((_, slot)) = calls.get(&asking) {
-            let answered = slot.lock().unwrap_or_else(PoisonError::into_inner).take();
+            let answered = lock(slot).take();
             if answered.is_some() {
                 calls.remove(&asking);
             }
@@ -54,7 +55,7 @@ impl Webhooks {
         let (webhooks, policy) = (self.clone(), policy.clone());
         tokio::spawn(async move {
             let answer = webhooks.ask(&policy, &review).await;
-            *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(answer);
+            *lock(&slot) = Some(answer);
         });
         None
     }
@@ -103,7 +104,7 @@ impl Webhooks {
     }
 
     fn client(&self, ca_bundle_pem: &str) -> Result<reqwest::Client, String> {
-        let mut clients = self.clients.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut clients = lock(&self.clients);
         if let Some(client) = clients.get(ca_bundle_pem) {
             return Ok(client.clone());
         }

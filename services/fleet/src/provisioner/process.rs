@@ -15,9 +15,10 @@ use std::collections::VecDeque;
 use std::fs::OpenOptions;
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use berth_domain::fleet::parameters::ProcessParameters;
+use berth_runtime::sync::lock;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 
@@ -53,7 +54,7 @@ impl ProcessProvisioner {
     }
 
     fn exits(&self) -> std::sync::MutexGuard<'_, VecDeque<(Pid, String)>> {
-        self.exits.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.exits)
     }
 
     fn launch_now(&self, spec: &LaunchSpec) -> Result<String, ProvisionError> {
@@ -126,7 +127,7 @@ impl ProcessProvisioner {
         let exits = self.exits.clone();
         tokio::spawn(async move {
             if let Ok(status) = child.wait().await {
-                let mut exits = exits.lock().unwrap_or_else(PoisonError::into_inner);
+                let mut exits = lock(&exits);
                 if exits.len() == EXITS_KEPT {
                     exits.pop_front();
                 }

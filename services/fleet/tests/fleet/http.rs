@@ -13,6 +13,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
+use berth_domain::stored::InstanceState;
 use berth_fleet::provisioner::http::HttpProvisioner;
 use berth_fleet::provisioner::{Instance, LaunchSpec, ProcessSpec, Provisioner};
 use berth_proto::fleet::v1 as pb;
@@ -32,7 +33,8 @@ const TOKEN: &str = "hosting-secret";
 /// The operator's hosting API: it starts an instance's processes on this host, and answers for them by the handle it
 /// gave at launch or by Berth's ids. A launch whose `provisioner_parameters` hold `fail` is answered with a 500
 /// carrying that text, as a hosting API out of capacity would; one whose parameters hold `answer: late` is
-/// answered 2 s after its processes start.
+/// answered 2 s after its processes start. While `refusing_stops` holds a text, every stop is answered with a 500
+/// carrying it, as a hosting API that lost its host would.
 #[derive(Default)]
 struct Hosting {
     state: Mutex<Hosted>,
@@ -48,6 +50,7 @@ struct Hosted {
     last_launch: Option<pb::ServerLaunchConfiguration>,
     /// Requests refused for their token.
     unauthorized: usize,
+    refusing_stops: Option<String>,
 }
 
 struct HostedInstance {
@@ -136,6 +139,9 @@ impl Hosting {
     fn stop(&self, request: pb::StopInstanceRequest) -> Result<pb::StopInstanceResponse, Refusal> {
         let mut state = self.state();
         state.stops.push(request.clone());
+        if let Some(message) = &state.refusing_stops {
+            return Err((StatusCode::INTERNAL_SERVER_ERROR, message.clone()));
+        }
         let instance = find(&mut state, &request.fleet_id, &request.instance_id, &request.handle)?;
         let signal = if request.kill { libc::SIGKILL } else { libc::SIGTERM };
         for child in instance.processes.iter_mut() {
@@ -508,4 +514,78 @@ async fn a_hosting_api_that_fails_every_launch_turns_its_location_unhealthy_on_a
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_hosting_api_that_fails_every_launch_turns_its_location_unhealthy_on_a_cluster() {
     a_hosting_api_that_fails_every_launch_turns_its_location_unhealthy(TestRedis::cluster()).await;
+}
+
+/// A hosting API that cannot stop an instance: scaled in, an instance whose process never registered has no SDK
+/// stream to be told on, so Berth asks the API to stop it, and at its kill time (termination grace and exit timeout
+/// later) to kill it. Every request is refused: each kind is one INSTANCE_STOP_FAILED event with the API's error,
+/// however many passes ask again, and the instance still runs, TERMINATING. Once the API stops instances again, the
+/// next kill ends it and the instance is removed.
+async fn a_hosting_api_that_cannot_stop_an_instance_is_one_event_per_request(redis: TestRedis) {
+    let (hosting, url) = serve_hosting().await;
+    let stack = http_stack(&redis, &url).await;
+    let stuck = &fleet_id("hosted-stuck");
+    let _reaper = Reaper(vec![stuck.into()]);
+    let mut fleets = client(&stack.fleet[0]).await;
+    let refusal = "the host does not answer";
+    hosting.state().refusing_stops = Some(refusal.into());
+    let mut sleeper = hosted(stuck, "/bin/sleep", 1, &[]);
+    sleeper.launch_configuration.as_mut().unwrap().parameters = "600".into();
+    fleets.create_fleet(sleeper).await.unwrap();
+    let launched = instances_when(&stack.store, stuck, "launched", |found| {
+        found.len() == 1 && !found[0].handle.is_empty()
+    })
+    .await;
+    let stopped = &launched[0];
+    set_desired(&mut fleets, stuck, 0).await;
+
+    // A stop, then at the kill time (11 s) kills, every one refused; several passes ask again.
+    let kills = |hosting: &Hosting| hosting.stops(stuck).iter().filter(|s| s.kill).count();
+    eventually("kills asked for", Duration::from_secs(40), || kills(&hosting) >= 4).await;
+    let asked = hosting.stops(stuck);
+    assert!(!asked[0].kill, "asked to exit first: {:?}", asked[0]);
+    assert!(asked.iter().all(|s| s.instance_id == stopped.id), "{asked:?}");
+    let seen = events(&mut fleets, stuck).await;
+    let failed: Vec<(&str, &str)> = seen
+        .iter()
+        .filter(|e| e.code() == pb::FleetEventCode::InstanceStopFailed)
+        .map(|e| (e.instance_id.as_str(), e.message.as_str()))
+        .collect();
+    let api = format!("hosting API stop: 500 Internal Server Error: {refusal}");
+    let (stop, kill) = (
+        format!("cannot stop the instance: {api}"),
+        format!("cannot kill the instance: {api}"),
+    );
+    assert_eq!(
+        failed,
+        [
+            (stopped.id.as_str(), stop.as_str()),
+            (stopped.id.as_str(), kill.as_str())
+        ],
+        "one event per request, not one per pass"
+    );
+    assert_eq!(hosting.running(&stopped.id), 1, "it still runs");
+    let left = instances_when(&stack.store, stuck, "still recorded", |found| found.len() == 1).await;
+    assert_eq!(
+        (left[0].id.as_str(), left[0].state),
+        (stopped.id.as_str(), InstanceState::Terminating)
+    );
+
+    // The API recovers: the next kill ends the process, and the instance is removed.
+    hosting.state().refusing_stops = None;
+    instances_when(&stack.store, stuck, "removed", |found| found.is_empty()).await;
+    assert_eq!(hosting.running(&stopped.id), 0);
+    let seen = events(&mut fleets, stuck).await;
+    assert_eq!(count(&seen, pb::FleetEventCode::InstanceStopFailed), 2);
+    assert_eq!(count(&seen, pb::FleetEventCode::InstanceTerminated), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_hosting_api_that_cannot_stop_an_instance_is_one_event_per_request_on_a_single_node() {
+    a_hosting_api_that_cannot_stop_an_instance_is_one_event_per_request(TestRedis::single()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_hosting_api_that_cannot_stop_an_instance_is_one_event_per_request_on_a_cluster() {
+    a_hosting_api_that_cannot_stop_an_instance_is_one_event_per_request(TestRedis::cluster()).await;
 }

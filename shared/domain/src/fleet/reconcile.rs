@@ -3,6 +3,8 @@
 //! that make the running instances follow the desired count. Pure, so that every rule of the contract's scale-in
 //! order, of draining and of the deadlines is tested without a process or a clock.
 
+pub mod backoff;
+
 use berth_proto::fleet::v1 as pb;
 
 use crate::stored::{InstanceState, LocationStatus, TerminationReason};

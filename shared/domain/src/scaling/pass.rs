@@ -46,6 +46,14 @@ pub struct Passed {
     pub state: LocationState,
 }
 
+impl Passed {
+    /// The decision when it changes the desired count from `desired`: the change to record, whose winner's
+    /// cool-down starts with it.
+    pub fn change(&self, desired: u32) -> Option<&Decision> {
+        self.decision.as_ref().filter(|d| d.desired != desired)
+    }
+}
+
 /// The indexes of the policies due now, for the caller to make the webhook calls those ask for.
 pub fn due(location: &Location<'_>, inputs: &Inputs<'_>) -> Vec<usize> {
     let standby = standby(location.standby, inputs, &location.state.standby);
