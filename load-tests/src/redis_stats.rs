@@ -20,7 +20,7 @@ pub struct RedisStats {
 impl RedisStats {
     pub async fn read(store: &Store) -> Result<RedisStats, Failure> {
         let mut commands: BTreeMap<String, (f64, f64)> = BTreeMap::new();
-        for line in info(store, "commandstats").await? {
+        for line in store.info("commandstats").await? {
             let Some((name, stats)) = line.strip_prefix("cmdstat_").and_then(|rest| rest.split_once(':')) else {
                 continue;
             };
@@ -176,7 +176,8 @@ fn kind(key: &str) -> String {
 
 /// Redis's `used_memory` (INFO memory), summed over every node.
 pub async fn used_memory(store: &Store) -> Result<u64, Failure> {
-    let sizes: Vec<u64> = info(store, "memory")
+    let sizes: Vec<u64> = store
+        .info("memory")
         .await?
         .iter()
         .filter_map(|line| line.strip_prefix("used_memory:"))
@@ -186,36 +187,4 @@ pub async fn used_memory(store: &Store) -> Result<u64, Failure> {
         return Err("INFO memory answered no used_memory".into());
     }
     Ok(sizes.iter().sum())
-}
-
-/// The `name: value` lines of Redis's INFO `section`, every node's for a cluster (whose client asks every master
-/// and answers by node).
-async fn info(store: &Store, section: &str) -> Result<Vec<String>, Failure> {
-    let reply: redis::Value = store.query(redis::cmd("INFO").arg(section)).await?;
-    let mut texts = Vec::new();
-    collect_texts(&reply, &mut texts);
-    Ok(texts
-        .iter()
-        .flat_map(|text| text.lines())
-        .map(|line| line.trim().to_owned())
-        .collect())
-}
-
-fn collect_texts(value: &redis::Value, texts: &mut Vec<String>) {
-    match value {
-        redis::Value::BulkString(bytes) => texts.push(String::from_utf8_lossy(bytes).into_owned()),
-        redis::Value::SimpleString(text) => texts.push(text.clone()),
-        redis::Value::VerbatimString { text, .. } => texts.push(text.clone()),
-        redis::Value::Array(values) | redis::Value::Set(values) => {
-            values.iter().for_each(|value| collect_texts(value, texts));
-        }
-        // Node address → its answer: an address is no `name: value` line INFO's readers look for.
-        redis::Value::Map(pairs) => {
-            for (key, value) in pairs {
-                collect_texts(key, texts);
-                collect_texts(value, texts);
-            }
-        }
-        _ => {}
-    }
 }

@@ -68,6 +68,10 @@ pub struct PlacementArgs {
     /// How long a placement's worker may go silent before another replica takes the placement over, in ms.
     #[arg(long, env = "BERTH_PLACEMENT_RECLAIM_IDLE_MS", default_value_t = 3_000, value_parser = clap::value_parser!(u64).range(1500..))]
     pub placement_reclaim_idle_ms: u64,
+    /// How often the queues to work are listed again, in ms. A queue created is announced and worked at once,
+    /// whatever this is; the listing is how a replica that missed the word (it was reconnecting) catches up.
+    #[arg(long, env = "BERTH_PLACEMENT_QUEUE_DISCOVERY_MS", default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(10..))]
+    pub placement_queue_discovery_ms: u64,
     /// This replica's id: its workers' name in the queues' consumer groups, and where it hears of activations. A
     /// fresh UUID when unset.
     #[arg(long, env = "BERTH_REPLICA_ID")]
@@ -84,6 +88,7 @@ impl Default for PlacementArgs {
             placement_concurrency: 10_000,
             placement_retry_ms: 1_000,
             placement_reclaim_idle_ms: 3_000,
+            placement_queue_discovery_ms: 1_000,
             replica_id: None,
         }
     }
@@ -121,6 +126,7 @@ pub fn service(store: Store, args: &PlacementArgs) -> ServiceDef {
             reclaim_idle_ms: args.placement_reclaim_idle_ms,
             events_retention_ms: args.placement_retention_ms,
             events_max: args.placement_events_max,
+            discovery: Duration::from_millis(args.placement_queue_discovery_ms),
         };
         background.spawn(workers::run(placer, settings));
     }

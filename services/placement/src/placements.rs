@@ -203,7 +203,7 @@ impl PlacementService for Placements {
         let req = request.into_inner();
         let minutes = check::check_metrics(&req)?;
         // The window's start from this replica's clock is only where to start reading: its minutes are Redis'.
-        let from_minute = crate::placing::now_ms() / 60_000 - i64::from(minutes) + 1;
+        let from_minute = now_ms() / 60_000 - i64::from(minutes) + 1;
         let counts = store::queue_counts(&self.store, &req.queue_name, from_minute)
             .await?
             .ok_or_else(|| Status::not_found(format!("no queue {:?}", req.queue_name)))?;
@@ -289,4 +289,11 @@ impl EventStreams for PlacementEvents {
             })),
         }
     }
+}
+
+/// This replica's clock, ms since the epoch: only for which minutes a metrics window spans.
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }

@@ -14,7 +14,7 @@
 //! used), so it never makes a second session for one attempt.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use berth_domain::game_session::{GameSessionRecord, new_game_session_id, new_player_session_id};
 use berth_domain::queue::order::{Candidate, Candidates, Order, order};
@@ -155,7 +155,7 @@ impl Placement<'_> {
                     Waited::SessionEnded => progress.failed_on(server),
                 }
             }
-            if now_ms() >= record.deadline_ms {
+            if record.read.now_ms() >= record.deadline_ms {
                 record = self.time_out(progress.furthest).await?;
                 continue;
             }
@@ -223,7 +223,7 @@ impl Placement<'_> {
             fleets: &view.fleets,
             player_latencies: &record.request.player_latencies,
             priority_override: record.request.priority_configuration_override.as_ref(),
-            waited_ms: u64::try_from(now_ms() - record.start_ms).unwrap_or(0),
+            waited_ms: u64::try_from(record.read.now_ms() - record.start_ms).unwrap_or(0),
             attempt: record.attempts,
         })
     }
@@ -373,7 +373,7 @@ impl Placement<'_> {
             if active {
                 return self.fulfil(record, &hosted).await;
             }
-            let deadline = left_until(record.deadline_ms);
+            let deadline = left_until(record);
             tokio::select! {
                 _ = hosted.waiting.activated() => {
                     active = true;
@@ -390,7 +390,7 @@ impl Placement<'_> {
             match session.status {
                 _ if activated(&session) => active = true,
                 Some(GameSessionStatus::Activating) => {
-                    if now_ms() >= record.deadline_ms {
+                    if record.read.now_ms() >= record.deadline_ms {
                         let reason = Some(PlacementStatusReason::ActivationFailed);
                         return Ok(Waited::Ended(Box::new(self.time_out(reason).await?)));
                     }
@@ -495,7 +495,7 @@ impl Placement<'_> {
         record: &PlacementRecord,
         capacity: &mut broadcast::Receiver<String>,
     ) -> Result<PlacementRecord, StoreError> {
-        let left = left_until(record.deadline_ms);
+        let left = left_until(record);
         let view = self.views.borrow().clone();
         let word = async {
             loop {
@@ -571,15 +571,7 @@ impl Progress {
     }
 }
 
-/// How long until `deadline_ms` by this replica's clock; zero once it has passed.
-fn left_until(deadline_ms: i64) -> Duration {
-    Duration::from_millis(u64::try_from(deadline_ms - now_ms()).unwrap_or(0))
-}
-
-/// This replica's clock, ms since the epoch. Only for when to look again or where to read from: every deadline is
-/// decided by Redis'.
-pub(crate) fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+/// How long until a placement's deadline by Redis's clock, which Redis set it by; zero once it has passed.
+fn left_until(record: &PlacementRecord) -> Duration {
+    Duration::from_millis(u64::try_from(record.deadline_ms - record.read.now_ms()).unwrap_or(0))
 }

@@ -5,6 +5,9 @@
 //! as it touches its requests, that another took one over stops working on it; until then the placement is worked
 //! twice, which is safe: every step is decided in Redis.
 //!
+//! Replicas list the queues every `discovery` interval, and hear a new queue announced on `QUEUES_CHANNEL` at once,
+//! so that a queue's first placement is worked as soon as it starts.
+//!
 //! Tasks nest — the queues under this loop, each queue's placements under its worker — so that stopping the
 //! service stops them all.
 
@@ -13,16 +16,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use berth_runtime::sync::lock;
+use berth_store::keys::QUEUES_CHANNEL;
 use berth_store::queues::placements::{self as store, Request};
-use berth_store::{RedisConfig, Store};
+use berth_store::{RedisConfig, Store, Subscription};
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::{AbortHandle, JoinSet};
 
 use crate::placing::{self, Placer};
 use crate::views;
 
-/// How often the queues to work are listed again.
-const DISCOVERY: Duration = Duration::from_secs(1);
 /// How often a queue's worker touches what it holds, takes over what others left and sweeps the queue.
 const MAINTENANCE: Duration = Duration::from_secs(1);
 /// How long a take waits for a new request before it looks again.
@@ -40,13 +42,19 @@ pub(crate) struct WorkerSettings {
     /// How long placement events are kept, and at most how many per queue.
     pub(crate) events_retention_ms: u64,
     pub(crate) events_max: u64,
+    /// How often the queues to work are listed again.
+    pub(crate) discovery: Duration,
 }
 
 /// Works every queue until the service stops.
 pub(crate) async fn run(placer: Arc<Placer>, settings: WorkerSettings) {
     let mut workers: HashMap<String, tokio::task::AbortHandle> = HashMap::new();
     let mut tasks = JoinSet::new();
+    let mut announced = None;
     loop {
+        if announced.is_none() {
+            announced = Subscription::open(placer.store.config(), QUEUES_CHANNEL).await.ok();
+        }
         match store::queues_to_work(&placer.store).await {
             Ok(names) => {
                 workers.retain(|name, handle| {
@@ -66,7 +74,19 @@ pub(crate) async fn run(placer: Arc<Placer>, settings: WorkerSettings) {
             Err(err) => tracing::debug!(error = %err, "queues not listed; trying again"),
         }
         while tasks.try_join_next().is_some() {}
-        tokio::time::sleep(DISCOVERY).await;
+        let word = async {
+            match &mut announced {
+                Some(subscription) => subscription.next().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(settings.discovery) => {}
+            heard = word => if heard.is_none() {
+                // The subscription is gone for good: opened again on the next round.
+                announced = None;
+            },
+        }
     }
 }
 

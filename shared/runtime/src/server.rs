@@ -25,6 +25,11 @@ use crate::edge::EdgeLayer;
 /// own names track Redis, for readiness.
 pub const LIVENESS: &str = "liveness";
 
+/// The health-check name that reports whether Redis takes writes: NOT_SERVING while it is unreachable or at its
+/// `maxmemory`, when every change is refused RESOURCE_EXHAUSTED and reads still work. Not for readiness (a replica
+/// still serves reads); for an operator's alert, and for a client that would rather not try.
+pub const WRITES: &str = "writes";
+
 /// One service, as the server needs to know it.
 pub struct ServiceDef {
     /// The process's name, e.g. `berth-placement`.
@@ -146,13 +151,28 @@ async fn set_all(reporter: &HealthReporter, names: &[&str], status: ServingStatu
 }
 
 /// Reports SERVING while Redis answers and NOT_SERVING while it does not, so that load balancers and
-/// orchestrators route around a replica that cannot do its work.
+/// orchestrators route around a replica that cannot do its work; and under [`WRITES`], whether Redis takes writes.
 async fn probe_redis(store: Store, reporter: HealthReporter, names: Vec<&'static str>, every: Duration) {
     let mut last = None;
+    let mut last_writes = None;
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
+        let writes = match store.memory_full().await {
+            Ok(false) => ServingStatus::Serving,
+            Ok(true) => {
+                if last_writes != Some(ServingStatus::NotServing) {
+                    tracing::warn!("redis is at its maxmemory and refuses writes; reporting {WRITES} NOT_SERVING");
+                }
+                ServingStatus::NotServing
+            }
+            Err(_) => ServingStatus::NotServing,
+        };
+        if last_writes != Some(writes) {
+            reporter.set_service_status(WRITES, writes).await;
+            last_writes = Some(writes);
+        }
         let status = match store.ping().await {
             Ok(()) => ServingStatus::Serving,
             Err(err) => {
@@ -197,6 +217,7 @@ pub async fn serve(
     names.extend_from_slice(def.grpc_services);
     // Until the first probe answers, the process is not known to reach Redis.
     set_all(&reporter, &names, ServingStatus::NotServing).await;
+    reporter.set_service_status(WRITES, ServingStatus::NotServing).await;
     reporter.set_service_status(LIVENESS, ServingStatus::Serving).await;
     let probe = tokio::spawn(probe_redis(
         store,
@@ -234,6 +255,7 @@ pub async fn serve(
             }
             probe.abort();
             set_all(&reporter, &names, ServingStatus::NotServing).await;
+            reporter.set_service_status(WRITES, ServingStatus::NotServing).await;
             reporter.set_service_status(LIVENESS, ServingStatus::NotServing).await;
             tracing::info!("shutting down: no new connections, finishing calls in flight");
             let _ = stopping_tx.send(true);

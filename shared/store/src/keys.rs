@@ -14,6 +14,11 @@ pub const FLEETS: &str = "berth:fleets";
 /// only ever changed beside a queue's script, never inside one.
 pub const QUEUES: &str = "berth:queues";
 
+/// The channel on which a new queue is announced (its name), so that every placement replica starts working it at
+/// once rather than at its next listing of the queues. It carries its own hash tag, so on a cluster it is a sharded
+/// channel served by one node.
+pub const QUEUES_CHANNEL: &str = "berth:{queues}:created";
+
 /// Sorted set of the names of deleted queues whose requests stream still holds entries (all scored 0), so that
 /// workers finish what they hold of them. It has a slot of its own, like [`QUEUES`].
 pub const DRAINING_QUEUES: &str = "berth:queues-draining";

@@ -13,6 +13,7 @@ mod connection;
 pub mod endings;
 mod error;
 pub mod fleets;
+mod info;
 pub mod instances;
 pub mod keys;
 pub mod pool;
@@ -49,7 +50,7 @@ mod tests {
 
     /// The modules of each area, in the order of [`crate::AREAS`]: the kernel's several, every other area one.
     const LAYERS: [&[&str]; 10] = [
-        &["codec", "connection", "error", "keys", "pubsub", "scripts"],
+        &["codec", "connection", "error", "info", "keys", "pubsub", "scripts"],
         &["fleets"],
         &["pool"],
         &["processes"],

@@ -13,7 +13,7 @@ use prost::Message;
 use redis::Value;
 
 use crate::codec::{binary_fields, outcome_detail, unexpected};
-use crate::keys::{DRAINING_QUEUES, QUEUES, QueueKeys};
+use crate::keys::{DRAINING_QUEUES, QUEUES, QUEUES_CHANNEL, QueueKeys};
 use crate::scripts::{Area, FunctionCall, LuaScript, scripts};
 use crate::{Store, StoreError};
 
@@ -34,6 +34,7 @@ pub(crate) const LUA: Area = Area {
         ("sweep_queue", include_str!("queues/sweep.lua"), false),
         ("queue_metrics", include_str!("queues/metrics.lua"), true),
         ("queues_now", include_str!("queues/now.lua"), true),
+        ("read_placement", include_str!("queues/read.lua"), true),
     ],
 };
 
@@ -77,7 +78,14 @@ pub async fn create_queue(store: &Store, config: &pb::Queue) -> Result<QueueCrea
     let raw: Vec<Value> = store.invoke(&call).await?;
     let (outcome, _, record) = outcome_detail(SCRIPT, &raw)?;
     match outcome.as_str() {
-        "CREATED" => Ok(QueueCreated::Created(Box::new(decode(SCRIPT, record)?))),
+        "CREATED" => {
+            let created = decode(SCRIPT, record)?;
+            // Best effort: a replica that misses it works the queue at its next listing.
+            if let Err(err) = store.publish(QUEUES_CHANNEL, &config.name).await {
+                tracing::debug!(queue = %config.name, error = %err, "a new queue was not announced");
+            }
+            Ok(QueueCreated::Created(Box::new(created)))
+        }
         "EXISTS" => Ok(QueueCreated::Exists),
         other => Err(unexpected(SCRIPT, other)),
     }

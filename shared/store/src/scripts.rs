@@ -142,6 +142,8 @@ pub struct Scripts {
     pub queue_metrics: LuaScript,
     /// Reads the queues with their node's clock.
     pub queues_now: LuaScript,
+    /// Reads a placement with its node's clock.
+    pub read_placement: LuaScript,
     /// Creates or replaces a scaling policy.
     pub put_scaling_policy: LuaScript,
     /// Deletes a scaling policy.
@@ -398,6 +400,7 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
         sweep_queue: function("sweep_queue"),
         queue_metrics: function("queue_metrics"),
         queues_now: function("queues_now"),
+        read_placement: function("read_placement"),
         put_scaling_policy: function("put_scaling_policy"),
         delete_scaling_policy: function("delete_scaling_policy"),
         read_scaling_policies: function("read_scaling_policies"),

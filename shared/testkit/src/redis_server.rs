@@ -277,4 +277,20 @@ impl TestRedis {
             TestRedis::Cluster(cluster) => cluster.restart(),
         }
     }
+
+    /// Sets a configuration parameter on every node (`CONFIG SET`), as an operator would.
+    pub fn config_set(&self, parameter: &str, value: &str) {
+        let nodes = match self {
+            TestRedis::Single(server) => std::slice::from_ref(server),
+            TestRedis::Cluster(cluster) => cluster.nodes.as_slice(),
+        };
+        for node in nodes {
+            let answer = redis_cli(node.port, &["CONFIG", "SET", parameter, value]);
+            assert_eq!(
+                answer.as_deref().map(str::trim),
+                Some("OK"),
+                "CONFIG SET {parameter} {value}"
+            );
+        }
+    }
 }

@@ -11,12 +11,14 @@ use berth_proto::health::v1::TerminationReason;
 use berth_proto::session::v1::game_session_service_client::GameSessionServiceClient;
 use berth_proto::session::v1::{DescribeGameSessionsRequest, GameSessionStatus, GameSessionStatusReason};
 use berth_runtime::auth::Role;
+use berth_runtime::server::WRITES;
 use berth_sdk::game_server::{Event, Events, GameServer, SdkError};
 use berth_store::Store;
 use berth_store::keys::FleetKeys;
-use berth_testkit::{RunningService, TestRedis, game_server_config, spawn_service, token};
+use berth_testkit::{RunningService, TestRedis, game_server_config, spawn_service, token, wait_for_health};
 use tokio::task::JoinSet;
 use tonic::Code;
+use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_types::StatusExt;
 
 pub(super) type Client = FleetServiceClient<berth_sdk::AuthedChannel>;
@@ -974,6 +976,75 @@ async fn a_location_is_deployed_and_its_fleet_active_once_a_server_is_ready_on_a
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_location_is_deployed_and_its_fleet_active_once_a_server_is_ready_on_a_cluster() {
     a_location_is_deployed_and_its_fleet_active_once_a_server_is_ready(TestRedis::cluster()).await;
+}
+
+/// Redis at its maxmemory (noeviction): every change is refused RESOURCE_EXHAUSTED naming Redis memory and leaves
+/// nothing behind, reads keep working, the `writes` health status says so, and writes resume by themselves once
+/// memory is freed.
+async fn redis_at_its_maxmemory_refuses_changes_and_serves_reads(redis: TestRedis) {
+    let service = fleet_service(&redis).await;
+    let mut fleets = client(&service).await;
+    fleets.create_fleet(create("arena")).await.unwrap();
+    wait_for_health(&service.endpoint(), WRITES, ServingStatus::Serving).await;
+    let recorded = events(&mut fleets, "arena").await;
+
+    redis.config_set("maxmemory-policy", "noeviction");
+    redis.config_set("maxmemory", "1");
+    let refused = fleets.create_fleet(create("brawl")).await.unwrap_err();
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    assert!(refused.message().contains("out of memory"), "{}", refused.message());
+    let capacity = pb::UpdateFleetCapacityRequest {
+        fleet_id: "arena".into(),
+        location: "home".into(),
+        desired_instances: Some(7),
+        ..Default::default()
+    };
+    let refused = fleets.update_fleet_capacity(capacity.clone()).await.unwrap_err();
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    wait_for_health(&service.endpoint(), WRITES, ServingStatus::NotServing).await;
+    // Reads go on, and show that nothing of the refused changes was written.
+    let arena = describe(&mut fleets, "arena").await.unwrap();
+    assert_eq!(arena.locations[0].capacity.unwrap().desired_instances, 3);
+    assert_eq!(describe(&mut fleets, "brawl").await.unwrap_err().code(), Code::NotFound);
+    let listed = fleets
+        .list_fleets(pb::ListFleetsRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(listed.fleets.len(), 1);
+    assert_eq!(
+        events(&mut fleets, "arena").await,
+        recorded,
+        "no event of a refused change"
+    );
+    let utilization = pb::GetFleetUtilizationRequest {
+        fleet_id: "arena".into(),
+        location: String::new(),
+    };
+    fleets.get_fleet_utilization(utilization).await.unwrap();
+
+    // Memory freed: writes resume, nothing to restart.
+    redis.config_set("maxmemory", "0");
+    wait_for_health(&service.endpoint(), WRITES, ServingStatus::Serving).await;
+    fleets.create_fleet(create("brawl")).await.unwrap();
+    fleets.update_fleet_capacity(capacity).await.unwrap();
+    assert_eq!(
+        describe(&mut fleets, "arena").await.unwrap().locations[0]
+            .capacity
+            .unwrap()
+            .desired_instances,
+        7
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_at_its_maxmemory_refuses_changes_and_serves_reads_on_a_single_node() {
+    redis_at_its_maxmemory_refuses_changes_and_serves_reads(TestRedis::single()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_at_its_maxmemory_refuses_changes_and_serves_reads_on_a_cluster() {
+    redis_at_its_maxmemory_refuses_changes_and_serves_reads(TestRedis::cluster()).await;
 }
 
 /// A request broken many times over is refused with its first violations and a count of the rest, small enough for

@@ -1242,6 +1242,37 @@ async fn watches_filter_and_resume_and_bad_input_names_its_field(redis: TestRedi
     assert_eq!(fields(&refused), ["window_seconds"]);
 }
 
+/// A queue created while the replica runs is worked at once: its creation is announced, so its first placement does
+/// not wait for the replica's next listing of the queues (a minute here).
+async fn a_new_queues_first_placement_is_worked_at_once(redis: TestRedis) {
+    let listing_rarely = berth_placement::PlacementArgs {
+        placement_queue_discovery_ms: 60_000,
+        ..args()
+    };
+    let stack = Stack::with(redis, &listing_rarely).await;
+    let _eu = stack.host(EU, "eu-1", Activation::Now).await;
+    // The replica has listed the queues once, before this one existed.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    stack.queue("fresh", 10_000, |_| {}).await;
+    let mut placements = stack.placements().await;
+    placements
+        .start_game_session_placement(start("first-of-fresh", "fresh"))
+        .await
+        .unwrap();
+    let placed = ended(&stack, "first-of-fresh", Duration::from_secs(10)).await;
+    assert_eq!(placed.status(), pb::PlacementStatus::Fulfilled, "{placed:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_new_queues_first_placement_is_worked_at_once_on_a_single_node() {
+    a_new_queues_first_placement_is_worked_at_once(TestRedis::single()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_new_queues_first_placement_is_worked_at_once_on_a_cluster() {
+    a_new_queues_first_placement_is_worked_at_once(TestRedis::cluster()).await;
+}
+
 /// A watch resumed after events that were trimmed unread is OUT_OF_RANGE, naming the queue whose events are gone.
 async fn a_cursor_whose_following_events_were_trimmed_is_out_of_range(redis: TestRedis) {
     let kept_one = berth_placement::PlacementArgs {

@@ -7,6 +7,7 @@
 //! Describe and Stop find a placement from its id alone.
 
 use std::collections::HashMap;
+use std::time::Instant;
 
 use berth_domain::game_server::timestamp;
 use berth_domain::queue::order::Candidate;
@@ -26,6 +27,21 @@ use crate::{Store, StoreError};
 /// The consumer group of every queue's requests stream (`PLACEMENT_WORKERS` in `queues/lib.lua`).
 const WORKERS: &str = "workers";
 
+/// Redis's clock when a record was read, and this process's when the answer came: a later moment of Redis's clock is
+/// the first plus what has elapsed since the second (off by at most the read's round trip).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RedisTime {
+    pub ms: i64,
+    pub at: Instant,
+}
+
+impl RedisTime {
+    /// Redis's clock now, ms since the epoch.
+    pub fn now_ms(&self) -> i64 {
+        self.ms + i64::try_from(self.at.elapsed().as_millis()).unwrap_or(i64::MAX)
+    }
+}
+
 /// A placement as stored: the contract's message, and what the workers need beside it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PlacementRecord {
@@ -42,6 +58,8 @@ pub struct PlacementRecord {
     pub candidates: Vec<Candidate>,
     /// The furthest any attempt got: the reason it times out with.
     pub furthest: Option<PlacementStatusReason>,
+    /// When it was read, by Redis's clock: the clock its deadlines are kept by.
+    pub read: RedisTime,
 }
 
 /// Candidates as an attempt records them: `fleet/location` joined by ','; fleet ids and locations hold neither.
@@ -64,7 +82,7 @@ fn parse_candidates(text: &str) -> Vec<Candidate> {
 }
 
 /// A placement from its stored fields (`queues/lib.lua`).
-fn record(script: &str, fields: &HashMap<String, Vec<u8>>) -> Result<PlacementRecord, StoreError> {
+fn record(script: &str, fields: &HashMap<String, Vec<u8>>, read_ms: i64) -> Result<PlacementRecord, StoreError> {
     let bad = |what: &str| unexpected(script, format!("a placement with {what}"));
     let text = |name: &str| text_field(fields, name);
     let number = |name: &str| text(name).parse::<i64>().map_err(|_| bad(name));
@@ -128,16 +146,22 @@ fn record(script: &str, fields: &HashMap<String, Vec<u8>>) -> Result<PlacementRe
         attempts,
         candidates: parse_candidates(&text("cands")),
         furthest: PlacementStatusReason::parse(&text("why")),
+        read: RedisTime {
+            ms: read_ms,
+            at: Instant::now(),
+        },
     })
 }
 
 /// The outcome word, its detail and the placement of a placement script's reply.
 fn decode(script: &str, raw: &[Value]) -> Result<(String, String, Option<PlacementRecord>), StoreError> {
     let (outcome, detail, rest) = outcome_detail(script, raw)?;
+    let now: String = redis::from_redis_value_ref(&raw[1]).map_err(|_| unexpected(script, "a malformed clock"))?;
+    let now_ms = now.parse().map_err(|_| unexpected(script, &now))?;
     let placement = if rest.is_empty() {
         None
     } else {
-        Some(record(script, &binary_fields(script, rest)?)?)
+        Some(record(script, &binary_fields(script, rest)?, now_ms)?)
     };
     Ok((outcome, detail, placement))
 }
@@ -239,13 +263,16 @@ pub async fn start_placement(
 
 /// A placement by queue and id; `None` when there is none.
 pub async fn read_placement(store: &Store, queue_name: &str, id: &str) -> Result<Option<PlacementRecord>, StoreError> {
-    let fields: HashMap<String, Vec<u8>> = store
-        .query(redis::cmd("HGETALL").arg(QueueKeys::new(queue_name).placement(id)))
-        .await?;
-    if fields.is_empty() {
-        return Ok(None);
+    const SCRIPT: &str = "read_placement";
+    let mut call = queue_call(&scripts().read_placement, queue_name);
+    call.arg(id);
+    let raw: Vec<Value> = store.invoke(&call).await?;
+    let (outcome, _, placement) = decode(SCRIPT, &raw)?;
+    match outcome.as_str() {
+        "FOUND" => present(SCRIPT, placement).map(|placement| Some(*placement)),
+        "NOT_FOUND" => Ok(None),
+        other => Err(unexpected(SCRIPT, other)),
     }
-    record("read_placement", &fields).map(Some)
 }
 
 /// A placement by id alone; `None` when there is none.
@@ -602,11 +629,12 @@ pub async fn read_placement_events(
     events_read(SCRIPT, reply, |(position, pairs)| {
         let fields = binary_fields(SCRIPT, &pairs)?;
         let text = |name: &str| text_field(&fields, name);
+        let time_ms = text("t").parse().unwrap_or(0);
         Ok(PlacementEventEntry {
             event_type: PlacementEventType::parse(&text("type")),
-            time_ms: text("t").parse().unwrap_or(0),
+            time_ms,
             custom_event_data: text("ced"),
-            placement: Box::new(record(SCRIPT, &fields)?.placement),
+            placement: Box::new(record(SCRIPT, &fields, time_ms)?.placement),
             position,
         })
     })
