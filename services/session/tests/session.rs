@@ -3,6 +3,7 @@
 //! never overfill a session whatever races, timeouts, search, and bad input.
 
 mod session {
+    mod allocation;
     mod contract;
     mod flow;
 }

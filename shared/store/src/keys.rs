@@ -202,6 +202,21 @@ impl FleetKeys {
         self.named("pool")
     }
 
+    /// Sorted set of processes hosting sessions with a slot to spare, scored by when they last took one (ms).
+    pub fn hosting(&self) -> String {
+        self.named("hosting")
+    }
+
+    /// A location's mirror of the pool.
+    pub fn location_pool(&self, location: &str) -> String {
+        format!("{}{location}", self.named("lpool"))
+    }
+
+    /// A location's mirror of the hosting processes.
+    pub fn location_hosting(&self, location: &str) -> String {
+        format!("{}{location}", self.named("lhosting"))
+    }
+
     /// Sorted set of claimed servers, scored by when the claim lapses (ms).
     pub fn claims(&self) -> String {
         self.named("claims")

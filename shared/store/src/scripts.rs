@@ -297,9 +297,31 @@ fn state_table() -> String {
     format!("local S = {{{}}}\n", entries.join(", "))
 }
 
+/// The rule of where a session goes, as the Lua reads it (`berth_domain::allocation`): the process states that take
+/// a session, each instance status's tier in the pool, the pool's tier span, and how many candidates are looked at.
+fn allocation_table() -> String {
+    use berth_domain::allocation::{CANDIDATES_BATCH, CANDIDATES_LOOKED, HOSTING_STATES, TIER_SPAN, tier};
+    use berth_domain::stored::InstanceStatus;
+    let hosting: Vec<String> = HOSTING_STATES
+        .iter()
+        .map(|state| format!("{} = true", state.as_str()))
+        .collect();
+    let tiers: Vec<String> = InstanceStatus::ALL
+        .iter()
+        .filter_map(|status| Some(format!("{} = {}", status.as_str(), tier(*status)?)))
+        .collect();
+    format!(
+        "local HOSTING_STATE = {{{}}}\nlocal TIER = {{{}}}\nlocal TIER_SPAN = {TIER_SPAN}\n\
+         local CANDIDATES_LOOKED, CANDIDATES_BATCH = {CANDIDATES_LOOKED}, {CANDIDATES_BATCH}\n",
+        hosting.join(", "),
+        tiers.join(", ")
+    )
+}
+
 static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
     let mut body = key_table();
     body.push_str(&state_table());
+    body.push_str(&allocation_table());
     body.push_str(&helpers_source());
     for &(field, source, read_only) in functions() {
         let flags = if read_only { "{'no-writes'}" } else { "{}" };

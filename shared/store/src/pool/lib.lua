@@ -8,18 +8,17 @@
 -- numbers as strings). Times are ms since the epoch, from Redis' own clock.
 --
 -- The pool holds the AVAILABLE, unclaimed servers that may be claimed, scored tier * TIER_SPAN + idle-since ms:
--- servers on ACTIVE instances (tier 0) come before DRAINING ones (tier 1), the longest idle first.
+-- servers on ACTIVE instances (tier 0) come before DRAINING ones (tier 1), the longest idle first (TIER and
+-- TIER_SPAN are berth_domain::allocation's, generated into the library).
 -- Servers on SPOT_TERMINATING instances are kept out of it. Each location's ready processes are also in its own
 -- mirror of the pool (k.lpool .. location), scored alike; `place` keeps the two together.
 
-local TIER_SPAN = 1e13
 -- How long a location stays marked hungry after a placement found no server there: longer than the slowest retry
 -- of a waiting placement (BERTH_PLACEMENT_RETRY_MS, at most 1 s), which marks it again.
 local HUNGRY_MS = 5000
 
 local function tier_of(istatus)
-  if istatus == S.ACTIVE then return 0 elseif istatus == S.DRAINING then return 1 end
-  return nil
+  return TIER[istatus]
 end
 
 local function score_str(n)

@@ -64,9 +64,10 @@ if creator ~= '' and limit > 0 then
   end
 end
 
--- Whether a process can take a session of `max` players in `loc` now: ready or hosting, healthy, on an instance
--- that takes work, AVAILABLE and unclaimed (a claim or UTILIZED means another caller placed a game on it). Counts
--- the processes looked at, and those of them that take fewer players than `max`.
+-- Whether a process can take a session of `max` players in `loc` now: berth_domain::allocation::fit, the rule's one
+-- statement (a table of cases runs against both): ready or hosting, healthy, on an instance that takes work,
+-- AVAILABLE and unclaimed (a claim or UTILIZED means another caller placed a game on it). Counts the processes
+-- looked at, and those of them that take fewer players than `max`.
 local avoided = {}
 for avoid in string.gmatch(ARGV[21], '%S+') do avoided[avoid] = true end
 local looked, too_small = 0, 0
@@ -74,7 +75,7 @@ local function can_host(id)
   if avoided[id] then return false end
   local s = redis.call('HMGET', k.gs .. id, 'pstate', 'loc', 'max_players', 'max_sess', 'health',
     'istatus', 'util', 'claim_exp_ms')
-  if s[1] ~= S.STANDING_BY and s[1] ~= S.ACTIVE then return false end
+  if not HOSTING_STATE[s[1]] then return false end
   looked = looked + 1
   if tonumber(s[3] or '0') < max then too_small = too_small + 1 end
   if (loc ~= '' and s[2] ~= loc) or tonumber(s[3] or '0') < max or s[5] == S.UNHEALTHY then return false end
@@ -82,15 +83,15 @@ local function can_host(id)
   return redis.call('SCARD', k.gs .. id .. ':sessions') < tonumber(s[4] or '1')
 end
 
--- The first of up to 500 members of a sorted set that can host the session; a few hundred are looked at, not the
--- whole fleet.
+-- The first of up to CANDIDATES_LOOKED members of a sorted set that can host the session; a few hundred are looked
+-- at, not the whole fleet.
 local function first_host(set, min, max_score)
-  for offset = 0, 450, 50 do
-    local ids = redis.call('ZRANGEBYSCORE', set, min, max_score, 'LIMIT', offset, 50)
+  for offset = 0, CANDIDATES_LOOKED - CANDIDATES_BATCH, CANDIDATES_BATCH do
+    local ids = redis.call('ZRANGEBYSCORE', set, min, max_score, 'LIMIT', offset, CANDIDATES_BATCH)
     for _, candidate in ipairs(ids) do
       if can_host(candidate) then return candidate end
     end
-    if #ids < 50 then return nil end
+    if #ids < CANDIDATES_BATCH then return nil end
   end
 end
 
