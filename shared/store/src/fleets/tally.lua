@@ -229,10 +229,11 @@ end
 
 local SESSION_STATES = {[S.ACTIVATING] = 1, [S.ACTIVE] = 2, [S.TERMINATING] = 3}
 
--- Brings a game session's share up to date.
+-- Brings a game session's share up to date. Answers what it read of the session, {loc, inst, status, cur, max,
+-- accept, srv_end, tly, c_ms}, for the search indexes that move with the same fields.
 local function tally_session(k, sid)
   local key = k.gsess .. sid
-  local s = redis.call('HMGET', key, 'loc', 'inst', 'status', 'cur', 'max', 'accept', 'srv_end', 'tly')
+  local s = redis.call('HMGET', key, 'loc', 'inst', 'status', 'cur', 'max', 'accept', 'srv_end', 'tly', 'c_ms')
   local state = SESSION_STATES[s[3]]
   local share = nil
   if state then
@@ -241,4 +242,5 @@ local function tally_session(k, sid)
     share = (s[2] or '') .. '|' .. (s[1] or '') .. '|' .. state .. s[4] .. ',' .. free
   end
   tally_instances(k, move_share(k, key, s[8] or nil, share, session_counts))
+  return s
 end

@@ -15,13 +15,13 @@ if s[2] == S.ACTIVATING then
   redis.call('HDEL', key, 'act_by_ms')
   redis.call('ZREM', k.act_due, sid)
   local until_ms = now + tonumber(s[3])
+  -- No player is let in before its session is ACTIVE: every live player session is RESERVED still.
+  local due = {}
   for _, psid in ipairs(redis.call('HVALS', key .. ':live')) do
-    local pk = pkey(k, psid)
-    if redis.call('HGET', pk, 'status') == S.RESERVED then
-      redis.call('HSET', pk, 'until_ms', until_ms)
-      redis.call('ZADD', k.res_due, until_ms, psid)
-    end
+    redis.call('HSET', pkey(k, psid), 'until_ms', until_ms)
+    due[#due + 1], due[#due + 2] = until_ms, psid
   end
+  if #due > 0 then redis.call('ZADD', k.res_due, unpack(due)) end
   index_session(k, sid)
   session_event(k, S.GAME_SESSION_ACTIVATED, key, now)
 elseif s[2] ~= S.ACTIVE then

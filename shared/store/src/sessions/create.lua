@@ -149,15 +149,21 @@ if spend ~= '' then
     if redis.call('ZREM', k.wanting .. name, ARGV[15]) == 1 then redis.call('HDEL', k.wanted .. name, ARGV[15]) end
   end
 end
--- The desired players of a placement, RESERVED with it; their reservation timers start at activation.
+-- The desired players of a placement, RESERVED with it; their reservation timers start at activation. The session's
+-- lists of them are written once for all.
 local endpoint = {server[1] or '', server[3] or '', server[4] or '', server[5] or '0'}
+local live, listed = {}, {}
 for i = 22, #ARGV, 3 do
   local psid = ARGV[i + 2]
   local fields = {'id', psid, 'player', ARGV[i], 'gs', sid, 'status', S.RESERVED, 'data', ARGV[i + 1], 'c_ms', now}
   redis.call('HSET', pkey(k, psid), unpack(fields))
-  redis.call('HSET', key .. ':live', ARGV[i], psid)
-  redis.call('ZADD', key .. ':ps', now, psid)
   redis.call('ZADD', k.player .. ARGV[i], now, psid)
   player_event(k, S.PLAYER_SESSION_RESERVED, fields, endpoint, now)
+  live[#live + 1], live[#live + 2] = ARGV[i], psid
+  listed[#listed + 1], listed[#listed + 2] = now, psid
+end
+if #live > 0 then
+  redis.call('HSET', key .. ':live', unpack(live))
+  redis.call('ZADD', key .. ':ps', unpack(listed))
 end
 return session_reply('CREATED', now, nil, server_key, key)

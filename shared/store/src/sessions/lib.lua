@@ -73,8 +73,8 @@ end
 -- is a membership, not a count: a search only ever asks it for sessions with a slot, and a player joining or
 -- leaving then moves it only when the session fills or stops being full.
 local function index_session(k, sid)
-  tally_session(k, sid)
-  local s = redis.call('HMGET', gkey(k, sid), 'status', 'loc', 'c_ms', 'cur', 'max', 'accept', 'srv_end')
+  local t = tally_session(k, sid)
+  local s = {t[3], t[1], t[9], t[4], t[5], t[6], t[7]}
   local open = takes_players(s[1], s[6], s[4] or 0, s[5] or 0, s[7])
   for _, loc in ipairs({s[2] or '', '*'}) do
     local prefix = k.idx .. loc .. ':'
@@ -93,8 +93,8 @@ end
 -- or stopped being full. `s` is its {status, loc, cur, max, accept, srv_end, c_ms} as they stand now, for a caller
 -- that holds them; `was_open` whether it could take a player before (nil when the caller does not know).
 local function index_counts(k, sid, s, was_open)
-  tally_session(k, sid)
-  s = s or redis.call('HMGET', gkey(k, sid), 'status', 'loc', 'cur', 'max', 'accept', 'srv_end', 'c_ms')
+  local t = tally_session(k, sid)
+  s = s or {t[3], t[1], t[4], t[5], t[6], t[7], t[9]}
   if s[1] ~= S.ACTIVE or s[6] == '1' then return end
   local open = takes_players(s[1], s[5], s[3], s[4], s[6])
   for _, loc in ipairs({s[2] or '', '*'}) do
@@ -177,8 +177,11 @@ local function end_player_session(k, psid, status, now, endpoint)
   local p = redis.call('HMGET', key, 'status', 'gs', 'player')
   if p[1] ~= S.RESERVED and p[1] ~= S.ACTIVE then return nil end
   redis.call('HSET', key, 'status', status, 'end_ms', now)
-  redis.call('HDEL', key, 'until_ms')
-  redis.call('ZREM', k.res_due, psid)
+  -- An ACTIVE one left its reservation deadline when it was accepted.
+  if p[1] == S.RESERVED then
+    redis.call('HDEL', key, 'until_ms')
+    redis.call('ZREM', k.res_due, psid)
+  end
   redis.call('HDEL', gkey(k, p[2]) .. ':live', p[3])
   redis.call('HINCRBY', gkey(k, p[2]), 'cur', -1)
   local event = S.PLAYER_SESSION_COMPLETED
