@@ -1,6 +1,7 @@
 //! The synthetic game servers scenarios register. Server `i` is always the same record, so that a line through
 //! gRPC and its raw-script floor store identical data and compare like for like.
 
+use berth_domain::process::Registration;
 use berth_proto::fleet::v1 as pb;
 use berth_store::Store;
 
@@ -67,5 +68,19 @@ pub fn server(index: u64) -> Server {
         connection_info: format!("{ip}:{port}"),
         ip,
         port,
+    }
+}
+
+/// A server's registration as an SDK process of it gives it, in `location`, hosting `max_sessions` sessions of up
+/// to `max_players` players.
+pub fn registration(server: &Server, location: &str, max_sessions: u64, max_players: u32) -> Registration {
+    Registration {
+        location: location.to_owned(),
+        ip_address: server.ip.clone(),
+        port: server.port,
+        max_sessions: u32::try_from(max_sessions).unwrap_or(u32::MAX),
+        max_players,
+        sdk_version: crate::sdk_stream::SDK_VERSION.to_owned(),
+        ..Default::default()
     }
 }

@@ -67,14 +67,14 @@ async fn populate(stack: &Stack, fleet_id: &'static str, servers: u64, concurren
         let store = store.clone();
         async move {
             let server = fleet::server(index);
-            let fields = [
-                ("loc", LOCATIONS[index as usize % LOCATIONS.len()].to_owned()),
-                ("ip", server.ip.clone()),
-                ("port", server.port.to_string()),
-                ("conn", server.connection_info.clone()),
-                ("max_sess", "1".to_owned()),
-                ("max_players", "10".to_owned()),
-            ];
+            let location = LOCATIONS[index as usize % LOCATIONS.len()];
+            let registration = fleet::registration(&server, location, 1, 10);
+            let introduction = processes::Introduction {
+                registration: &registration,
+                data: "",
+                labels: &[],
+                ports: &[],
+            };
             let attach = Attach {
                 fleet_id,
                 game_server_id: &server.id,
@@ -82,7 +82,7 @@ async fn populate(stack: &Stack, fleet_id: &'static str, servers: u64, concurren
                 registration_id: &server.id,
                 resume: None,
                 replica: "bench",
-                fields: &fields,
+                introduction,
             };
             match processes::attach(&store, &attach, &timings).await {
                 Ok(Attached::Registered(..)) => Ok(()),

@@ -37,7 +37,7 @@ use crate::fleet::LOCATION;
 use crate::procfs::{CpuTimes, Used};
 use crate::replica::Replica;
 use crate::report::{Figure, Findings, Line, Ratio, Shards, Tally, Target};
-use crate::sdk_stream::{self, Attaching, SDK_VERSION};
+use crate::sdk_stream::{self, Attaching};
 use crate::stack::Stack;
 use crate::{Failure, fleet, procfs};
 
@@ -477,18 +477,14 @@ fn raw_registration(index: u64) -> String {
 async fn raw_attach(store: &Store, index: u64, timings: &Timings) -> Outcome {
     let server = fleet::server(index);
     let registration_id = raw_registration(index);
-    // What the replica stores of a RegisterProcess like the bench's (see the health service's sdk.rs).
-    let fields = [
-        ("conn", server.connection_info.clone()),
-        ("data", String::new()),
-        ("loc", LOCATION.to_owned()),
-        ("ip", server.ip.clone()),
-        ("dns", String::new()),
-        ("port", server.port.to_string()),
-        ("max_sess", "1".to_owned()),
-        ("max_players", "1000".to_owned()),
-        ("sdkv", SDK_VERSION.to_owned()),
-    ];
+    // What the replica stores of a RegisterProcess like the bench's.
+    let registration = fleet::registration(&server, LOCATION, 1, 1000);
+    let introduction = store::Introduction {
+        registration: &registration,
+        data: "",
+        labels: &[],
+        ports: &[],
+    };
     let attach = Attach {
         fleet_id: RAW_FLEET,
         game_server_id: &server.id,
@@ -496,7 +492,7 @@ async fn raw_attach(store: &Store, index: u64, timings: &Timings) -> Outcome {
         registration_id: &registration_id,
         resume: None,
         replica: RAW_REPLICA,
-        fields: &fields,
+        introduction,
     };
     match store::attach(store, &attach, timings).await {
         Ok(Attached::Registered(..)) => {}

@@ -78,7 +78,6 @@ const RAW_FLEET: &str = "bench-sessions-raw";
 const SEARCH_FLEET: &str = "bench-search";
 /// The health replica the processes are said to be held by; none runs.
 const REPLICA: &str = "bench-absent";
-const SDK_VERSION: &str = "berth-bench/0.1";
 
 /// Most players of each game session created through gRPC, and of every process: far more than the player lines
 /// put in any session, so that none fills.
@@ -152,17 +151,13 @@ const SEARCH_PLAYERS: u32 = 5;
 async fn host(store: &Store, fleet_id: &str, index: u64, max_sessions: u64) -> Outcome {
     let server = fleet::server(index);
     let registration_id = format!("reg-{index:032}");
-    let fields = [
-        ("conn", server.connection_info.clone()),
-        ("data", String::new()),
-        ("loc", LOCATION.to_owned()),
-        ("ip", server.ip.clone()),
-        ("dns", String::new()),
-        ("port", server.port.to_string()),
-        ("max_sess", max_sessions.to_string()),
-        ("max_players", MAX_PLAYERS.to_string()),
-        ("sdkv", SDK_VERSION.to_owned()),
-    ];
+    let registration = fleet::registration(&server, LOCATION, max_sessions, MAX_PLAYERS);
+    let introduction = processes::Introduction {
+        registration: &registration,
+        data: "",
+        labels: &[],
+        ports: &[],
+    };
     let attach = Attach {
         fleet_id,
         game_server_id: &server.id,
@@ -170,7 +165,7 @@ async fn host(store: &Store, fleet_id: &str, index: u64, max_sessions: u64) -> O
         registration_id: &registration_id,
         resume: None,
         replica: REPLICA,
-        fields: &fields,
+        introduction,
     };
     match processes::attach(store, &attach, &PROCESS_TIMINGS).await {
         Ok(Attached::Registered(..)) => {}

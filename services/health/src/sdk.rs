@@ -8,14 +8,14 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use berth_domain::game_session::GameSessionStatus;
-use berth_domain::process::{Registration, check_heartbeat, check_ready, check_register, check_request_id};
+use berth_domain::process::{check_heartbeat, check_ready, check_register, check_request_id};
 use berth_domain::stored::GameState;
 use berth_domain::validate::invalid;
 use berth_proto::health::v1::sdk_service_server::SdkService;
 use berth_proto::health::v1::{self as pb, attach_request::Kind as Ask, attach_response::Kind as Tell};
 use berth_runtime::auth::Caller;
 use berth_store::processes::{
-    self as store, Announcement, Attach, Attached, Desired, HeartbeatSettings, LateEndpoint, ProcessRef,
+    self as store, Announcement, Attach, Attached, Desired, HeartbeatSettings, Introduction, LateEndpoint, ProcessRef,
 };
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -136,34 +136,6 @@ pub(crate) fn refusal_of(request_id: &str, kind: &str, status: &Status) -> pb::A
     answer
 }
 
-fn stored_fields(req: &pb::RegisterProcess, registration: &Registration) -> Vec<(&'static str, String)> {
-    let labels: Vec<(&str, &str)> = req
-        .labels
-        .iter()
-        .map(|label| (label.key.as_str(), label.value.as_str()))
-        .collect();
-    let ports: Vec<(&str, u32, i32)> = req
-        .ports
-        .iter()
-        .map(|port| (port.name.as_str(), port.port, port.protocol))
-        .collect();
-    // Tuples of strings and numbers always encode.
-    let json = |value: serde_json::Result<String>| value.unwrap_or_else(|_| "[]".to_owned());
-    vec![
-        ("conn", registration.connection_info()),
-        ("data", req.game_server_data.clone()),
-        ("loc", registration.location.clone()),
-        ("ip", registration.ip_address.clone()),
-        ("dns", registration.dns_name.clone()),
-        ("port", registration.port.to_string()),
-        ("max_sess", registration.max_sessions.to_string()),
-        ("max_players", registration.max_players.to_string()),
-        ("sdkv", registration.sdk_version.clone()),
-        ("labels", json(serde_json::to_string(&labels))),
-        ("ports", json(serde_json::to_string(&ports))),
-    ]
-}
-
 #[tonic::async_trait]
 impl SdkService for Sdk {
     type AttachStream = Pin<Box<dyn Stream<Item = Result<pb::AttachResponse, Status>> + Send>>;
@@ -194,7 +166,22 @@ impl SdkService for Sdk {
         let context = &self.context;
         let registration_id = uuid::Uuid::now_v7().to_string();
         let resume = Some(register.resume_registration_id.as_str()).filter(|id| !id.is_empty());
-        let fields = stored_fields(&register, &registration);
+        let labels: Vec<(&str, &str)> = register
+            .labels
+            .iter()
+            .map(|label| (label.key.as_str(), label.value.as_str()))
+            .collect();
+        let ports: Vec<(&str, u32, i32)> = register
+            .ports
+            .iter()
+            .map(|port| (port.name.as_str(), port.port, port.protocol))
+            .collect();
+        let introduction = Introduction {
+            registration: &registration,
+            data: &register.game_server_data,
+            labels: &labels,
+            ports: &ports,
+        };
         let attach = Attach {
             fleet_id: &register.fleet_id,
             game_server_id: &register.game_server_id,
@@ -202,7 +189,7 @@ impl SdkService for Sdk {
             registration_id: &registration_id,
             resume,
             replica: &context.replica,
-            fields: &fields,
+            introduction,
         };
         let (settings, record, attach, resumed) = match store::attach(&context.store, &attach, &context.timings).await?
         {

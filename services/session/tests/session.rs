@@ -941,11 +941,18 @@ async fn sessions_are_created_only_in_fleets_that_exist_and_locations_deployed()
 async fn ready_in_store(store: &Store, id: String, location: &str) {
     use berth_store::processes::{self, Attach, Attached, ProcessRef, Timings};
     let registration_id = format!("reg-{id}");
-    let fields = [
-        ("loc", location.to_owned()),
-        ("max_sess", "1".to_owned()),
-        ("max_players", "10".to_owned()),
-    ];
+    let registration = berth_domain::process::Registration {
+        location: location.to_owned(),
+        max_sessions: 1,
+        max_players: 10,
+        ..Default::default()
+    };
+    let introduction = processes::Introduction {
+        registration: &registration,
+        data: "",
+        labels: &[],
+        ports: &[],
+    };
     let attach = Attach {
         fleet_id: FLEET,
         game_server_id: &id,
@@ -953,7 +960,7 @@ async fn ready_in_store(store: &Store, id: String, location: &str) {
         registration_id: &registration_id,
         resume: None,
         replica: "replica-absent",
-        fields: &fields,
+        introduction,
     };
     let timings = Timings {
         initial_delay_ms: 600_000,

@@ -245,6 +245,40 @@ pub(crate) fn processes_told(script: &str, told: &[Value]) -> Result<Vec<(String
         .collect()
 }
 
+/// What a process says of itself as it registers: its registration (defaults filled in) and what it gives beside.
+#[derive(Clone, Copy, Debug)]
+pub struct Introduction<'a> {
+    pub registration: &'a Registration,
+    /// Its game-server data.
+    pub data: &'a str,
+    /// Its labels: key, value.
+    pub labels: &'a [(&'a str, &'a str)],
+    /// Its ports: name, number, protocol (the contract's value).
+    pub ports: &'a [(&'a str, u32, i32)],
+}
+
+impl Introduction<'_> {
+    /// As the process's hash keeps it (`processes/lib.lua`).
+    fn fields(&self) -> [(&'static str, String); 11] {
+        let registration = self.registration;
+        // Tuples of strings and numbers always encode.
+        let json = |value: serde_json::Result<String>| value.unwrap_or_else(|_| "[]".to_owned());
+        [
+            ("conn", registration.connection_info()),
+            ("data", self.data.to_owned()),
+            ("loc", registration.location.clone()),
+            ("ip", registration.ip_address.clone()),
+            ("dns", registration.dns_name.clone()),
+            ("port", registration.port.to_string()),
+            ("max_sess", registration.max_sessions.to_string()),
+            ("max_players", registration.max_players.to_string()),
+            ("sdkv", registration.sdk_version.clone()),
+            ("labels", json(serde_json::to_string(self.labels))),
+            ("ports", json(serde_json::to_string(self.ports))),
+        ]
+    }
+}
+
 /// A process opening its stream.
 #[derive(Clone, Debug)]
 pub struct Attach<'a> {
@@ -260,8 +294,8 @@ pub struct Attach<'a> {
     pub resume: Option<&'a str>,
     /// The health replica holding the stream.
     pub replica: &'a str,
-    /// What it says of itself, as stored field/value pairs (see `processes/lib.lua`).
-    pub fields: &'a [(&'static str, String)],
+    /// What it says of itself.
+    pub introduction: Introduction<'a>,
 }
 
 /// The outcome of opening a stream.
@@ -294,8 +328,8 @@ pub async fn attach(store: &Store, attach: &Attach<'_>, timings: &Timings) -> Re
         .arg(attach.resume.unwrap_or(""))
         .arg(attach.replica)
         .arg(timings.initial_delay_ms);
-    for (field, value) in attach.fields {
-        call.arg(*field).arg(value);
+    for (field, value) in attach.introduction.fields() {
+        call.arg(field).arg(value);
     }
     fleets::enlist(store, attach.fleet_id).await?;
     let reply = decode_reply(attach.fleet_id, store.invoke(&call).await?)?;

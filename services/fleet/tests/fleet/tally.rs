@@ -924,19 +924,21 @@ impl Run {
                     .map(|(registration, _)| registration.clone())
                     .filter(|_| self.rng.chance(20));
                 let registration = self.fresh("reg");
-                let fields = [
-                    ("conn", "10.0.0.2:7000".to_owned()),
-                    ("data", String::new()),
-                    ("loc", loc.to_owned()),
-                    ("ip", "10.0.0.2".to_owned()),
-                    ("dns", String::new()),
-                    ("port", "7000".to_owned()),
-                    ("max_sess", process.max_sessions.to_string()),
-                    ("max_players", "4".to_owned()),
-                    ("sdkv", "5.0.0".to_owned()),
-                    ("labels", "[]".to_owned()),
-                    ("ports", "[]".to_owned()),
-                ];
+                let registered = berth_domain::process::Registration {
+                    location: loc.to_owned(),
+                    ip_address: "10.0.0.2".to_owned(),
+                    port: 7000,
+                    max_sessions: process.max_sessions,
+                    max_players: 4,
+                    sdk_version: "5.0.0".to_owned(),
+                    ..Default::default()
+                };
+                let introduction = processes::Introduction {
+                    registration: &registered,
+                    data: "",
+                    labels: &[],
+                    ports: &[],
+                };
                 let attach = Attach {
                     fleet_id: FLEET,
                     game_server_id: &process.id,
@@ -944,7 +946,7 @@ impl Run {
                     registration_id: &registration,
                     resume: resume.as_deref(),
                     replica: "replica-0",
-                    fields: &fields,
+                    introduction,
                 };
                 let timings = self.timings(store).await;
                 let outcome = processes::attach(store, &attach, &timings).await.unwrap();
