@@ -40,8 +40,8 @@ impl RedisStats {
         })
     }
 
-    /// What was done from `before` to this reading, less `background` (what Redis did meanwhile for others, already
-    /// scaled to the same span), per one of `operations`.
+    /// What was done from `before` to this reading, less the commands of `background` (what Redis did meanwhile
+    /// for others, already scaled to the same span), per one of `operations`; memory is what grew meanwhile.
     pub fn per(&self, before: &RedisStats, background: &RedisStats, operations: u64) -> RedisStats {
         let n = operations.max(1) as f64;
         let mut commands = BTreeMap::new();
@@ -56,11 +56,12 @@ impl RedisStats {
         }
         RedisStats {
             commands,
-            used_memory: (self.used_memory - before.used_memory - background.used_memory) / n,
+            used_memory: (self.used_memory - before.used_memory) / n,
         }
     }
 
-    /// What was done from `before` to this reading, scaled by `share` (the span to compare with over the span read).
+    /// The commands run from `before` to this reading, scaled by `share` (the span to compare with over the span
+    /// read).
     pub fn since(&self, before: &RedisStats, share: f64) -> RedisStats {
         let commands = self
             .commands

@@ -14,7 +14,7 @@ end
 if state[2] ~= S.LOST then
   retire(k, id)
   local reason = S.ENDED_BY_SERVER
-  if state[2] == S.TERMINATING then reason = told_end_reason(state[4]) end
+  if state[2] == S.TERMINATING then reason = told_end_reason(state[4], S.TRIGGERED_ON_PROCESS_TERMINATE) end
   end_sessions(k, key, S.TERMINATED, reason, now)
   process_event(k, now, S.SERVER_PROCESS_TERMINATED, 'ProcessEnding: ' .. ARGV[3], id)
 end

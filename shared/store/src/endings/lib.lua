@@ -16,8 +16,8 @@ local function lose(k, id, now, code, message, session_status, session_reason, r
   local told = redis.call('HMGET', key, 'pstate', 'term_reason')
   if told[1] ~= S.TERMINATING then redis.call('HSET', key, 'term_reason', code) end
   -- Forced to end with its fleet or location being deleted, its sessions end as the deletion says.
-  if session_reason == S.FORCE_TERMINATED and told[1] == S.TERMINATING and told[2] == S.FLEET_DELETED then
-    session_reason = S.FLEET_DELETED
+  if session_reason == S.FORCE_TERMINATED and told[1] == S.TERMINATING then
+    session_reason = told_end_reason(told[2], S.FORCE_TERMINATED)
   end
   redis.call('HSET', key, 'pstate', S.LOST, 'term_by_ms', now, 'term_force', '1')
   redis.call('HDEL', key, 'claim_exp_ms', 'claim_id')

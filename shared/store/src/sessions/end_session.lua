@@ -20,7 +20,7 @@ if ARGV[3] == 'REJECT' then
 else
   local p = redis.call('HMGET', k.gs .. id, 'pstate', 'term_reason')
   if p[1] == S.TERMINATING then
-    reason = told_end_reason(p[2])
+    reason = told_end_reason(p[2], S.TRIGGERED_ON_PROCESS_TERMINATE)
   elseif s[2] == S.TERMINATING then
     reason = S.TRIGGERED_ON_PROCESS_TERMINATE
   end

@@ -189,11 +189,12 @@ local function end_player_session(k, psid, status, now, endpoint)
   return player_session_event(k, event, key, endpoint or session_endpoint(k, p[2]), now)
 end
 
--- The reason the game sessions of a process end with when it ends as it was told to (`term_reason`, the
--- process's): FLEET_DELETED when its fleet or location is being deleted, TRIGGERED_ON_PROCESS_TERMINATE otherwise.
-local function told_end_reason(term_reason)
+-- The reason the game sessions of a process told to end (`term_reason`, the process's) end with, however the process
+-- then ends: FLEET_DELETED when its fleet or location is being deleted, `otherwise` (TRIGGERED_ON_PROCESS_TERMINATE
+-- when it ends as told, FORCE_TERMINATED when it is forced) for any other reason.
+local function told_end_reason(term_reason, otherwise)
   if term_reason == S.FLEET_DELETED then return S.FLEET_DELETED end
-  return S.TRIGGERED_ON_PROCESS_TERMINATE
+  return otherwise
 end
 
 -- Ends a game session (TERMINATED or ERROR, with a reason): its player sessions complete, it leaves the search
