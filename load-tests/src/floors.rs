@@ -35,8 +35,8 @@ pub async fn noop_grpc(channels: &[AuthedChannel], calls: u64, concurrency: u16)
 const FLOOR_FLEET: &str = "bench-floor";
 
 /// The least a player-session creation could cost Redis: a function of its own (`player_floor.lua`) that writes
-/// the record, counts the player, schedules the deadline and appends the event, `calls` times, against which the
-/// real script's Redis time is read.
+/// the record, counts the player and schedules the deadline, `calls` times, against which the real script's Redis
+/// time is read.
 pub async fn minimal_player_session(store: &Store, calls: u64, concurrency: u16) -> Line {
     let mut load = redis::cmd("FUNCTION");
     load.arg("LOAD").arg("REPLACE").arg(include_str!("player_floor.lua"));
@@ -52,11 +52,10 @@ pub async fn minimal_player_session(store: &Store, calls: u64, concurrency: u16)
             let player_session = format!("{FLOOR_FLEET}/psess-{index}");
             let mut call = redis::cmd("FCALL");
             call.arg("berth_bench_player_floor")
-                .arg(4)
+                .arg(3)
                 .arg(format!("{tag}:psess:{player_session}"))
                 .arg(format!("{tag}:gsess:{session}"))
                 .arg(format!("{tag}:res_due"))
-                .arg(format!("{tag}:sevents"))
                 .arg(&player_session)
                 .arg(format!("player-{index}"))
                 .arg(&session);

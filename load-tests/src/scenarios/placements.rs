@@ -193,7 +193,7 @@ fn outcome(event_type: PlacementEventType) -> Option<Outcome> {
         PlacementEventType::TimedOut => Some(Err(Code::DeadlineExceeded)),
         PlacementEventType::Cancelled => Some(Err(Code::Cancelled)),
         PlacementEventType::Failed => Some(Err(Code::Internal)),
-        PlacementEventType::Started | PlacementEventType::Unspecified => None,
+        PlacementEventType::Unspecified => None,
     }
 }
 

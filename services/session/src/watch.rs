@@ -1,7 +1,7 @@
-//! WatchSessionEvents: every game-session and player-session transition, as the scripts appended it to its fleet's
-//! event stream, delivered in order per fleet (so per game session) without the client polling. The merged order,
-//! cursors, keepalives and errors are the shared watch's (`berth_runtime::watch`); this is how a session event is
-//! read, filtered and shown.
+//! WatchSessionEvents: the game-session and player-session transitions a watcher acts on, as the scripts appended
+//! them to their fleet's event stream, delivered in order per fleet (so per game session) without the client
+//! polling. The merged order, cursors, keepalives and errors are the shared watch's (`berth_runtime::watch`); this is
+//! how a session event is read, filtered and shown.
 
 use std::sync::Arc;
 
@@ -99,6 +99,7 @@ impl EventStreams for SessionEvents {
             event_type: event_type as i32,
             event_time: Some(berth_domain::game_server::timestamp(entry.time_ms)),
             subject: Some(subject),
+            player_sessions: entry.players.into_iter().map(Into::into).collect(),
         };
         Ok(Some(pb::WatchSessionEventsResponse {
             kind: Some(Kind::Event(event)),

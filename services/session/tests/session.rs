@@ -523,10 +523,16 @@ async fn sessions_not_activated_or_players_not_accepted_in_time_end_and_free_the
         "{err:?}"
     );
 
-    // A player who never connects: TIMEDOUT, slot freed.
+    // A player who never connects: TIMEDOUT, slot freed, and an event of its own, which nobody asked for.
     let session = active_session(&stack, &server, &mut events, create(2)).await;
+    let mut watch = games
+        .watch_session_events(watch_from(FLEET, ""))
+        .await
+        .unwrap()
+        .into_inner();
     let mut players = stack.players().await;
-    players.create_player_session(join(&session, "late")).await.unwrap();
+    let late = players.create_player_session(join(&session, "late")).await.unwrap();
+    let late = late.into_inner().player_session.unwrap().player_session_id;
     assert_eq!(describe(&stack, &session).await.current_player_session_count, 1);
     let timed_out = eventually("reservation timeout", async || {
         let found = players
@@ -543,6 +549,18 @@ async fn sessions_not_activated_or_players_not_accepted_in_time_end_and_free_the
     .await;
     assert!(timed_out.termination_time.is_some());
     assert_eq!(describe(&stack, &session).await.current_player_session_count, 0);
+    let told = next_event(&mut watch).await;
+    assert_eq!(told.event_type(), pb::SessionEventType::PlayerSessionTimedOut);
+    match told.subject {
+        Some(pb::session_event::Subject::PlayerSession(p)) => {
+            assert_eq!(
+                (p.status(), p.player_session_id),
+                (pb::PlayerSessionStatus::Timedout, late)
+            );
+            assert_eq!(p.endpoint.map(|e| e.ip_address), Some("10.0.0.7".to_owned()));
+        }
+        other => panic!("expected a player session, got {other:?}"),
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -752,7 +770,7 @@ fn watch_from(fleet: &str, after_cursor: &str) -> pb::WatchSessionEventsRequest 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_transition_is_streamed_to_watchers_in_order_and_a_watch_resumes_from_its_cursor() {
+async fn the_transitions_a_watcher_acts_on_are_streamed_in_order_and_a_watch_resumes_from_its_cursor() {
     use pb::SessionEventType as T;
     let stack = Stack::start(TestRedis::cluster(), &fast_sessions()).await;
     let (server, mut events) = stack.server("gs-1", 1, "local").await;
@@ -764,70 +782,84 @@ async fn every_transition_is_streamed_to_watchers_in_order_and_a_watch_resumes_f
         .unwrap()
         .into_inner();
 
-    let session = active_session(&stack, &server, &mut events, create(2)).await;
-    let player = stack
-        .players()
-        .await
-        .create_player_session(join(&session, "alice"))
-        .await
-        .unwrap()
-        .into_inner()
-        .player_session
-        .unwrap();
+    let session = active_session(&stack, &server, &mut events, create(3)).await;
+    let mut players = stack.players().await;
+    let mut reserve = async |name: &str| {
+        let created = players.create_player_session(join(&session, name)).await.unwrap();
+        created.into_inner().player_session.unwrap().player_session_id
+    };
+    let (left, stayed, waiting) = (reserve("alice").await, reserve("bob").await, reserve("carol").await);
+    for accepted in [&left, &stayed] {
+        server
+            .accept_player_session(session.clone(), accepted.clone())
+            .await
+            .unwrap();
+    }
     server
-        .accept_player_session(session.clone(), player.player_session_id.clone())
+        .remove_player_session(session.clone(), left.clone())
         .await
         .unwrap();
-    server
-        .remove_player_session(session.clone(), player.player_session_id.clone())
-        .await
-        .unwrap();
+    let rename = pb::UpdateGameSessionRequest {
+        game_session_id: session.clone(),
+        name: Some("renamed".into()),
+        ..Default::default()
+    };
+    stack.games().await.update_game_session(rename).await.unwrap();
     server.end_game_session(session.clone()).await.unwrap();
 
+    // What the callers did themselves (reserving, accepting, removing players) is no event of its own: the
+    // watcher sees the activation, the update and the end, which carries the players that ended with it.
     let mut seen = Vec::new();
-    for _ in 0..6 {
+    for _ in 0..3 {
         seen.push(next_event(&mut watch).await);
     }
     let types: Vec<T> = seen.iter().map(|event| event.event_type()).collect();
     assert_eq!(
         types,
-        [
-            T::GameSessionCreated,
-            T::GameSessionActivated,
-            T::PlayerSessionReserved,
-            T::PlayerSessionActivated,
-            T::PlayerSessionCompleted,
-            T::GameSessionTerminated
-        ]
+        [T::GameSessionActivated, T::GameSessionUpdated, T::GameSessionTerminated]
     );
-    match &seen[3].subject {
-        Some(pb::session_event::Subject::PlayerSession(p)) => {
-            assert_eq!(p.player_session_id, player.player_session_id);
-            assert_eq!(p.status(), pb::PlayerSessionStatus::Active);
-            assert_eq!(p.endpoint.as_ref().unwrap().ip_address, "10.0.0.7");
-        }
-        other => panic!("expected a player session, got {other:?}"),
-    }
-    match &seen[5].subject {
+    assert!(seen[0].player_sessions.is_empty());
+    match &seen[2].subject {
         Some(pb::session_event::Subject::GameSession(g)) => {
             assert_eq!(g.game_session_id, session);
             assert_eq!(g.status_reason(), pb::GameSessionStatusReason::EndedByServer);
         }
         other => panic!("expected a game session, got {other:?}"),
     }
+    let ended: Vec<(&str, pb::PlayerSessionStatus, &str, &str)> = seen[2]
+        .player_sessions
+        .iter()
+        .map(|p| {
+            let ip = p.endpoint.as_ref().map_or("", |e| e.ip_address.as_str());
+            (p.player_session_id.as_str(), p.status(), p.game_session_id.as_str(), ip)
+        })
+        .collect();
+    let completed = pb::PlayerSessionStatus::Completed;
+    let mut expected = vec![
+        (stayed.as_str(), completed, session.as_str(), "10.0.0.7"),
+        (waiting.as_str(), completed, session.as_str(), "10.0.0.7"),
+    ];
+    let mut ended_sorted = ended.clone();
+    ended_sorted.sort();
+    expected.sort();
+    assert_eq!(
+        ended_sorted, expected,
+        "the players still in the session end with it, and only they"
+    );
+    assert!(seen[2].player_sessions.iter().all(|p| p.termination_time.is_some()));
 
-    // A watcher that saw the first two resumes from its cursor and gets the rest, perhaps with repeats.
+    // A watcher that saw the first resumes from its cursor and gets the rest, perhaps with repeats.
     let mut resumed = stack
         .games()
         .await
-        .watch_session_events(watch_from(FLEET, &seen[1].cursor))
+        .watch_session_events(watch_from(FLEET, &seen[0].cursor))
         .await
         .unwrap()
         .into_inner();
     let mut again = Vec::new();
-    while again.len() < 4 {
+    while again.len() < 2 {
         let event = next_event(&mut resumed).await;
-        if seen[2..].iter().any(|missed| missed.event_id == event.event_id) && !again.contains(&event.event_id) {
+        if seen[1..].iter().any(|missed| missed.event_id == event.event_id) && !again.contains(&event.event_id) {
             again.push(event.event_id);
         }
     }

@@ -224,7 +224,6 @@ stored! {
 stored! {
     /// What a placement event tells of.
     PlacementEventType: placement::PlacementEventType, unset Unspecified {
-        Started = "STARTED" => Started,
         Fulfilled = "FULFILLED" => Fulfilled,
         Cancelled = "CANCELLED" => Cancelled,
         TimedOut = "TIMED_OUT" => TimedOut,
@@ -233,17 +232,21 @@ stored! {
 }
 
 stored! {
+    /// What a queue counts per minute besides its placements' ends (the statuses above).
+    QueueCount: stored only {
+        /// A placement started: GetQueueMetrics' placements_started.
+        Started = "STARTED",
+    }
+}
+
+stored! {
     /// What a session event tells of.
     SessionEventType: session::SessionEventType, unset Unspecified {
-        GameSessionCreated = "GAME_SESSION_CREATED" => GameSessionCreated,
         GameSessionActivated = "GAME_SESSION_ACTIVATED" => GameSessionActivated,
         GameSessionUpdated = "GAME_SESSION_UPDATED" => GameSessionUpdated,
         GameSessionTerminating = "GAME_SESSION_TERMINATING" => GameSessionTerminating,
         GameSessionTerminated = "GAME_SESSION_TERMINATED" => GameSessionTerminated,
         GameSessionError = "GAME_SESSION_ERROR" => GameSessionError,
-        PlayerSessionReserved = "PLAYER_SESSION_RESERVED" => PlayerSessionReserved,
-        PlayerSessionActivated = "PLAYER_SESSION_ACTIVATED" => PlayerSessionActivated,
-        PlayerSessionCompleted = "PLAYER_SESSION_COMPLETED" => PlayerSessionCompleted,
         PlayerSessionTimedOut = "PLAYER_SESSION_TIMED_OUT" => PlayerSessionTimedOut,
     }
 }
@@ -435,6 +438,7 @@ pub fn stored_names() -> Vec<&'static str> {
     names.extend(PlacementStatusReason::ALL.iter().map(|v| v.as_str()));
     names.extend(FirstChoiceOutcome::ALL.iter().map(|v| v.as_str()));
     names.extend(PlacementEventType::ALL.iter().map(|v| v.as_str()));
+    names.extend(QueueCount::ALL.iter().map(|v| v.as_str()));
     names
 }
 

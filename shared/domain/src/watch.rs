@@ -36,7 +36,9 @@ pub fn check_event_types(v: &mut Violations, event_types: &[i32], max: usize, kn
         if !known(*event_type) {
             v.add(
                 &format!("event_types[{i}]"),
-                format!("must be a known event type other than UNSPECIFIED, got {event_type}"),
+                format!(
+                    "must be a kind of event that is sent (not UNSPECIFIED, not a retired number), got {event_type}"
+                ),
             );
         }
     }

@@ -440,6 +440,8 @@ struct SessionStats {
     no_server: AtomicU64,
     /// Session events seen on the watch, by type.
     events: Mutex<BTreeMap<SessionEventType, u64>>,
+    /// Player sessions that ended with their game session, as its end's event carried them.
+    players_ended: AtomicU64,
 }
 
 impl SessionStats {
@@ -743,7 +745,11 @@ async fn watch_events(client: GameSessionServiceClient<AuthedChannel>, fleet: St
         };
         async move { client.watch_session_events(request).await }
     };
-    let count = |event: SessionEvent| *stats.events().entry(event.event_type()).or_default() += 1;
+    let count = |event: SessionEvent| {
+        let ended = u64::try_from(event.player_sessions.len()).unwrap_or(u64::MAX);
+        stats.players_ended.fetch_add(ended, Ordering::Relaxed);
+        *stats.events().entry(event.event_type()).or_default() += 1;
+    };
     follow(
         "session events",
         open,
@@ -784,12 +790,10 @@ async fn sessions_line(
         n => format!(" · error {n}"),
     };
     format!(
-        "game sessions {live} · terminated {}{errors}  | player sessions reserved {} · activated {} · completed {} · \
-         timed out {}  | no server {}  | events {}",
+        "game sessions {live} · terminated {}{errors}  | player sessions ended with them {} · timed out {}  | \
+         no server {}  | events {}",
         seen(SessionEventType::GameSessionTerminated),
-        seen(SessionEventType::PlayerSessionReserved),
-        seen(SessionEventType::PlayerSessionActivated),
-        seen(SessionEventType::PlayerSessionCompleted),
+        stats.players_ended.load(Ordering::Relaxed),
         seen(SessionEventType::PlayerSessionTimedOut),
         stats.no_server.load(Ordering::Relaxed),
         events.values().sum::<u64>(),

@@ -274,11 +274,10 @@ async fn a_placement_is_fulfilled_once_with_its_players(redis: TestRedis) {
     assert_eq!(started.status(), pb::PlacementStatus::Pending);
     assert_eq!(started.queue_name, "ranked");
 
-    let first = next_event(&mut watch).await;
-    assert_eq!(first.event_type(), pb::PlacementEventType::Started);
-    assert_eq!(first.custom_event_data, "route:ranked");
+    // A start is no event (its caller holds the reply): the placement's first event is its end.
     let fulfilled = next_event(&mut watch).await;
     assert_eq!(fulfilled.event_type(), pb::PlacementEventType::Fulfilled);
+    assert_eq!(fulfilled.custom_event_data, "route:ranked");
     let placement = fulfilled.placement.unwrap();
     assert_eq!(placement.status(), pb::PlacementStatus::Fulfilled);
     assert_eq!((placement.fleet_id.as_str(), placement.location.as_str()), EU);
@@ -520,15 +519,12 @@ async fn stop_cancels_and_races_fulfilment_to_one_outcome(redis: TestRedis) {
     }
     let mut terminal = HashSet::new();
     while terminal.len() < ids.len() {
-        let event = next_event(&mut watch).await;
-        if event.event_type() != pb::PlacementEventType::Started {
-            let placement = event.placement.unwrap();
-            assert!(
-                terminal.insert(placement.placement_id.clone()),
-                "a second end for {}",
-                placement.placement_id
-            );
-        }
+        let placement = next_event(&mut watch).await.placement.unwrap();
+        assert!(
+            terminal.insert(placement.placement_id.clone()),
+            "a second end for {}",
+            placement.placement_id
+        );
     }
     for (id, said) in ids.iter().zip(told) {
         assert_eq!(ended(&stack, id, Duration::from_secs(5)).await.status(), said, "{id}");
@@ -1195,7 +1191,7 @@ async fn watches_filter_and_resume_and_bad_input_names_its_field(redis: TestRedi
         (pb::PlacementEventType::Cancelled, "b")
     );
     assert_eq!(first.custom_event_data, "route:seen");
-    // Resumed after b's event, a watch of c's events alone gets c's STARTED and CANCELLED, nothing of a or b.
+    // Resumed after b's event, a watch of c's events alone gets c's CANCELLED, nothing of a or b.
     let mut resumed = watch_of(pb::WatchGameSessionPlacementsRequest {
         placement_ids: vec!["c".into(), "a".into()],
         queue_names: vec!["seen".into()],
@@ -1205,13 +1201,13 @@ async fn watches_filter_and_resume_and_bad_input_names_its_field(redis: TestRedi
     .await
     .unwrap()
     .into_inner();
-    let started = next_event(&mut resumed).await;
     let cancelled = next_event(&mut resumed).await;
-    assert_eq!(started.placement.unwrap().placement_id, "c");
     assert_eq!(cancelled.event_type(), pb::PlacementEventType::Cancelled);
+    assert_eq!(cancelled.placement.unwrap().placement_id, "c");
 
     let refused = watch_of(pb::WatchGameSessionPlacementsRequest {
-        event_types: vec![0],
+        // 1 was STARTED, no longer sent: a filter that waits for it is refused rather than never matching.
+        event_types: vec![0, 1],
         after_cursor: "nonsense".into(),
         from_oldest: true,
         ..Default::default()
@@ -1219,7 +1215,7 @@ async fn watches_filter_and_resume_and_bad_input_names_its_field(redis: TestRedi
     .await
     .unwrap_err();
     assert_eq!(refused.code(), Code::InvalidArgument);
-    assert_eq!(fields(&refused), ["event_types[0]", "from_oldest"]);
+    assert_eq!(fields(&refused), ["event_types[0]", "event_types[1]", "from_oldest"]);
     let mut bad = start("bad", "seen");
     bad.player_latencies = vec![latency("ana", EU.1, 60_001)];
     bad.maximum_player_session_count = 0;
@@ -1289,15 +1285,15 @@ async fn a_cursor_whose_following_events_were_trimmed_is_out_of_range(redis: Tes
             .start_game_session_placement(start(id, "brief"))
             .await
             .unwrap();
-        if first.is_none() {
-            first = Some(next_event(&mut watch).await);
-        }
         let stop = pb::StopGameSessionPlacementRequest {
             placement_id: id.into(),
         };
         placements.stop_game_session_placement(stop).await.unwrap();
+        if first.is_none() {
+            first = Some(next_event(&mut watch).await);
+        }
     }
-    let first = first.expect("t-1 started");
+    let first = first.expect("t-1 cancelled");
     // The queue keeps one event: its sweep trims the others, which a watch resumed after the first never read.
     let resumed = pb::WatchGameSessionPlacementsRequest {
         queue_names: vec!["brief".into()],

@@ -12,20 +12,16 @@ use tonic_types::StatusExt;
 
 use crate::{FLEET, Stack, active_session, create, fast_sessions, join, next_event, updated, watch_from};
 
-/// Reserves `count` players in a session, 25 at a time; each is an event.
-async fn reserve(stack: &Stack, game_session_id: &str, count: usize) {
-    let mut players = stack.players().await;
-    for batch in 0..count.div_ceil(25) {
-        let request = pb::CreatePlayerSessionsRequest {
+/// Renames a session `count` times; each is an event (GAME_SESSION_UPDATED).
+async fn rename(stack: &Stack, game_session_id: &str, count: usize) {
+    let mut games = stack.games().await;
+    for n in 0..count {
+        let update = pb::UpdateGameSessionRequest {
             game_session_id: game_session_id.into(),
-            players: (batch * 25..((batch + 1) * 25).min(count))
-                .map(|n| pb::DesiredPlayerSession {
-                    player_id: format!("p{n}"),
-                    player_data: String::new(),
-                })
-                .collect(),
+            name: Some(format!("renamed-{n}")),
+            ..Default::default()
         };
-        players.create_player_sessions(request).await.unwrap();
+        games.update_game_session(update).await.unwrap();
     }
 }
 
@@ -33,9 +29,9 @@ async fn cursors_resume_just_after_their_event(redis: TestRedis) {
     let stack = Stack::start(redis, &fast_sessions()).await;
     let (server, mut events) = stack.server("gs-1", 1, "local").await;
     let session = active_session(&stack, &server, &mut events, create(8)).await;
-    reserve(&stack, &session, 4).await;
-    // Created, activated, four players: six events, read from the oldest retained (a fleet named twice is
-    // watched once).
+    rename(&stack, &session, 5).await;
+    // Activated, renamed five times: six events, read from the oldest retained (a fleet named twice is watched
+    // once).
     for fleet_ids in [
         vec![FLEET.to_owned()],
         Vec::new(),
@@ -183,7 +179,7 @@ async fn events_past_the_cap_are_trimmed_and_a_watcher_behind_them_is_told() {
     let session = active_session(&stack, &server, &mut events, create(300)).await;
     let first = next_event(&mut watch).await;
     drop(watch);
-    reserve(&stack, &session, 250).await;
+    rename(&stack, &session, 250).await;
     // The sweep trims the oldest (in whole blocks) down to about the cap: a watcher behind them is told.
     crate::eventually("the cap trims the oldest events", async || {
         let resume = watch_from(FLEET, &first.cursor);
@@ -199,17 +195,16 @@ async fn events_past_the_cap_are_trimmed_and_a_watcher_behind_them_is_told() {
         .await
         .unwrap()
         .into_inner();
-    let mut players = stack.players().await;
-    players.create_player_session(join(&session, "late-1")).await.unwrap();
+    rename(&stack, &session, 1).await;
     let late = next_event(&mut watch).await;
-    players.create_player_session(join(&session, "late-2")).await.unwrap();
+    rename(&stack, &session, 1).await;
     let mut resumed = games
         .watch_session_events(watch_from(FLEET, &late.cursor))
         .await
         .unwrap()
         .into_inner();
     let next = next_event(&mut resumed).await;
-    assert_eq!(next.event_type(), pb::SessionEventType::PlayerSessionReserved);
+    assert_eq!(next.event_type(), pb::SessionEventType::GameSessionUpdated);
     assert_ne!(next.event_id, late.event_id);
 }
 
@@ -228,14 +223,12 @@ async fn watchers_that_missed_nothing_outlive_the_retention_of_old_events() {
         .unwrap()
         .into_inner();
     let session = active_session(&stack, &server, &mut events, create(8)).await;
-    next_event(&mut live).await;
     let activated = next_event(&mut live).await;
-    // Both events age out; the watcher had read them.
+    // The event ages out; the watcher had read it.
     tokio::time::sleep(std::time::Duration::from_millis(800)).await;
-    let mut players = stack.players().await;
-    players.create_player_session(join(&session, "a")).await.unwrap();
-    let reserved = next_event(&mut live).await;
-    assert_eq!(reserved.event_type(), pb::SessionEventType::PlayerSessionReserved);
+    rename(&stack, &session, 1).await;
+    let renamed = next_event(&mut live).await;
+    assert_eq!(renamed.event_type(), pb::SessionEventType::GameSessionUpdated);
     // A watcher resuming just after the last event it read (since trimmed) missed nothing either; one from the
     // oldest retained event starts after the trimmed ones.
     let mut resumed = games
@@ -243,14 +236,14 @@ async fn watchers_that_missed_nothing_outlive_the_retention_of_old_events() {
         .await
         .unwrap()
         .into_inner();
-    assert_eq!(next_event(&mut resumed).await.event_id, reserved.event_id);
+    assert_eq!(next_event(&mut resumed).await.event_id, renamed.event_id);
     let oldest = pb::WatchSessionEventsRequest {
         fleet_ids: vec![FLEET.into()],
         from_oldest: true,
         ..Default::default()
     };
     let mut oldest = games.watch_session_events(oldest).await.unwrap().into_inner();
-    assert_eq!(next_event(&mut oldest).await.event_id, reserved.event_id);
+    assert_eq!(next_event(&mut oldest).await.event_id, renamed.event_id);
 }
 
 /// Whether a session could take a player is decided atomically by the creation script and by the search index of

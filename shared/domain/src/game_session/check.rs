@@ -784,7 +784,7 @@ mod tests {
         let watch = pb::WatchSessionEventsRequest {
             fleet_ids: vec!["fleet-1".into()],
             game_session_ids: vec![gsess()],
-            event_types: vec![pb::SessionEventType::GameSessionCreated as i32],
+            event_types: vec![pb::SessionEventType::GameSessionActivated as i32],
             after_cursor: "cursor".into(),
             from_oldest: false,
             include_game_session_data: true,
@@ -796,7 +796,7 @@ mod tests {
                 (&[], |r| *r = pb::WatchSessionEventsRequest::default()),
                 (&[], |r| r.fleet_ids = vec!["f".into(); 100]),
                 (&[], |r| r.game_session_ids = (0..100).map(|_| gsess()).collect()),
-                (&[], |r| r.event_types = (1..=10).collect()),
+                (&[], |r| r.event_types = vec![2, 3, 4, 5, 6, 10, 2, 3, 4, 5]),
                 (&[], |r| r.after_cursor = "c".repeat(1024)),
                 (&[], |r| {
                     r.after_cursor.clear();
@@ -808,9 +808,11 @@ mod tests {
                     r.game_session_ids = (0..101).map(|_| gsess()).collect()
                 }),
                 (&["game_session_ids[0]"], |r| r.game_session_ids[0] = "fleet-1".into()),
-                (&["event_types"], |r| r.event_types = vec![1; 11]),
+                (&["event_types"], |r| r.event_types = vec![2; 11]),
                 (&["event_types[0]"], |r| r.event_types = vec![0]),
                 (&["event_types[0]"], |r| r.event_types = vec![11]),
+                (&["event_types[0]"], |r| r.event_types = vec![1]),
+                (&["event_types[1]"], |r| r.event_types = vec![2, 9]),
                 (&["after_cursor"], |r| r.after_cursor = "c".repeat(1025)),
                 (&["from_oldest"], |r| r.from_oldest = true),
             ],

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use berth_proto::placement::v1 as pb;
 
 use crate::game_server::timestamp;
-use crate::stored::{FirstChoiceOutcome, PlacementEventType, PlacementStatus};
+use crate::stored::{FirstChoiceOutcome, PlacementStatus, QueueCount};
 
 /// Ratio of a wait bucket's upper bound to its lower one: bucket `b` holds waits `w` (ms) with
 /// `b = floor(ln(w + 1) / ln(WIDTH))`.
@@ -78,7 +78,7 @@ pub fn queue_metrics(counts: &Counts<'_>) -> pb::QueueMetrics {
         queue_name: counts.queue_name.to_owned(),
         window_start_time: Some(timestamp(counts.window_start_ms)),
         window_end_time: Some(timestamp(counts.now_ms)),
-        placements_started: counter(PlacementEventType::Started.as_str()),
+        placements_started: counter(QueueCount::Started.as_str()),
         placements_succeeded: counter(PlacementStatus::Fulfilled.as_str()),
         placements_cancelled: counter(PlacementStatus::Cancelled.as_str()),
         placements_failed: counter(PlacementStatus::Failed.as_str()),

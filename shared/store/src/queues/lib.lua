@@ -6,7 +6,7 @@
 --                 sum of its PENDING placements' start times, ms, for their average wait)
 --   pending       PENDING placement ids by start ms
 --   requests      stream of placements for the workers to take (consumer group PLACEMENT_WORKERS): id, dl_ms
---   events        stream of placement events: type, t, ced, then the placement's fields
+--   events        stream of placement events (one per end): type, t, ced, then the placement's fields
 --   events_gone   position of the last event trimmed
 --   pl:<id>       a placement: id, queue, req (the request, encoded), digest, status, reason, msg, s_ms, dl_ms, e_ms,
 --                 n (attempts made), cands (the last attempt's candidates), why (the furthest any attempt got: the

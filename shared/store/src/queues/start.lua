@@ -1,6 +1,7 @@
 -- Starts a placement in a queue (StartGameSessionPlacement): PENDING, its deadline the queue's timeout from now,
--- handed to the workers through the requests stream, with its STARTED event. A placement of the same id already
--- here is returned as it stands when the request is the same (a retry), and refused when it is another.
+-- handed to the workers through the requests stream (a start is not a placement event: its caller holds the reply,
+-- and the minute's count tells GetQueueMetrics). A placement of the same id already here is returned as it stands
+-- when the request is the same (a retry), and refused when it is another.
 -- KEYS: the queue's (queues/lib.lua). ARGV[1] placement id, ARGV[2] digest of the request, ARGV[3] the request
 -- (encoded).
 -- Reply: {outcome, now_ms, detail, placement fields...}. Outcomes: CREATED; EXISTING; TOKEN_REUSED (the id is in use
@@ -22,6 +23,5 @@ redis.call('HSET', key, 'id', id, 'queue', string.match(KEYS[1], '{q:([^}]*)}'),
 redis.call('ZADD', q.pending, now, id)
 redis.call('HINCRBY', q.record, 'psum', now)
 redis.call('XADD', q.requests, '*', 'id', id, 'dl_ms', deadline)
-placement_event(q, key, S.STARTED, now)
 count_minute(q, now, {S.STARTED})
 return placement_reply('CREATED', now, '', key)

@@ -22,15 +22,12 @@ if p[2] == S.RESERVED and p[3] and tonumber(p[3]) <= now then
   return {'ENDED', tostring(now), S.TIMEDOUT}
 end
 if s[6] ~= S.ACTIVE and p[2] == S.RESERVED then return {'NOT_ACTIVE', tostring(now), s[6]} end
-local fields
 if p[2] == S.RESERVED then
   redis.call('HSET', pk, 'status', S.ACTIVE, 'act_ms', now)
   redis.call('HDEL', pk, 'until_ms')
   redis.call('ZREM', k.res_due, psid)
-  fields = player_session_event(k, S.PLAYER_SESSION_ACTIVATED, pk, endpoint, now)
 elseif p[2] ~= S.ACTIVE then
   return {'ENDED', tostring(now), p[2]}
-else
-  fields = redis.call('HGETALL', pk)
 end
+local fields = redis.call('HGETALL', pk)
 return {'ACCEPTED', tostring(now), '', endpoint, fields}

@@ -3,7 +3,7 @@
 -- empty out), then the first ready one of the pool (the claim order: ACTIVE instances first, then the longest
 -- idle). The process hosts it from now on (it leaves the pool; its desired state gets a new version), the session
 -- is ACTIVATING until the process activates it or its activation deadline passes.
--- KEYS: k.act_due, k.claims, k.fleet, k.hosting, k.pool, k.sessions, k.sevents. ARGV[1] game session id, ARGV[2]
+-- KEYS: k.act_due, k.claims, k.fleet, k.hosting, k.pool, k.sessions. ARGV[1] game session id, ARGV[2]
 -- game-server id ('' to pick one), ARGV[3] location ('' for any), ARGV[4] maximum players, ARGV[5] retention ms,
 -- ARGV[6] idempotency token (''), ARGV[7] digest of the request, ARGV[8] creator id (''), ARGV[9] accept players
 -- (1 | 0), ARGV[10] protected (1 | 0; '' for the fleet's default), ARGV[11] name, ARGV[12] properties (JSON),
@@ -142,7 +142,6 @@ if creator ~= '' and limit > 0 then
   redis.call('ZADD', created_by, now, sid)
   redis.call('PEXPIRE', created_by, period)
 end
-record_event(k, S.GAME_SESSION_CREATED, record, now)
 -- A placement served waits nowhere in this fleet any more.
 if spend ~= '' then
   for name in string.gmatch(redis.call('HGET', k.fleet, 'locs') or '', '%S+') do
@@ -151,14 +150,12 @@ if spend ~= '' then
 end
 -- The desired players of a placement, RESERVED with it; their reservation timers start at activation. The session's
 -- lists of them are written once for all.
-local endpoint = {server[1] or '', server[3] or '', server[4] or '', server[5] or '0'}
 local live, listed = {}, {}
 for i = 22, #ARGV, 3 do
   local psid = ARGV[i + 2]
   local fields = {'id', psid, 'player', ARGV[i], 'gs', sid, 'status', S.RESERVED, 'data', ARGV[i + 1], 'c_ms', now}
   redis.call('HSET', pkey(k, psid), unpack(fields))
   redis.call('ZADD', k.player .. ARGV[i], now, psid)
-  player_event(k, S.PLAYER_SESSION_RESERVED, fields, endpoint, now)
   live[#live + 1], live[#live + 2] = ARGV[i], psid
   listed[#listed + 1], listed[#listed + 2] = now, psid
 end

@@ -2,8 +2,8 @@
 -- is checked against the maximum here, in the one script every creation runs, so no race can overfill a session.
 -- A player who already holds a RESERVED or ACTIVE player session in it with the same data gets that one back and
 -- takes no new slot.
--- KEYS: k.res_due, k.sevents. ARGV[1] game session id, then per player: player id, player data, id for
--- a new player session.
+-- KEYS: k.res_due. ARGV[1] game session id, then per player: player id, player data, id for a new player
+-- session. A reservation is no session event: its caller holds the reply.
 -- Reply: {outcome, now_ms, detail, {loc, ip, dns, port}, {player session fields...}...}. Outcomes: CREATED;
 -- NOT_FOUND; NOT_ACTIVE (detail: its status); DENY_ALL; FULL (detail: free slots); PLAYER_CONFLICT (detail: the
 -- player holding a live player session with other data).
@@ -46,7 +46,7 @@ local until_ms = now + tonumber(s[5])
 local created = tostring(now)
 local endpoint = {s[6], s[7], s[8], s[9]}
 local out = {'CREATED', created, '', endpoint}
--- The hot path: a new player session's record is built here once and used for the hash, the event and the reply,
+-- The hot path: a new player session's record is built here once and used for the hash and the reply,
 -- rather than written and read back.
 for i = 2, #ARGV, 3 do
   local psid = held[i]
@@ -60,7 +60,6 @@ for i = 2, #ARGV, 3 do
     redis.call('ZADD', key .. ':ps', now, psid)
     redis.call('ZADD', k.player .. ARGV[i], now, psid)
     redis.call('ZADD', k.res_due, until_ms, psid)
-    player_event(k, S.PLAYER_SESSION_RESERVED, fields, endpoint, now)
     out[#out + 1] = fields
   end
 end

@@ -1,5 +1,5 @@
-//! The session event streams: one per fleet, appended to by every script that moves a game or player session, and
-//! read by watchers. A position is a Redis stream id (`<ms>-<seq>`), taken from Redis' clock at the append.
+//! The session event streams: one per fleet, appended to by the scripts that make the transitions a watcher acts on
+//! (the contract's SessionEventType says which), and read by watchers. A position is a Redis stream id (`<ms>-<seq>`), taken from Redis' clock at the append.
 
 use berth_domain::game_session::{GameSessionRecord, PlayerSessionRecord};
 use berth_domain::stored::SessionEventType;
@@ -27,15 +27,28 @@ pub struct SessionEventEntry {
     /// When it happened, ms since the epoch.
     pub time_ms: i64,
     pub subject: Subject,
+    /// The player sessions that ended with the game session, on its end; empty otherwise.
+    pub players: Vec<PlayerSessionRecord>,
 }
 
 fn decode(fleet_id: &str, position: String, pairs: &[String]) -> Result<SessionEventEntry, StoreError> {
     let field = |name: &str| field(pairs, name);
+    let endpoint = [field("loc"), field("ip"), field("dns"), field("port")];
+    let ended = field("players");
+    let players = if ended.is_empty() {
+        Vec::new()
+    } else {
+        let lists: Vec<Vec<String>> =
+            serde_json::from_str(&ended).map_err(|_| unexpected("session event", format!("players {ended}")))?;
+        lists
+            .iter()
+            .filter_map(|pairs| player_session(fleet_id, pairs, &endpoint))
+            .collect()
+    };
     let subject = if field("kind") == "g" {
         let record = game_session(pairs)?.ok_or_else(|| unexpected("session event", "an empty game session"))?;
         Subject::GameSession(Box::new(record))
     } else {
-        let endpoint = [field("loc"), field("ip"), field("dns"), field("port")];
         let record = player_session(fleet_id, pairs, &endpoint)
             .ok_or_else(|| unexpected("session event", "an empty player session"))?;
         Subject::PlayerSession(Box::new(record))
@@ -45,6 +58,7 @@ fn decode(fleet_id: &str, position: String, pairs: &[String]) -> Result<SessionE
         event_type: SessionEventType::parse(&field("type")),
         time_ms: field("t").parse().unwrap_or(0),
         subject,
+        players,
     })
 }
 

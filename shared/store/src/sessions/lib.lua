@@ -28,7 +28,8 @@
 --                       players or max; `free`: those of them that could take a player now, by created
 --   sevents_gone        position of the last session event trimmed (by retention or the cap)
 --   sevents             stream of session events: type, t (ms), kind (g | p), then the record's fields (a player
---                       session's with its game session's loc, ip, dns and port)
+--                       session's with its game session's loc, ip, dns and port; a game session's end with
+--                       `players`, the JSON list of the flat fields of the player sessions that ended with it)
 
 
 -- A placement's attempts in this fleet (placements.rs): attempt n in a location creates its session under token
@@ -125,7 +126,7 @@ local function server_ending(k, id)
   end
 end
 
--- Appends a player-session transition whose record the caller holds: `fields` its flat name/value list,
+-- Appends a player session's timeout, whose record the caller holds: `fields` its flat name/value list,
 -- `endpoint` its game session's {loc, ip, dns, port}.
 local function player_event(k, type, fields, endpoint, now)
   local entry = {'type', type, 't', now, 'kind', 'p'}
@@ -139,8 +140,9 @@ local function player_event(k, type, fields, endpoint, now)
 end
 
 -- Appends a game session's transition to the session event stream with its record's `fields` (name, value, ...)
--- as they are now, without its data and matchmaker data (a watcher reads those apart when it asks for them).
-local function record_event(k, type, fields, now)
+-- as they are now, without its data and matchmaker data (a watcher reads those apart when it asks for them), and
+-- `players`: the fields of the player sessions that ended with it (nil or empty for none), as one JSON list.
+local function record_event(k, type, fields, now, players)
   local entry = {'type', type, 't', now, 'kind', 'g'}
   for i = 1, #fields, 2 do
     if fields[i] ~= 'data' and fields[i] ~= 'mm' and fields[i] ~= 'tly' then
@@ -148,30 +150,22 @@ local function record_event(k, type, fields, now)
       entry[#entry + 1] = fields[i + 1]
     end
   end
+  if players and #players > 0 then
+    entry[#entry + 1] = 'players'
+    entry[#entry + 1] = cjson.encode(players)
+  end
   -- The session sweep trims the stream to the retention and the deployment's cap (BERTH_SESSION_EVENTS_MAX).
   redis.call('XADD', k.sevents, '*', unpack(entry))
 end
 
 -- Appends a game session's transition with the record at `key` as it is now.
-local function session_event(k, type, key, now)
-  record_event(k, type, redis.call('HGETALL', key), now)
+local function session_event(k, type, key, now, players)
+  record_event(k, type, redis.call('HGETALL', key), now, players)
 end
 
--- A game session's endpoint as player events and replies carry it: {loc, ip, dns, port}.
-local function session_endpoint(k, sid)
-  return redis.call('HMGET', gkey(k, sid), 'loc', 'ip', 'dns', 'port')
-end
-
--- Appends a player session's transition with its record as it is now and its game session's `endpoint`, which the
--- caller holds; answers the record's fields (for a reply that shows them).
-local function player_session_event(k, type, key, endpoint, now)
-  local fields = redis.call('HGETALL', key)
-  player_event(k, type, fields, endpoint, now)
-  return fields
-end
-
--- Ends a RESERVED or ACTIVE player session (COMPLETED or TIMEDOUT) and frees its slot. `endpoint` is its game
--- session's (nil: read here). Answers the record's fields as it ended, or nil when it had ended already.
+-- Ends a RESERVED or ACTIVE player session (COMPLETED or TIMEDOUT) and frees its slot. Only a timeout is an event
+-- of its own (see SessionEventType in the contract), for which `endpoint`, its game session's {loc, ip, dns, port},
+-- is read here when nil. Answers the record's fields as it ended, or nil when it had ended already.
 local function end_player_session(k, psid, status, now, endpoint)
   local key = pkey(k, psid)
   local p = redis.call('HMGET', key, 'status', 'gs', 'player')
@@ -184,9 +178,12 @@ local function end_player_session(k, psid, status, now, endpoint)
   end
   redis.call('HDEL', gkey(k, p[2]) .. ':live', p[3])
   redis.call('HINCRBY', gkey(k, p[2]), 'cur', -1)
-  local event = S.PLAYER_SESSION_COMPLETED
-  if status == S.TIMEDOUT then event = S.PLAYER_SESSION_TIMED_OUT end
-  return player_session_event(k, event, key, endpoint or session_endpoint(k, p[2]), now)
+  local fields = redis.call('HGETALL', key)
+  if status == S.TIMEDOUT then
+    endpoint = endpoint or redis.call('HMGET', gkey(k, p[2]), 'loc', 'ip', 'dns', 'port')
+    player_event(k, S.PLAYER_SESSION_TIMED_OUT, fields, endpoint, now)
+  end
+  return fields
 end
 
 -- The reason the game sessions of a process told to end (`term_reason`, the process's) end with, however the process
@@ -206,10 +203,9 @@ local function end_game_session(k, sid, status, reason, now)
   -- Asked to end, it ended as asked, whatever else its server was doing.
   if s[1] == S.TERMINATING and reason == S.ENDED_BY_SERVER then reason = S.TRIGGERED_ON_PROCESS_TERMINATE end
   redis.call('SREM', k.gs .. s[3] .. ':sessions', sid)
-  local live = redis.call('HVALS', key .. ':live')
-  local endpoint = #live > 0 and session_endpoint(k, sid)
-  for _, psid in ipairs(live) do
-    end_player_session(k, psid, S.COMPLETED, now, endpoint)
+  local players = {}
+  for _, psid in ipairs(redis.call('HVALS', key .. ':live')) do
+    players[#players + 1] = end_player_session(k, psid, S.COMPLETED, now)
   end
   redis.call('HSET', key, 'status', status, 'reason', reason, 'end_ms', now)
   redis.call('HDEL', key, 'act_by_ms', 'term_by_ms')
@@ -219,7 +215,7 @@ local function end_game_session(k, sid, status, reason, now)
   index_session(k, sid)
   local event = S.GAME_SESSION_TERMINATED
   if status == S.ERROR then event = S.GAME_SESSION_ERROR end
-  session_event(k, event, key, now)
+  session_event(k, event, key, now, players)
   return true
 end
 
