@@ -129,7 +129,7 @@ impl Placement<'_> {
     async fn work(&self) -> Result<(), StoreError> {
         let Some(mut record) = store::read_placement(self.store(), self.queue_name, self.id()).await? else {
             // Gone with its retention: nothing of it can be left to do.
-            return store::placement_done(self.store(), self.queue_name, &self.request.entry).await;
+            return store::placement_done(self.store(), self.queue_name, self.id(), &self.request.entry).await;
         };
         let mut progress = Progress {
             furthest: record.furthest,
@@ -180,7 +180,7 @@ impl Placement<'_> {
                     continue;
                 }
                 AttemptRecorded::NotFound => {
-                    return store::placement_done(self.store(), self.queue_name, &self.request.entry).await;
+                    return store::placement_done(self.store(), self.queue_name, self.id(), &self.request.entry).await;
                 }
             };
             if order.candidates.is_empty() {
@@ -531,7 +531,7 @@ impl Placement<'_> {
                 announce(self.store(), &routing, &candidate.fleet_id, &session.game_server_id).await;
             }
         }
-        store::placement_done(self.store(), self.queue_name, &self.request.entry).await
+        store::placement_done(self.store(), self.queue_name, self.id(), &self.request.entry).await
     }
 }
 

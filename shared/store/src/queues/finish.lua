@@ -19,8 +19,5 @@ if ARGV[6] == '1' and now < tonumber(p[3]) then return placement_reply('WAITING'
 local extra = {}
 for i = 9, #ARGV do extra[#extra + 1] = ARGV[i] end
 end_placement(q, id, ARGV[2], ARGV[3], ARGV[4], now, tonumber(ARGV[7]), extra)
-if ARGV[8] ~= '' then
-  redis.call('XACK', q.requests, PLACEMENT_WORKERS, ARGV[8])
-  redis.call('XDEL', q.requests, ARGV[8])
-end
+if ARGV[8] ~= '' then done_with(q, id, ARGV[8]) end
 return placement_reply('FINISHED', now, '', key)

@@ -6,11 +6,12 @@
 --                 sum of its PENDING placements' start times, ms, for their average wait)
 --   pending       PENDING placement ids by start ms
 --   requests      stream of placements for the workers to take (consumer group PLACEMENT_WORKERS): id, dl_ms
---   events        stream of placement events (one per end): type, t, ced, then the placement's fields
+--   events        stream of placement events (one per end): type, t, ced, then the placement's fields but those
+--                 NOT_SHOWN
 --   events_gone   position of the last event trimmed
 --   pl:<id>       a placement: id, queue, req (the request, encoded), digest, status, reason, msg, s_ms, dl_ms, e_ms,
---                 n (attempts made), cands (the last attempt's candidates), why (the furthest any attempt got: the
---                 reason should it time out), and once FULFILLED gsid, fleet, loc, ip, dns, port, placed (JSON
+--                 n (attempts made), until it ends why (the furthest any attempt got: the reason should it time
+--                 out), until its worker is done with it cands (the last attempt's candidates), and once FULFILLED gsid, fleet, loc, ip, dns, port, placed (JSON
 --                 [[player id, player session id], ...]), fco (first choice outcome), ll and lp (1 | 0: lowest
 --                 latency, lowest price)
 --   m:<minute>    counts of a minute (ms / 60000), kept 25 hours: each status and event type by name, fco:<outcome>,
@@ -32,11 +33,21 @@ local function count_minute(q, now, counters)
   redis.call('PEXPIRE', key, MINUTE_KEPT_MS)
 end
 
+-- Fields no watcher is shown: what only the placement's worker reads (its last attempt's candidates, 20 bytes a
+-- fleet and location, and its furthest reason), which the placement drops once the worker is done, and the digest
+-- that tells a retried start from another.
+local NOT_SHOWN = {cands = true, why = true, digest = true}
+
 -- Appends a placement event with the placement as it is now and the queue's custom event data.
 local function placement_event(q, key, type, now)
   local entry = {'type', type, 't', now, 'ced', redis.call('HGET', q.record, 'ced') or ''}
   local fields = redis.call('HGETALL', key)
-  for i = 1, #fields do entry[#entry + 1] = fields[i] end
+  for i = 1, #fields, 2 do
+    if not NOT_SHOWN[fields[i]] then
+      entry[#entry + 1] = fields[i]
+      entry[#entry + 1] = fields[i + 1]
+    end
+  end
   redis.call('XADD', q.events, '*', unpack(entry))
 end
 
@@ -46,6 +57,7 @@ local function end_placement(q, id, status, reason, message, now, retention_ms, 
   local key = q.placement .. id
   redis.call('HSET', key, 'status', status, 'reason', reason, 'msg', message, 'e_ms', now)
   if #extra > 0 then redis.call('HSET', key, unpack(extra)) end
+  redis.call('HDEL', key, 'why')
   if redis.call('ZREM', q.pending, id) == 1 then
     redis.call('HINCRBY', q.record, 'psum', -tonumber(redis.call('HGET', key, 's_ms')))
   end
@@ -62,6 +74,14 @@ local function end_placement(q, id, status, reason, message, now, retention_ms, 
     counters[#counters + 1] = 'w:' .. math.floor(math.log(now - tonumber(p[5]) + 1) / math.log(1.1))
   end
   count_minute(q, now, counters)
+end
+
+-- A worker is done with placement `id`'s request `entry`: the entry leaves the stream, and the placement the
+-- candidates its worker gave up its last attempt in (which are nobody's business once the worker is done).
+local function done_with(q, id, entry)
+  redis.call('XACK', q.requests, PLACEMENT_WORKERS, entry)
+  redis.call('HDEL', q.placement .. id, 'cands')
+  return redis.call('XDEL', q.requests, entry)
 end
 
 -- The reply of the placement scripts: {outcome, now_ms, detail, placement fields...}.

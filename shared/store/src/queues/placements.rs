@@ -541,10 +541,10 @@ pub async fn touch_requests(
     store.invoke(&call).await
 }
 
-/// A worker is done with a placement's request: the entry leaves the stream.
-pub async fn placement_done(store: &Store, queue_name: &str, entry: &str) -> Result<(), StoreError> {
+/// A worker is done with placement `id`'s request: the entry leaves the stream.
+pub async fn placement_done(store: &Store, queue_name: &str, id: &str, entry: &str) -> Result<(), StoreError> {
     let mut call = queue_call(&scripts().placement_done, queue_name);
-    call.arg(entry);
+    call.arg(entry).arg(id);
     let _: i64 = store.invoke(&call).await?;
     Ok(())
 }
