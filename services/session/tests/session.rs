@@ -241,7 +241,7 @@ async fn a_full_session_takes_exactly_its_slots(redis: TestRedis) {
     }
     assert_eq!((won, full), (100, 900));
     let described = describe(&stack, &session).await;
-    assert_eq!(described.current_player_session_count, 100);
+    assert_eq!(described.current_player_session_count, 100, "{described:?}");
     let listed = stack
         .players()
         .await

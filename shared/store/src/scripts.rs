@@ -144,6 +144,8 @@ pub struct Scripts {
     pub queues_now: LuaScript,
     /// Reads a placement with its node's clock.
     pub read_placement: LuaScript,
+    /// Reads a queue's placement events, each joined with its placement, with the node's clock.
+    pub read_placement_events: LuaScript,
     /// Creates or replaces a scaling policy.
     pub put_scaling_policy: LuaScript,
     /// Deletes a scaling policy.
@@ -423,6 +425,7 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
         queue_metrics: function("queue_metrics"),
         queues_now: function("queues_now"),
         read_placement: function("read_placement"),
+        read_placement_events: function("read_placement_events"),
         put_scaling_policy: function("put_scaling_policy"),
         delete_scaling_policy: function("delete_scaling_policy"),
         read_scaling_policies: function("read_scaling_policies"),

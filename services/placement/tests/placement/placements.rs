@@ -1269,6 +1269,63 @@ async fn a_new_queues_first_placement_is_worked_at_once_on_a_cluster() {
     a_new_queues_first_placement_is_worked_at_once(TestRedis::cluster()).await;
 }
 
+/// A placement event names its placement, whose record is joined when the event is read: once the record is gone
+/// with its retention, the event reads as trimmed, though the queue's sweep has not removed it yet.
+async fn an_event_whose_placement_expired_reads_as_trimmed(redis: TestRedis) {
+    use berth_store::queues::placements::read_placement_events;
+    let brief = berth_placement::PlacementArgs {
+        placement_retention_ms: 300,
+        // No workers: no sweep trims the queue's events.
+        ..api_only()
+    };
+    let stack = Stack::with(redis, &brief).await;
+    stack.queue("brief", 10_000, |_| {}).await;
+    let mut placements = stack.placements().await;
+    placements
+        .start_game_session_placement(start("short", "brief"))
+        .await
+        .unwrap();
+    let stop = pb::StopGameSessionPlacementRequest {
+        placement_id: "short".into(),
+    };
+    placements.stop_game_session_placement(stop).await.unwrap();
+    let read = read_placement_events(&stack.store, "brief", "-", 10).await.unwrap();
+    assert_eq!(read.gone, None);
+    let [event] = read.entries.as_slice() else {
+        panic!("one event, got {:?}", read.entries)
+    };
+    assert_eq!(event.placement.status(), pb::PlacementStatus::Cancelled);
+    assert_eq!(event.placement.game_session_name, "match short", "the record is joined");
+    let position = event.position.clone();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let gone = loop {
+        let read = read_placement_events(&stack.store, "brief", "-", 10).await.unwrap();
+        if read.entries.is_empty() {
+            break read.gone;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the placement never expired");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let (ms, seq) = position.split_once('-').unwrap();
+    assert_eq!(gone, Some((ms.parse().unwrap(), seq.parse().unwrap())));
+    let kept: u64 = stack
+        .store
+        .query(redis::cmd("XLEN").arg(berth_store::keys::QueueKeys::new("brief").events()))
+        .await
+        .unwrap();
+    assert_eq!(kept, 1, "the event is still in the stream, unswept");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_event_whose_placement_expired_reads_as_trimmed_on_a_single_node() {
+    an_event_whose_placement_expired_reads_as_trimmed(TestRedis::single()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_event_whose_placement_expired_reads_as_trimmed_on_a_cluster() {
+    an_event_whose_placement_expired_reads_as_trimmed(TestRedis::cluster()).await;
+}
+
 /// A watch resumed after events that were trimmed unread is OUT_OF_RANGE, naming the queue whose events are gone.
 async fn a_cursor_whose_following_events_were_trimmed_is_out_of_range(redis: TestRedis) {
     let kept_one = berth_placement::PlacementArgs {

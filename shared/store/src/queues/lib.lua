@@ -6,8 +6,8 @@
 --                 sum of its PENDING placements' start times, ms, for their average wait)
 --   pending       PENDING placement ids by start ms
 --   requests      stream of placements for the workers to take (consumer group PLACEMENT_WORKERS): id, dl_ms
---   events        stream of placement events (one per end): type, t, ced, then the placement's fields but those
---                 NOT_SHOWN
+--   events        stream of placement events (one per end): type, t, ced, id (the placement's record is joined
+--                 when they are read)
 --   events_gone   position of the last event trimmed
 --   pl:<id>       a placement: id, queue, req (the request, encoded), digest, status, reason, msg, s_ms, dl_ms, e_ms,
 --                 n (attempts made), until it ends why (the furthest any attempt got: the reason should it time
@@ -33,22 +33,15 @@ local function count_minute(q, now, counters)
   redis.call('PEXPIRE', key, MINUTE_KEPT_MS)
 end
 
--- Fields no watcher is shown: what only the placement's worker reads (its last attempt's candidates, 20 bytes a
+-- Fields of a placement no watcher is shown: what only the placement's worker reads (its last attempt's candidates, 20 bytes a
 -- fleet and location, and its furthest reason), which the placement drops once the worker is done, and the digest
 -- that tells a retried start from another.
 local NOT_SHOWN = {cands = true, why = true, digest = true}
 
--- Appends a placement event with the placement as it is now and the queue's custom event data.
-local function placement_event(q, key, type, now)
-  local entry = {'type', type, 't', now, 'ced', redis.call('HGET', q.record, 'ced') or ''}
-  local fields = redis.call('HGETALL', key)
-  for i = 1, #fields, 2 do
-    if not NOT_SHOWN[fields[i]] then
-      entry[#entry + 1] = fields[i]
-      entry[#entry + 1] = fields[i + 1]
-    end
-  end
-  redis.call('XADD', q.events, '*', unpack(entry))
+-- Appends a placement event: its type and time, the queue's custom event data, and the placement's id, whose record
+-- a reader joins (read_events.lua).
+local function placement_event(q, id, type, now)
+  redis.call('XADD', q.events, '*', 'type', type, 't', now, 'ced', redis.call('HGET', q.record, 'ced') or '', 'id', id)
 end
 
 -- Ends a PENDING placement: its status, reason and message, `extra` fields (name, value, ...) beside them, its
@@ -62,7 +55,7 @@ local function end_placement(q, id, status, reason, message, now, retention_ms, 
     redis.call('HINCRBY', q.record, 'psum', -tonumber(redis.call('HGET', key, 's_ms')))
   end
   redis.call('PEXPIRE', key, retention_ms)
-  placement_event(q, key, status, now)
+  placement_event(q, id, status, now)
   local counters = {status}
   if status == S.FULFILLED then
     local p = redis.call('HMGET', key, 'fco', 'll', 'lp', 'loc', 's_ms')

@@ -614,17 +614,17 @@ pub struct PlacementEventEntry {
     pub placement: Box<pb::GameSessionPlacement>,
 }
 
-/// Up to `count` placement events of a queue from `start` (an XRANGE start, see `sessions/read_events.lua`).
+/// Up to `count` placement events of a queue from `start` (an XRANGE start), each with its placement as the event
+/// left it (`queues/read_events.lua`).
 pub async fn read_placement_events(
     store: &Store,
     queue_name: &str,
     start: &str,
     count: usize,
 ) -> Result<EventsRead<PlacementEventEntry>, StoreError> {
-    const SCRIPT: &str = "read_events";
-    let keys = QueueKeys::new(queue_name);
-    let mut call = scripts().read_events.prepare();
-    call.key(keys.events()).key(keys.events_gone()).arg(start).arg(count);
+    const SCRIPT: &str = "read_placement_events";
+    let mut call = queue_call(&scripts().read_placement_events, queue_name);
+    call.arg(start).arg(count);
     let reply: (String, String, Vec<StreamEntry>) = store.invoke(&call).await?;
     events_read(SCRIPT, reply, |(position, pairs)| {
         let fields = binary_fields(SCRIPT, &pairs)?;
