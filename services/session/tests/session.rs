@@ -207,6 +207,9 @@ async fn serves_health_reflection_and_guards_its_rpcs() {
 
 async fn a_full_session_takes_exactly_its_slots(redis: TestRedis) {
     let stack = Stack::start(redis, &fast_sessions()).await;
+    // The race holds the shared cores long enough to delay a heartbeat past the fast settings' 300 ms window, which
+    // would end the session ERROR mid-race: this test is about slots, so the server gets a 6 s window.
+    stack.settings(|settings| settings.heartbeat_ms = 2_000).await;
     let (server, mut events) = stack.server("gs-1", 1, "local").await;
     let session = active_session(&stack, &server, &mut events, create(100)).await;
 
