@@ -141,17 +141,20 @@ impl<'a> Autoscaler<'a> {
         };
         let due = pass::due(&at, &inputs);
         let passed = pass::pass(&at, &inputs, &due, |_| None);
-        for (index, state, _) in &passed.evaluated {
-            self.states[*index] = state.clone();
+        let change = passed
+            .change(capacity.desired)
+            .map(|change| (change.desired, change.winner.0.clone()));
+        for (index, state, _) in passed.evaluated {
+            self.states[index] = state;
         }
-        self.location = passed.state.clone();
-        let Some(change) = passed.change(capacity.desired) else {
+        self.location = passed.state;
+        let Some((desired, winner)) = change else {
             return capacity.desired;
         };
         // As the fleet service's script records when a proposal won and changed the count (the cool-down's start).
-        if let Some(winner) = self.contender.policies.iter().position(|p| p.name == change.winner.0) {
+        if let Some(winner) = self.contender.policies.iter().position(|p| p.name == winner) {
             self.states[winner].acted_ms = Some(now_ms);
         }
-        change.desired
+        desired
     }
 }

@@ -37,8 +37,11 @@ pub(crate) struct Autoscaler {
 /// What recording a pass came to.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Scaled {
-    /// The desired count the location's instances are to follow now.
-    Desired(u32),
+    /// The pass's change of the desired count was recorded: the instances follow it.
+    Applied,
+    /// No change was recorded (none was decided, or an operator's change came first): the instances follow the
+    /// desired count as it stood.
+    Kept,
     /// The lease was lost: the pass changed nothing.
     Fenced,
 }
@@ -163,9 +166,9 @@ impl Autoscaler {
                 metrics::counter!("berth_scaling_actions_total",
                     "direction" => if scaled > decided.from { "out" } else { "in" })
                 .increment(1);
-                Scaled::Desired(scaled)
+                Scaled::Applied
             }
-            Acted::Done(false) | Acted::Gone => Scaled::Desired(decided.from),
+            Acted::Done(false) | Acted::Gone => Scaled::Kept,
             Acted::Fenced => Scaled::Fenced,
         })
     }

@@ -613,7 +613,7 @@ impl FleetService for Fleets {
 /// so one event has one id everywhere; its position is its cursor (a watch gives its own, of every fleet watched).
 pub(crate) fn fleet_event(fleet_id: &str, entry: FleetEventEntry) -> pb::FleetEvent {
     pb::FleetEvent {
-        event_id: format!("{fleet_id}/{}", entry.position),
+        event_id: berth_runtime::watch::event_id(fleet_id, &entry.position),
         cursor: entry.position,
         fleet_id: fleet_id.to_owned(),
         location: entry.location,

@@ -12,8 +12,7 @@ pub(crate) fn with_counts(mut fleet: pb::Fleet, read: &Utilization) -> pb::Fleet
     let mut total = Tally::default();
     for location in &mut fleet.locations {
         if let Some((_, tally)) = read.locations.iter().find(|(name, _)| *name == location.location) {
-            location.instance_counts = Some(instance_counts(tally));
-            location.game_server_counts = Some(game_server_counts(tally));
+            count(location, tally);
             total.add(tally);
         }
     }
@@ -24,7 +23,11 @@ pub(crate) fn with_counts(mut fleet: pb::Fleet, read: &Utilization) -> pb::Fleet
 
 /// A location as the contract shows it, with the counts of its tally.
 pub(crate) fn location_with_counts(mut location: pb::FleetLocation, tally: &Tally) -> pb::FleetLocation {
+    count(&mut location, tally);
+    location
+}
+
+fn count(location: &mut pb::FleetLocation, tally: &Tally) {
     location.instance_counts = Some(instance_counts(tally));
     location.game_server_counts = Some(game_server_counts(tally));
-    location
 }

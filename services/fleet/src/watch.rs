@@ -61,7 +61,6 @@ impl EventStreams for FleetEvents {
             return Ok(None);
         }
         let event = pb::FleetEvent {
-            event_id: placed.event_id,
             cursor: placed.cursor,
             ..fleet_event(fleet_id, entry)
         };

@@ -67,7 +67,7 @@ impl ClaimService for Claims {
         &self,
         request: Request<pb::ClaimGameServerRequest>,
     ) -> Result<Response<pb::ClaimGameServerResponse>, Status> {
-        let deadline = caller_deadline(request.metadata(), Instant::now());
+        let deadline = caller_deadline(&request);
         let req = request.into_inner();
         let tiers = domain::check_claim(&req)?;
         let claim_id = uuid::Uuid::now_v7().to_string();

@@ -111,7 +111,7 @@ impl PlacementService for Placements {
         &self,
         request: Request<pb::StartGameSessionPlacementRequest>,
     ) -> Result<Response<pb::StartGameSessionPlacementResponse>, Status> {
-        let deadline = caller_deadline(request.metadata(), Instant::now());
+        let deadline = caller_deadline(&request);
         let req = request.into_inner();
         check::check_start(&req)?;
         // Made apart from this call, which the server drops when the caller gives up (its deadline, a reset): a

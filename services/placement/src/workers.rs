@@ -19,7 +19,7 @@ use berth_runtime::sync::lock;
 use berth_store::keys::QUEUES_CHANNEL;
 use berth_store::queues::placements::{self as store, Request};
 use berth_store::{RedisConfig, Store, Subscription};
-use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::sync::{Notify, Semaphore, mpsc, watch};
 use tokio::task::{AbortHandle, JoinSet};
 
 use crate::placing::{self, Placer};
@@ -50,11 +50,10 @@ pub(crate) struct WorkerSettings {
 pub(crate) async fn run(placer: Arc<Placer>, settings: WorkerSettings) {
     let mut workers: HashMap<String, tokio::task::AbortHandle> = HashMap::new();
     let mut tasks = JoinSet::new();
-    let mut announced = None;
+    let announced = Arc::new(Notify::new());
+    let mut hearing = JoinSet::new();
+    hearing.spawn(hear_new_queues(placer.store.config().clone(), announced.clone()));
     loop {
-        if announced.is_none() {
-            announced = Subscription::open(placer.store.config(), QUEUES_CHANNEL).await.ok();
-        }
         match store::queues_to_work(&placer.store).await {
             Ok(names) => {
                 workers.retain(|name, handle| {
@@ -74,19 +73,26 @@ pub(crate) async fn run(placer: Arc<Placer>, settings: WorkerSettings) {
             Err(err) => tracing::debug!(error = %err, "queues not listed; trying again"),
         }
         while tasks.try_join_next().is_some() {}
-        let word = async {
-            match &mut announced {
-                Some(subscription) => subscription.next().await,
-                None => std::future::pending().await,
-            }
-        };
         tokio::select! {
             _ = tokio::time::sleep(settings.discovery) => {}
-            heard = word => if heard.is_none() {
-                // The subscription is gone for good: opened again on the next round.
-                announced = None;
-            },
+            _ = announced.notified() => {}
         }
+    }
+}
+
+/// Wakes the queue discovery whenever a queue is announced (a word heard while the queues are being listed is kept
+/// for the next wait), subscribing again after a failure.
+async fn hear_new_queues(config: RedisConfig, announced: Arc<Notify>) {
+    loop {
+        match Subscription::open(&config, QUEUES_CHANNEL).await {
+            Ok(mut subscription) => {
+                while subscription.next().await.is_some() {
+                    announced.notify_one();
+                }
+            }
+            Err(err) => tracing::debug!(error = %err, "cannot hear of new queues yet; they are listed as often as set"),
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
 

@@ -20,7 +20,7 @@ use berth_store::sessions::{
 };
 use tonic::Status;
 
-use crate::player_sessions::page_of;
+use crate::player_sessions::{described, page_of, page_of_one};
 
 /// The sessions one process hosts, as that process reaches them.
 #[derive(Clone, Copy)]
@@ -88,7 +88,7 @@ impl Hosted<'_> {
         self.own_ids(game_session_id, None)?;
         let ended = store::end_game_session(self.store, self.fleet_id, self.game_server_id, game_session_id, reject);
         match ended.await? {
-            ServerEnded::Ended(record, _) => Ok(*record),
+            ServerEnded::Ended(record) => Ok(*record),
             ServerEnded::NotFound | ServerEnded::NotYours => Err(no_game_session(game_session_id)),
             ServerEnded::WrongState(status) => Err(Status::failed_precondition(format!(
                 "game session {game_session_id:?} is {status}, not ACTIVATING: only a session being started can be \
@@ -185,11 +185,7 @@ impl Hosted<'_> {
                     .await?
                     .pop()
                     .ok_or_else(|| not_found("player session", player_session_id))?;
-                let shown = status.is_empty() || record.status.map(PlayerSessionStatus::as_str) == Some(status);
-                Page {
-                    items: if shown { vec![record] } else { Vec::new() },
-                    next: None,
-                }
+                page_of_one(record, status)
             }
             Some(Selector::GameSessionId(game_session_id)) => {
                 match self.read(game_session_id).await? {
@@ -216,10 +212,7 @@ impl Hosted<'_> {
                 ));
             }
         };
-        Ok(pb::DescribePlayerSessionsResponse {
-            player_sessions: page.items.into_iter().map(Into::into).collect(),
-            next_page_token: page.next.unwrap_or_default(),
-        })
+        Ok(described(page))
     }
 
     /// The player sessions, of those given, whose game session this process hosts or hosted.

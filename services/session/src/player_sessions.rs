@@ -39,6 +39,23 @@ pub(crate) async fn page_of(
     })
 }
 
+/// One player session as a page: empty when `status` (empty: any) leaves it out.
+pub(crate) fn page_of_one(record: PlayerSessionRecord, status: &str) -> Page<PlayerSessionRecord> {
+    let shown = status.is_empty() || record.status.map(PlayerSessionStatus::as_str) == Some(status);
+    Page {
+        items: if shown { vec![record] } else { Vec::new() },
+        next: None,
+    }
+}
+
+/// DescribePlayerSessions' answer of a page.
+pub(crate) fn described(page: Page<PlayerSessionRecord>) -> pb::DescribePlayerSessionsResponse {
+    pb::DescribePlayerSessionsResponse {
+        player_sessions: page.items.into_iter().map(Into::into).collect(),
+        next_page_token: page.next.unwrap_or_default(),
+    }
+}
+
 /// The handler.
 pub struct PlayerSessions {
     context: Arc<Context>,
@@ -127,11 +144,7 @@ impl PlayerSessionService for PlayerSessions {
                     .pop()
                     .flatten()
                     .ok_or_else(|| Status::not_found(format!("no player session {id:?}")))?;
-                let shown = status.is_empty() || record.status.map(PlayerSessionStatus::as_str) == Some(status);
-                Page {
-                    items: if shown { vec![record] } else { Vec::new() },
-                    next: None,
-                }
+                page_of_one(record, status)
             }
             Some(Selector::GameSessionId(id)) => {
                 let fleet_id = fleet_of(id).ok_or_else(|| Status::not_found(format!("no game session {id:?}")))?;
@@ -161,10 +174,7 @@ impl PlayerSessionService for PlayerSessions {
                 ));
             }
         };
-        Ok(Response::new(pb::DescribePlayerSessionsResponse {
-            player_sessions: page.items.into_iter().map(Into::into).collect(),
-            next_page_token: page.next.unwrap_or_default(),
-        }))
+        Ok(Response::new(described(page)))
     }
 }
 

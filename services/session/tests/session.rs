@@ -829,7 +829,7 @@ async fn the_transitions_a_watcher_acts_on_are_streamed_in_order_and_a_watch_res
         }
         other => panic!("expected a game session, got {other:?}"),
     }
-    let ended: Vec<(&str, pb::PlayerSessionStatus, &str, &str)> = seen[2]
+    let mut ended: Vec<(&str, pb::PlayerSessionStatus, &str, &str)> = seen[2]
         .player_sessions
         .iter()
         .map(|p| {
@@ -842,11 +842,10 @@ async fn the_transitions_a_watcher_acts_on_are_streamed_in_order_and_a_watch_res
         (stayed.as_str(), completed, session.as_str(), "10.0.0.7"),
         (waiting.as_str(), completed, session.as_str(), "10.0.0.7"),
     ];
-    let mut ended_sorted = ended.clone();
-    ended_sorted.sort();
+    ended.sort();
     expected.sort();
     assert_eq!(
-        ended_sorted, expected,
+        ended, expected,
         "the players still in the session end with it, and only they"
     );
     assert!(seen[2].player_sessions.iter().all(|p| p.termination_time.is_some()));

@@ -4,13 +4,14 @@
 //!
 //! A call still unanswered at the caller's deadline (`grpc-timeout`) is answered DEADLINE_EXCEEDED here, as the
 //! contracts promise, and its handler dropped. tonic's own timeout, outside every layer, would answer CANCELLED
-//! "Timeout expired" a moment later; the edge gives up `DEADLINE_MARGIN` before it, so that it always answers first.
+//! "Timeout expired" a moment later; the edge gives up a margin before it (`deadline::CallerDeadline`), so that it
+//! always answers first, and leaves that deadline in the request's extensions for the handlers that commit.
 
 use std::collections::HashSet;
 use std::convert::Infallible;
 use std::sync::{Arc, LazyLock};
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use futures::future::BoxFuture;
 use http::{Request, Response};
@@ -20,7 +21,7 @@ use tower::{Layer, Service};
 use tracing::Instrument;
 
 use crate::auth::{AccessRules, AuthMode, PUBLIC_PATHS, authenticate};
-use crate::deadline::grpc_timeout;
+use crate::deadline::CallerDeadline;
 use crate::metrics::{GRPC_REQUEST_DURATION, GRPC_REQUESTS};
 use crate::telemetry::adopt_remote_parent;
 
@@ -51,11 +52,6 @@ static METHODS: LazyLock<HashSet<String>> = LazyLock::new(|| {
         })
         .collect()
 });
-
-/// How long before the caller's deadline the edge answers DEADLINE_EXCEEDED: more than the time between tonic's
-/// timeout starting and the edge reading the same header (microseconds), so that the edge's timer never fires after
-/// tonic's, and small beside any deadline a client sets.
-const DEADLINE_MARGIN: Duration = Duration::from_millis(2);
 
 /// The `method` label of a request path.
 fn method_label(path: &str) -> String {
@@ -114,8 +110,10 @@ where
         let deadline = request
             .headers()
             .get("grpc-timeout")
-            .and_then(|value| grpc_timeout(value.to_str().ok()?))
-            .and_then(|timeout| Instant::now().checked_add(timeout.saturating_sub(DEADLINE_MARGIN)));
+            .and_then(|value| CallerDeadline::of(value, Instant::now()));
+        if let Some(deadline) = deadline {
+            request.extensions_mut().insert(deadline);
+        }
         Box::pin(async move {
             let path = request.uri().path().to_owned();
             let method = method_label(&path);
@@ -142,7 +140,7 @@ where
                 let answered = inner.call(request);
                 let response = match deadline {
                     None => answered.await?,
-                    Some(at) => match tokio::time::timeout_at(at.into(), answered).await {
+                    Some(CallerDeadline(at)) => match tokio::time::timeout_at(at.into(), answered).await {
                         Ok(response) => response?,
                         Err(_) => {
                             let status = tonic::Status::deadline_exceeded(

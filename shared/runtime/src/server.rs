@@ -159,21 +159,8 @@ async fn probe_redis(store: Store, reporter: HealthReporter, names: Vec<&'static
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        let writes = match store.memory_full().await {
-            Ok(false) => ServingStatus::Serving,
-            Ok(true) => {
-                if last_writes != Some(ServingStatus::NotServing) {
-                    tracing::warn!("redis is at its maxmemory and refuses writes; reporting {WRITES} NOT_SERVING");
-                }
-                ServingStatus::NotServing
-            }
-            Err(_) => ServingStatus::NotServing,
-        };
-        if last_writes != Some(writes) {
-            reporter.set_service_status(WRITES, writes).await;
-            last_writes = Some(writes);
-        }
-        let status = match store.ping().await {
+        let reached = store.ping().await;
+        let status = match &reached {
             Ok(()) => ServingStatus::Serving,
             Err(err) => {
                 if last != Some(ServingStatus::NotServing) {
@@ -188,6 +175,26 @@ async fn probe_redis(store: Store, reporter: HealthReporter, names: Vec<&'static
             }
             set_all(&reporter, &names, status).await;
             last = Some(status);
+        }
+        // A Redis that does not answer takes no writes either: its memory is asked only when it answers.
+        let memory = if reached.is_ok() {
+            Some(store.memory_full().await)
+        } else {
+            None
+        };
+        let writes = match memory {
+            Some(Ok(false)) => ServingStatus::Serving,
+            Some(Ok(true)) => {
+                if last_writes != Some(ServingStatus::NotServing) {
+                    tracing::warn!("redis is at its maxmemory and refuses writes; reporting {WRITES} NOT_SERVING");
+                }
+                ServingStatus::NotServing
+            }
+            Some(Err(_)) | None => ServingStatus::NotServing,
+        };
+        if last_writes != Some(writes) {
+            reporter.set_service_status(WRITES, writes).await;
+            last_writes = Some(writes);
         }
     }
 }

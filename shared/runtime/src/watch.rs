@@ -82,6 +82,12 @@ pub trait EventStreams: Send + Sync + 'static {
     fn keepalive(&self, cursor: String, server_time: prost_types::Timestamp) -> Self::Message;
 }
 
+/// An event's id, unique among every fleet's (or queue's) events: `<fleet>/<position>`, the same in a watch and in a
+/// listing.
+pub fn event_id(fleet_id: &str, position: &str) -> String {
+    format!("{fleet_id}/{position}")
+}
+
 /// Where an event stands in a watch.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Placed {
@@ -362,7 +368,7 @@ impl<S: EventStreams> Watch<S> {
         ready.sort_by(|a, b| a.0.cmp(&b.0));
         for (mark, fleet_id, entry) in ready {
             let placed = Placed {
-                event_id: format!("{fleet_id}/{}", S::position(&entry)),
+                event_id: event_id(&fleet_id, S::position(&entry)),
                 cursor: mark.cursor(),
             };
             let message = self.streams.event(&fleet_id, placed, entry).await?;

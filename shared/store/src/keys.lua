@@ -33,10 +33,9 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- Appends the hash at `key` to a reply, as field, value, ..., without the record's share of the live counts (tly,
--- see fleets/tally.lua), which is the store's own bookkeeping.
-local function append_fields(out, key)
-  local fields = redis.call('HGETALL', key)
+-- Appends a record's `fields` (as HGETALL answers them) to a reply, as field, value, ..., without the record's share
+-- of the live counts (tly, see fleets/tally.lua), which is the store's own bookkeeping.
+local function append_pairs(out, fields)
   for i = 1, #fields, 2 do
     if fields[i] ~= 'tly' then
       out[#out + 1] = fields[i]
@@ -44,6 +43,11 @@ local function append_fields(out, key)
     end
   end
   return out
+end
+
+-- Appends the hash at `key` to a reply, as append_pairs does.
+local function append_fields(out, key)
+  return append_pairs(out, redis.call('HGETALL', key))
 end
 
 -- Trims an event stream to the events from `cutoff_ms` on, and to at most `cap` of them, recording the position of

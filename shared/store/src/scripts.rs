@@ -300,7 +300,8 @@ fn state_table() -> String {
 }
 
 /// The rule of where a session goes, as the Lua reads it (`berth_domain::allocation`): the process states that take
-/// a session, each instance status's tier in the pool, the pool's tier span, and how many candidates are looked at.
+/// a session, each instance status's tier in the pool and how many tiers there are, the pool's tier span, and how
+/// many candidates are looked at.
 fn allocation_table() -> String {
     use berth_domain::allocation::{CANDIDATES_BATCH, CANDIDATES_LOOKED, HOSTING_STATES, TIER_SPAN, tier};
     use berth_domain::stored::InstanceStatus;
@@ -313,10 +314,11 @@ fn allocation_table() -> String {
         .filter_map(|status| Some(format!("{} = {}", status.as_str(), tier(*status)?)))
         .collect();
     format!(
-        "local HOSTING_STATE = {{{}}}\nlocal TIER = {{{}}}\nlocal TIER_SPAN = {TIER_SPAN}\n\
+        "local HOSTING_STATE = {{{}}}\nlocal TIER, TIERS = {{{}}}, {}\nlocal TIER_SPAN = {TIER_SPAN}\n\
          local CANDIDATES_LOOKED, CANDIDATES_BATCH = {CANDIDATES_LOOKED}, {CANDIDATES_BATCH}\n",
         hosting.join(", "),
-        tiers.join(", ")
+        tiers.join(", "),
+        tiers.len()
     )
 }
 

@@ -358,8 +358,8 @@ pub async fn update_game_session(
 /// The outcome of a game server ending (or rejecting) a game session it hosts.
 #[derive(Debug, PartialEq)]
 pub enum ServerEnded {
-    /// Ended, as it now stands; the process's desired state moved (`routing`).
-    Ended(Box<GameSessionRecord>, Routing),
+    /// Ended, as it now stands.
+    Ended(Box<GameSessionRecord>),
     NotFound,
     NotYours,
     /// A reject of a session that is not ACTIVATING: its status.
@@ -381,12 +381,9 @@ pub async fn end_game_session(
         .arg(game_session_id)
         .arg(if reject { "REJECT" } else { "END" });
     let raw: Vec<String> = store.invoke(&call).await?;
-    let (outcome, routing, detail, session) = routed_session(SCRIPT, &raw)?;
+    let (outcome, _, detail, session) = routed_session(SCRIPT, &raw)?;
     Ok(match outcome.as_str() {
-        "ENDED" => ServerEnded::Ended(
-            session.map(Box::new).ok_or_else(|| unexpected(SCRIPT, &outcome))?,
-            routing,
-        ),
+        "ENDED" => ServerEnded::Ended(session.map(Box::new).ok_or_else(|| unexpected(SCRIPT, &outcome))?),
         "NOT_FOUND" => ServerEnded::NotFound,
         "NOT_YOURS" => ServerEnded::NotYours,
         "WRONG_STATE" => ServerEnded::WrongState(detail),

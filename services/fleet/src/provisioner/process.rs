@@ -53,10 +53,6 @@ impl ProcessProvisioner {
         }
     }
 
-    fn exits(&self) -> std::sync::MutexGuard<'_, VecDeque<(Pid, String)>> {
-        lock(&self.exits)
-    }
-
     fn launch_now(&self, spec: &LaunchSpec) -> Result<String, ProvisionError> {
         let settings = ProcessParameters::of(&spec.launch).map_err(|bad| ProvisionError(bad.to_string()))?;
         let mut started = Vec::new();
@@ -137,9 +133,14 @@ impl ProcessProvisioner {
         Ok(launched)
     }
 
+    /// The processes launched for an instance, as its handle records them.
+    fn recorded(instance: Instance<'_>) -> Vec<Pid> {
+        instance.handle.split(',').filter_map(parse_pid).collect()
+    }
+
     /// The processes of an instance that still run.
     fn live(instance: Instance<'_>) -> Vec<Pid> {
-        let recorded: Vec<Pid> = instance.handle.split(',').filter_map(parse_pid).collect();
+        let recorded = Self::recorded(instance);
         let found = if recorded.is_empty() {
             by_environment(instance)
         } else {
@@ -159,9 +160,8 @@ impl Provisioner for ProcessProvisioner {
     }
 
     fn exits<'a>(&'a self, instance: Instance<'a>) -> BoxFuture<'a, Vec<String>> {
-        let launched: Vec<Pid> = instance.handle.split(',').filter_map(parse_pid).collect();
-        let exits = self.exits();
-        let found = launched
+        let exits = lock(&self.exits);
+        let found = Self::recorded(instance)
             .iter()
             .filter_map(|pid| {
                 exits

@@ -66,8 +66,8 @@ impl Reconciler {
         let mut plan = decision.plan;
         if let (Some(decided), Some(reading)) = (&decision.scaling, &survey.scaling) {
             match self.autoscaler.record(&leased, reading, decided).await {
-                Ok(Scaled::Desired(desired)) if desired == decided.desired() => {}
-                Ok(Scaled::Desired(_)) => plan = decision.unscaled.unwrap_or(plan),
+                Ok(Scaled::Applied) => {}
+                Ok(Scaled::Kept) => plan = decision.unscaled.unwrap_or(plan),
                 Ok(Scaled::Fenced) => {
                     self.lost_lease(&leased, "autoscaling");
                     return Ok(());
@@ -141,7 +141,8 @@ impl Reconciler {
                 None => Ok(true),
             },
             Action::Remove { instance, asked } => {
-                let mut exits = match instances.record(instance) {
+                // How its processes exited tells only of an instance that stopped unasked.
+                let mut exits = match instances.record(instance).filter(|_| !*asked) {
                     Some(record) => provisioner.exits(instance_of(leased.fleet_id, record)).await,
                     None => Vec::new(),
                 };

@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use super::records::describe;
 use berth_domain::stored::ProcessState;
 use berth_proto::fleet::v1 as pb;
 use berth_proto::fleet::v1::fleet_service_client::FleetServiceClient;
@@ -183,21 +184,14 @@ pub(super) fn count(events: &[pb::FleetEvent], code: pb::FleetEventCode) -> usiz
     events.iter().filter(|e| e.code() == code).count()
 }
 
-pub(super) async fn fleet(client: &mut Client, fleet_id: &str) -> pb::Fleet {
-    let request = pb::DescribeFleetRequest {
-        fleet_id: fleet_id.into(),
-    };
-    client
-        .describe_fleet(request)
+pub(super) async fn location(client: &mut Client, fleet_id: &str) -> pb::FleetLocation {
+    describe(client, fleet_id)
         .await
         .unwrap()
-        .into_inner()
-        .fleet
+        .locations
+        .into_iter()
+        .next()
         .unwrap()
-}
-
-pub(super) async fn location(client: &mut Client, fleet_id: &str) -> pb::FleetLocation {
-    fleet(client, fleet_id).await.locations.into_iter().next().unwrap()
 }
 
 /// The utilization of the fleet's (only) location, checked against the fleet total it sums into.
@@ -278,7 +272,7 @@ async fn a_fleet_launches_replaces_and_scales_in_its_instances(redis: TestRedis)
         counts_of(deployed.instance_counts, deployed.game_server_counts),
         three_idle
     );
-    let described = fleet(&mut fleets, launch).await;
+    let described = describe(&mut fleets, launch).await.unwrap();
     assert_eq!(
         counts_of(described.instance_counts, described.game_server_counts),
         three_idle

@@ -80,7 +80,7 @@ pub(super) fn create(fleet_id: &str) -> pb::CreateFleetRequest {
     }
 }
 
-async fn describe(client: &mut Client, fleet_id: &str) -> Result<pb::Fleet, tonic::Status> {
+pub(super) async fn describe(client: &mut Client, fleet_id: &str) -> Result<pb::Fleet, tonic::Status> {
     let request = pb::DescribeFleetRequest {
         fleet_id: fleet_id.into(),
     };

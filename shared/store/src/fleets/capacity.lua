@@ -29,8 +29,7 @@ fleet_event(k, now, S.CAPACITY_CHANGED,
   'minimum ' .. min .. ', maximum ' .. max .. ', desired ' .. s[4] .. ' → ' .. desired,
   {'location', loc, 'prev', s[4], 'new', desired})
 if (s[1] == S.INITIALIZED and desired > 0) or s[1] == S.UNHEALTHY then
-  redis.call('HSET', k.fleet, f('status'), S.DEPLOYING, f('msg'), '', f('st_ms'), now)
-  fleet_event(k, now, S.LOCATION_DEPLOYING, 'given capacity', {'location', loc})
+  location_deploying(k, now, loc, 'given capacity')
 end
 local out = {'CHANGED', tostring(now), ''}
 append_fields(out, k.fleet)

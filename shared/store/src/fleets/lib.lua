@@ -87,6 +87,13 @@ local function loc_field(loc, name)
   return 'l:' .. loc .. ':' .. name
 end
 
+-- Sets a location DEPLOYING (from INITIALIZED or UNHEALTHY) with its event; `why` says what set it going.
+local function location_deploying(k, now, loc, why)
+  redis.call('HSET', k.fleet, loc_field(loc, 'status'), S.DEPLOYING, loc_field(loc, 'msg'), '',
+    loc_field(loc, 'st_ms'), now)
+  fleet_event(k, now, S.LOCATION_DEPLOYING, why, {'location', loc})
+end
+
 -- The location a request names: itself when the fleet has it, its home location when the name is empty; nil when
 -- the fleet has no such location.
 local function fleet_location(k, loc)

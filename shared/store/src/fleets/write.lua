@@ -56,17 +56,13 @@ end
 for i = 7, events_at - 1, 5 do
   local loc = ARGV[i]
   if ARGV[i + 4] == '1' and redis.call('HGET', k.fleet, loc_field(loc, 'status')) == S.INITIALIZED then
-    redis.call('HSET', k.fleet, loc_field(loc, 'status'), S.DEPLOYING, loc_field(loc, 'msg'), '',
-      loc_field(loc, 'st_ms'), now)
-    fleet_event(k, now, S.LOCATION_DEPLOYING, 'given standby servers', {'location', loc})
+    location_deploying(k, now, loc, 'given standby servers')
   end
 end
 if ARGV[6] == '1' then
   for loc in string.gmatch(redis.call('HGET', k.fleet, 'locs'), '%S+') do
     if redis.call('HGET', k.fleet, loc_field(loc, 'status')) == S.UNHEALTHY then
-      redis.call('HSET', k.fleet, loc_field(loc, 'status'), S.DEPLOYING, loc_field(loc, 'msg'), '',
-        loc_field(loc, 'st_ms'), now)
-      fleet_event(k, now, S.LOCATION_DEPLOYING, 'given new launch settings', {'location', loc})
+      location_deploying(k, now, loc, 'given new launch settings')
     end
   end
 end

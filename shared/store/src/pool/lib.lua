@@ -8,7 +8,7 @@
 -- numbers as strings). Times are ms since the epoch, from Redis' own clock.
 --
 -- The pool holds the AVAILABLE, unclaimed servers that may be claimed, scored tier * TIER_SPAN + idle-since ms:
--- servers on ACTIVE instances (tier 0) come before DRAINING ones (tier 1), the longest idle first (TIER and
+-- servers on ACTIVE instances (tier 0) come before DRAINING ones (tier 1), the longest idle first (TIER, TIERS and
 -- TIER_SPAN are berth_domain::allocation's, generated into the library).
 -- Servers on SPOT_TERMINATING instances are kept out of it. Each location's ready processes are also in its own
 -- mirror of the pool (k.lpool .. location), scored alike; `place` keeps the two together.
@@ -16,10 +16,6 @@
 -- How long a location stays marked hungry after a placement found no server there: longer than the slowest retry
 -- of a waiting placement (BERTH_PLACEMENT_RETRY_MS, at most 1 s), which marks it again.
 local HUNGRY_MS = 5000
-
-local function tier_of(istatus)
-  return TIER[istatus]
-end
 
 local function score_str(n)
   return string.format('%.0f', n)
@@ -47,7 +43,7 @@ end
 
 -- Puts a server in the pool at its tier, or takes it out when its instance allows no claims.
 local function to_pool(k, pool, id, istatus, since)
-  local tier = tier_of(istatus)
+  local tier = TIER[istatus]
   if tier then
     place(k, pool, k.lpool, id, score_str(tier * TIER_SPAN + since))
   else

@@ -2,6 +2,7 @@
 -- KEYS: the queue's (queues/lib.lua). ARGV[1] placement id.
 -- Reply: {FOUND | NOT_FOUND, now_ms, '', placement fields...}.
 local now = now_ms()
-local key = queue_keys(KEYS).placement .. ARGV[1]
-if redis.call('EXISTS', key) == 0 then return placement_reply('NOT_FOUND', now) end
-return placement_reply('FOUND', now, '', key)
+local out = placement_reply('FOUND', now, '', queue_keys(KEYS).placement .. ARGV[1])
+-- No fields after the outcome, the clock and the detail: no such placement.
+if #out == 3 then out[1] = 'NOT_FOUND' end
+return out

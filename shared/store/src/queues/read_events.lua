@@ -20,18 +20,16 @@ for _, entry in ipairs(redis.call('XRANGE', q.events, ARGV[1], '+', 'COUNT', ARG
   local ended = ''
   for i = 1, #record, 2 do
     if record[i] == 'e_ms' then ended = record[i + 1] end
+    if not NOT_SHOWN[record[i]] then
+      fields[#fields + 1] = record[i]
+      fields[#fields + 1] = record[i + 1]
+    end
   end
   -- A record that did not end with this event is of a later placement that took the id once the first expired.
-  if ended ~= event.t then
-    gone, out = entry[1], {}
-  else
-    for i = 1, #record, 2 do
-      if not NOT_SHOWN[record[i]] then
-        fields[#fields + 1] = record[i]
-        fields[#fields + 1] = record[i + 1]
-      end
-    end
+  if ended == event.t then
     out[#out + 1] = {entry[1], fields}
+  else
+    gone, out = entry[1], {}
   end
 end
 return {now, gone, out}

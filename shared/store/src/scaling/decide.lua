@@ -39,7 +39,6 @@ redis.call('HSET', k.fleet, f('desired'), desired)
 if redis.call('EXISTS', k.policy .. ARGV[5]) == 1 then redis.call('HSET', k.peval .. ARGV[5], 'a:' .. loc, now) end
 fleet_event(k, now, S.SCALING_ACTION, ARGV[6], {'location', loc, 'prev', s[4], 'new', desired, 'policy', ARGV[5]})
 if s[1] == S.INITIALIZED and desired > 0 then
-  redis.call('HSET', k.fleet, f('status'), S.DEPLOYING, f('msg'), '', f('st_ms'), now)
-  fleet_event(k, now, S.LOCATION_DEPLOYING, 'scaled up by ' .. ARGV[5], {'location', loc})
+  location_deploying(k, now, loc, 'scaled up by ' .. ARGV[5])
 end
 return {'SCALED', tostring(now), ''}

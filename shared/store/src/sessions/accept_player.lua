@@ -29,5 +29,4 @@ if p[2] == S.RESERVED then
 elseif p[2] ~= S.ACTIVE then
   return {'ENDED', tostring(now), p[2]}
 end
-local fields = redis.call('HGETALL', pk)
-return {'ACCEPTED', tostring(now), '', endpoint, fields}
+return {'ACCEPTED', tostring(now), '', endpoint, redis.call('HGETALL', pk)}

@@ -23,7 +23,7 @@ if s[2] == S.ACTIVATING then
   end
   if #due > 0 then redis.call('ZADD', k.res_due, unpack(due)) end
   index_session(k, sid)
-  session_event(k, S.GAME_SESSION_ACTIVATED, key, now)
+  return append_pairs({outcome, tostring(now)}, session_event(k, S.GAME_SESSION_ACTIVATED, key, now))
 elseif s[2] ~= S.ACTIVE then
   outcome = 'ENDED'
 end

@@ -79,7 +79,7 @@ local function can_host(id)
   looked = looked + 1
   if tonumber(s[3] or '0') < max then too_small = too_small + 1 end
   if (loc ~= '' and s[2] ~= loc) or tonumber(s[3] or '0') < max or s[5] == S.UNHEALTHY then return false end
-  if not tier_of(s[6]) or s[7] ~= S.AVAILABLE or s[8] then return false end
+  if not TIER[s[6]] or s[7] ~= S.AVAILABLE or s[8] then return false end
   return redis.call('SCARD', k.gs .. id .. ':sessions') < tonumber(s[4] or '1')
 end
 
@@ -103,7 +103,7 @@ else
   -- for among its own processes, in its mirrors of the two sets, however many the fleet has elsewhere.
   local hosting, pool = k.hosting, k.pool
   if loc ~= '' then hosting, pool = k.lhosting .. loc, k.lpool .. loc end
-  id = first_host(hosting, '-inf', '+inf') or first_host(pool, 0, '(' .. score_str(2 * TIER_SPAN))
+  id = first_host(hosting, '-inf', '+inf') or first_host(pool, 0, '(' .. score_str(TIERS * TIER_SPAN))
   -- Waiting would not help when every server looked at takes fewer players than the session asks for.
   if not id and looked > 0 and too_small == looked then return refuse('TOO_SMALL') end
   if not id then return refuse('NO_SERVER') end
@@ -115,7 +115,7 @@ local key = gkey(k, sid)
 local deadline = now + set.act_ms
 local players = 0
 if #ARGV >= 22 then players = (#ARGV - 21) / 3 end
--- Written whole, and the creation event is made of the same fields rather than read back.
+-- Written whole, in one HSET.
 local record = {'id', sid, 'fleet', ARGV[16], 'loc', server[1] or '', 'server', id,
   'inst', server[2] or '', 'ip', server[3] or '', 'dns', server[4] or '', 'port', server[5] or '0',
   'status', S.ACTIVATING, 'reason', '', 'c_ms', now, 'act_by_ms', deadline, 'cur', players, 'max', max,

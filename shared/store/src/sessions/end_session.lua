@@ -4,8 +4,8 @@
 -- SERVER_REJECTED). The server is then free for another session.
 -- KEYS: k.act_due, k.ended, k.hosting, k.pool, k.res_due, k.sevents, k.term_due. ARGV[1] game-server id, ARGV[2] game
 -- session id, ARGV[3] END | REJECT.
--- Reply: {ENDED | NOT_FOUND | NOT_YOURS | WRONG_STATE, now_ms, replica, version, status, session fields...}, the
--- session as it stands after ENDED, which the server is answered. WRONG_STATE: a reject of a session that is not
+-- Reply: {ENDED | NOT_FOUND | NOT_YOURS | WRONG_STATE, now_ms, '', '0', status, session fields...}, the session as
+-- it stands after ENDED, which the server is answered (the server asked, so no routing to tell it by). WRONG_STATE: a reject of a session that is not
 -- ACTIVATING (status says what it is).
 local now = now_ms()
 local id, sid = ARGV[1], ARGV[2]
@@ -18,12 +18,11 @@ if ARGV[3] == 'REJECT' then
   if s[2] ~= S.ACTIVATING and not retried then return session_reply('WRONG_STATE', now, s[2]) end
   status, reason = S.ERROR, S.SERVER_REJECTED
 else
+  -- A session asked to end (TERMINATING) ends TRIGGERED_ON_PROCESS_TERMINATE by end_game_session's own rule.
   local p = redis.call('HMGET', k.gs .. id, 'pstate', 'term_reason')
-  if p[1] == S.TERMINATING then
-    reason = told_end_reason(p[2], S.TRIGGERED_ON_PROCESS_TERMINATE)
-  elseif s[2] == S.TERMINATING then
-    reason = S.TRIGGERED_ON_PROCESS_TERMINATE
-  end
+  if p[1] == S.TERMINATING then reason = told_end_reason(p[2], S.TRIGGERED_ON_PROCESS_TERMINATE) end
 end
-if end_game_session(k, sid, status, reason, now) then release_process(k, id) end
-return session_reply('ENDED', now, '', k.gs .. id, gkey(k, sid))
+local ended = end_game_session(k, sid, status, reason, now)
+if not ended then return session_reply('ENDED', now, '', nil, gkey(k, sid)) end
+release_process(k, id)
+return append_pairs(session_reply('ENDED', now, ''), ended)

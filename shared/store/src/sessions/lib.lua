@@ -75,18 +75,18 @@ end
 -- leaving then moves it only when the session fills or stops being full.
 local function index_session(k, sid)
   local t = tally_session(k, sid)
-  local s = {t[3], t[1], t[9], t[4], t[5], t[6], t[7]}
-  local open = takes_players(s[1], s[6], s[4] or 0, s[5] or 0, s[7])
-  for _, loc in ipairs({s[2] or '', '*'}) do
+  local status, cur, max, srv_end, c_ms = t[3], t[4], t[5], t[7], t[9]
+  local open = takes_players(status, t[6], cur or 0, max or 0, srv_end)
+  for _, loc in ipairs({t[1] or '', '*'}) do
     local prefix = k.idx .. loc .. ':'
-    if s[1] == S.ACTIVE and s[7] ~= '1' then
-      redis.call('ZADD', prefix .. 'created', s[3], sid)
-      redis.call('ZADD', prefix .. 'players', s[4], sid)
-      redis.call('ZADD', prefix .. 'max', s[5], sid)
+    if status == S.ACTIVE and srv_end ~= '1' then
+      redis.call('ZADD', prefix .. 'created', c_ms, sid)
+      redis.call('ZADD', prefix .. 'players', cur, sid)
+      redis.call('ZADD', prefix .. 'max', max, sid)
     else
       for _, name in ipairs({'created', 'players', 'max'}) do redis.call('ZREM', prefix .. name, sid) end
     end
-    index_room(prefix, sid, open, s[3])
+    index_room(prefix, sid, open, c_ms)
   end
 end
 
@@ -139,10 +139,12 @@ local function player_event(k, type, fields, endpoint, now)
   redis.call('XADD', k.sevents, '*', unpack(entry))
 end
 
--- Appends a game session's transition to the session event stream with its record's `fields` (name, value, ...)
--- as they are now, without its data and matchmaker data (a watcher reads those apart when it asks for them), and
--- `players`: the fields of the player sessions that ended with it (nil or empty for none), as one JSON list.
-local function record_event(k, type, fields, now, players)
+-- Appends a game session's transition to the session event stream with the record at `key` as it is now, without
+-- its data and matchmaker data (a watcher reads those apart when it asks for them), and `players`: the fields of the
+-- player sessions that ended with it (nil or empty for none), as one JSON list. Answers the record's fields, for a
+-- reply that shows them.
+local function session_event(k, type, key, now, players)
+  local fields = redis.call('HGETALL', key)
   local entry = {'type', type, 't', now, 'kind', 'g'}
   for i = 1, #fields, 2 do
     if fields[i] ~= 'data' and fields[i] ~= 'mm' and fields[i] ~= 'tly' then
@@ -156,11 +158,7 @@ local function record_event(k, type, fields, now, players)
   end
   -- The session sweep trims the stream to the retention and the deployment's cap (BERTH_SESSION_EVENTS_MAX).
   redis.call('XADD', k.sevents, '*', unpack(entry))
-end
-
--- Appends a game session's transition with the record at `key` as it is now.
-local function session_event(k, type, key, now, players)
-  record_event(k, type, redis.call('HGETALL', key), now, players)
+  return fields
 end
 
 -- Ends a RESERVED or ACTIVE player session (COMPLETED or TIMEDOUT) and frees its slot. Only a timeout is an event
@@ -195,7 +193,8 @@ local function told_end_reason(term_reason, otherwise)
 end
 
 -- Ends a game session (TERMINATED or ERROR, with a reason): its player sessions complete, it leaves the search
--- indexes and every deadline, and its record expires its retention from now.
+-- indexes and every deadline, and its record expires its retention from now. Answers the record's fields as it
+-- ended, or false when it had ended already.
 local function end_game_session(k, sid, status, reason, now)
   local key = gkey(k, sid)
   local s = redis.call('HMGET', key, 'status', 'ret_ms', 'server')
@@ -215,8 +214,7 @@ local function end_game_session(k, sid, status, reason, now)
   index_session(k, sid)
   local event = S.GAME_SESSION_TERMINATED
   if status == S.ERROR then event = S.GAME_SESSION_ERROR end
-  session_event(k, event, key, now, players)
-  return true
+  return session_event(k, event, key, now, players)
 end
 
 -- Ends every open game session of a process.

@@ -11,8 +11,6 @@ const MAX_WAIT_MS: i64 = 60_000;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LaunchBackoff {
     failures: u32,
-    /// No launch before this time, ms.
-    until_ms: i64,
     /// When the last failure was counted, ms.
     at_ms: i64,
 }
@@ -20,17 +18,18 @@ pub struct LaunchBackoff {
 impl LaunchBackoff {
     /// The backoff once one more launch failed at `now_ms`.
     pub fn failed(self, now_ms: i64) -> LaunchBackoff {
-        let failures = self.failures + 1;
         LaunchBackoff {
-            failures,
-            until_ms: now_ms + (1000_i64 << failures.min(16)).min(MAX_WAIT_MS),
+            failures: self.failures + 1,
             at_ms: now_ms,
         }
     }
 
     /// No launch before this time, ms; 0 without failures.
     pub fn launch_after_ms(self) -> i64 {
-        self.until_ms
+        match self.failures {
+            0 => 0,
+            failures => self.at_ms + (1000_i64 << failures.min(16)).min(MAX_WAIT_MS),
+        }
     }
 
     /// The backoff that still applies to a location whose status last changed at `status_change_ms`, with or without
