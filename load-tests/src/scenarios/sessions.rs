@@ -44,7 +44,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use berth_domain::game_session::check::PLAYERS_PER_BATCH_MAX;
-use berth_domain::game_session::{new_game_session_id, new_player_session_id};
+use berth_domain::game_session::new_game_session_id;
 use berth_proto::common::v1::KeyValue;
 use berth_proto::session::v1::game_session_service_client::GameSessionServiceClient;
 use berth_proto::session::v1::player_session_service_client::PlayerSessionServiceClient;
@@ -656,10 +656,7 @@ async fn raw_players(store: &Store, hosted: &[Hosted], index: u64, line: u32, co
     let ids: Vec<String> = (first..first + count as u64)
         .map(|player| player_id(line, player))
         .collect();
-    let players: Vec<store::NewPlayer<'_>> = ids
-        .iter()
-        .map(|id| (id.as_str(), "", new_player_session_id(FLEET)))
-        .collect();
+    let players: Vec<store::NewPlayer<'_>> = ids.iter().map(|id| (id.as_str(), "")).collect();
     match store::create_player_sessions(store, FLEET, &session.game_session_id, &players).await {
         Ok(created) => match players_code(&created) {
             Code::Ok => Ok(()),
@@ -816,10 +813,7 @@ async fn build_search_session(store: &Store, index: u64, timings: &SessionTiming
         let ids: Vec<String> = (0..u64::from(shape.players))
             .map(|player| player_id(SEARCH_PLAYERS, index * 32 + player))
             .collect();
-        let players: Vec<store::NewPlayer<'_>> = ids
-            .iter()
-            .map(|id| (id.as_str(), "", new_player_session_id(SEARCH_FLEET)))
-            .collect();
+        let players: Vec<store::NewPlayer<'_>> = ids.iter().map(|id| (id.as_str(), "")).collect();
         match store::create_player_sessions(store, SEARCH_FLEET, &game_session_id, &players).await {
             Ok(created) if players_code(&created) == Code::Ok => {}
             Ok(created) => return Err(players_code(&created)),

@@ -16,7 +16,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use berth_domain::game_session::{GameSessionRecord, new_game_session_id, new_player_session_id};
+use berth_domain::game_session::{GameSessionRecord, new_game_session_id, player_session_id};
 use berth_domain::queue::order::{Candidate, Candidates, Order, order};
 use berth_domain::stored::{GameSessionStatus, PlacementStatus, PlacementStatusReason};
 use berth_store::processes::announce;
@@ -249,13 +249,7 @@ impl Placement<'_> {
             let players: Vec<_> = request
                 .desired_player_sessions
                 .iter()
-                .map(|p| {
-                    (
-                        p.player_id.as_str(),
-                        p.player_data.as_str(),
-                        new_player_session_id(&candidate.fleet_id),
-                    )
-                })
+                .map(|p| (p.player_id.as_str(), p.player_data.as_str()))
                 .collect();
             let new = NewGameSession {
                 location: &candidate.location,
@@ -283,8 +277,9 @@ impl Placement<'_> {
                 Created::Created(session, routing) => {
                     announce(self.store(), &routing, &candidate.fleet_id, &session.game_server_id).await;
                     let placed = players
-                        .into_iter()
-                        .map(|(player, _, player_session_id)| (player.to_owned(), player_session_id))
+                        .iter()
+                        .zip(1..)
+                        .map(|((player, _), n)| ((*player).to_owned(), player_session_id(&game_session_id, n)))
                         .collect();
                     return Ok(Tried::Hosted(Box::new(Hosted {
                         candidate: candidate.clone(),

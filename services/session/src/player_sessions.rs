@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use berth_domain::game_session::PlayerSessionRecord;
-use berth_domain::game_session::{PlayerSessionStatus, check, fleet_of, new_player_session_id};
+use berth_domain::game_session::{PlayerSessionStatus, check, fleet_of};
 use berth_domain::validate::invalid;
 use berth_proto::session::v1::player_session_service_server::PlayerSessionService;
 use berth_proto::session::v1::{self as pb, describe_player_sessions_request::Selector};
@@ -69,11 +69,7 @@ impl PlayerSessions {
     async fn create(&self, game_session_id: &str, players: &[(&str, &str)]) -> Result<Vec<pb::PlayerSession>, Status> {
         let fleet_id = fleet_of(game_session_id)
             .ok_or_else(|| Status::not_found(format!("no game session {game_session_id:?}")))?;
-        let new: Vec<store::NewPlayer<'_>> = players
-            .iter()
-            .map(|(player_id, data)| (*player_id, *data, new_player_session_id(fleet_id)))
-            .collect();
-        match store::create_player_sessions(&self.context.store, fleet_id, game_session_id, &new).await? {
+        match store::create_player_sessions(&self.context.store, fleet_id, game_session_id, players).await? {
             PlayersCreated::Created(records) => {
                 crate::metrics::player_sessions_created(records.len());
                 Ok(records.into_iter().map(Into::into).collect())

@@ -11,6 +11,7 @@ mod session {
 use std::time::Duration;
 
 use berth_domain::fleet::settings::FleetSettings;
+use berth_domain::game_session::game_session_of;
 use berth_health::HealthArgs;
 use berth_proto::common::v1::KeyValue;
 use berth_proto::session::v1::game_session_service_client::GameSessionServiceClient;
@@ -566,15 +567,10 @@ async fn sessions_not_activated_or_players_not_accepted_in_time_end_and_free_the
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ended_sessions_stay_readable_for_the_retention_then_expire() {
-    let args = SessionArgs {
-        retention_ms: 400,
-        ..fast_sessions()
-    };
-    let stack = Stack::start(TestRedis::single(), &args).await;
+/// A session of 2 players on a new server gs-1, which player p joined, then ended by its server.
+async fn ended_with_one_player(stack: &Stack) -> (GameServer, String, pb::PlayerSession) {
     let (server, mut events) = stack.server("gs-1", 1, "local").await;
-    let session = active_session(&stack, &server, &mut events, create(2)).await;
+    let session = active_session(stack, &server, &mut events, create(2)).await;
     let mut players = stack.players().await;
     let player = players
         .create_player_session(join(&session, "p"))
@@ -584,6 +580,18 @@ async fn ended_sessions_stay_readable_for_the_retention_then_expire() {
         .player_session
         .unwrap();
     server.end_game_session(session.clone()).await.unwrap();
+    (server, session, player)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ended_sessions_stay_readable_for_the_retention_then_expire() {
+    let args = SessionArgs {
+        retention_ms: 400,
+        ..fast_sessions()
+    };
+    let stack = Stack::start(TestRedis::single(), &args).await;
+    let (_server, session, player) = ended_with_one_player(&stack).await;
+    let mut players = stack.players().await;
     let ended = describe(&stack, &session).await;
     assert_eq!(ended.status(), pb::GameSessionStatus::Terminated);
     assert_eq!(ended.status_reason(), pb::GameSessionStatusReason::EndedByServer);
@@ -608,6 +616,15 @@ async fn ended_sessions_stay_readable_for_the_retention_then_expire() {
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::NotFound);
+    let of_player = players
+        .describe_player_sessions(pb::DescribePlayerSessionsRequest {
+            selector: Some(Selector::PlayerId("p".into())),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(of_player.player_sessions.is_empty(), "{of_player:?}");
     // Its events are gone too: a watcher that far behind is told it missed some.
     let err = stack
         .games()
@@ -616,6 +633,50 @@ async fn ended_sessions_stay_readable_for_the_retention_then_expire() {
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::OutOfRange);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ended_sessions_player_sessions_are_kept_in_its_record() {
+    let stack = Stack::start(TestRedis::cluster(), &fast_sessions()).await;
+    let (server, session, player) = ended_with_one_player(&stack).await;
+    assert_eq!(
+        game_session_of(&player.player_session_id).as_deref(),
+        Some(session.as_str())
+    );
+    let mut players = stack.players().await;
+    // The player session is kept in its game session's record: found by its id, its game session's and its
+    // player's, completed and with the endpoint still.
+    let selectors = [
+        Selector::PlayerSessionId(player.player_session_id.clone()),
+        Selector::GameSessionId(session.clone()),
+        Selector::PlayerId("p".into()),
+    ];
+    for selector in &selectors {
+        let found = players
+            .describe_player_sessions(pb::DescribePlayerSessionsRequest {
+                selector: Some(selector.clone()),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .player_sessions;
+        assert_eq!(found.len(), 1, "{selector:?}: {found:?}");
+        assert_eq!(found[0].player_session_id, player.player_session_id);
+        assert_eq!(found[0].status(), pb::PlayerSessionStatus::Completed);
+        assert_eq!(found[0].endpoint, player.endpoint, "{selector:?}");
+    }
+    // Its server is answered as it was before the end: the player left already.
+    let removed = server
+        .remove_player_session(session.clone(), player.player_session_id.clone())
+        .await
+        .unwrap();
+    assert_eq!(removed.status(), pb::PlayerSessionStatus::Completed);
+    let err = server
+        .accept_player_session(session.clone(), player.player_session_id.clone())
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("COMPLETED"), "{err}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,8 +1,10 @@
 //! Game sessions and player sessions as the session store keeps them, and as the v1 contracts speak them.
 //!
-//! Ids carry their fleet (`<fleet_id>/gsess-<uuid>`, `<fleet_id>/psess-<uuid>`) so that any request naming a
-//! session can be routed to the fleet's Redis hash slot without a lookup: every record of a fleet, with its
-//! indexes, lives in one slot and changes in one script.
+//! Ids carry their fleet (`<fleet_id>/gsess-<uuid>`) so that any request naming a session can be routed to the
+//! fleet's Redis hash slot without a lookup: every record of a fleet, with its indexes, lives in one slot and changes
+//! in one script. A player session's id is its game session's with `psess-` for `gsess-` and its number in the game
+//! session after it (`<fleet_id>/psess-<uuid>-<n>`), so that its game session, whose record keeps it once ended, is
+//! known from the id alone.
 
 use berth_proto::common::v1::{Endpoint, KeyValue};
 use berth_proto::session::v1 as pb;
@@ -13,16 +15,21 @@ pub use crate::stored::{GameSessionStatus, PlayerSessionStatus};
 
 pub mod check;
 
-/// Longest game-session or player-session id: a fleet id, `/`, a 6-character kind and a 36-character UUID.
-pub const SESSION_ID_MAX: usize = FLEET_ID_LEN.1 + 1 + 6 + 36;
+/// Longest game-session id: a fleet id, `/`, a 6-character kind and a 36-character UUID.
+pub const GAME_SESSION_ID_MAX: usize = FLEET_ID_LEN.1 + 1 + 6 + 36;
+
+/// Most player sessions one game session makes over its life: their number in it has at most 10 digits.
+pub const PLAYER_SESSIONS_PER_GAME_SESSION_MAX: u64 = 9_999_999_999;
+
+/// Longest player-session id: a game-session id, `-` and its number in the game session.
+pub const PLAYER_SESSION_ID_MAX: usize = GAME_SESSION_ID_MAX + 1 + 10;
 
 /// The fleet a game-session or player-session id belongs to, when the id is well formed.
 pub fn fleet_of(session_id: &str) -> Option<&str> {
     let (fleet_id, rest) = session_id.split_once('/')?;
     let well_formed = !fleet_id.is_empty()
         && fleet_id.len() <= FLEET_ID_LEN.1
-        && (rest.starts_with("gsess-") || rest.starts_with("psess-"))
-        && rest.len() <= 42;
+        && ((rest.starts_with("gsess-") && rest.len() <= 42) || (rest.starts_with("psess-") && rest.len() <= 53));
     well_formed.then_some(fleet_id)
 }
 
@@ -31,9 +38,18 @@ pub fn new_game_session_id(fleet_id: &str) -> String {
     format!("{fleet_id}/gsess-{}", uuid::Uuid::now_v7())
 }
 
-/// A new player-session id in `fleet_id`.
-pub fn new_player_session_id(fleet_id: &str) -> String {
-    format!("{fleet_id}/psess-{}", uuid::Uuid::now_v7())
+/// The id of the `n`-th player session (from 1) of game session `game_session_id`. The session store numbers them
+/// as it makes them (`player_session_id` in `sessions/lib.lua`): a new game session's reserved players 1, 2, … in
+/// the order its request gives them.
+pub fn player_session_id(game_session_id: &str, n: u64) -> String {
+    format!("{}-{n}", game_session_id.replacen("/gsess-", "/psess-", 1))
+}
+
+/// The game session a player-session id belongs to, when the id is well formed.
+pub fn game_session_of(player_session_id: &str) -> Option<String> {
+    let (session, n) = player_session_id.rsplit_once('-')?;
+    let numbered = !n.is_empty() && n.len() <= 10 && n.bytes().all(|b| b.is_ascii_digit());
+    (numbered && session.contains("/psess-")).then(|| session.replacen("/psess-", "/gsess-", 1))
 }
 
 /// A game session as stored.
@@ -228,13 +244,26 @@ mod tests {
     fn ids_carry_their_fleet() {
         let id = new_game_session_id("fleet-1");
         assert_eq!(fleet_of(&id), Some("fleet-1"));
-        assert!(id.len() <= SESSION_ID_MAX);
-        let id = new_player_session_id(&"f".repeat(128));
-        assert_eq!(fleet_of(&id).map(str::len), Some(128));
-        assert_eq!(id.len(), SESSION_ID_MAX);
+        assert!(id.len() <= GAME_SESSION_ID_MAX);
+        let longest = new_game_session_id(&"f".repeat(128));
+        assert_eq!(longest.len(), GAME_SESSION_ID_MAX);
+        let player = player_session_id(&longest, PLAYER_SESSIONS_PER_GAME_SESSION_MAX);
+        assert_eq!(fleet_of(&player).map(str::len), Some(128));
+        assert_eq!(player.len(), PLAYER_SESSION_ID_MAX);
         assert_eq!(fleet_of("fleet-1"), None);
         assert_eq!(fleet_of("/gsess-x"), None);
         assert_eq!(fleet_of("fleet-1/other-x"), None);
+    }
+
+    #[test]
+    fn a_player_session_id_names_its_game_session() {
+        let game = new_game_session_id("fleet-1");
+        let player = player_session_id(&game, 3);
+        assert!(player.starts_with("fleet-1/psess-") && player.ends_with("-3"));
+        assert_eq!(game_session_of(&player), Some(game.clone()));
+        assert_eq!(game_session_of(&game), None);
+        assert_eq!(game_session_of("fleet-1/psess-x-"), None);
+        assert_eq!(game_session_of("fleet-1/psess-x-12345678901"), None);
     }
 
     #[test]

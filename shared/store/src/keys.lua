@@ -50,6 +50,35 @@ local function append_fields(out, key)
   return append_pairs(out, redis.call('HGETALL', key))
 end
 
+-- An ended record is kept for its retention as one msgpack value rather than as a hash: a hash holding one value
+-- longer than 64 bytes (an encoded request, JSON properties) leaves Redis' compact encoding and costs several times
+-- its size. Its values go by the position of their fields in a list of names (false for a field it lacks).
+local function record_values(record, names)
+  local values = {}
+  for i, name in ipairs(names) do values[i] = record[name] or false end
+  return values
+end
+
+-- The fields of a record from its values by position (record_values), as HGETALL answers them (the fields it
+-- lacked left out).
+local function record_fields(values, names)
+  local fields = {}
+  for i, name in ipairs(names) do
+    if values[i] then
+      fields[#fields + 1] = name
+      fields[#fields + 1] = values[i]
+    end
+  end
+  return fields
+end
+
+-- A record's fields (as HGETALL answers them) by name.
+local function by_name(fields)
+  local record = {}
+  for i = 1, #fields, 2 do record[fields[i]] = fields[i + 1] end
+  return record
+end
+
 -- Trims an event stream to the events from `cutoff_ms` on, and to at most `cap` of them, recording the position of
 -- the last one trimmed at `gone_key`: a watcher whose position is before it missed it. The trim is exact (an
 -- approximate one keeps whole blocks of 100 entries, so a quiet stream would keep its old events for good).

@@ -69,11 +69,6 @@ impl QueueKeys {
     pub fn events_gone(&self) -> String {
         format!("{}:events-gone", self.tag)
     }
-
-    /// Hash of one placement.
-    pub fn placement(&self, placement_id: &str) -> String {
-        format!("{}:pl:{placement_id}", self.tag)
-    }
 }
 
 /// Who holds placement id `placement_id` (its queue and the digest of its request), in a slot of its own
@@ -102,7 +97,7 @@ pub const CAPACITY_CHANNEL: &str = "berth:capacity";
 /// Every key of a fleet: the name its Lua reads it by (`k.<name>`, see `scripts.rs`) and what follows the fleet's
 /// tag. A suffix ending in ':' starts the keys of a kind of record, each followed by its record's id; the others are
 /// the fleet's fixed keys, which a function declares at its top (`-- KEYS: k.pool, …`) and receives in KEYS.
-pub(crate) const FLEET_KEYS: [(&str, &str); 40] = [
+pub(crate) const FLEET_KEYS: [(&str, &str); 41] = [
     // The fleet (fleets/lib.lua): its record, and its event stream, which every area appends to.
     ("fleet", ":fleet"),
     ("events", ":events"),
@@ -140,11 +135,13 @@ pub(crate) const FLEET_KEYS: [(&str, &str); 40] = [
     ("term", ":term"),
     ("unhealthy", ":unhealthy"),
     ("hosting", ":hosting"),
-    // Sessions (sessions/lib.lua): game and player sessions, a player's player sessions, idempotency tokens, a
-    // creator's sessions, the search indexes, the fleet's sessions, the deadlines of activation, reservation and
-    // forced termination, ended sessions by expiry, the session event stream and its last trimmed position.
+    // Sessions (sessions/lib.lua): game and player sessions, ended game sessions, a player's player sessions,
+    // idempotency tokens, a creator's sessions, the search indexes, the fleet's sessions, the deadlines of
+    // activation, reservation and forced termination, ended sessions by expiry, the session event stream and its last
+    // trimmed position.
     ("gsess", ":gsess:"),
     ("psess", ":psess:"),
+    ("gend", ":gend:"),
     ("player", ":player:"),
     ("idem", ":idem:"),
     ("creator", ":creator:"),

@@ -638,6 +638,7 @@ mod tests {
         "XDEL",
         "XGROUP",
         "JUSTID",
+        "KEEPTTL",
         "XLEN",
         "XPENDING",
         "XRANGE",

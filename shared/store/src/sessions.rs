@@ -203,8 +203,8 @@ pub async fn create_game_session(
             call.arg(placed.notify);
             placed.attempt.args(&mut call);
             call.arg(placed.avoid.join(" "));
-            for (player, data, player_session_id) in placed.players {
-                call.arg(*player).arg(*data).arg(player_session_id);
+            for (player, data) in placed.players {
+                call.arg(*player).arg(*data);
             }
         }
         None => {

@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use berth_domain::game_session::{new_game_session_id, new_player_session_id};
+use berth_domain::game_session::{new_game_session_id, player_session_id};
 use berth_domain::page_token::digest;
 use berth_domain::queue::order::{Candidate, Candidates, FleetView, Order, order};
 use berth_proto::placement::v1 as pb;
@@ -201,13 +201,7 @@ async fn hosted(
     let players: Vec<sessions::NewPlayer<'_>> = request
         .desired_player_sessions
         .iter()
-        .map(|p| {
-            (
-                p.player_id.as_str(),
-                p.player_data.as_str(),
-                new_player_session_id(fleet_id),
-            )
-        })
+        .map(|p| (p.player_id.as_str(), p.player_data.as_str()))
         .collect();
     let new = NewGameSession {
         location: &candidate.location,
@@ -248,8 +242,9 @@ async fn hosted(
     }
     mark(&mut meter, store, "activate it").await?;
     let placed: Vec<(String, String)> = players
-        .into_iter()
-        .map(|(player, _, player_session_id)| (player.to_owned(), player_session_id))
+        .iter()
+        .zip(1..)
+        .map(|((player, _), n)| ((*player).to_owned(), player_session_id(&game_session_id, n)))
         .collect();
     let (first_choice, lowest_latency, lowest_price) = order.outcome(candidate);
     let fulfilment = Fulfilment {

@@ -347,9 +347,13 @@ async fn recount(raw: &mut Raw, limit: u64) -> BTreeMap<String, Tally> {
             .filter_map(Reply::text)
             .filter(|status| holding.contains(&status.as_str()))
             .count() as u64;
+        // An ended session is kept packed, with no hash: it counts nothing.
+        let Some(status) = game.get("status") else {
+            continue;
+        };
         let tally = counts.entry(game["loc"].clone()).or_default();
         tally.player_sessions += live;
-        match GameSessionStatus::parse(&game["status"]).unwrap() {
+        match GameSessionStatus::parse(status).unwrap() {
             GameSessionStatus::Activating => {
                 tally.activating_sessions += 1;
                 instances.entry(game["inst"].clone()).or_default().activating += 1;
@@ -1075,12 +1079,9 @@ impl Run {
                 for _ in 0..self.rng.range(1, 2) {
                     let player = format!("player-{}", self.rng.below(6));
                     let data = self.rng.pick(&["", "x"]);
-                    players.push((player, data, format!("{FLEET}/psess-{}", self.fresh("p"))));
+                    players.push((player, data));
                 }
-                let asked: Vec<_> = players
-                    .iter()
-                    .map(|(player, data, id)| (player.as_str(), *data, id.clone()))
-                    .collect();
+                let asked: Vec<_> = players.iter().map(|(player, data)| (player.as_str(), *data)).collect();
                 let outcome = sessions::create_player_sessions(store, FLEET, &sid, &asked)
                     .await
                     .unwrap();

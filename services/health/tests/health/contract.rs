@@ -5,7 +5,6 @@
 
 use std::time::Duration;
 
-use berth_domain::game_session::new_player_session_id;
 use berth_proto::common::v1::{Endpoint, KeyValue};
 use berth_proto::health::v1::{self as pb, AttachRequest, attach_request::Kind as Ask, attach_response::Kind as Tell};
 use berth_proto::session::v1 as session;
@@ -282,10 +281,7 @@ async fn player_sessions_by_every_selector(redis: TestRedis) {
             game_session_id: game_session.clone(),
         });
         ok(process.ask(activate).await.unwrap());
-        let players = [
-            ("alice", "", new_player_session_id("arena")),
-            ("bob", "", new_player_session_id("arena")),
-        ];
+        let players = [("alice", ""), ("bob", "")];
         let created = create_player_sessions(&store, "arena", &game_session, &players)
             .await
             .unwrap();

@@ -603,7 +603,7 @@ async fn a_worker_dying_between_any_two_steps_leaves_one_session(redis: TestRedi
     };
     let (timings, store) = (SessionTimings { retention_ms: 60_000 }, &stack.store);
     let create = |(fleet, location): (&'static str, &'static str), id: String| async move {
-        let players = [("ana", "", format!("{fleet}/psess-ghost-{id}"))];
+        let players = [("ana", "")];
         let game_session_id = format!("{fleet}/gsess-ghost-{id}");
         let new = NewGameSession {
             location,

@@ -14,7 +14,7 @@ use berth_proto::session::v1 as pb;
 use pb::describe_player_sessions_request::Selector;
 use tonic::Status;
 
-use super::{SESSION_ID_MAX, fleet_of};
+use super::{GAME_SESSION_ID_MAX, PLAYER_SESSION_ID_MAX, fleet_of};
 use crate::game_server::{PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX, check_fleet_id};
 use crate::process::LOCATION_LEN;
 use crate::search::{self, Filter, Sort};
@@ -60,24 +60,31 @@ pub const EVENT_TYPES_MAX: usize = 10;
 
 /// Checks a game-session id in `field`: one Berth could have issued, `<fleet_id>/gsess-<uuid>`.
 pub fn check_game_session_id(v: &mut Violations, field: &str, id: &str) {
-    check_session_id(v, field, id, "gsess-", "game session");
+    if check_id_length(v, field, id, GAME_SESSION_ID_MAX) {
+        check_session_id(v, field, id, "gsess-", "game session");
+    }
 }
 
-/// Checks a player-session id in `field`: one Berth could have issued, `<fleet_id>/psess-<uuid>`.
+/// Checks a player-session id in `field`: one Berth could have issued, `<fleet_id>/psess-<uuid>-<n>` (or
+/// `<fleet_id>/psess-<uuid>`, as releases before numbered ones did).
 pub fn check_player_session_id(v: &mut Violations, field: &str, id: &str) {
-    check_session_id(v, field, id, "psess-", "player session");
+    if check_id_length(v, field, id, PLAYER_SESSION_ID_MAX) {
+        check_session_id(v, field, id, "psess-", "player session");
+    }
+}
+
+/// Checks that an id is 1 to `max` characters long; answers whether it is.
+fn check_id_length(v: &mut Violations, field: &str, id: &str, max: usize) -> bool {
+    let len = id.chars().count();
+    let fits = (1..=max).contains(&len);
+    if !fits {
+        v.add(field, format!("must be 1 to {max} characters long, got {len}"));
+    }
+    fits
 }
 
 /// Checks a session id of the kind whose ids start `<fleet_id>/<kind>`.
 fn check_session_id(v: &mut Violations, field: &str, id: &str, kind: &str, what: &str) {
-    let len = id.chars().count();
-    if !(1..=SESSION_ID_MAX).contains(&len) {
-        v.add(
-            field,
-            format!("must be 1 to {SESSION_ID_MAX} characters long, got {len}"),
-        );
-        return;
-    }
     // The store routes by the fleet part, which it puts inside a Redis hash tag: a brace in it would move the
     // keys to another slot, so the fleet part must be a valid fleet id and not merely present.
     let well_formed = fleet_of(id).is_some_and(|fleet_id| {
@@ -388,7 +395,7 @@ mod tests {
     use tonic_types::StatusExt;
 
     use super::*;
-    use crate::game_session::{new_game_session_id, new_player_session_id};
+    use crate::game_session::{new_game_session_id, player_session_id};
 
     /// The fields a refusal names, in order; empty when the request passed.
     fn fields<T>(result: Result<T, Status>) -> Vec<String> {
@@ -459,9 +466,9 @@ mod tests {
             v.into_result().map_err(|status| status.message().to_owned())
         };
         let longest = new_game_session_id(&"f".repeat(128));
-        assert_eq!(longest.chars().count(), SESSION_ID_MAX);
+        assert_eq!(longest.chars().count(), GAME_SESSION_ID_MAX);
         assert!(check(&longest, true).is_ok());
-        assert!(check(&new_player_session_id("fleet-1"), false).is_ok());
+        assert!(check(&player_session_id(&new_game_session_id("fleet-1"), 1), false).is_ok());
         let not_issued = [
             "fleet-1",
             "fleet-1/psess-1",
@@ -478,6 +485,13 @@ mod tests {
             );
         }
         assert!(check(&gsess(), false).unwrap_err().contains("player session id"));
+        let longest_player = player_session_id(&longest, 9_999_999_999);
+        assert!(check(&longest_player, false).is_ok());
+        assert!(
+            check(&format!("{longest_player}0"), false)
+                .unwrap_err()
+                .contains("1 to 182 characters")
+        );
         assert!(check("", true).unwrap_err().contains("1 to 171 characters"));
         assert!(
             check(&format!("{longest}0"), true)
@@ -564,7 +578,7 @@ mod tests {
                     r.game_session_ids = (0..101).map(|_| gsess()).collect()
                 }),
                 (&["game_session_ids[1]"], |r| {
-                    r.game_session_ids[1] = new_player_session_id("f")
+                    r.game_session_ids[1] = player_session_id(&new_game_session_id("f"), 1)
                 }),
             ],
         );
@@ -702,7 +716,7 @@ mod tests {
                 (&[], |r| r.player_id = "p".repeat(1024)),
                 (&[], |r| r.player_data = "d".repeat(2048)),
                 (&["game_session_id"], |r| {
-                    r.game_session_id = new_player_session_id("fleet-1")
+                    r.game_session_id = player_session_id(&new_game_session_id("fleet-1"), 1)
                 }),
                 (&["player_id"], |r| r.player_id.clear()),
                 (&["player_id"], |r| r.player_id = "p".repeat(1025)),
@@ -755,7 +769,10 @@ mod tests {
             check_describe_player_sessions,
             &[
                 (&[], |r| {
-                    r.selector = Some(Selector::PlayerSessionId(new_player_session_id("f")))
+                    r.selector = Some(Selector::PlayerSessionId(player_session_id(
+                        &new_game_session_id("f"),
+                        1,
+                    )))
                 }),
                 (&[], |r| r.selector = Some(Selector::GameSessionId(gsess()))),
                 (&[], |r| r.selector = Some(Selector::PlayerId("p".repeat(1024)))),

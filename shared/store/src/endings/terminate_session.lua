@@ -10,13 +10,18 @@ local now = now_ms()
 local sid, force, deadline = ARGV[1], ARGV[2] == 'FORCE', now + termination_grace_ms(k)
 local key = gkey(k, sid)
 local s = redis.call('HMGET', key, 'status', 'server')
-if not s[1] then return session_reply('NOT_FOUND', now) end
-local outcome = S.TERMINATING
+if not s[1] then
+  local ended = ended_session(k, sid)
+  if not ended then return session_reply('NOT_FOUND', now) end
+  local server = by_name(ended.fields).server
+  return session_reply('ENDED', now, server, k.gs .. server, ended.fields)
+end
+local outcome, fields = S.TERMINATING, nil
 if s[1] == S.TERMINATED or s[1] == S.ERROR then
   outcome = 'ENDED'
 elseif force then
   outcome = S.TERMINATED
-  end_game_session(k, sid, S.TERMINATED, S.FORCE_TERMINATED, now)
+  fields = end_game_session(k, sid, S.TERMINATED, S.FORCE_TERMINATED, now)
 elseif s[1] ~= S.TERMINATING then
   redis.call('HSET', key, 'status', S.TERMINATING, 'reason', '', 'term_by_ms', deadline)
   redis.call('HDEL', key, 'act_by_ms')
@@ -42,4 +47,4 @@ if outcome ~= 'ENDED' and pstate and pstate ~= S.LOST then
     tally_server(k, s[2])
   end
 end
-return session_reply(outcome, now, s[2], server_key, key)
+return session_reply(outcome, now, s[2], server_key, fields or session_fields(k, sid))

@@ -14,7 +14,7 @@ local ids = redis.call('ZRANGE', q.pending, 0, -1)
 if #ids > 0 and ARGV[2] ~= '1' then return {'HAS_PENDING', tostring(now), #ids} end
 local retention = tonumber(ARGV[3])
 for _, id in ipairs(ids) do
-  end_placement(q, id, S.CANCELLED, S.QUEUE_DELETED, 'its queue was deleted', now, retention, {})
+  end_placement(q, id, S.CANCELLED, S.QUEUE_DELETED, 'its queue was deleted', now, retention, {}, false)
 end
 redis.call('DEL', q.record)
 redis.call('PEXPIRE', q.events, retention)

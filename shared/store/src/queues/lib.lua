@@ -9,11 +9,13 @@
 --   events        stream of placement events (one per end): type, t, ced, id (the placement's record is joined
 --                 when they are read)
 --   events_gone   position of the last event trimmed
---   pl:<id>       a placement: id, queue, req (the request, encoded), digest, status, reason, msg, s_ms, dl_ms, e_ms,
---                 n (attempts made), until it ends why (the furthest any attempt got: the reason should it time
---                 out), until its worker is done with it cands (the last attempt's candidates), and once FULFILLED gsid, fleet, loc, ip, dns, port, placed (JSON
---                 [[player id, player session id], ...]), fco (first choice outcome), ll and lp (1 | 0: lowest
---                 latency, lowest price)
+--   pl:<id>       a PENDING placement: id, queue, req (the request, encoded), digest, status, s_ms, dl_ms, n (attempts
+--                 made), why (the furthest any attempt got: the reason should it time out), cands (the last attempt's
+--                 candidates)
+--   pe:<id>       an ended placement, kept for the retention as one packed value (ENDED): the fields above but why,
+--                 and reason, msg, e_ms, and once FULFILLED gsid, fleet, loc, ip, dns, port, placed (JSON [[player
+--                 id, player session id], ...]), fco (first choice outcome), ll and lp (1 | 0: lowest latency,
+--                 lowest price); cands only until its worker is done with it
 --   m:<minute>    counts of a minute (ms / 60000), kept 25 hours: each status and event type by name, fco:<outcome>,
 --                 ll, lp, loc:<location> (FULFILLED there), w:<bucket> (FULFILLED after a wait in that bucket)
 
@@ -23,7 +25,7 @@ local MINUTE_KEPT_MS = 25 * 3600 * 1000
 local function queue_keys(KEYS)
   local tag = string.match(KEYS[1], '^[^}]*}')
   return {record = KEYS[1], pending = KEYS[2], requests = KEYS[3], events = KEYS[4], events_gone = KEYS[5],
-    placement = tag .. ':pl:', minute = tag .. ':m:'}
+    placement = tag .. ':pl:', ended = tag .. ':pe:', minute = tag .. ':m:'}
 end
 
 -- Adds one to each of `counters` in the current minute's counts.
@@ -33,10 +35,9 @@ local function count_minute(q, now, counters)
   redis.call('PEXPIRE', key, MINUTE_KEPT_MS)
 end
 
--- Fields of a placement no watcher is shown: what only the placement's worker reads (its last attempt's candidates, 20 bytes a
--- fleet and location, and its furthest reason), which the placement drops once the worker is done, and the digest
--- that tells a retried start from another.
-local NOT_SHOWN = {cands = true, why = true, digest = true}
+-- Fields of an ended placement no watcher is shown: its last attempt's candidates (20 bytes a fleet and location,
+-- which only its worker reads), and the digest that tells a retried start from another.
+local NOT_SHOWN = {cands = true, digest = true}
 
 -- Appends a placement event: its type and time, the queue's custom event data, and the placement's id, whose record
 -- a reader joins (read_events.lua).
@@ -44,42 +45,72 @@ local function placement_event(q, id, type, now)
   redis.call('XADD', q.events, '*', 'type', type, 't', now, 'ced', redis.call('HGET', q.record, 'ced') or '', 'id', id)
 end
 
+-- The fields of an ended placement, in the order its packed record keeps them (record_values in keys.lua): cands
+-- last, dropped once its worker is done with it.
+local ENDED = {'id', 'queue', 'req', 'digest', 'status', 'reason', 'msg', 's_ms', 'dl_ms', 'e_ms', 'n', 'gsid',
+  'fleet', 'loc', 'ip', 'dns', 'port', 'placed', 'fco', 'll', 'lp', 'cands'}
+
+-- An ended placement's fields as HGETALL answers them, or nil when there is none.
+local function ended_fields(q, id)
+  local packed = redis.call('GET', q.ended .. id)
+  return packed and record_fields(cmsgpack.unpack(packed), ENDED)
+end
+
+-- A placement's fields as HGETALL answers them, PENDING or ended; {} when there is none.
+local function placement_fields(q, id)
+  local fields = redis.call('HGETALL', q.placement .. id)
+  if #fields == 0 then fields = ended_fields(q, id) or {} end
+  return fields
+end
+
 -- Ends a PENDING placement: its status, reason and message, `extra` fields (name, value, ...) beside them, its
--- event, its minute's counts, and its record kept `retention_ms` from now.
-local function end_placement(q, id, status, reason, message, now, retention_ms, extra)
+-- event and its minute's counts. Its record is packed and kept `retention_ms` from now, with its candidates unless
+-- its worker is `done` with it. Answers its fields as it ended.
+local function end_placement(q, id, status, reason, message, now, retention_ms, extra, done)
   local key = q.placement .. id
-  redis.call('HSET', key, 'status', status, 'reason', reason, 'msg', message, 'e_ms', now)
-  if #extra > 0 then redis.call('HSET', key, unpack(extra)) end
-  redis.call('HDEL', key, 'why')
+  local record = by_name(redis.call('HGETALL', key))
+  record.status, record.reason, record.msg, record.e_ms = status, reason, message, tostring(now)
+  for i = 1, #extra, 2 do record[extra[i]] = extra[i + 1] end
+  if done then record.cands = false end
+  redis.call('SET', q.ended .. id, cmsgpack.pack(record_values(record, ENDED)), 'PX', retention_ms)
+  redis.call('DEL', key)
   if redis.call('ZREM', q.pending, id) == 1 then
-    redis.call('HINCRBY', q.record, 'psum', -tonumber(redis.call('HGET', key, 's_ms')))
+    redis.call('HINCRBY', q.record, 'psum', -tonumber(record.s_ms))
   end
-  redis.call('PEXPIRE', key, retention_ms)
   placement_event(q, id, status, now)
   local counters = {status}
   if status == S.FULFILLED then
-    local p = redis.call('HMGET', key, 'fco', 'll', 'lp', 'loc', 's_ms')
-    counters[#counters + 1] = 'fco:' .. p[1]
-    if p[2] == '1' then counters[#counters + 1] = 'll' end
-    if p[3] == '1' then counters[#counters + 1] = 'lp' end
-    counters[#counters + 1] = 'loc:' .. p[4]
+    counters[#counters + 1] = 'fco:' .. record.fco
+    if record.ll == '1' then counters[#counters + 1] = 'll' end
+    if record.lp == '1' then counters[#counters + 1] = 'lp' end
+    counters[#counters + 1] = 'loc:' .. record.loc
     -- Buckets 10 % wide: the middle of one is within 5 % of every wait in it.
-    counters[#counters + 1] = 'w:' .. math.floor(math.log(now - tonumber(p[5]) + 1) / math.log(1.1))
+    counters[#counters + 1] = 'w:' .. math.floor(math.log(now - tonumber(record.s_ms) + 1) / math.log(1.1))
   end
   count_minute(q, now, counters)
+  return record_fields(record_values(record, ENDED), ENDED)
 end
 
--- A worker is done with placement `id`'s request `entry`: the entry leaves the stream, and the placement the
--- candidates its worker gave up its last attempt in (which are nobody's business once the worker is done).
-local function done_with(q, id, entry)
+-- A worker is done with a request `entry`: it leaves the stream. Answers the number of entries removed (0 when
+-- another worker was done with it first).
+local function done_with(q, entry)
   redis.call('XACK', q.requests, PLACEMENT_WORKERS, entry)
-  redis.call('HDEL', q.placement .. id, 'cands')
   return redis.call('XDEL', q.requests, entry)
 end
 
--- The reply of the placement scripts: {outcome, now_ms, detail, placement fields...}.
-local function placement_reply(outcome, now, detail, key)
-  local out = {outcome, tostring(now), tostring(detail or '')}
-  if key then append_fields(out, key) end
-  return out
+-- An ended placement's candidates (where its worker gave up its last attempt) are nobody's business once its
+-- worker is done: its packed record drops them.
+local function drop_candidates(q, id)
+  local key = q.ended .. id
+  local packed = redis.call('GET', key)
+  if not packed then return end
+  local values = cmsgpack.unpack(packed)
+  if not values[#ENDED] then return end
+  values[#ENDED] = false
+  redis.call('SET', key, cmsgpack.pack(values), 'KEEPTTL')
+end
+
+-- The reply of the placement scripts: {outcome, now_ms, detail, placement `fields` (as HGETALL answers them)...}.
+local function placement_reply(outcome, now, detail, fields)
+  return append_pairs({outcome, tostring(now), tostring(detail or '')}, fields or {})
 end

@@ -1,10 +1,10 @@
-//! Game session placements, in their queue's slot beside it (`queues/lib.lua` lists the keys). A placement is one
-//! hash; every transition of it is one script there — start, each attempt, the end it reaches first (fulfilled,
-//! stopped, timed out) — so that a race between two of them is decided in one place and each placement ends once,
-//! with one event. Placements reach the workers of every replica through the queue's requests stream and its
-//! consumer group: an entry stays pending until a worker is done with it, and the entries of a worker that died are
-//! taken over by another after a short idle time. A placement id is held across queues in a slot of its own, so that
-//! Describe and Stop find a placement from its id alone.
+//! Game session placements, in their queue's slot beside it (`queues/lib.lua` lists the keys). A PENDING placement
+//! is one hash, an ended one a packed value kept for the retention; every transition of it is one script there —
+//! start, each attempt, the end it reaches first (fulfilled, stopped, timed out) — so that a race between two of them
+//! is decided in one place and each placement ends once, with one event. Placements reach the workers of every
+//! replica through the queue's requests stream and its consumer group: an entry stays pending until a worker is done
+//! with it, and the entries of a worker that died are taken over by another after a short idle time. A placement id
+//! is held across queues in a slot of its own, so that Describe and Stop find a placement from its id alone.
 
 use std::collections::HashMap;
 use std::time::Instant;

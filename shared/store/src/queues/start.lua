@@ -1,7 +1,7 @@
 -- Starts a placement in a queue (StartGameSessionPlacement): PENDING, its deadline the queue's timeout from now,
 -- handed to the workers through the requests stream (a start is not a placement event: its caller holds the reply,
--- and the minute's count tells GetQueueMetrics). A placement of the same id already here is returned as it stands
--- when the request is the same (a retry), and refused when it is another.
+-- and the minute's count tells GetQueueMetrics). A placement of the same id already here, PENDING or ended, is
+-- returned as it stands when the request is the same (a retry), and refused when it is another.
 -- KEYS: the queue's (queues/lib.lua). ARGV[1] placement id, ARGV[2] digest of the request, ARGV[3] the request
 -- (encoded).
 -- Reply: {outcome, now_ms, detail, placement fields...}. Outcomes: CREATED; EXISTING; TOKEN_REUSED (the id is in use
@@ -11,17 +11,24 @@ local q = queue_keys(KEYS)
 local id = ARGV[1]
 local key = q.placement .. id
 local digest = redis.call('HGET', key, 'digest')
-if digest == ARGV[2] then return placement_reply('EXISTING', now, '', key) end
+local ended = not digest and ended_fields(q, id)
+if ended then
+  for i = 1, #ended, 2 do
+    if ended[i] == 'digest' then digest = ended[i + 1] end
+  end
+end
+if digest == ARGV[2] then return placement_reply('EXISTING', now, '', ended or redis.call('HGETALL', key)) end
 if digest then return placement_reply('TOKEN_REUSED', now) end
 local queue = redis.call('HMGET', q.record, 'timeout_ms', 'maxp')
 if not queue[1] then return placement_reply('NOT_FOUND', now) end
 local limit = tonumber(queue[2])
 if limit > 0 and redis.call('ZCARD', q.pending) >= limit then return placement_reply('FULL', now, limit) end
 local deadline = now + tonumber(queue[1])
-redis.call('HSET', key, 'id', id, 'queue', string.match(KEYS[1], '{q:([^}]*)}'), 'req', ARGV[3], 'digest', ARGV[2],
-  'status', S.PENDING, 'reason', '', 'msg', '', 's_ms', now, 'dl_ms', deadline, 'n', 0, 'why', '')
+local record = {'id', id, 'queue', string.match(KEYS[1], '{q:([^}]*)}'), 'req', ARGV[3], 'digest', ARGV[2],
+  'status', S.PENDING, 's_ms', tostring(now), 'dl_ms', tostring(deadline), 'n', '0'}
+redis.call('HSET', key, unpack(record))
 redis.call('ZADD', q.pending, now, id)
 redis.call('HINCRBY', q.record, 'psum', now)
 redis.call('XADD', q.requests, '*', 'id', id, 'dl_ms', deadline)
 count_minute(q, now, {S.STARTED})
-return placement_reply('CREATED', now, '', key)
+return placement_reply('CREATED', now, '', record)

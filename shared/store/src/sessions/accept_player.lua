@@ -10,7 +10,14 @@ local now = now_ms()
 local sid, psid = ARGV[2], ARGV[3]
 local pk = pkey(k, psid)
 local p = redis.call('HMGET', pk, 'gs', 'status', 'until_ms')
-if not p[1] then return {'NOT_FOUND', tostring(now), ''} end
+if not p[1] then
+  -- Ended with its game session: known by that session's record.
+  local fields, session = ended_player(k, psid)
+  if not fields then return {'NOT_FOUND', tostring(now), ''} end
+  if by_name(session).server ~= ARGV[1] then return {'NOT_YOURS', tostring(now), ''} end
+  if session_of(psid) ~= sid then return {'NOT_FOUND', tostring(now), ''} end
+  return {'ENDED', tostring(now), by_name(fields).status}
+end
 local s = redis.call('HMGET', gkey(k, p[1]), 'server', 'loc', 'ip', 'dns', 'port', 'status')
 if s[1] ~= ARGV[1] then return {'NOT_YOURS', tostring(now), ''} end
 if p[1] ~= sid then return {'NOT_FOUND', tostring(now), ''} end

@@ -7,7 +7,12 @@ local now = now_ms()
 local sid = ARGV[2]
 local key = gkey(k, sid)
 local s = redis.call('HMGET', key, 'server', 'status', 'res_ms')
-if not s[1] then return {'NOT_FOUND', tostring(now)} end
+if not s[1] then
+  local ended = ended_session(k, sid)
+  if not ended then return {'NOT_FOUND', tostring(now)} end
+  if by_name(ended.fields).server ~= ARGV[1] then return {'NOT_YOURS', tostring(now)} end
+  return append_pairs({'ENDED', tostring(now)}, ended.fields)
+end
 if s[1] ~= ARGV[1] then return {'NOT_YOURS', tostring(now)} end
 local outcome = 'ACTIVATED'
 if s[2] == S.ACTIVATING then

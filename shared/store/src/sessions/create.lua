@@ -11,7 +11,8 @@
 -- attempt (see attempt_spent), ARGV[17] the placement replica to tell when the session is activated, ARGV[18] the
 -- attempt's spend key, ARGV[19] its number, ARGV[20] the placement's deadline ms, ARGV[21] the game-server ids its
 -- earlier attempts failed on (space-separated: not to be tried again), then per player to reserve a slot for: player
--- id, player data, id for the new player session (ARGV[17] to ARGV[21] are '' otherwise). The
+-- id, player data (ARGV[17] to ARGV[21] are '' otherwise), whose player sessions are numbered 1, 2, ... in that
+-- order (player_session_id). The
 -- activation and reservation deadlines and the creator limit are the fleet's settings (fleet_settings); the
 -- players' reservations start when the session is activated.
 -- Reply: {outcome, now_ms, replica, version, detail, session fields...}. Outcomes: CREATED; EXISTING (the token
@@ -27,9 +28,9 @@ local idem = k.idem .. token
 if token ~= '' then
   local existing = redis.call('GET', idem)
   if existing then
-    local key = gkey(k, existing)
-    if redis.call('HGET', key, 'digest') ~= ARGV[7] then return session_reply('TOKEN_REUSED', now) end
-    return session_reply('EXISTING', now, nil, nil, key)
+    local fields = session_fields(k, existing)
+    if by_name(fields).digest ~= ARGV[7] then return session_reply('TOKEN_REUSED', now) end
+    return session_reply('EXISTING', now, nil, nil, fields)
   end
 end
 local spend = ARGV[18]
@@ -114,14 +115,14 @@ local server = redis.call('HMGET', server_key, 'loc', 'instance', 'ip', 'dns', '
 local key = gkey(k, sid)
 local deadline = now + set.act_ms
 local players = 0
-if #ARGV >= 22 then players = (#ARGV - 21) / 3 end
+if #ARGV >= 22 then players = (#ARGV - 21) / 2 end
 -- Written whole, in one HSET.
 local record = {'id', sid, 'fleet', ARGV[16], 'loc', server[1] or '', 'server', id,
   'inst', server[2] or '', 'ip', server[3] or '', 'dns', server[4] or '', 'port', server[5] or '0',
   'status', S.ACTIVATING, 'reason', '', 'c_ms', now, 'act_by_ms', deadline, 'cur', players, 'max', max,
   'accept', ARGV[9], 'prot', protected, 'name', ARGV[11], 'props', ARGV[12], 'data', ARGV[13], 'mm', ARGV[14],
   'creator', creator, 'placement', ARGV[15], 'notify', ARGV[17], 'res_ms', set.res_ms, 'ret_ms', ARGV[5],
-  'idem', token, 'digest', ARGV[7]}
+  'idem', token, 'digest', ARGV[7], 'np', players}
 redis.call('HSET', key, unpack(record))
 redis.call('SADD', server_key .. ':sessions', sid)
 redis.call('HSET', server_key, 'pstate', S.ACTIVE)
@@ -151,8 +152,8 @@ end
 -- The desired players of a placement, RESERVED with it; their reservation timers start at activation. The session's
 -- lists of them are written once for all.
 local live, listed = {}, {}
-for i = 22, #ARGV, 3 do
-  local psid = ARGV[i + 2]
+for i = 22, #ARGV, 2 do
+  local psid = player_session_id(sid, (i - 20) / 2)
   local fields = {'id', psid, 'player', ARGV[i], 'gs', sid, 'status', S.RESERVED, 'data', ARGV[i + 1], 'c_ms', now}
   redis.call('HSET', pkey(k, psid), unpack(fields))
   redis.call('ZADD', k.player .. ARGV[i], now, psid)
@@ -163,4 +164,4 @@ if #live > 0 then
   redis.call('HSET', key .. ':live', unpack(live))
   redis.call('ZADD', key .. ':ps', unpack(listed))
 end
-return session_reply('CREATED', now, nil, server_key, key)
+return session_reply('CREATED', now, nil, server_key, record)

@@ -2,8 +2,9 @@
 -- is checked against the maximum here, in the one script every creation runs, so no race can overfill a session.
 -- A player who already holds a RESERVED or ACTIVE player session in it with the same data gets that one back and
 -- takes no new slot.
--- KEYS: k.res_due. ARGV[1] game session id, then per player: player id, player data, id for a new player
--- session. A reservation is no session event: its caller holds the reply.
+-- KEYS: k.res_due. ARGV[1] game session id, then per player: player id, player data. A new player session is
+-- numbered after the session's last (player_session_id). A reservation is no session event: its caller holds the
+-- reply.
 -- Reply: {outcome, now_ms, detail, {loc, ip, dns, port}, {player session fields...}...}. Outcomes: CREATED;
 -- NOT_FOUND; NOT_ACTIVE (detail: its status); DENY_ALL; FULL (detail: free slots); PLAYER_CONFLICT (detail: the
 -- player holding a live player session with other data).
@@ -11,8 +12,12 @@ local now = now_ms()
 local sid = ARGV[1]
 local key = gkey(k, sid)
 local s = redis.call('HMGET', key, 'status', 'accept', 'cur', 'max', 'res_ms', 'loc', 'ip', 'dns', 'port', 'srv_end',
-  'c_ms')
-if not s[1] then return {'NOT_FOUND', tostring(now), ''} end
+  'c_ms', 'np')
+if not s[1] then
+  local ended = ended_session(k, sid)
+  if ended then return {'NOT_ACTIVE', tostring(now), by_name(ended.fields).status} end
+  return {'NOT_FOUND', tostring(now), ''}
+end
 if s[1] ~= S.ACTIVE then return {'NOT_ACTIVE', tostring(now), s[1]} end
 -- Its server was told to end (scale-in, unhealthy…): the session ends with it, so nobody new should join.
 if s[10] == '1' then return {'NOT_ACTIVE', tostring(now), 'ACTIVE on a server that is ending'} end
@@ -24,9 +29,14 @@ local held, taken = {}, {}
 local function give_back()
   for _, player in ipairs(taken) do redis.call('HDEL', live, player) end
 end
-for i = 2, #ARGV, 3 do
-  if redis.call('HSETNX', live, ARGV[i], ARGV[i + 2]) == 1 then
+-- New ones are numbered on from the session's last.
+local numbered = tonumber(s[12] or '0')
+local fresh_ids = {}
+for i = 2, #ARGV, 2 do
+  local next_id = player_session_id(sid, numbered + #taken + 1)
+  if redis.call('HSETNX', live, ARGV[i], next_id) == 1 then
     taken[#taken + 1] = ARGV[i]
+    fresh_ids[i] = next_id
   else
     local psid = redis.call('HGET', live, ARGV[i])
     if redis.call('HGET', pkey(k, psid), 'data') ~= ARGV[i + 1] then
@@ -48,12 +58,12 @@ local endpoint = {s[6], s[7], s[8], s[9]}
 local out = {'CREATED', created, '', endpoint}
 -- The hot path: a new player session's record is built here once and used for the hash and the reply,
 -- rather than written and read back.
-for i = 2, #ARGV, 3 do
+for i = 2, #ARGV, 2 do
   local psid = held[i]
   if psid then
     out[#out + 1] = redis.call('HGETALL', pkey(k, psid))
   else
-    psid = ARGV[i + 2]
+    psid = fresh_ids[i]
     local fields = {'id', psid, 'player', ARGV[i], 'gs', sid, 'status', S.RESERVED, 'data', ARGV[i + 1], 'c_ms', now,
       'until_ms', until_ms}
     redis.call('HSET', pkey(k, psid), unpack(fields))
@@ -64,7 +74,7 @@ for i = 2, #ARGV, 3 do
   end
 end
 if fresh > 0 then
-  redis.call('HINCRBY', key, 'cur', fresh)
+  redis.call('HSET', key, 'cur', cur + fresh, 'np', numbered + fresh)
   index_counts(k, sid, {s[1], s[6], cur + fresh, max, s[2], s[10], s[11]}, cur < max)
 end
 return out

@@ -10,19 +10,26 @@
 local now = now_ms()
 local id, sid = ARGV[1], ARGV[2]
 local s = redis.call('HMGET', gkey(k, sid), 'server', 'status')
+local ended = not s[1] and ended_session(k, sid)
+if ended then
+  local r = by_name(ended.fields)
+  s = {r.server, r.status, r.reason}
+end
 if not s[1] then return session_reply('NOT_FOUND', now) end
 if s[1] ~= id then return session_reply('NOT_YOURS', now) end
 local status, reason = S.TERMINATED, S.ENDED_BY_SERVER
 if ARGV[3] == 'REJECT' then
-  local retried = s[2] == S.ERROR and redis.call('HGET', gkey(k, sid), 'reason') == S.SERVER_REJECTED
+  local retried = s[2] == S.ERROR and s[3] == S.SERVER_REJECTED
   if s[2] ~= S.ACTIVATING and not retried then return session_reply('WRONG_STATE', now, s[2]) end
   status, reason = S.ERROR, S.SERVER_REJECTED
-else
+end
+if ended then return session_reply('ENDED', now, '', nil, ended.fields) end
+if ARGV[3] ~= 'REJECT' then
   -- A session asked to end (TERMINATING) ends TRIGGERED_ON_PROCESS_TERMINATE by end_game_session's own rule.
   local p = redis.call('HMGET', k.gs .. id, 'pstate', 'term_reason')
   if p[1] == S.TERMINATING then reason = told_end_reason(p[2], S.TRIGGERED_ON_PROCESS_TERMINATE) end
 end
-local ended = end_game_session(k, sid, status, reason, now)
-if not ended then return session_reply('ENDED', now, '', nil, gkey(k, sid)) end
+local fields = end_game_session(k, sid, status, reason, now)
+if not fields then return session_reply('ENDED', now, '', nil, session_fields(k, sid)) end
 release_process(k, id)
-return append_pairs(session_reply('ENDED', now, ''), ended)
+return session_reply('ENDED', now, '', nil, fields)

@@ -4,6 +4,7 @@
 use berth_domain::game_session::{GameSessionRecord, PlayerSessionRecord};
 use berth_domain::stored::SessionEventType;
 
+use super::reads::read_game_sessions;
 use crate::codec::{EventsRead, events_read, field, unexpected};
 use crate::codec::{game_session, player_session};
 use crate::keys::FleetKeys;
@@ -88,8 +89,11 @@ pub async fn game_session_data(
     fleet_id: &str,
     game_session_id: &str,
 ) -> Result<(String, String), StoreError> {
-    let key = FleetKeys::new(fleet_id).game_session(game_session_id);
-    let (data, mm): (Option<String>, Option<String>) =
-        store.query(redis::cmd("HMGET").arg(key).arg("data").arg("mm")).await?;
-    Ok((data.unwrap_or_default(), mm.unwrap_or_default()))
+    let read = read_game_sessions(store, fleet_id, &[game_session_id]).await?;
+    Ok(read
+        .into_iter()
+        .flatten()
+        .next()
+        .map(|record| (record.game_session_data, record.matchmaker_data))
+        .unwrap_or_default())
 }

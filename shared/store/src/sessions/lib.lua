@@ -12,9 +12,12 @@
 --                       reservation timeout of its player sessions), idem (its idempotency token), digest (of the
 --                       request that created it, to tell a retry from a reuse of the token), notify (the
 --                       placement replica to tell when it is activated)
+--                       np (how many player sessions it has made: the number of the last, see player_session_id)
 --   gsess:<id>:ps       its player session ids by creation ms
 --   gsess:<id>:live     player id → player session id of its RESERVED and ACTIVE player sessions
 --   psess:<id>          a player session: id, player, gs, status, data, c_ms, until_ms, act_ms, end_ms
+--   gend:<id>           an ended game session with its player sessions, in one packed value (see ended_session):
+--                       the keys above go when it ends
 --   player:<player id>  the player's session ids in this fleet by creation ms
 --   sessions            the fleet's game session ids by creation ms
 --   act_due, res_due    ACTIVATING sessions by activation deadline; RESERVED player sessions by reservation deadline
@@ -27,10 +30,82 @@
 --   idx:<loc>:<index>   ACTIVE sessions of a location ('*': every location) whose server is not ending, by created,
 --                       players or max; `free`: those of them that could take a player now, by created
 --   sevents_gone        position of the last session event trimmed (by retention or the cap)
---   sevents             stream of session events: type, t (ms), kind (g | p), then the record's fields (a player
---                       session's with its game session's loc, ip, dns and port; a game session's end with
---                       `players`, the JSON list of the flat fields of the player sessions that ended with it)
+--   sevents             stream of session events: type, t (ms), kind (g | p | e), then for g and p the record's
+--                       fields (a player session's with its game session's loc, ip, dns and port), for e (a game
+--                       session's end) its id and `with`, the player sessions that ended with it (see end_event)
 
+
+-- Fields an ended game session keeps, in the order of its packed record (record_values in keys.lua), and those each
+-- of its player sessions keeps in the list that follows them.
+local SESSION_ENDED = {'id', 'fleet', 'loc', 'server', 'inst', 'ip', 'dns', 'port', 'status', 'reason', 'c_ms',
+  'act_ms', 'end_ms', 'cur', 'max', 'accept', 'prot', 'name', 'props', 'data', 'mm', 'creator', 'placement', 'idem',
+  'digest', 'srv_end'}
+local PLAYER_ENDED = {'id', 'player', 'status', 'data', 'c_ms', 'act_ms', 'end_ms'}
+
+-- The id of the n-th player session (from 1) of game session `sid`: berth_domain::game_session::player_session_id,
+-- whose game session is known from the id alone.
+local function player_session_id(sid, n)
+  return (string.gsub(sid, '/gsess%-', '/psess-', 1)) .. '-' .. n
+end
+
+-- The game session of player session `psid`, by its id (nil for an id Berth did not issue).
+local function session_of(psid)
+  local fleet, uuid = string.match(psid, '^([^/]*)/psess%-(.+)%-%d+$')
+  return fleet and (fleet .. '/gsess-' .. uuid)
+end
+
+-- An ended game session: {fields = its fields, players = each of its player sessions' fields, oldest first} (as
+-- HGETALL answers them), or nil when it is not an ended one.
+local function ended_session(k, sid)
+  local packed = redis.call('GET', k.gend .. sid)
+  if not packed then return nil end
+  local values = cmsgpack.unpack(packed)
+  local players = {}
+  for i, p in ipairs(values[#SESSION_ENDED + 1]) do
+    players[i] = record_fields(p, PLAYER_ENDED)
+    players[i][#players[i] + 1] = 'gs'
+    players[i][#players[i] + 1] = sid
+  end
+  return {fields = record_fields(values, SESSION_ENDED), players = players}
+end
+
+-- A game session's fields, live or ended, as HGETALL answers them ({} when there is none).
+local function session_fields(k, sid)
+  local fields = redis.call('HGETALL', gkey(k, sid))
+  if #fields > 0 then return fields end
+  local ended = ended_session(k, sid)
+  return ended and ended.fields or {}
+end
+
+-- A game session's {loc, ip, dns, port} from its fields by name: where its players connect.
+local function endpoint_of(s)
+  return {s.loc or '', s.ip or '', s.dns or '', s.port or '0'}
+end
+
+-- A player session that ended with its game session: its fields and its game session's (as HGETALL answers them);
+-- nil when there is none.
+local function ended_player(k, psid)
+  local sid = session_of(psid)
+  local ended = sid and ended_session(k, sid)
+  if not ended then return nil end
+  for _, p in ipairs(ended.players) do
+    if p[2] == psid then return p, ended.fields end
+  end
+  return nil
+end
+
+-- A player session's fields (as HGETALL answers them) and its game session's {loc, ip, dns, port}, live or ended;
+-- nil when there is none.
+local function player_record(k, psid)
+  local fields = redis.call('HGETALL', pkey(k, psid))
+  if #fields > 0 then
+    local s = redis.call('HMGET', gkey(k, by_name(fields).gs), 'loc', 'ip', 'dns', 'port')
+    return fields, {s[1] or '', s[2] or '', s[3] or '', s[4] or '0'}
+  end
+  local p, session = ended_player(k, psid)
+  if not p then return nil end
+  return p, endpoint_of(by_name(session))
+end
 
 -- A placement's attempts in this fleet (placements.rs): attempt n in a location creates its session under token
 -- `placement:<id>:<n>:<location>`, and once an attempt is refused, looked up or given up without a session, the
@@ -105,15 +180,16 @@ local function index_counts(k, sid, s, was_open)
   end
 end
 
--- The reply of the scripts that change a game session: {outcome, now_ms, replica, version, detail, session
--- fields...}, with the routing of `server_key`'s process and the fields of `session_key` when they are given.
-local function session_reply(outcome, now, detail, server_key, session_key)
+-- The reply of the scripts that change a game session: {outcome, now_ms, replica, version, detail, session fields...},
+-- with the routing of `server_key`'s process and the session's `fields` (as HGETALL answers them) when they are
+-- given.
+local function session_reply(outcome, now, detail, server_key, fields)
   local out = {outcome, tostring(now), '', '0', tostring(detail or '')}
   if server_key then
     local routing = redis.call('HMGET', server_key, 'replica', 'ver')
     out[3], out[4] = routing[1] or '', routing[2] or '0'
   end
-  if session_key then append_fields(out, session_key) end
+  if fields then append_pairs(out, fields) end
   return out
 end
 
@@ -140,10 +216,9 @@ local function player_event(k, type, fields, endpoint, now)
 end
 
 -- Appends a game session's transition to the session event stream with the record at `key` as it is now, without
--- its data and matchmaker data (a watcher reads those apart when it asks for them), and `players`: the fields of the
--- player sessions that ended with it (nil or empty for none), as one JSON list. Answers the record's fields, for a
--- reply that shows them.
-local function session_event(k, type, key, now, players)
+-- its data and matchmaker data (a watcher reads those apart when it asks for them). Answers the record's fields, for
+-- a reply that shows them.
+local function session_event(k, type, key, now)
   local fields = redis.call('HGETALL', key)
   local entry = {'type', type, 't', now, 'kind', 'g'}
   for i = 1, #fields, 2 do
@@ -152,13 +227,23 @@ local function session_event(k, type, key, now, players)
       entry[#entry + 1] = fields[i + 1]
     end
   end
-  if players and #players > 0 then
-    entry[#entry + 1] = 'players'
-    entry[#entry + 1] = cjson.encode(players)
-  end
   -- The session sweep trims the stream to the retention and the deployment's cap (BERTH_SESSION_EVENTS_MAX).
   redis.call('XADD', k.sevents, '*', unpack(entry))
   return fields
+end
+
+-- Appends a game session's end (`type`: TERMINATED or ERROR) to the session event stream. Its record does not change
+-- after its end, and is kept (packed, with its player sessions) at least as long as the event: the entry names the
+-- session and, in `with`, the player sessions that ended with it (by number, see player_session_id; an id of an
+-- earlier release whole), and a reader joins the record (read_events.lua) rather than Redis holding it twice.
+local function end_event(k, type, sid, now, players)
+  local with = {}
+  for i, p in ipairs(players) do
+    local psid = by_name(p).id
+    local n = string.match(psid, '%-(%d+)$')
+    with[i] = (n and player_session_id(sid, n) == psid) and n or psid
+  end
+  redis.call('XADD', k.sevents, '*', 'type', type, 't', now, 'kind', 'e', 'id', sid, 'with', table.concat(with, ' '))
 end
 
 -- Ends a RESERVED or ACTIVE player session (COMPLETED or TIMEDOUT) and frees its slot. Only a timeout is an event
@@ -192,9 +277,26 @@ local function told_end_reason(term_reason, otherwise)
   return otherwise
 end
 
+-- Keeps an ended game session as one packed value (see ended_session): `fields` its own as it ended, then its player
+-- sessions, read here; its hash, its lists and its player sessions' hashes go.
+local function keep_ended(k, sid, fields)
+  local key = gkey(k, sid)
+  local values = record_values(by_name(fields), SESSION_ENDED)
+  local players, gone = {}, {key, key .. ':ps', key .. ':live'}
+  for _, psid in ipairs(redis.call('ZRANGE', key .. ':ps', 0, -1)) do
+    local pk = pkey(k, psid)
+    players[#players + 1] = record_values(by_name(redis.call('HGETALL', pk)), PLAYER_ENDED)
+    gone[#gone + 1] = pk
+  end
+  values[#SESSION_ENDED + 1] = players
+  redis.call('SET', k.gend .. sid, cmsgpack.pack(values))
+  -- In slices: Lua unpacks at most a few thousand values at once.
+  for first = 1, #gone, 1000 do redis.call('DEL', unpack(gone, first, math.min(first + 999, #gone))) end
+end
+
 -- Ends a game session (TERMINATED or ERROR, with a reason): its player sessions complete, it leaves the search
--- indexes and every deadline, and its record expires its retention from now. Answers the record's fields as it
--- ended, or false when it had ended already.
+-- indexes and every deadline, and it is kept packed until its retention from now has passed. Answers the record's
+-- fields as it ended, or false when it had ended already.
 local function end_game_session(k, sid, status, reason, now)
   local key = gkey(k, sid)
   local s = redis.call('HMGET', key, 'status', 'ret_ms', 'server')
@@ -214,7 +316,10 @@ local function end_game_session(k, sid, status, reason, now)
   index_session(k, sid)
   local event = S.GAME_SESSION_TERMINATED
   if status == S.ERROR then event = S.GAME_SESSION_ERROR end
-  return session_event(k, event, key, now, players)
+  local fields = redis.call('HGETALL', key)
+  end_event(k, event, sid, now, players)
+  keep_ended(k, sid, fields)
+  return fields
 end
 
 -- Ends every open game session of a process.

@@ -10,8 +10,9 @@ use crate::keys::FleetKeys;
 use crate::scripts::scripts;
 use crate::{Store, StoreError};
 
-/// A player to reserve a slot for: player id, player data, and the id a new player session gets.
-pub type NewPlayer<'a> = (&'a str, &'a str, String);
+/// A player to reserve a slot for: player id and player data. A new player session's id is the store's to give
+/// (`berth_domain::game_session::player_session_id`).
+pub type NewPlayer<'a> = (&'a str, &'a str);
 
 /// The outcome of reserving player sessions.
 #[derive(Debug, PartialEq, Eq)]
@@ -60,8 +61,8 @@ pub async fn create_player_sessions(
     let keys = FleetKeys::new(fleet_id);
     let mut call = scripts().create_player_sessions.for_fleet(&keys);
     call.arg(game_session_id);
-    for (player_id, data, new_id) in players {
-        call.arg(*player_id).arg(*data).arg(new_id);
+    for (player_id, data) in players {
+        call.arg(*player_id).arg(*data);
     }
     let raw: Vec<Value> = store.invoke(&call).await?;
     let (outcome, detail, records) = decode(SCRIPT, fleet_id, &raw)?;

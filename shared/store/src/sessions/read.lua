@@ -1,21 +1,15 @@
--- Reads game sessions or player sessions of one fleet by id; a player session comes with its game session's
--- location and endpoint.
--- KEYS the records to read. ARGV[1] g (game sessions) | p (player sessions).
--- Reply: per key, in order: {} when unknown; a game session's fields; or {{player session fields}, {loc, ip, dns,
+-- Reads game sessions or player sessions of one fleet by id, live or ended; a player session comes with its game
+-- session's location and endpoint.
+-- KEYS[1] the fleet's sessions (for its slot). ARGV[1] g (game sessions) | p (player sessions), then the ids.
+-- Reply: per id, in order: {} when unknown; a game session's fields; or {{player session fields}, {loc, ip, dns,
 -- port}}.
 local out = {}
-for _, key in ipairs(KEYS) do
+for i = 2, #ARGV do
   if ARGV[1] == 'g' then
-    out[#out + 1] = redis.call('HGETALL', key)
+    out[#out + 1] = session_fields(k, ARGV[i])
   else
-    local fields = redis.call('HGETALL', key)
-    if #fields == 0 then
-      out[#out + 1] = {}
-    else
-      local sid = redis.call('HGET', key, 'gs')
-      local s = redis.call('HMGET', gkey(k, sid), 'loc', 'ip', 'dns', 'port')
-      out[#out + 1] = {fields, {s[1] or '', s[2] or '', s[3] or '', s[4] or '0'}}
-    end
+    local fields, endpoint = player_record(k, ARGV[i])
+    out[#out + 1] = fields and {fields, endpoint} or {}
   end
 end
 return out

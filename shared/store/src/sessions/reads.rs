@@ -23,37 +23,35 @@ fn player_entry(script: &str, fleet_id: &str, value: &Value) -> Result<Option<Pl
     }
 }
 
-/// Game sessions of one fleet by id, in order; `None` for an unknown (or expired) one.
+/// A read of sessions of one `kind` (`g`ame or `p`layer sessions) by id.
+fn read_call<'a>(fleet_id: &str, kind: &str, ids: &[&str]) -> crate::scripts::FunctionCall<'a> {
+    let mut call = scripts().read_sessions.prepare();
+    call.key(FleetKeys::new(fleet_id).game_sessions()).arg(kind);
+    for id in ids {
+        call.arg(*id);
+    }
+    call
+}
+
+/// Game sessions of one fleet by id, live or ended, in order; `None` for an unknown (or expired) one.
 pub async fn read_game_sessions(
     store: &Store,
     fleet_id: &str,
     ids: &[&str],
 ) -> Result<Vec<Option<GameSessionRecord>>, StoreError> {
     const SCRIPT: &str = "read_sessions";
-    let keys = FleetKeys::new(fleet_id);
-    let mut call = scripts().read_sessions.prepare();
-    for id in ids {
-        call.key(keys.game_session(id));
-    }
-    call.arg("g");
-    let raw: Vec<Value> = store.invoke(&call).await?;
+    let raw: Vec<Value> = store.invoke(&read_call(fleet_id, "g", ids)).await?;
     raw.iter().map(|value| game_session(&strings(SCRIPT, value)?)).collect()
 }
 
-/// Player sessions of one fleet by id, in order; `None` for an unknown (or expired) one.
+/// Player sessions of one fleet by id, live or ended, in order; `None` for an unknown (or expired) one.
 pub async fn read_player_sessions(
     store: &Store,
     fleet_id: &str,
     ids: &[&str],
 ) -> Result<Vec<Option<PlayerSessionRecord>>, StoreError> {
     const SCRIPT: &str = "read_sessions";
-    let keys = FleetKeys::new(fleet_id);
-    let mut call = scripts().read_sessions.prepare();
-    for id in ids {
-        call.key(keys.player_session(id));
-    }
-    call.arg("p");
-    let raw: Vec<Value> = store.invoke(&call).await?;
+    let raw: Vec<Value> = store.invoke(&read_call(fleet_id, "p", ids)).await?;
     raw.iter().map(|value| player_entry(SCRIPT, fleet_id, value)).collect()
 }
 
@@ -72,6 +70,8 @@ struct Listing<'a> {
     order: &'a str,
     location: &'a str,
     statuses: &'a [&'a str],
+    /// The game session whose player sessions `set` holds, when it does: once ended, they are read from its record.
+    game_session_id: &'a str,
 }
 
 fn page_call<'a>(listing: &Listing<'_>, after: Option<&str>, size: usize) -> crate::scripts::FunctionCall<'a> {
@@ -82,7 +82,8 @@ fn page_call<'a>(listing: &Listing<'_>, after: Option<&str>, size: usize) -> cra
         .arg(after.unwrap_or(""))
         .arg(size)
         .arg(listing.location)
-        .arg(listing.statuses.join(" "));
+        .arg(listing.statuses.join(" "))
+        .arg(listing.game_session_id);
     call
 }
 
@@ -111,6 +112,7 @@ pub async fn list_game_sessions(
         order: "DESC",
         location,
         statuses,
+        game_session_id: "",
     };
     let call = page_call(&listing, after, size);
     let raw: Vec<Value> = store.invoke(&call).await?;
@@ -146,9 +148,9 @@ pub async fn list_player_sessions(
 ) -> Result<Page<PlayerSessionRecord>, StoreError> {
     const SCRIPT: &str = "page_sessions";
     let keys = FleetKeys::new(fleet_id);
-    let set = match source {
-        PlayerSource::GameSession(id) => keys.players_of_session(id),
-        PlayerSource::Player(id) => keys.sessions_of_player(id),
+    let (set, game_session_id) = match source {
+        PlayerSource::GameSession(id) => (keys.players_of_session(id), id),
+        PlayerSource::Player(id) => (keys.sessions_of_player(id), ""),
     };
     let statuses: Vec<&str> = if status.is_empty() { Vec::new() } else { vec![status] };
     let listing = Listing {
@@ -157,6 +159,7 @@ pub async fn list_player_sessions(
         order: "ASC",
         location: "",
         statuses: &statuses,
+        game_session_id,
     };
     let call = page_call(&listing, after, size);
     let raw: Vec<Value> = store.invoke(&call).await?;

@@ -43,21 +43,28 @@ for _, psid in ipairs(due(k.res_due)) do
     index_counts(k, sid)
   end
 end
+-- The latest end of a session deleted here: its end event, which reads its record (read_events.lua), goes with it.
+local last_end = 0
 for _, sid in ipairs(due(k.ended)) do
   local key = gkey(k, sid)
-  for _, psid in ipairs(redis.call('ZRANGE', key .. ':ps', 0, -1)) do
-    local player = redis.call('HGET', pkey(k, psid), 'player')
-    if player then redis.call('ZREM', k.player .. player, psid) end
-    redis.call('DEL', pkey(k, psid))
+  -- One that ended under an earlier release is still a hash: packed first, it goes the same way.
+  if redis.call('EXISTS', key) == 1 then keep_ended(k, sid, redis.call('HGETALL', key)) end
+  local ended = ended_session(k, sid)
+  if ended then
+    last_end = math.max(last_end, tonumber(by_name(ended.fields).end_ms or '0'))
+    for _, p in ipairs(ended.players) do
+      local r = by_name(p)
+      redis.call('ZREM', k.player .. r.player, r.id)
+    end
+    local token = by_name(ended.fields).idem
+    if token and token ~= '' and redis.call('GET', k.idem .. token) == sid then
+      redis.call('DEL', k.idem .. token)
+    end
   end
-  local token = redis.call('HGET', key, 'idem')
-  if token and token ~= '' and redis.call('GET', k.idem .. token) == sid then
-    redis.call('DEL', k.idem .. token)
-  end
-  redis.call('DEL', key, key .. ':ps', key .. ':live')
+  redis.call('DEL', k.gend .. sid)
   redis.call('ZREM', k.sessions, sid)
   redis.call('ZREM', k.ended, sid)
   out[4] = out[4] + 1
 end
-trim_events(k.sevents, k.sevents_gone, now - tonumber(ARGV[2]), tonumber(ARGV[3]))
+trim_events(k.sevents, k.sevents_gone, math.max(now - tonumber(ARGV[2]), last_end + 1), tonumber(ARGV[3]))
 return out

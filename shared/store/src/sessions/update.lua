@@ -11,7 +11,11 @@ local now = now_ms()
 local sid = ARGV[1]
 local key = gkey(k, sid)
 local s = redis.call('HMGET', key, 'status', 'cur', 'props', 'server')
-if not s[1] then return session_reply('NOT_FOUND', now) end
+if not s[1] then
+  local ended = ended_session(k, sid)
+  if ended then return session_reply('ENDED', now, by_name(ended.fields).status) end
+  return session_reply('NOT_FOUND', now)
+end
 if s[1] == S.TERMINATED or s[1] == S.ERROR then return session_reply('ENDED', now, s[1]) end
 if ARGV[2] ~= '' and tonumber(ARGV[2]) < tonumber(s[2]) then return session_reply('BELOW_COUNT', now, s[2]) end
 local server_max = redis.call('HGET', k.gs .. s[4], 'max_players')
@@ -51,4 +55,4 @@ index_session(k, sid)
 session_event(k, S.GAME_SESSION_UPDATED, key, now)
 local server_key = k.gs .. s[4]
 if told and redis.call('HGET', server_key, 'pstate') then redis.call('HINCRBY', server_key, 'ver', 1) end
-return session_reply('UPDATED', now, nil, server_key, key)
+return session_reply('UPDATED', now, nil, server_key, redis.call('HGETALL', key))
