@@ -45,6 +45,13 @@ pub fn player_session_id(game_session_id: &str, n: u64) -> String {
     format!("{}-{n}", game_session_id.replacen("/gsess-", "/psess-", 1))
 }
 
+/// The number of player session `id` in game session `game_session_id`, when it is that session's
+/// (as [`player_session_id`] makes them).
+pub fn player_session_number(game_session_id: &str, id: &str) -> Option<u64> {
+    let n: u64 = id.rsplit_once('-')?.1.parse().ok()?;
+    (player_session_id(game_session_id, n) == id).then_some(n)
+}
+
 /// The game session a player-session id belongs to, when the id is well formed.
 pub fn game_session_of(player_session_id: &str) -> Option<String> {
     let (session, n) = player_session_id.rsplit_once('-')?;
@@ -262,6 +269,10 @@ mod tests {
         assert!(player.starts_with("fleet-1/psess-") && player.ends_with("-3"));
         assert_eq!(game_session_of(&player), Some(game.clone()));
         assert_eq!(game_session_of(&game), None);
+        assert_eq!(player_session_number(&game, &player), Some(3));
+        assert_eq!(player_session_number(&new_game_session_id("fleet-1"), &player), None);
+        assert_eq!(player_session_number(&game, &format!("{player}0")), Some(30));
+        assert_eq!(player_session_number(&game, "fleet-1/psess-x"), None);
         assert_eq!(game_session_of("fleet-1/psess-x-"), None);
         assert_eq!(game_session_of("fleet-1/psess-x-12345678901"), None);
     }

@@ -8,13 +8,15 @@
 local now = now_ms()
 local q = queue_keys(KEYS)
 local key = q.placement .. ARGV[1]
-local n = redis.call('HGET', key, 'n')
-if not n then
+local p = redis.call('HMGET', key, 'status', 'n')
+if not p[1] then
   local ended = ended_fields(q, ARGV[1])
   if ended then return placement_reply('ENDED', now, '', ended) end
   return placement_reply('NOT_FOUND', now)
 end
-if n ~= ARGV[2] then return placement_reply('CONFLICT', now, '', redis.call('HGETALL', key)) end
-n = tonumber(n) + 1
+-- A hash that is not PENDING ended under an earlier release, which kept ended placements as hashes.
+if p[1] ~= S.PENDING then return placement_reply('ENDED', now, '', redis.call('HGETALL', key)) end
+if p[2] ~= ARGV[2] then return placement_reply('CONFLICT', now, '', redis.call('HGETALL', key)) end
+local n = tonumber(p[2]) + 1
 redis.call('HSET', key, 'n', n, 'cands', ARGV[3], 'why', ARGV[4])
 return placement_reply('RECORDED', now, n, redis.call('HGETALL', key))

@@ -11,14 +11,16 @@ local now = now_ms()
 local q = queue_keys(KEYS)
 local id = ARGV[1]
 local key = q.placement .. id
-local p = redis.call('HMGET', key, 'n', 'dl_ms')
+local p = redis.call('HMGET', key, 'status', 'n', 'dl_ms')
 if not p[1] then
   local ended = ended_fields(q, id)
   if ended then return placement_reply('ENDED', now, '', ended) end
   return placement_reply('NOT_FOUND', now)
 end
-if ARGV[5] ~= '' and p[1] ~= ARGV[5] then return placement_reply('CONFLICT', now, '', redis.call('HGETALL', key)) end
-if ARGV[6] == '1' and now < tonumber(p[2]) then return placement_reply('WAITING', now, p[2]) end
+-- A hash that is not PENDING ended under an earlier release, which kept ended placements as hashes.
+if p[1] ~= S.PENDING then return placement_reply('ENDED', now, '', redis.call('HGETALL', key)) end
+if ARGV[5] ~= '' and p[2] ~= ARGV[5] then return placement_reply('CONFLICT', now, '', redis.call('HGETALL', key)) end
+if ARGV[6] == '1' and now < tonumber(p[3]) then return placement_reply('WAITING', now, p[3]) end
 local extra = {}
 for i = 9, #ARGV do extra[#extra + 1] = ARGV[i] end
 local fields = end_placement(q, id, ARGV[2], ARGV[3], ARGV[4], now, tonumber(ARGV[7]), extra, ARGV[8] ~= '')

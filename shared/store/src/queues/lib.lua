@@ -13,9 +13,10 @@
 --                 made), why (the furthest any attempt got: the reason should it time out), cands (the last attempt's
 --                 candidates)
 --   pe:<id>       an ended placement, kept for the retention as one packed value (ENDED): the fields above but why,
---                 and reason, msg, e_ms, and once FULFILLED gsid, fleet, loc, ip, dns, port, placed (JSON [[player
---                 id, player session id], ...]), fco (first choice outcome), ll and lp (1 | 0: lowest latency,
---                 lowest price); cands only until its worker is done with it
+--                 and reason, msg, e_ms, and once FULFILLED gsid, fleet, loc, ip, dns, port, placed (the players'
+--                 player sessions by their number in the game session, see placements.rs), fco (first choice
+--                 outcome), ll and lp (1 | 0: lowest latency, lowest price); cands only until its worker is done
+--                 with it
 --   m:<minute>    counts of a minute (ms / 60000), kept 25 hours: each status and event type by name, fco:<outcome>,
 --                 ll, lp, loc:<location> (FULFILLED there), w:<bucket> (FULFILLED after a wait in that bucket)
 

@@ -7,13 +7,18 @@
 //! is held across queues in a slot of its own, so that Describe and Stop find a placement from its id alone.
 
 use std::collections::HashMap;
+use std::io::{Read, Write};
 use std::time::Instant;
 
 use berth_domain::game_server::timestamp;
+use berth_domain::game_session::{player_session_id, player_session_number};
 use berth_domain::queue::order::Candidate;
 use berth_domain::stored::{FirstChoiceOutcome, PlacementEventType, PlacementStatus, PlacementStatusReason};
 use berth_proto::common::v1 as common;
 use berth_proto::placement::v1 as pb;
+use flate2::Compression;
+use flate2::read::DeflateDecoder;
+use flate2::write::DeflateEncoder;
 use prost::Message;
 use redis::Value;
 use redis::streams::{StreamAutoClaimReply, StreamId, StreamReadReply};
@@ -81,14 +86,68 @@ fn parse_candidates(text: &str) -> Vec<Candidate> {
         .collect()
 }
 
+/// The players placed as a placement keeps them: the number of each one's player session in the game session
+/// (`berth_domain::game_session::player_session_id`), whose player is the desired player of that rank, space-separated
+/// — a few bytes where the ids would take 60 each. Placed players whose ids are not so numbered (sessions of an
+/// earlier release) are kept whole, as a JSON list of [player id, player session id].
+fn placed_text(game_session_id: &str, placed: &[(String, String)]) -> Result<String, serde_json::Error> {
+    let numbers: Option<Vec<String>> = placed
+        .iter()
+        .map(|(_, id)| player_session_number(game_session_id, id).map(|n| n.to_string()))
+        .collect();
+    match numbers {
+        Some(numbers) => Ok(numbers.join(" ")),
+        None => serde_json::to_string(placed),
+    }
+}
+
+fn parse_placed(
+    text: &str,
+    game_session_id: &str,
+    request: &pb::StartGameSessionPlacementRequest,
+) -> Option<Vec<(String, String)>> {
+    if text.starts_with('[') {
+        return serde_json::from_str(text).ok();
+    }
+    text.split_whitespace()
+        .map(|n| {
+            let n: u64 = n.parse().ok()?;
+            let player = request
+                .desired_player_sessions
+                .get(usize::try_from(n).ok()?.checked_sub(1)?)?;
+            Some((player.player_id.clone(), player_session_id(game_session_id, n)))
+        })
+        .collect()
+}
+
+/// A request as a placement keeps it: its protobuf deflated, behind a 0 byte. Player latencies repeat each player's
+/// id once per location, which deflating takes back (a request of 4 players with latencies to 4 locations keeps in
+/// a third of its size); a request kept by an earlier release, not deflated, still reads, as no protobuf message
+/// starts with a 0 byte.
+fn stored_request(request: &pb::StartGameSessionPlacementRequest) -> Vec<u8> {
+    let mut deflate = DeflateEncoder::new(vec![0], Compression::fast());
+    deflate
+        .write_all(&request.encode_to_vec())
+        .and_then(|()| deflate.finish())
+        .expect("deflating into memory cannot fail")
+}
+
+fn read_request(stored: &[u8]) -> Option<pb::StartGameSessionPlacementRequest> {
+    let Some(deflated) = stored.strip_prefix(&[0]) else {
+        return pb::StartGameSessionPlacementRequest::decode(stored).ok();
+    };
+    let mut encoded = Vec::new();
+    DeflateDecoder::new(deflated).read_to_end(&mut encoded).ok()?;
+    pb::StartGameSessionPlacementRequest::decode(encoded.as_slice()).ok()
+}
+
 /// A placement from its stored fields (`queues/lib.lua`).
 fn record(script: &str, fields: &HashMap<String, Vec<u8>>, read_ms: i64) -> Result<PlacementRecord, StoreError> {
     let bad = |what: &str| unexpected(script, format!("a placement with {what}"));
     let text = |name: &str| text_field(fields, name);
     let number = |name: &str| text(name).parse::<i64>().map_err(|_| bad(name));
-    let request =
-        pb::StartGameSessionPlacementRequest::decode(fields.get("req").map(Vec::as_slice).unwrap_or_default())
-            .map_err(|_| bad("a request that does not decode"))?;
+    let request = read_request(fields.get("req").map(Vec::as_slice).unwrap_or_default())
+        .ok_or_else(|| bad("a request that does not decode"))?;
     let status = PlacementStatus::parse(&text("status")).ok_or_else(|| bad("an unknown status"))?;
     let reason = PlacementStatusReason::parse(&text("reason"));
     let start_ms = number("s_ms")?;
@@ -96,8 +155,8 @@ fn record(script: &str, fields: &HashMap<String, Vec<u8>>, read_ms: i64) -> Resu
     let end_ms = text("e_ms").parse::<i64>().ok();
     let attempts = u32::try_from(number("n")?).map_err(|_| bad("n"))?;
     let fulfilled = status == PlacementStatus::Fulfilled;
-    let placed: Vec<(String, String)> = if fulfilled {
-        serde_json::from_str(&text("placed")).map_err(|_| bad("malformed placed players"))?
+    let placed = if fulfilled {
+        parse_placed(&text("placed"), &text("gsid"), &request).ok_or_else(|| bad("malformed placed players"))?
     } else {
         Vec::new()
     };
@@ -248,7 +307,7 @@ pub async fn start_placement(
 ) -> Result<Started, StoreError> {
     const SCRIPT: &str = "start_placement";
     let mut call = queue_call(&scripts().start_placement, &request.queue_name);
-    call.arg(&request.placement_id).arg(digest).arg(request.encode_to_vec());
+    call.arg(&request.placement_id).arg(digest).arg(stored_request(request));
     let raw: Vec<Value> = store.invoke(&call).await?;
     let (outcome, detail, placement) = decode(SCRIPT, &raw)?;
     Ok(match outcome.as_str() {
@@ -329,7 +388,8 @@ pub struct Fulfilment<'a> {
     pub ip_address: &'a str,
     pub dns_name: &'a str,
     pub port: u32,
-    /// (player id, player session id) of each desired player, in request order.
+    /// (player id, player session id) of each desired player, in request order; a player session numbered n in the
+    /// game session is the n-th desired player's (see `placed_text`).
     pub placed: &'a [(String, String)],
     pub first_choice: FirstChoiceOutcome,
     pub lowest_latency: bool,
@@ -415,7 +475,7 @@ pub async fn finish_placement(
         .arg(finish.retention_ms)
         .arg(finish.entry.unwrap_or(""));
     if let Some(f) = &finish.fulfilment {
-        let placed = serde_json::to_string(f.placed).map_err(|err| unexpected(SCRIPT, err.to_string()))?;
+        let placed = placed_text(f.game_session_id, f.placed).map_err(|err| unexpected(SCRIPT, err.to_string()))?;
         call.arg("gsid")
             .arg(f.game_session_id)
             .arg("fleet")
@@ -694,4 +754,76 @@ pub async fn queue_counts(
         oldest_start_ms: oldest.parse().ok(),
         counters,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use berth_domain::game_session::new_game_session_id;
+
+    fn request() -> pb::StartGameSessionPlacementRequest {
+        let players: Vec<String> = (0..4).map(|n| format!("{}-player-{n}", "p".repeat(36))).collect();
+        pb::StartGameSessionPlacementRequest {
+            placement_id: "p".repeat(36),
+            queue_name: "ranked".into(),
+            maximum_player_session_count: 10,
+            player_latencies: players
+                .iter()
+                .flat_map(|player| {
+                    ["eu-west-1", "us-east-1", "ap-south-1", "sa-east-1"]
+                        .iter()
+                        .map(|location| pb::PlayerLatency {
+                            player_id: player.clone(),
+                            location: (*location).into(),
+                            latency_ms: 42,
+                        })
+                })
+                .collect(),
+            desired_player_sessions: players
+                .iter()
+                .map(|player| pb::DesiredPlayerSession {
+                    player_id: player.clone(),
+                    player_data: String::new(),
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_request_is_kept_deflated_and_one_kept_plain_still_reads() {
+        let request = request();
+        let stored = stored_request(&request);
+        assert_eq!(read_request(&stored), Some(request.clone()));
+        let plain = request.encode_to_vec();
+        assert!(
+            stored.len() * 2 < plain.len(),
+            "{} of {} bytes",
+            stored.len(),
+            plain.len()
+        );
+        assert_eq!(read_request(&plain), Some(request));
+        assert_eq!(read_request(&[0, 1, 2]), None);
+    }
+
+    #[test]
+    fn players_placed_are_kept_by_number_and_read_back_whole() {
+        let request = request();
+        let game_session_id = new_game_session_id("fleet-1");
+        let placed: Vec<(String, String)> = request
+            .desired_player_sessions
+            .iter()
+            .zip(1..)
+            .map(|(p, n)| (p.player_id.clone(), player_session_id(&game_session_id, n)))
+            .filter(|(_, id)| !id.ends_with("-2"))
+            .collect();
+        let text = placed_text(&game_session_id, &placed).unwrap();
+        assert_eq!(text, "1 3 4");
+        assert_eq!(parse_placed(&text, &game_session_id, &request), Some(placed.clone()));
+        // Ids of an earlier release are kept whole.
+        let earlier = vec![("a".to_owned(), "fleet-1/psess-x".to_owned())];
+        let text = placed_text(&game_session_id, &earlier).unwrap();
+        assert_eq!(parse_placed(&text, &game_session_id, &request), Some(earlier));
+        assert_eq!(parse_placed("9", &game_session_id, &request), None);
+    }
 }

@@ -16,7 +16,8 @@ local out = {}
 for _, entry in ipairs(redis.call('XRANGE', q.events, ARGV[1], '+', 'COUNT', ARGV[2]) or {}) do
   local fields, event = entry[2], {}
   for i = 1, #fields, 2 do event[fields[i]] = fields[i + 1] end
-  local record = ended_fields(q, event.id or '') or {}
+  -- A placement that ended under an earlier release is still a hash.
+  local record = ended_fields(q, event.id or '') or redis.call('HGETALL', q.placement .. (event.id or ''))
   local ended = ''
   for i = 1, #record, 2 do
     if record[i] == 'e_ms' then ended = record[i + 1] end

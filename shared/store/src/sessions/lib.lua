@@ -30,13 +30,16 @@
 --   idx:<loc>:<index>   ACTIVE sessions of a location ('*': every location) whose server is not ending, by created,
 --                       players or max; `free`: those of them that could take a player now, by created
 --   sevents_gone        position of the last session event trimmed (by retention or the cap)
---   sevents             stream of session events: type, t (ms), kind (g | p | e), then for g and p the record's
---                       fields (a player session's with its game session's loc, ip, dns and port), for e (a game
---                       session's end) its id and `with`, the player sessions that ended with it (see end_event)
+--   sevents             stream of session events: type, t (ms), kind (g | p | e), then for g the record's fields
+--                       but those a reader joins (session_event), for p a player session's with its game session's
+--                       loc, ip, dns and port, for e (a game session's end) its id and `with`, the player sessions
+--                       that ended with it (see end_event)
 
 
 -- Fields an ended game session keeps, in the order of its packed record (record_values in keys.lua), and those each
--- of its player sessions keeps in the list that follows them.
+-- of its player sessions keeps in the list that follows them. The packed record leaves out what its other fields
+-- give: the digest when it is the token (as a placement attempt's is), a player session's id when it is numbered
+-- (player_session_id), kept as its number.
 local SESSION_ENDED = {'id', 'fleet', 'loc', 'server', 'inst', 'ip', 'dns', 'port', 'status', 'reason', 'c_ms',
   'act_ms', 'end_ms', 'cur', 'max', 'accept', 'prot', 'name', 'props', 'data', 'mm', 'creator', 'placement', 'idem',
   'digest', 'srv_end'}
@@ -62,11 +65,18 @@ local function ended_session(k, sid)
   local values = cmsgpack.unpack(packed)
   local players = {}
   for i, p in ipairs(values[#SESSION_ENDED + 1]) do
+    if type(p[1]) == 'number' then p[1] = player_session_id(sid, p[1]) end
     players[i] = record_fields(p, PLAYER_ENDED)
     players[i][#players[i] + 1] = 'gs'
     players[i][#players[i] + 1] = sid
   end
-  return {fields = record_fields(values, SESSION_ENDED), players = players}
+  local fields = record_fields(values, SESSION_ENDED)
+  local record = by_name(fields)
+  if not record.digest and record.idem then
+    fields[#fields + 1] = 'digest'
+    fields[#fields + 1] = record.idem
+  end
+  return {fields = fields, players = players}
 end
 
 -- A game session's fields, live or ended, as HGETALL answers them ({} when there is none).
@@ -215,15 +225,25 @@ local function player_event(k, type, fields, endpoint, now)
   redis.call('XADD', k.sevents, '*', unpack(entry))
 end
 
--- Appends a game session's transition to the session event stream with the record at `key` as it is now, without
--- its data and matchmaker data (a watcher reads those apart when it asks for them). Answers the record's fields, for
--- a reply that shows them.
+-- A game session's fields written once, at its creation: an event carries the others, and a reader joins these from
+-- the record (read_events.lua), live or ended, rather than Redis holding them once per event.
+local SESSION_FIXED = {fleet = true, loc = true, server = true, inst = true, ip = true, dns = true, port = true,
+  c_ms = true, creator = true, placement = true}
+-- Fields an event leaves out: the data and matchmaker data (a watcher reads those apart when it asks for them), and
+-- the store's own bookkeeping, which no watcher is shown.
+local SESSION_UNSHOWN = {data = true, mm = true, tly = true, idem = true, digest = true, notify = true, res_ms = true,
+  ret_ms = true, np = true}
+
+-- Appends a game session's transition to the session event stream with the record at `key` as it is now, but for
+-- what no event shows (SESSION_UNSHOWN) and the fields a reader joins (SESSION_FIXED). Answers the record's fields,
+-- for a reply that shows them.
 local function session_event(k, type, key, now)
   local fields = redis.call('HGETALL', key)
   local entry = {'type', type, 't', now, 'kind', 'g'}
   for i = 1, #fields, 2 do
-    if fields[i] ~= 'data' and fields[i] ~= 'mm' and fields[i] ~= 'tly' then
-      entry[#entry + 1] = fields[i]
+    local name = fields[i]
+    if not SESSION_UNSHOWN[name] and not SESSION_FIXED[name] then
+      entry[#entry + 1] = name
       entry[#entry + 1] = fields[i + 1]
     end
   end
@@ -281,11 +301,16 @@ end
 -- sessions, read here; its hash, its lists and its player sessions' hashes go.
 local function keep_ended(k, sid, fields)
   local key = gkey(k, sid)
-  local values = record_values(by_name(fields), SESSION_ENDED)
+  local record = by_name(fields)
+  if record.digest == record.idem then record.digest = nil end
+  local values = record_values(record, SESSION_ENDED)
   local players, gone = {}, {key, key .. ':ps', key .. ':live'}
   for _, psid in ipairs(redis.call('ZRANGE', key .. ':ps', 0, -1)) do
     local pk = pkey(k, psid)
-    players[#players + 1] = record_values(by_name(redis.call('HGETALL', pk)), PLAYER_ENDED)
+    local p = record_values(by_name(redis.call('HGETALL', pk)), PLAYER_ENDED)
+    local n = tonumber(string.match(psid, '%-(%d+)$'))
+    if n and player_session_id(sid, n) == psid then p[1] = n end
+    players[#players + 1] = p
     gone[#gone + 1] = pk
   end
   values[#SESSION_ENDED + 1] = players
