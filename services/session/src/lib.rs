@@ -46,7 +46,7 @@ pub struct SessionArgs {
     #[arg(long, env = "BERTH_SESSION_RETENTION_MS", default_value_t = 86_400_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub retention_ms: u64,
     /// Most session events each fleet keeps besides the retention; the oldest are trimmed first. Each takes about
-    /// 0.3 KiB of Redis memory (see the README), so the default holds about 300 MiB per busy fleet. A watcher can
+    /// 0.2 KiB of Redis memory (see the README), so the default holds about 200 MiB per busy fleet. A watcher can
     /// resume from a cursor only while the events after it are kept.
     #[arg(long, env = "BERTH_SESSION_EVENTS_MAX", default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub events_max: u64,
