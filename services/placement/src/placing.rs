@@ -414,6 +414,7 @@ impl Placement<'_> {
             dns_name: &session.dns_name,
             port: session.port,
             placed: &hosted.placed,
+            desired: &record.request.desired_player_sessions,
             first_choice,
             lowest_latency,
             lowest_price,

@@ -255,6 +255,7 @@ async fn hosted(
         dns_name: &session.dns_name,
         port: session.port,
         placed: &placed,
+        desired: &request.desired_player_sessions,
         first_choice,
         lowest_latency,
         lowest_price,

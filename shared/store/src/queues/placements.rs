@@ -86,14 +86,23 @@ fn parse_candidates(text: &str) -> Vec<Candidate> {
         .collect()
 }
 
-/// The players placed as a placement keeps them: the number of each one's player session in the game session
-/// (`berth_domain::game_session::player_session_id`), whose player is the desired player of that rank, space-separated
-/// — a few bytes where the ids would take 60 each. Placed players whose ids are not so numbered (sessions of an
-/// earlier release) are kept whole, as a JSON list of [player id, player session id].
-fn placed_text(game_session_id: &str, placed: &[(String, String)]) -> Result<String, serde_json::Error> {
+/// The players placed as a placement keeps them: each one's player session by its number in the game session
+/// (`berth_domain::game_session::player_session_id`) when it is the player of that rank among the desired ones, as a
+/// new game session numbers them, space-separated — a few bytes where the ids would take 60 each. Otherwise (a
+/// player reserved again in that session, ids of an earlier release) they are kept whole, as a JSON list of [player
+/// id, player session id].
+fn placed_text(
+    game_session_id: &str,
+    placed: &[(String, String)],
+    desired: &[pb::DesiredPlayerSession],
+) -> Result<String, serde_json::Error> {
     let numbers: Option<Vec<String>> = placed
         .iter()
-        .map(|(_, id)| player_session_number(game_session_id, id).map(|n| n.to_string()))
+        .map(|(player, id)| {
+            let n = player_session_number(game_session_id, id)?;
+            let rank = usize::try_from(n).ok()?.checked_sub(1)?;
+            (desired.get(rank)?.player_id == *player).then(|| n.to_string())
+        })
         .collect();
     match numbers {
         Some(numbers) => Ok(numbers.join(" ")),
@@ -388,9 +397,11 @@ pub struct Fulfilment<'a> {
     pub ip_address: &'a str,
     pub dns_name: &'a str,
     pub port: u32,
-    /// (player id, player session id) of each desired player, in request order; a player session numbered n in the
-    /// game session is the n-th desired player's (see `placed_text`).
+    /// (player id, player session id) of each desired player placed, in request order.
     pub placed: &'a [(String, String)],
+    /// The request's desired players: a player session numbered n in the game session is kept as its number when it
+    /// is the n-th of them's (see `placed_text`).
+    pub desired: &'a [pb::DesiredPlayerSession],
     pub first_choice: FirstChoiceOutcome,
     pub lowest_latency: bool,
     pub lowest_price: bool,
@@ -475,7 +486,8 @@ pub async fn finish_placement(
         .arg(finish.retention_ms)
         .arg(finish.entry.unwrap_or(""));
     if let Some(f) = &finish.fulfilment {
-        let placed = placed_text(f.game_session_id, f.placed).map_err(|err| unexpected(SCRIPT, err.to_string()))?;
+        let placed =
+            placed_text(f.game_session_id, f.placed, f.desired).map_err(|err| unexpected(SCRIPT, err.to_string()))?;
         call.arg("gsid")
             .arg(f.game_session_id)
             .arg("fleet")
@@ -817,13 +829,19 @@ mod tests {
             .map(|(p, n)| (p.player_id.clone(), player_session_id(&game_session_id, n)))
             .filter(|(_, id)| !id.ends_with("-2"))
             .collect();
-        let text = placed_text(&game_session_id, &placed).unwrap();
+        let desired = &request.desired_player_sessions;
+        let text = placed_text(&game_session_id, &placed, desired).unwrap();
         assert_eq!(text, "1 3 4");
         assert_eq!(parse_placed(&text, &game_session_id, &request), Some(placed.clone()));
-        // Ids of an earlier release are kept whole.
+        // A player reserved again in the session (numbered past the desired ones), and ids of an earlier release,
+        // are kept whole.
+        let again = vec![(desired[1].player_id.clone(), player_session_id(&game_session_id, 5))];
         let earlier = vec![("a".to_owned(), "fleet-1/psess-x".to_owned())];
-        let text = placed_text(&game_session_id, &earlier).unwrap();
-        assert_eq!(parse_placed(&text, &game_session_id, &request), Some(earlier));
+        for kept in [again, earlier] {
+            let text = placed_text(&game_session_id, &kept, desired).unwrap();
+            assert!(text.starts_with('['), "{text}");
+            assert_eq!(parse_placed(&text, &game_session_id, &request), Some(kept));
+        }
         assert_eq!(parse_placed("9", &game_session_id, &request), None);
     }
 }

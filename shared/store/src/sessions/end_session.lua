@@ -9,7 +9,7 @@
 -- ACTIVATING (status says what it is).
 local now = now_ms()
 local id, sid = ARGV[1], ARGV[2]
-local s = redis.call('HMGET', gkey(k, sid), 'server', 'status')
+local s = redis.call('HMGET', gkey(k, sid), 'server', 'status', 'reason')
 local ended = not s[1] and ended_session(k, sid)
 if ended then
   local r = by_name(ended.fields)

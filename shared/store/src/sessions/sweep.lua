@@ -1,8 +1,8 @@
 -- The session service's sweep of one fleet, safe with any number of replicas sweeping: ACTIVATING sessions past
 -- their activation deadline end TERMINATED (ACTIVATION_TIMEOUT) and free their server for another; TERMINATING
 -- sessions past the grace period end TERMINATED (FORCE_TERMINATED); RESERVED player sessions past their
--- reservation end TIMEDOUT; ended sessions past their retention are deleted with their player sessions; events
--- older than the retention are trimmed.
+-- reservation end TIMEDOUT; ended sessions past their retention (and their end event past the events') are deleted
+-- with their player sessions; events older than the retention are trimmed.
 -- KEYS: k.act_due, k.ended, k.hosting, k.pool, k.res_due, k.sessions, k.sevents, k.sevents_gone, k.term_due. ARGV[1]
 -- most items of each kind per sweep, ARGV[2] events retention ms,
 -- ARGV[3] most events kept.
@@ -43,28 +43,31 @@ for _, psid in ipairs(due(k.res_due)) do
     index_counts(k, sid)
   end
 end
--- The latest end of a session deleted here: its end event, which reads its record (read_events.lua), goes with it.
-local last_end = 0
+-- An ended session's end event is read from its record (read_events.lua): a record whose own retention passed before
+-- the events' is kept until its end event is past theirs too.
+local events_cutoff = now - tonumber(ARGV[2])
 for _, sid in ipairs(due(k.ended)) do
   local key = gkey(k, sid)
   -- One that ended under an earlier release is still a hash: packed first, it goes the same way.
   if redis.call('EXISTS', key) == 1 then keep_ended(k, sid, redis.call('HGETALL', key)) end
   local ended = ended_session(k, sid)
-  if ended then
-    last_end = math.max(last_end, tonumber(by_name(ended.fields).end_ms or '0'))
-    for _, p in ipairs(ended.players) do
+  local record = ended and by_name(ended.fields) or {}
+  local end_ms = tonumber(record.end_ms or '0')
+  if end_ms >= events_cutoff then
+    redis.call('ZADD', k.ended, end_ms + tonumber(ARGV[2]), sid)
+  else
+    for _, p in ipairs(ended and ended.players or {}) do
       local r = by_name(p)
       redis.call('ZREM', k.player .. r.player, r.id)
     end
-    local token = by_name(ended.fields).idem
-    if token and token ~= '' and redis.call('GET', k.idem .. token) == sid then
-      redis.call('DEL', k.idem .. token)
+    if record.idem and record.idem ~= '' and redis.call('GET', k.idem .. record.idem) == sid then
+      redis.call('DEL', k.idem .. record.idem)
     end
+    redis.call('DEL', k.gend .. sid)
+    redis.call('ZREM', k.sessions, sid)
+    redis.call('ZREM', k.ended, sid)
+    out[4] = out[4] + 1
   end
-  redis.call('DEL', k.gend .. sid)
-  redis.call('ZREM', k.sessions, sid)
-  redis.call('ZREM', k.ended, sid)
-  out[4] = out[4] + 1
 end
-trim_events(k.sevents, k.sevents_gone, math.max(now - tonumber(ARGV[2]), last_end + 1), tonumber(ARGV[3]))
+trim_events(k.sevents, k.sevents_gone, events_cutoff, tonumber(ARGV[3]))
 return out
