@@ -11,7 +11,7 @@ mod session {
 use std::time::Duration;
 
 use berth_domain::fleet::settings::FleetSettings;
-use berth_domain::game_session::game_session_of;
+use berth_domain::game_session::{game_session_of, new_game_session_id};
 use berth_health::HealthArgs;
 use berth_proto::common::v1::KeyValue;
 use berth_proto::session::v1::game_session_service_client::GameSessionServiceClient;
@@ -152,8 +152,9 @@ async fn active_session(
     session.game_session_id
 }
 
-async fn describe(stack: &Stack, id: &str) -> pb::GameSession {
-    let found = stack
+/// DescribeGameSessions of one id.
+async fn described(stack: &Stack, id: &str) -> pb::DescribeGameSessionsResponse {
+    stack
         .games()
         .await
         .describe_game_sessions(pb::DescribeGameSessionsRequest {
@@ -161,8 +162,20 @@ async fn describe(stack: &Stack, id: &str) -> pb::GameSession {
         })
         .await
         .unwrap()
-        .into_inner();
+        .into_inner()
+}
+
+async fn describe(stack: &Stack, id: &str) -> pb::GameSession {
+    let found = described(stack, id).await;
     found.game_sessions.into_iter().next().expect("the session exists")
+}
+
+/// Waits until game session `id` is past its retention: unknown to DescribeGameSessions.
+async fn expired(stack: &Stack, id: &str) {
+    eventually("expiry", async || {
+        (described(stack, id).await.unknown_game_session_ids == [id]).then_some(())
+    })
+    .await;
 }
 
 pub(crate) async fn eventually<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
@@ -595,19 +608,7 @@ async fn ended_sessions_stay_readable_for_the_retention_then_expire() {
     let ended = describe(&stack, &session).await;
     assert_eq!(ended.status(), pb::GameSessionStatus::Terminated);
     assert_eq!(ended.status_reason(), pb::GameSessionStatusReason::EndedByServer);
-    eventually("expiry", async || {
-        let found = stack
-            .games()
-            .await
-            .describe_game_sessions(pb::DescribeGameSessionsRequest {
-                game_session_ids: vec![session.clone()],
-            })
-            .await
-            .unwrap()
-            .into_inner();
-        (found.unknown_game_session_ids == [session.clone()]).then_some(())
-    })
-    .await;
+    expired(&stack, &session).await;
     let err = players
         .describe_player_sessions(pb::DescribePlayerSessionsRequest {
             selector: Some(Selector::PlayerSessionId(player.player_session_id)),
@@ -677,6 +678,60 @@ async fn an_ended_sessions_player_sessions_are_kept_in_its_record() {
         .await
         .unwrap_err();
     assert!(err.to_string().contains("COMPLETED"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ended_session_kept_less_long_than_the_events_stays_while_its_end_event_does() {
+    use berth_store::sessions::{Created, NewGameSession, SessionTimings, create_game_session};
+    // Events are kept 3 s; the session is created, as a placement's is, with a retention of its own, 200 ms.
+    let args = SessionArgs {
+        retention_ms: 3_000,
+        ..fast_sessions()
+    };
+    let stack = Stack::start(TestRedis::single(), &args).await;
+    let (_server, _events) = stack.server("gs-1", 1, "local").await;
+    let id = new_game_session_id(FLEET);
+    let timings = SessionTimings { retention_ms: 200 };
+    let created = create_game_session(&stack.store, &NewGameSession::new(&id, FLEET, 2), &timings)
+        .await
+        .unwrap();
+    assert!(matches!(created, Created::Created(..)), "{created:?}");
+    stack
+        .games()
+        .await
+        .terminate_game_session(pb::TerminateGameSessionRequest {
+            game_session_id: id.clone(),
+            termination_mode: pb::TerminationMode::ForceTerminate as i32,
+        })
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    // Past its own retention, it is still read, and so is its end event, whose record it is.
+    assert_eq!(describe(&stack, &id).await.status(), pb::GameSessionStatus::Terminated);
+    let mut watch = stack
+        .games()
+        .await
+        .watch_session_events(pb::WatchSessionEventsRequest {
+            fleet_ids: vec![FLEET.into()],
+            from_oldest: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let ended = next_event(&mut watch).await;
+    assert_eq!(ended.event_type(), pb::SessionEventType::GameSessionTerminated);
+    match &ended.subject {
+        Some(pb::session_event::Subject::GameSession(g)) => {
+            assert_eq!(
+                (g.game_session_id.as_str(), g.location.as_str()),
+                (id.as_str(), "local")
+            );
+        }
+        other => panic!("the end of a game session: {other:?}"),
+    }
+    // Once the event is past the events' retention, both go.
+    expired(&stack, &id).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
