@@ -12,11 +12,7 @@ local id = ARGV[1]
 local key = q.placement .. id
 local digest = redis.call('HGET', key, 'digest')
 local ended = not digest and ended_fields(q, id)
-if ended then
-  for i = 1, #ended, 2 do
-    if ended[i] == 'digest' then digest = ended[i + 1] end
-  end
-end
+if ended then digest = by_name(ended).digest end
 if digest == ARGV[2] then return placement_reply('EXISTING', now, '', ended or redis.call('HGETALL', key)) end
 if digest then return placement_reply('TOKEN_REUSED', now) end
 local queue = redis.call('HMGET', q.record, 'timeout_ms', 'maxp')

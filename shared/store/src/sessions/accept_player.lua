@@ -11,11 +11,8 @@ local sid, psid = ARGV[2], ARGV[3]
 local pk = pkey(k, psid)
 local p = redis.call('HMGET', pk, 'gs', 'status', 'until_ms')
 if not p[1] then
-  -- Ended with its game session: known by that session's record.
-  local fields, session = ended_player(k, psid)
-  if not fields then return {'NOT_FOUND', tostring(now), ''} end
-  if by_name(session).server ~= ARGV[1] then return {'NOT_YOURS', tostring(now), ''} end
-  if session_of(psid) ~= sid then return {'NOT_FOUND', tostring(now), ''} end
+  local fields, refused = servers_ended_player(k, ARGV[1], sid, psid)
+  if not fields then return {refused, tostring(now), ''} end
   return {'ENDED', tostring(now), by_name(fields).status}
 end
 local s = redis.call('HMGET', gkey(k, p[1]), 'server', 'loc', 'ip', 'dns', 'port', 'status')

@@ -51,6 +51,14 @@ local function player_session_id(sid, n)
   return (string.gsub(sid, '/gsess%-', '/psess-', 1)) .. '-' .. n
 end
 
+-- The number of player session `psid` in game session `sid` (berth_domain::game_session::player_session_number), or
+-- nil when it is not numbered in it.
+local function player_number(sid, psid)
+  local n = tonumber(string.match(psid, '%-(%d+)$'))
+  if n and player_session_id(sid, n) == psid then return n end
+  return nil
+end
+
 -- The game session of player session `psid`, by its id (nil for an id Berth did not issue).
 local function session_of(psid)
   local fleet, uuid = string.match(psid, '^([^/]*)/psess%-(.+)%-%d+$')
@@ -102,6 +110,18 @@ local function ended_player(k, psid)
     if p[2] == psid then return p, ended.fields end
   end
   return nil
+end
+
+-- A player session that ended with its game session, as the game server `server` names it in game session `sid`
+-- (accept_player.lua, remove_player.lua): its fields and its game session's by name; or nil and the outcome, NOT_FOUND
+-- or NOT_YOURS (a session of another server), as the two tell them apart for a live one.
+local function servers_ended_player(k, server, sid, psid)
+  local fields, session = ended_player(k, psid)
+  if not fields then return nil, 'NOT_FOUND' end
+  local r = by_name(session)
+  if r.server ~= server then return nil, 'NOT_YOURS' end
+  if session_of(psid) ~= sid then return nil, 'NOT_FOUND' end
+  return fields, r
 end
 
 -- A player session's fields (as HGETALL answers them) and its game session's {loc, ip, dns, port}, live or ended;
@@ -260,8 +280,7 @@ local function end_event(k, type, sid, now, players)
   local with = {}
   for i, p in ipairs(players) do
     local psid = by_name(p).id
-    local n = string.match(psid, '%-(%d+)$')
-    with[i] = (n and player_session_id(sid, n) == psid) and n or psid
+    with[i] = player_number(sid, psid) or psid
   end
   redis.call('XADD', k.sevents, '*', 'type', type, 't', now, 'kind', 'e', 'id', sid, 'with', table.concat(with, ' '))
 end
@@ -308,8 +327,7 @@ local function keep_ended(k, sid, fields)
   for _, psid in ipairs(redis.call('ZRANGE', key .. ':ps', 0, -1)) do
     local pk = pkey(k, psid)
     local p = record_values(by_name(redis.call('HGETALL', pk)), PLAYER_ENDED)
-    local n = tonumber(string.match(psid, '%-(%d+)$'))
-    if n and player_session_id(sid, n) == psid then p[1] = n end
+    p[1] = player_number(sid, psid) or psid
     players[#players + 1] = p
     gone[#gone + 1] = pk
   end

@@ -22,27 +22,27 @@ skip = tonumber(skip or '0')
 local out = {''}
 local looked, budget, taken = 0, size * 20, 0
 
--- Player sessions read so far by id, {fields, endpoint}: an ended game session is unpacked once per call, not once
--- per player.
-local players = {}
-local unpacked = {}
-local function remember_ended(sid)
-  if unpacked[sid] then return nil end
-  unpacked[sid] = true
-  local ended = ended_session(k, sid)
-  if not ended then return nil end
-  local endpoint = endpoint_of(by_name(ended.fields))
-  for _, p in ipairs(ended.players) do players[p[2]] = {p, endpoint} end
-  return ended
+-- Player sessions read so far by id, {fields, endpoint}, and what is known of their game sessions (sid → its ended
+-- record, or false for one that is live or gone): an ended game session is unpacked once per call, not once per
+-- player.
+local players, ended_of = {}, {}
+local function ended_players(sid)
+  if ended_of[sid] == nil then
+    local ended = ended_session(k, sid) or false
+    ended_of[sid] = ended
+    if ended then
+      local endpoint = endpoint_of(by_name(ended.fields))
+      for _, p in ipairs(ended.players) do players[p[2]] = {p, endpoint} end
+    end
+  end
+  return ended_of[sid]
 end
 local function player(id)
   if not players[id] then
-    local fields, endpoint = player_record(k, id)
-    if not fields then
-      local sid = session_of(id)
-      if sid then remember_ended(sid) end
-    else
-      players[id] = {fields, endpoint}
+    local sid = session_of(id)
+    if not (sid and ended_players(sid)) then
+      local fields, endpoint = player_record(k, id)
+      if fields then players[id] = {fields, endpoint} end
     end
   end
   return players[id]
@@ -51,7 +51,7 @@ end
 -- The ids of an ended game session's player sessions with their scores, as the set held them: by creation, then id.
 local listed = nil
 if ARGV[1] == 'p' and ARGV[7] ~= '' and redis.call('EXISTS', set) == 0 then
-  local ended = remember_ended(ARGV[7])
+  local ended = ended_players(ARGV[7])
   listed = {}
   for _, p in ipairs(ended and ended.players or {}) do
     local r = by_name(p)
@@ -78,22 +78,25 @@ local function range(from, offset, count)
   return batch
 end
 
+-- Whether the record of `id` fits the filters, and the fields of a game session that ended (read here once).
 local function fits(id)
   if ARGV[1] == 'g' then
     local s = redis.call('HMGET', gkey(k, id), 'status', 'loc')
+    local fields = nil
     if not s[1] then
       local ended = ended_session(k, id)
       if not ended then return false end
-      local r = by_name(ended.fields)
+      fields = ended.fields
+      local r = by_name(fields)
       s = {r.status, r.loc}
     end
-    return (any_status or statuses[s[1]]) and (ARGV[5] == '' or s[2] == ARGV[5])
+    return (any_status or statuses[s[1]]) and (ARGV[5] == '' or s[2] == ARGV[5]), fields
   end
   local p = player(id)
   return p and (any_status or statuses[by_name(p[1]).status])
 end
-local function record(id)
-  if ARGV[1] == 'g' then return session_fields(k, id) end
+local function record(id, ended_fields)
+  if ARGV[1] == 'g' then return ended_fields or redis.call('HGETALL', gkey(k, id)) end
   return player(id)
 end
 while true do
@@ -103,8 +106,9 @@ while true do
     local id, score = batch[i], batch[i + 1]
     if score == cursor_score then skip = skip + 1 else cursor_score, skip = score, 1 end
     looked = looked + 1
-    if fits(id) then
-      out[#out + 1] = record(id)
+    local fit, ended_fields = fits(id)
+    if fit then
+      out[#out + 1] = record(id, ended_fields)
       taken = taken + 1
     end
     if taken == size or looked >= budget then

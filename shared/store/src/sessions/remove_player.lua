@@ -9,13 +9,9 @@ local sid, psid = ARGV[2], ARGV[3]
 local pk = pkey(k, psid)
 local owner = redis.call('HGET', pk, 'gs')
 if not owner then
-  -- Ended with its game session: known by that session's record.
-  local fields, session = ended_player(k, psid)
-  if not fields then return {'NOT_FOUND', tostring(now), ''} end
-  local r = by_name(session)
-  if r.server ~= ARGV[1] then return {'NOT_YOURS', tostring(now), ''} end
-  if session_of(psid) ~= sid then return {'NOT_FOUND', tostring(now), ''} end
-  return {'REMOVED', tostring(now), '', endpoint_of(r), fields}
+  local fields, session = servers_ended_player(k, ARGV[1], sid, psid)
+  if not fields then return {session, tostring(now), ''} end
+  return {'REMOVED', tostring(now), '', endpoint_of(session), fields}
 end
 local s = redis.call('HMGET', gkey(k, owner), 'server', 'loc', 'ip', 'dns', 'port')
 if s[1] ~= ARGV[1] then return {'NOT_YOURS', tostring(now), ''} end
