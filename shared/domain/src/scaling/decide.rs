@@ -142,7 +142,9 @@ mod tests {
                 let decided = decide(&proposals(&[("p", proposed)]), &at, &kept, now).unwrap();
                 let wanted = proposed.clamp(1, 50);
                 all.push((now, wanted));
-                let highest = all.iter().filter(|(t, _)| *t > now - stabilization_ms).map(|(_, v)| *v).max().unwrap();
+                // The window is (now - stabilization, now], and the proposal of now is in it even when it is empty.
+                let window = all.iter().filter(|(t, _)| *t > now - stabilization_ms).map(|(_, v)| *v);
+                let highest = window.max().unwrap_or(wanted).max(wanted);
                 let expected = if wanted >= desired { wanted } else { highest.max(busy).min(desired) };
                 prop_assert_eq!(decided.desired, expected);
                 prop_assert!((1..=50).contains(&decided.desired));
