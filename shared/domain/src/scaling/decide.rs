@@ -148,7 +148,7 @@ mod tests {
                 let expected = if wanted >= desired { wanted } else { highest.max(busy).min(desired) };
                 prop_assert_eq!(decided.desired, expected);
                 prop_assert!((1..=50).contains(&decided.desired));
-                prop_assert!(decided.history.windows(2).all(|w| w[0].1 > w[1].1 && w[0].0 < w[1].0));
+                prop_assert!(decided.history.windows(2).all(|w| w[0].1 > w[1].1 && w[0].0 <= w[1].0));
                 desired = decided.desired;
                 kept = decided.history;
             }
