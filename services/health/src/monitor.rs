@@ -72,6 +72,7 @@ async fn sweep(context: &Context, answered_ms: impl Fn(&str) -> u64) -> Result<V
             let routing = Routing {
                 replica: lost.replica,
                 version: u64::MAX,
+                desired: None,
             };
             announce(context, &routing, &fleet_id, &lost.game_server_id).await;
         }

@@ -16,9 +16,11 @@ use crate::streams::Command;
 /// Tells the replica holding a process's stream that its desired state moved to `routing.version`.
 pub(crate) async fn announce(context: &Context, routing: &Routing, fleet_id: &str, game_server_id: &str) {
     if routing.replica == context.replica {
-        context
-            .streams
-            .tell(fleet_id, game_server_id, Command::Announce(routing.version));
+        let command = match routing.desired_state() {
+            Some(desired) => Command::State(Box::new(desired)),
+            None => Command::Announce(routing.version),
+        };
+        context.streams.tell(fleet_id, game_server_id, command);
         return;
     }
     processes::announce(&context.store, routing, fleet_id, game_server_id).await;
@@ -41,6 +43,7 @@ pub(crate) async fn listen(context: Arc<Context>) {
             if let Some((fleet_id, game_server_id, what)) = processes::parse_announcement(&payload) {
                 let command = match what {
                     Announcement::Version(version) => Command::Announce(version),
+                    Announcement::State(desired) => Command::State(desired),
                     Announcement::Superseded(attach) => Command::Superseded(attach),
                 };
                 context.streams.tell(fleet_id, game_server_id, command);

@@ -15,7 +15,7 @@ use berth_proto::health::v1::sdk_service_server::SdkService;
 use berth_proto::health::v1::{self as pb, attach_request::Kind as Ask, attach_response::Kind as Tell};
 use berth_runtime::auth::Caller;
 use berth_store::processes::{
-    self as store, Announcement, Attach, Attached, Desired, HeartbeatSettings, Introduction, LateEndpoint, ProcessRef,
+    self as store, Attach, Attached, Desired, HeartbeatSettings, Introduction, LateEndpoint, ProcessRef,
 };
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -198,15 +198,8 @@ impl SdkService for Sdk {
                 // The stream this one replaces ends with ABORTED: here when this replica holds it (see
                 // Streams::insert), else through the replica that does.
                 if superseded != context.replica {
-                    let what = Announcement::Superseded(attach);
-                    store::tell(
-                        &context.store,
-                        &superseded,
-                        &register.fleet_id,
-                        &register.game_server_id,
-                        what,
-                    )
-                    .await;
+                    let (fleet_id, game_server_id) = (&register.fleet_id, &register.game_server_id);
+                    store::supersede(&context.store, &superseded, fleet_id, game_server_id, attach).await;
                 }
                 (settings, record, attach, true)
             }
@@ -255,6 +248,7 @@ impl SdkService for Sdk {
             pushed_endings: HashSet::new(),
             pushed_termination: None,
             pushed_version: 0,
+            settled: None,
             told: HeartbeatSettings::of(&settings),
         };
         let registered = pb::ProcessRegistered {
@@ -327,6 +321,9 @@ struct ProcessStream {
     /// Whether a termination was pushed, and whether it was forced: a forced one is pushed even after a graceful.
     pushed_termination: Option<bool>,
     pushed_version: u64,
+    /// The desired state the process's own last call left it in, when the store knew it whole (an EndGameSession that
+    /// left it hosting nothing): the heartbeat that finds the process behind it is answered with it, not a read.
+    settled: Option<Desired>,
     /// The heartbeat settings the process was last told: at registration, then as its fleet's change.
     told: HeartbeatSettings,
 }
@@ -401,6 +398,8 @@ impl ProcessStream {
                 Ok(None) | Err(_) => Flow::Continue,
             },
             Command::Announce(_) => Flow::Continue,
+            Command::State(desired) if desired.version > self.pushed_version => self.push(&desired).await,
+            Command::State(_) => Flow::Continue,
             Command::HeartbeatSettings(settings) if settings != self.told => {
                 self.told = settings;
                 let change = pb::HeartbeatIntervalChange {
@@ -416,7 +415,12 @@ impl ProcessStream {
                 sequence,
                 version,
             } => {
-                let (desired_state, updates) = match self.desired().await {
+                let settled = self.settled.take().filter(|settled| settled.version == version);
+                let desired = match settled {
+                    Some(settled) => Ok(Some(settled)),
+                    None => self.desired().await,
+                };
+                let (desired_state, updates) = match desired {
                     Ok(Some(desired)) => {
                         let (state, updates) = self.mark_sent(&desired);
                         (Some(state), updates)

@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use berth_runtime::sync::lock;
-use berth_store::processes::HeartbeatSettings;
+use berth_store::processes::{Desired, HeartbeatSettings};
 use tokio::sync::mpsc;
 
 /// What a stream's task is told from outside the stream.
@@ -16,6 +16,8 @@ use tokio::sync::mpsc;
 pub(crate) enum Command {
     /// The process's desired state reached this version: push what is new.
     Announce(u64),
+    /// The process's desired state reached this one, carried whole: push what is new.
+    State(Box<Desired>),
     /// A heartbeat was recorded while the process is behind its desired state: ack it with the whole state.
     Behind {
         request_id: String,

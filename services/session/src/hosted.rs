@@ -15,6 +15,7 @@ use berth_domain::validate::{Violations, invalid};
 use berth_proto::health::v1 as sdk;
 use berth_proto::session::v1 as pb;
 use berth_store::Store;
+use berth_store::processes::Desired;
 use berth_store::sessions::{
     self as store, Accepted, Activated, GameSessionChange, Page, PlayerSource, Removed, ServerEnded, Updated,
 };
@@ -83,12 +84,17 @@ impl Hosted<'_> {
         }
     }
 
-    /// EndGameSession (`reject` false) or RejectGameSession: the session as it ended.
-    pub async fn end(&self, game_session_id: &str, reject: bool) -> Result<GameSessionRecord, Status> {
+    /// EndGameSession (`reject` false) or RejectGameSession: the session as it ended, and the process's desired
+    /// state after it when the store knew it whole (it hosts nothing else).
+    pub async fn end(
+        &self,
+        game_session_id: &str,
+        reject: bool,
+    ) -> Result<(GameSessionRecord, Option<Desired>), Status> {
         self.own_ids(game_session_id, None)?;
         let ended = store::end_game_session(self.store, self.fleet_id, self.game_server_id, game_session_id, reject);
         match ended.await? {
-            ServerEnded::Ended(record) => Ok(*record),
+            ServerEnded::Ended(record, process) => Ok((*record, process.desired_state())),
             ServerEnded::NotFound | ServerEnded::NotYours => Err(no_game_session(game_session_id)),
             ServerEnded::WrongState(status) => Err(Status::failed_precondition(format!(
                 "game session {game_session_id:?} is {status}, not ACTIVATING: only a session being started can be \

@@ -4,6 +4,7 @@
 
 mod session {
     mod allocation;
+    mod announced;
     mod contract;
     mod flow;
 }

@@ -16,7 +16,11 @@ local FLEET = {__index = function(known, name)
   return key
 end}
 
+-- The clock this function call read (now_ms): every function calls fleet_keys first, which forgets the last call's.
+local clock = nil
+
 local function fleet_keys(KEYS, names)
+  clock = nil
   local k = {[0] = KEYS[1]}
   for i = 1, #names do k[names[i]] = KEYS[i] end
   return setmetatable(k, FLEET)
@@ -27,10 +31,14 @@ end
 local function gkey(k, sid) return k.gsess .. sid end
 local function pkey(k, psid) return k.psess .. psid end
 
--- Redis's clock, ms since the epoch: every time a function stores is taken from it, never from a replica's.
+-- Redis's clock, ms since the epoch, read once per function call: every time a function stores is taken from it,
+-- never from a replica's.
 local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  if not clock then
+    local t = redis.call('TIME')
+    clock = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return clock
 end
 
 -- Appends a record's `fields` (as HGETALL answers them) to a reply, as field, value, ..., without the record's share
@@ -77,6 +85,22 @@ local function by_name(fields)
   local record = {}
   for i = 1, #fields, 2 do record[fields[i]] = fields[i + 1] end
   return record
+end
+
+-- `fields` (a flat name/value list) with the values of `changed` by name: a value replaced, added when new, left out
+-- when false.
+local function with_changes(fields, changed)
+  local out, seen = {}, {}
+  for i = 1, #fields, 2 do
+    local name, value = fields[i], fields[i + 1]
+    if changed[name] ~= nil then value = changed[name] end
+    seen[name] = true
+    if value ~= false then out[#out + 1], out[#out + 2] = name, value end
+  end
+  for name, value in pairs(changed) do
+    if not seen[name] and value ~= false then out[#out + 1], out[#out + 2] = name, value end
+  end
+  return out
 end
 
 -- Trims an event stream to the events from `cutoff_ms` on, and to at most `cap` of them, recording the position of

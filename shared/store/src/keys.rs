@@ -97,7 +97,7 @@ pub const CAPACITY_CHANNEL: &str = "berth:capacity";
 /// Every key of a fleet: the name its Lua reads it by (`k.<name>`, see `scripts.rs`) and what follows the fleet's
 /// tag. A suffix ending in ':' starts the keys of a kind of record, each followed by its record's id; the others are
 /// the fleet's fixed keys, which a function declares at its top (`-- KEYS: k.pool, …`) and receives in KEYS.
-pub(crate) const FLEET_KEYS: [(&str, &str); 41] = [
+pub(crate) const FLEET_KEYS: [(&str, &str); 42] = [
     // The fleet (fleets/lib.lua): its record, and its event stream, which every area appends to.
     ("fleet", ":fleet"),
     ("events", ":events"),
@@ -125,6 +125,9 @@ pub(crate) const FLEET_KEYS: [(&str, &str); 41] = [
     // each has waited (sessions/create.lua): the demand the autoscaler reads.
     ("wanting", ":wanting:"),
     ("wanted", ":wanted:"),
+    // The locations where each waiting placement is marked so, until its deadline: the attempt that places it
+    // clears those marks and no others.
+    ("waits", ":waits:"),
     ("claims", ":claims"),
     ("inst", ":inst:"),
     ("inst_status", ":inst-status"),

@@ -162,50 +162,62 @@ pub(crate) fn number<T: std::str::FromStr>(script: &str, text: &str) -> Result<T
 }
 
 /// What a health replica is told about a process whose stream it holds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Announcement {
     /// Its desired state moved to this version.
     Version(u64),
+    /// Its desired state moved to this one, which the announcement carries whole.
+    State(Box<Desired>),
     /// A stream with this attach number resumed its registration: an older stream must end.
     Superseded(u64),
 }
 
 /// Tells the health replica holding a process's stream, through its channel, that the process's desired state
-/// moved to `routing.version`. Best effort: a lost announcement is carried by the process's next heartbeat ack.
+/// moved to `routing.version`, with that state when the script that moved it knew it whole. Best effort: a lost
+/// announcement is carried by the process's next heartbeat ack.
 pub async fn announce(store: &Store, routing: &Routing, fleet_id: &str, game_server_id: &str) {
-    tell(
+    let what = match &routing.desired {
+        Some(desired) => format!("{}\n{desired}", routing.version),
+        None => routing.version.to_string(),
+    };
+    publish(store, &routing.replica, fleet_id, game_server_id, &what).await;
+}
+
+/// Tells `replica` that a stream with attach number `attach` resumed the registration of a process whose stream it
+/// holds. Best effort: a superseded stream learns it from its next heartbeat.
+pub async fn supersede(store: &Store, replica: &str, fleet_id: &str, game_server_id: &str, attach: u64) {
+    publish(
         store,
-        &routing.replica,
+        replica,
         fleet_id,
         game_server_id,
-        Announcement::Version(routing.version),
+        &format!("superseded {attach}"),
     )
     .await;
 }
 
-/// Tells `replica` something about a process whose stream it holds. Best effort: a lost version is carried by the
-/// next heartbeat ack, and a superseded stream learns it from its next heartbeat.
-pub async fn tell(store: &Store, replica: &str, fleet_id: &str, game_server_id: &str, what: Announcement) {
+async fn publish(store: &Store, replica: &str, fleet_id: &str, game_server_id: &str, what: &str) {
     if replica.is_empty() {
         return;
     }
-    let what = match what {
-        Announcement::Version(version) => version.to_string(),
-        Announcement::Superseded(attach) => format!("superseded {attach}"),
-    };
     let payload = format!("{fleet_id}\n{game_server_id}\n{what}");
     if let Err(err) = store.publish(&push_channel(replica), &payload).await {
         tracing::debug!(error = %err, "announcement lost; the next heartbeat carries it");
     }
 }
 
-/// An announcement as [`tell`] sends it: (fleet id, game-server id, what).
+/// An announcement as [`announce`] and [`supersede`] send it: (fleet id, game-server id, what). A desired state
+/// carried whole that does not read is announced as its version alone, which the replica reads.
 pub fn parse_announcement(payload: &str) -> Option<(&str, &str, Announcement)> {
-    let mut parts = payload.splitn(3, '\n');
+    let mut parts = payload.splitn(4, '\n');
     let (fleet_id, game_server_id, what) = (parts.next()?, parts.next()?, parts.next()?);
-    let what = match what.strip_prefix("superseded ") {
-        Some(attach) => Announcement::Superseded(attach.parse().ok()?),
-        None => Announcement::Version(what.parse().ok()?),
+    let what = match (what.strip_prefix("superseded "), parts.next()) {
+        (Some(attach), _) => Announcement::Superseded(attach.parse().ok()?),
+        (None, Some(desired)) => match announced_state(desired) {
+            Some(desired) => Announcement::State(Box::new(desired)),
+            None => Announcement::Version(what.parse().ok()?),
+        },
+        (None, None) => Announcement::Version(what.parse().ok()?),
     };
     Some((fleet_id, game_server_id, what))
 }
@@ -217,6 +229,16 @@ pub struct Routing {
     pub replica: String,
     /// Version of its desired state.
     pub version: u64,
+    /// That desired state whole, as the script that moved it knew it (`desired_text` in `processes/lib.lua`), for the
+    /// announcement to carry; `None` when the replica must read it.
+    pub desired: Option<String>,
+}
+
+impl Routing {
+    /// The desired state it carries, when it carries one that reads.
+    pub fn desired_state(&self) -> Option<Desired> {
+        self.desired.as_deref().and_then(announced_state)
+    }
 }
 
 /// Decodes `{outcome, now_ms, replica, version}`.
@@ -228,6 +250,7 @@ pub(crate) fn routed(script: &str, raw: Vec<String>) -> Result<(String, Routing)
         Routing {
             replica,
             version: number(script, &version)?,
+            desired: None,
         },
     ))
 }
@@ -240,7 +263,14 @@ pub(crate) fn processes_told(script: &str, told: &[Value]) -> Result<Vec<(String
             let [id, replica, version] = redis::from_redis_value_ref::<[String; 3]>(process)
                 .map_err(|_| unexpected(script, "a malformed process"))?;
             let version = version.parse().map_err(|_| unexpected(script, &version))?;
-            Ok((id, Routing { replica, version }))
+            Ok((
+                id,
+                Routing {
+                    replica,
+                    version,
+                    desired: None,
+                },
+            ))
         })
         .collect()
 }
@@ -495,6 +525,28 @@ pub async fn desired_state(store: &Store, fleet_id: &str, game_server_id: &str) 
     let mut call = scripts().desired_state.prepare();
     call.key(keys.game_server(game_server_id));
     let raw: Vec<Value> = store.invoke(&call).await?;
+    decode_desired(&raw)
+}
+
+/// A desired state an announcement carries: the reply of `desired_state` as JSON (`desired_text` in
+/// `processes/lib.lua`), whose strings and numbers read as the reply's strings.
+fn announced_state(text: &str) -> Option<Desired> {
+    fn value(json: &serde_json::Value) -> Option<Value> {
+        match json {
+            serde_json::Value::String(text) => Some(Value::BulkString(text.clone().into_bytes())),
+            serde_json::Value::Number(number) => Some(Value::BulkString(number.to_string().into_bytes())),
+            serde_json::Value::Array(items) => items.iter().map(value).collect::<Option<_>>().map(Value::Array),
+            _ => None,
+        }
+    }
+    let json: Vec<serde_json::Value> = serde_json::from_str(text).ok()?;
+    let raw = json.iter().map(value).collect::<Option<Vec<_>>>()?;
+    decode_desired(&raw).ok().flatten()
+}
+
+/// Decodes `desired_state`'s reply: {version, pstate, term_reason, term_by_ms, term_force, {{session fields},
+/// {player session fields}...}...}, version -1 for an unknown process.
+fn decode_desired(raw: &[Value]) -> Result<Option<Desired>, StoreError> {
     let bad = || unexpected("desired_state", "a malformed reply");
     let version: i64 = raw
         .first()
@@ -503,7 +555,7 @@ pub async fn desired_state(store: &Store, fleet_id: &str, game_server_id: &str) 
     let Ok(version) = u64::try_from(version) else {
         return Ok(None);
     };
-    let [_, state, reason, deadline, force, sessions @ ..] = raw.as_slice() else {
+    let [_, state, reason, deadline, force, sessions @ ..] = raw else {
         return Err(bad());
     };
     let reason = text(reason).ok_or_else(bad)?;

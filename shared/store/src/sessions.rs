@@ -59,17 +59,18 @@ pub(crate) const LUA: Area = Area {
     ],
 };
 
-/// Decodes `{outcome, now_ms, replica, version, detail, session fields...}`.
+/// Decodes `{outcome, now_ms, replica, version, desired state or '', detail, session fields...}`.
 pub(crate) fn routed_session(
     script: &str,
     raw: &[String],
 ) -> Result<(String, Routing, String, Option<GameSessionRecord>), StoreError> {
-    let [outcome, _now, replica, version, detail, session @ ..] = raw else {
+    let [outcome, _now, replica, version, desired, detail, session @ ..] = raw else {
         return Err(unexpected(script, raw.len()));
     };
     let routing = Routing {
         replica: replica.clone(),
         version: version.parse().map_err(|_| unexpected(script, version))?,
+        desired: (!desired.is_empty()).then(|| desired.clone()),
     };
     Ok((outcome.clone(), routing, detail.clone(), game_session(session)?))
 }
@@ -358,8 +359,9 @@ pub async fn update_game_session(
 /// The outcome of a game server ending (or rejecting) a game session it hosts.
 #[derive(Debug, PartialEq)]
 pub enum ServerEnded {
-    /// Ended, as it now stands.
-    Ended(Box<GameSessionRecord>),
+    /// Ended, as it now stands, and where its process's desired state moved (its version when the session had ended
+    /// already, with no desired state).
+    Ended(Box<GameSessionRecord>, Routing),
     NotFound,
     NotYours,
     /// A reject of a session that is not ACTIVATING: its status.
@@ -381,9 +383,12 @@ pub async fn end_game_session(
         .arg(game_session_id)
         .arg(if reject { "REJECT" } else { "END" });
     let raw: Vec<String> = store.invoke(&call).await?;
-    let (outcome, _, detail, session) = routed_session(SCRIPT, &raw)?;
+    let (outcome, routing, detail, session) = routed_session(SCRIPT, &raw)?;
     Ok(match outcome.as_str() {
-        "ENDED" => ServerEnded::Ended(session.map(Box::new).ok_or_else(|| unexpected(SCRIPT, &outcome))?),
+        "ENDED" => ServerEnded::Ended(
+            session.map(Box::new).ok_or_else(|| unexpected(SCRIPT, &outcome))?,
+            routing,
+        ),
         "NOT_FOUND" => ServerEnded::NotFound,
         "NOT_YOURS" => ServerEnded::NotYours,
         "WRONG_STATE" => ServerEnded::WrongState(detail),
@@ -444,6 +449,7 @@ pub async fn sweep(
                     Routing {
                         replica: entry[1].clone(),
                         version: number(&entry[2])?,
+                        desired: None,
                     },
                 ))
             })

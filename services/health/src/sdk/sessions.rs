@@ -46,7 +46,11 @@ impl ProcessStream {
             "end_game_session"
         };
         let ended = self.hosted().end(game_session_id, reject).await;
-        answered(id, kind, ended.map(|r| Answer::GameSession(r.into())))
+        let ended = ended.map(|(record, settled)| {
+            self.settled = settled;
+            Answer::GameSession(record.into())
+        });
+        answered(id, kind, ended)
     }
 
     pub(super) async fn update_policy(&mut self, id: &str, update: pb::UpdatePlayerSessionCreationPolicy) -> Reply {

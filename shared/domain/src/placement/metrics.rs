@@ -37,12 +37,40 @@ pub struct Counts<'a> {
     pub counters: &'a HashMap<String, u64>,
 }
 
+/// The counters as the metrics read them. A fulfilled placement is counted once, as `f:<first-choice
+/// outcome>|<lowest latency 1 | 0>|<lowest price 1 | 0>|<location>`, which stands for FULFILLED, `fco:<outcome>`,
+/// `ll`, `lp` and `loc:<location>` (the names an earlier release counted it by, which still read).
+fn expanded(counters: &HashMap<String, u64>) -> HashMap<String, u64> {
+    let mut out: HashMap<String, u64> = HashMap::with_capacity(counters.len());
+    let mut add = |name: String, count: u64| *out.entry(name).or_default() += count;
+    for (name, &count) in counters {
+        let Some(fulfilled) = name.strip_prefix("f:") else {
+            add(name.clone(), count);
+            continue;
+        };
+        let mut parts = fulfilled.splitn(4, '|');
+        let (outcome, lowest_latency, lowest_price, location) =
+            (parts.next(), parts.next(), parts.next(), parts.next());
+        add(PlacementStatus::Fulfilled.as_str().to_owned(), count);
+        add(format!("fco:{}", outcome.unwrap_or_default()), count);
+        if lowest_latency == Some("1") {
+            add("ll".to_owned(), count);
+        }
+        if lowest_price == Some("1") {
+            add("lp".to_owned(), count);
+        }
+        add(format!("loc:{}", location.unwrap_or_default()), count);
+    }
+    out
+}
+
 /// The window's metrics.
 pub fn queue_metrics(counts: &Counts<'_>) -> pb::QueueMetrics {
-    let counter = |name: &str| counts.counters.get(name).copied().unwrap_or(0);
+    let counters = expanded(counts.counters);
+    let counter = |name: &str| counters.get(name).copied().unwrap_or(0);
     let mut waits: BTreeMap<i64, u64> = BTreeMap::new();
     let mut by_location = Vec::new();
-    for (name, count) in counts.counters {
+    for (name, count) in &counters {
         if let Some(bucket) = name.strip_prefix("w:").and_then(|b| b.parse().ok()) {
             *waits.entry(bucket).or_default() += count;
         } else if let Some(location) = name.strip_prefix("loc:") {
@@ -103,6 +131,14 @@ mod tests {
 
     use super::*;
 
+    fn locations(metrics: &pb::QueueMetrics) -> Vec<(&str, u64)> {
+        metrics
+            .succeeded_by_location
+            .iter()
+            .map(|l| (l.location.as_str(), l.placements_succeeded))
+            .collect()
+    }
+
     proptest! {
         /// The middle of a wait's bucket is within 5 % of the wait (1 ms for the shortest).
         #[test]
@@ -150,11 +186,35 @@ mod tests {
         assert!(within(metrics.fulfilled_wait_time_p50_ms, 500.0), "{metrics:?}");
         assert!(within(metrics.fulfilled_wait_time_p95_ms, 950.0), "{metrics:?}");
         assert!(within(metrics.fulfilled_wait_time_p99_ms, 990.0), "{metrics:?}");
-        let locations: Vec<_> = metrics
-            .succeeded_by_location
-            .iter()
-            .map(|l| (l.location.as_str(), l.placements_succeeded))
-            .collect();
-        assert_eq!(locations, [("eu-west", 40), ("us-east", 60)]);
+        assert_eq!(locations(&metrics), [("eu-west", 40), ("us-east", 60)]);
+    }
+
+    #[test]
+    fn a_fulfilled_placement_counted_once_reads_as_each_of_its_counts_beside_an_earlier_releases() {
+        let counters = HashMap::from([
+            ("f:OUT_OF_CAPACITY|1|0|us-east".to_owned(), 3),
+            ("f:TAKEN|0|1|eu|west".to_owned(), 2),
+            // A minute the earlier release counted, one count per name.
+            ("FULFILLED".to_owned(), 4),
+            ("fco:OUT_OF_CAPACITY".to_owned(), 1),
+            ("ll".to_owned(), 4),
+            ("loc:us-east".to_owned(), 4),
+        ]);
+        let metrics = queue_metrics(&Counts {
+            queue_name: "ranked",
+            window_start_ms: 0,
+            now_ms: 10_000,
+            pending: 0,
+            pending_start_sum_ms: 0,
+            oldest_start_ms: None,
+            counters: &counters,
+        });
+        assert_eq!(metrics.placements_succeeded, 9);
+        assert_eq!(metrics.first_choice_out_of_capacity, 4);
+        assert_eq!(
+            (metrics.lowest_latency_placements, metrics.lowest_price_placements),
+            (7, 2)
+        );
+        assert_eq!(locations(&metrics), [("eu|west", 2), ("us-east", 7)]);
     }
 }

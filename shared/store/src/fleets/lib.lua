@@ -64,9 +64,9 @@ end
 -- (the creator limit and its period; 0: none), protect (1 when new sessions are protected), hb_ms (heartbeat
 -- period), unhealthy_after (periods a process may be silent or UNHEALTHY), window_ms (their product), ready_ms,
 -- grace_ms (from being told to terminate to ProcessEnding), exit_ms (from ProcessEnding to exit), and text, the
--- field as kept. nil for a fleet without a record.
-local function fleet_settings(k)
-  local text = redis.call('HGET', k.fleet, 'set')
+-- field as kept (`text`: the field when the caller has read it). nil for a fleet without a record.
+local function fleet_settings(k, text)
+  text = text or redis.call('HGET', k.fleet, 'set')
   if not text then return nil end
   local n = {}
   for number in string.gmatch(text, '%d+') do n[#n + 1] = tonumber(number) end
@@ -95,9 +95,9 @@ local function location_deploying(k, now, loc, why)
 end
 
 -- The location a request names: itself when the fleet has it, its home location when the name is empty; nil when
--- the fleet has no such location.
-local function fleet_location(k, loc)
-  local names = redis.call('HGET', k.fleet, 'locs') or ''
+-- the fleet has no such location. `names`: the fleet's field locs, when the caller has read it.
+local function fleet_location(k, loc, names)
+  names = names or redis.call('HGET', k.fleet, 'locs') or ''
   if loc == '' then return string.match(names, '^%S+') end
   for name in string.gmatch(names, '%S+') do
     if name == loc then return name end
@@ -165,16 +165,17 @@ end
 -- Why a fleet takes no new game session in location `loc` ('' for any of its locations), as {outcome, detail}:
 -- NO_FLEET (it does not exist), NO_LOCATION (it has no such location) or NOT_ACTIVE (the fleet is not ACTIVE, or
 -- the location not DEPLOYED); nil when it takes one. With no location named, the sessions go to ready servers, and
--- a server's being ready made its location DEPLOYED: only a location being deleted has none left to host.
+-- a server's being ready made its location DEPLOYED: only a location being deleted has none left to host. When it
+-- takes one, answers nil and the fleet's settings (fleet_settings), read with the rest in one call.
 local function session_refusal(k, loc)
-  local status = redis.call('HGET', k.fleet, 'status')
-  if not status then return {'NO_FLEET', 'no such fleet'} end
-  if status ~= S.ACTIVE then return {'NOT_ACTIVE', 'the fleet is ' .. status} end
-  if loc == '' then return nil end
-  if not fleet_location(k, loc) then return {'NO_LOCATION', 'the fleet has no location ' .. loc} end
-  local at = redis.call('HGET', k.fleet, loc_field(loc, 'status'))
-  if at ~= S.DEPLOYED then return {'NOT_ACTIVE', 'location ' .. loc .. ' is ' .. at} end
-  return nil
+  local f = redis.call('HMGET', k.fleet, 'status', 'set', 'locs', loc_field(loc, 'status'))
+  if not f[1] then return {'NO_FLEET', 'no such fleet'} end
+  if f[1] ~= S.ACTIVE then return {'NOT_ACTIVE', 'the fleet is ' .. f[1]} end
+  if loc ~= '' then
+    if not fleet_location(k, loc, f[3] or '') then return {'NO_LOCATION', 'the fleet has no location ' .. loc} end
+    if f[4] ~= S.DEPLOYED then return {'NOT_ACTIVE', 'location ' .. loc .. ' is ' .. tostring(f[4])} end
+  end
+  return nil, fleet_settings(k, f[2])
 end
 
 -- A process of instance `instance` registered in location `loc` ('' for the home location): the instance's record,

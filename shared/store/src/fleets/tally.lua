@@ -53,7 +53,7 @@ local function add_share(moves, share, sign, counts)
 end
 
 -- Replaces the share `old` kept in field tly of `key` with `share` (either nil: none, the record is new, gone or
--- ended), writing only the counts that differ. Answers the instances whose share may have changed: a count it
+-- ended), writing only the counts that differ; `key` nil for a record about to be deleted, which keeps no share. Answers the instances whose share may have changed: a count it
 -- reads whole moved, or one it reads as zero or not crossed zero (most changes of a server, a claim among them,
 -- move its instance's counts but not its share).
 local function move_share(k, key, old, share, counts)
@@ -75,7 +75,7 @@ local function move_share(k, key, old, share, counts)
   end
   if share then
     redis.call('HSET', key, 'tly', share)
-  else
+  elseif key then
     redis.call('HDEL', key, 'tly')
   end
   return changed
@@ -145,8 +145,13 @@ local function tally_instance(k, id)
   if not share then redis.call('DEL', key) end
 end
 
-local function tally_instances(k, changed)
-  for id in pairs(changed) do tally_instance(k, id) end
+-- Brings the shares of the instances `changed` up to date, or, when the caller gathers them to do so once for
+-- several changes (`pending`, a set of instance ids), adds them to it: an instance's share is computed from its
+-- aggregate as it stands, so once after the last change is as true as once after each.
+local function tally_instances(k, changed, pending)
+  for id in pairs(changed) do
+    if pending then pending[id] = true else tally_instance(k, id) end
+  end
 end
 
 -- A server's state in its share, by number: launching, available, utilized, draining available, draining
@@ -174,8 +179,8 @@ local function server_counts(what, sign, l, i)
   if istatus == '1' then count(i, 'draining', sign) elseif istatus == '2' then count(i, 'spot', sign) end
 end
 
--- A server's share, from its fields `s` (HMGET below).
-local function server_share(key, s)
+-- A server's share, from its fields `s` (HMGET below) and `open`, the sessions it hosts (nil: counted here).
+local function server_share(key, s, open)
   local state, free = 6, 0
   if s[3] == S.INITIALIZING then
     state = 1
@@ -183,22 +188,26 @@ local function server_share(key, s)
     local claimed = s[4] == S.UTILIZED or s[5]
     state = (claimed or s[3] == S.ACTIVE) and 3 or 2
     if s[6] == S.DRAINING then state = state + 2 end
-    if s[8] and not claimed then free = tonumber(s[8]) - redis.call('SCARD', key .. ':sessions') end
+    if s[8] and not claimed then free = tonumber(s[8]) - (open or redis.call('SCARD', key .. ':sessions')) end
   end
   local istatus = '0'
   if s[6] == S.DRAINING then istatus = '1' elseif s[6] == S.SPOT_TERMINATING then istatus = '2' end
   return s[1] .. '|' .. (s[2] or '') .. '|' .. state .. (s[7] == S.UNHEALTHY and '1' or '0') .. istatus .. free
 end
 
--- Brings a game server's share up to date after a change; `going` when its record is about to be deleted. A
--- server leaving while its instance is interrupted (SPOT_TERMINATING) counts as an interruption.
-local function tally_server(k, id, going)
+-- The fields of a game server its share is made of, in the order server_share reads them.
+local SERVER_TALLIED = {'instance', 'loc', 'pstate', 'util', 'claim_exp_ms', 'istatus', 'health', 'max_sess', 'tly'}
+
+-- Brings a game server's share up to date after a change; `going` when its record is about to be deleted. A caller
+-- that holds the server's fields as they are now passes them as `known` (SERVER_TALLIED's, by position) and the
+-- sessions it hosts as `open`; `pending` as tally_instances'. A server leaving while its instance is interrupted
+-- (SPOT_TERMINATING) counts as an interruption.
+local function tally_server(k, id, going, known, open, pending)
   local key = k.gs .. id
-  local s = redis.call('HMGET', key, 'instance', 'loc', 'pstate', 'util', 'claim_exp_ms', 'istatus', 'health',
-    'max_sess', 'tly')
+  local s = known or redis.call('HMGET', key, unpack(SERVER_TALLIED))
   local old = s[9] or nil
   local share = nil
-  if not going and s[1] and s[3] ~= S.LOST then share = server_share(key, s) end
+  if not going and s[1] and s[3] ~= S.LOST then share = server_share(key, s, open) end
   if share and not old then
     redis.call('HSETNX', k.itally .. s[1], 'loc', s[2] or '')
   elseif old and not share then
@@ -210,7 +219,7 @@ local function tally_server(k, id, going)
       redis.call('HINCRBY', k.tally .. loc, 'lost', 1)
     end
   end
-  tally_instances(k, move_share(k, key, old, share, server_counts))
+  tally_instances(k, move_share(k, key, old, share, server_counts), pending)
 end
 
 -- What a game session's share says, '<state: 1 ACTIVATING, 2 ACTIVE, 3 TERMINATING><player sessions holding
@@ -230,10 +239,12 @@ end
 local SESSION_STATES = {[S.ACTIVATING] = 1, [S.ACTIVE] = 2, [S.TERMINATING] = 3}
 
 -- Brings a game session's share up to date. Answers what it read of the session, {loc, inst, status, cur, max,
--- accept, srv_end, tly, c_ms}, for the search indexes that move with the same fields.
-local function tally_session(k, sid)
+-- accept, srv_end, tly, c_ms}, for the search indexes that move with the same fields; a caller that holds them as
+-- they are now passes them as `known`, and `gone` when the record is about to be deleted; `pending` as
+-- tally_instances'.
+local function tally_session(k, sid, known, gone, pending)
   local key = k.gsess .. sid
-  local s = redis.call('HMGET', key, 'loc', 'inst', 'status', 'cur', 'max', 'accept', 'srv_end', 'tly', 'c_ms')
+  local s = known or redis.call('HMGET', key, 'loc', 'inst', 'status', 'cur', 'max', 'accept', 'srv_end', 'tly', 'c_ms')
   local state = SESSION_STATES[s[3]]
   local share = nil
   if state then
@@ -241,6 +252,6 @@ local function tally_session(k, sid)
     if takes_players(s[3], s[6], s[4], s[5], s[7]) then free = tonumber(s[5]) - tonumber(s[4]) end
     share = (s[2] or '') .. '|' .. (s[1] or '') .. '|' .. state .. s[4] .. ',' .. free
   end
-  tally_instances(k, move_share(k, key, s[8] or nil, share, session_counts))
+  tally_instances(k, move_share(k, not gone and key or nil, s[8] or nil, share, session_counts), pending)
   return s
 end

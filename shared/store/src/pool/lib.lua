@@ -22,32 +22,36 @@ local function score_str(n)
 end
 
 -- Puts server `id` in the fleet's sorted set `set` at `score`, or takes it out (score nil), and likewise in its
--- location's mirror of that set (`mirror`: k.lpool for the pool, k.lhosting for the hosting processes). A FleetIQ
--- server has no location, and so no mirror. A location where a placement lately found no server (k.hungry, set by
--- create.lua) announces this one on CAPACITY_CHANNEL, so that waiting placements try again at once.
-local function place(k, set, mirror, id, score)
-  local loc = redis.call('HGET', k.gs .. id, 'loc')
+-- location's mirror of that set (`mirror`: k.lpool for the pool, k.lhosting for the hosting processes); `loc` is the
+-- server's location when the caller has read it (nil: read here). A FleetIQ server has no location, and so no mirror.
+-- A location where a placement lately found no server (k.hungry, set by create.lua) announces this one on
+-- CAPACITY_CHANNEL, so that waiting placements try again at once.
+local function place(k, set, mirror, id, score, loc)
   if score then
     redis.call('ZADD', set, score, id)
-    if loc and loc ~= '' then
-      redis.call('ZADD', mirror .. loc, score, id)
-      if redis.call('DEL', k.hungry .. loc) == 1 then
-        redis.call('PUBLISH', CAPACITY_CHANNEL, string.match(k[0], '{f:([^}]*)}') .. '\n' .. loc)
-      end
-    end
-  else
-    redis.call('ZREM', set, id)
-    if loc and loc ~= '' then redis.call('ZREM', mirror .. loc, id) end
+  elseif redis.call('ZREM', set, id) == 0 then
+    -- The mirror holds only what the set does.
+    return
+  end
+  if loc == nil then loc = redis.call('HGET', k.gs .. id, 'loc') end
+  if not loc or loc == '' then return end
+  if not score then
+    redis.call('ZREM', mirror .. loc, id)
+    return
+  end
+  redis.call('ZADD', mirror .. loc, score, id)
+  if redis.call('DEL', k.hungry .. loc) == 1 then
+    redis.call('PUBLISH', CAPACITY_CHANNEL, string.match(k[0], '{f:([^}]*)}') .. '\n' .. loc)
   end
 end
 
--- Puts a server in the pool at its tier, or takes it out when its instance allows no claims.
-local function to_pool(k, pool, id, istatus, since)
+-- Puts a server in the pool at its tier, or takes it out when its instance allows no claims (`loc` as place's).
+local function to_pool(k, pool, id, istatus, since, loc)
   local tier = TIER[istatus]
   if tier then
-    place(k, pool, k.lpool, id, score_str(tier * TIER_SPAN + since))
+    place(k, pool, k.lpool, id, score_str(tier * TIER_SPAN + since), loc)
   else
-    place(k, pool, k.lpool, id, nil)
+    place(k, pool, k.lpool, id, nil, loc)
   end
 end
 

@@ -20,6 +20,16 @@ local function retire(k, id)
   place(k, k.hosting, k.lhosting, id, nil)
 end
 
+-- A process's whole desired state as desired.lua answers it, for a caller that knows it without reading it: at
+-- `version`, in state `pstate`, told nothing about ending, hosting `hosted` ({{session fields}, {player session
+-- fields}...} each, the players only of one ACTIVATING). As JSON, which an announcement carries to the replica
+-- holding the process's stream instead of that replica reading it back (processes.rs reads both forms alike).
+local function desired_text(version, pstate, hosted)
+  local out = {version, pstate, '', '0', '0'}
+  for _, session in ipairs(hosted) do out[#out + 1] = session end
+  return cjson.encode(out)
+end
+
 -- The reply of the process scripts: {outcome, now_ms, replica, version}.
 local function process_reply(outcome, now, key)
   local state = redis.call('HMGET', key, 'replica', 'ver')

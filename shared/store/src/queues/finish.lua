@@ -11,18 +11,19 @@ local now = now_ms()
 local q = queue_keys(KEYS)
 local id = ARGV[1]
 local key = q.placement .. id
-local p = redis.call('HMGET', key, 'status', 'n', 'dl_ms')
-if not p[1] then
+local live = redis.call('HGETALL', key)
+local p = by_name(live)
+if not p.status then
   local ended = ended_fields(q, id)
   if ended then return placement_reply('ENDED', now, '', ended) end
   return placement_reply('NOT_FOUND', now)
 end
 -- A hash that is not PENDING ended under an earlier release, which kept ended placements as hashes.
-if p[1] ~= S.PENDING then return placement_reply('ENDED', now, '', redis.call('HGETALL', key)) end
-if ARGV[5] ~= '' and p[2] ~= ARGV[5] then return placement_reply('CONFLICT', now, '', redis.call('HGETALL', key)) end
-if ARGV[6] == '1' and now < tonumber(p[3]) then return placement_reply('WAITING', now, p[3]) end
+if p.status ~= S.PENDING then return placement_reply('ENDED', now, '', live) end
+if ARGV[5] ~= '' and p.n ~= ARGV[5] then return placement_reply('CONFLICT', now, '', live) end
+if ARGV[6] == '1' and now < tonumber(p.dl_ms) then return placement_reply('WAITING', now, p.dl_ms) end
 local extra = {}
 for i = 9, #ARGV do extra[#extra + 1] = ARGV[i] end
-local fields = end_placement(q, id, ARGV[2], ARGV[3], ARGV[4], now, tonumber(ARGV[7]), extra, ARGV[8] ~= '')
+local fields = end_placement(q, id, ARGV[2], ARGV[3], ARGV[4], now, tonumber(ARGV[7]), extra, ARGV[8] ~= '', live)
 if ARGV[8] ~= '' then done_with(q, ARGV[8]) end
 return placement_reply('FINISHED', now, '', fields)

@@ -29,11 +29,13 @@ local function queue_keys(KEYS)
     placement = tag .. ':pl:', ended = tag .. ':pe:', minute = tag .. ':m:'}
 end
 
--- Adds one to each of `counters` in the current minute's counts.
+-- Adds one to each of `counters` in the current minute's counts. The minute's hash is given its expiry when a count
+-- starts at 1, which every first count of the hash does.
 local function count_minute(q, now, counters)
   local key = q.minute .. math.floor(now / 60000)
-  for _, name in ipairs(counters) do redis.call('HINCRBY', key, name, 1) end
-  redis.call('PEXPIRE', key, MINUTE_KEPT_MS)
+  local first = false
+  for _, name in ipairs(counters) do first = redis.call('HINCRBY', key, name, 1) == 1 or first end
+  if first then redis.call('PEXPIRE', key, MINUTE_KEPT_MS) end
 end
 
 -- Fields of an ended placement no watcher is shown: its last attempt's candidates (20 bytes a fleet and location,
@@ -66,10 +68,11 @@ end
 
 -- Ends a PENDING placement: its status, reason and message, `extra` fields (name, value, ...) beside them, its
 -- event and its minute's counts. Its record is packed and kept `retention_ms` from now, with its candidates unless
--- its worker is `done` with it. Answers its fields as it ended.
-local function end_placement(q, id, status, reason, message, now, retention_ms, extra, done)
+-- its worker is `done` with it. `fields`: its record as HGETALL answers it, when the caller has read it. Answers its
+-- fields as it ended.
+local function end_placement(q, id, status, reason, message, now, retention_ms, extra, done, fields)
   local key = q.placement .. id
-  local record = by_name(redis.call('HGETALL', key))
+  local record = by_name(fields or redis.call('HGETALL', key))
   record.status, record.reason, record.msg, record.e_ms = status, reason, message, tostring(now)
   for i = 1, #extra, 2 do record[extra[i]] = extra[i + 1] end
   if done then record.cands = false end
@@ -81,12 +84,11 @@ local function end_placement(q, id, status, reason, message, now, retention_ms, 
   placement_event(q, id, status, now)
   local counters = {status}
   if status == S.FULFILLED then
-    counters[#counters + 1] = 'fco:' .. record.fco
-    if record.ll == '1' then counters[#counters + 1] = 'll' end
-    if record.lp == '1' then counters[#counters + 1] = 'lp' end
-    counters[#counters + 1] = 'loc:' .. record.loc
-    -- Buckets 10 % wide: the middle of one is within 5 % of every wait in it.
-    counters[#counters + 1] = 'w:' .. math.floor(math.log(now - tonumber(record.s_ms) + 1) / math.log(1.1))
+    -- One count for what a fulfilled placement is counted by (berth_domain::placement::metrics reads it), and one
+    -- for its wait, in buckets 10 % wide: the middle of one is within 5 % of every wait in it.
+    counters = {'f:' .. record.fco .. '|' .. (record.ll == '1' and '1' or '0') .. '|' ..
+      (record.lp == '1' and '1' or '0') .. '|' .. record.loc,
+      'w:' .. math.floor(math.log(now - tonumber(record.s_ms) + 1) / math.log(1.1))}
   end
   count_minute(q, now, counters)
   return record_fields(record_values(record, ENDED), ENDED)

@@ -3,7 +3,7 @@
 -- empty out), then the first ready one of the pool (the claim order: ACTIVE instances first, then the longest
 -- idle). The process hosts it from now on (it leaves the pool; its desired state gets a new version), the session
 -- is ACTIVATING until the process activates it or its activation deadline passes.
--- KEYS: k.act_due, k.claims, k.fleet, k.hosting, k.pool, k.sessions. ARGV[1] game session id, ARGV[2]
+-- KEYS: k.act_due, k.fleet, k.hosting, k.pool, k.sessions. ARGV[1] game session id, ARGV[2]
 -- game-server id ('' to pick one), ARGV[3] location ('' for any), ARGV[4] maximum players, ARGV[5] retention ms,
 -- ARGV[6] idempotency token (''), ARGV[7] digest of the request, ARGV[8] creator id (''), ARGV[9] accept players
 -- (1 | 0), ARGV[10] protected (1 | 0; '' for the fleet's default), ARGV[11] name, ARGV[12] properties (JSON),
@@ -46,13 +46,15 @@ local function refuse(outcome, detail)
       redis.call('SET', k.hungry .. loc, 1, 'PX', HUNGRY_MS)
       redis.call('ZADD', k.wanting .. loc, now + HUNGRY_MS, ARGV[15])
       redis.call('HSETNX', k.wanted .. loc, ARGV[15], now)
+      -- Where it waits, for the attempt that places it to clear (below).
+      redis.call('SADD', k.waits .. ARGV[15], loc)
+      redis.call('PEXPIRE', k.waits .. ARGV[15], math.max(tonumber(ARGV[20]) - now, 0) + 1000)
     end
   end
   return session_reply(outcome, now, detail)
 end
-local refused = session_refusal(k, loc)
+local refused, set = session_refusal(k, loc)
 if refused then return refuse(refused[1], refused[2]) end
-local set = fleet_settings(k)
 local limit, period = set.creator_n, set.creator_ms
 local protected = ARGV[10]
 if protected == '' then protected = tostring(set.protect) end
@@ -68,20 +70,26 @@ end
 -- Whether a process can take a session of `max` players in `loc` now: berth_domain::allocation::fit, the rule's one
 -- statement (a table of cases runs against both): ready or hosting, healthy, on an instance that takes work,
 -- AVAILABLE and unclaimed (a claim or UTILIZED means another caller placed a game on it). Counts the processes
--- looked at, and those of them that take fewer players than `max`.
+-- looked at, and those of them that take fewer players than `max`. The one it takes is read once: `server` holds
+-- its fields (SERVER_TALLIED's, then those below) and `open` the sessions it hosts.
 local avoided = {}
 for avoid in string.gmatch(ARGV[21], '%S+') do avoided[avoid] = true end
 local looked, too_small = 0, 0
+local server, open
 local function can_host(id)
   if avoided[id] then return false end
-  local s = redis.call('HMGET', k.gs .. id, 'pstate', 'loc', 'max_players', 'max_sess', 'health',
-    'istatus', 'util', 'claim_exp_ms')
-  if not HOSTING_STATE[s[1]] then return false end
+  local s = redis.call('HMGET', k.gs .. id, 'instance', 'loc', 'pstate', 'util', 'claim_exp_ms', 'istatus', 'health',
+    'max_sess', 'tly', 'max_players', 'ip', 'dns', 'port', 'replica')
+  if not HOSTING_STATE[s[3]] then return false end
   looked = looked + 1
-  if tonumber(s[3] or '0') < max then too_small = too_small + 1 end
-  if (loc ~= '' and s[2] ~= loc) or tonumber(s[3] or '0') < max or s[5] == S.UNHEALTHY then return false end
-  if not TIER[s[6]] or s[7] ~= S.AVAILABLE or s[8] then return false end
-  return redis.call('SCARD', k.gs .. id .. ':sessions') < tonumber(s[4] or '1')
+  local players = tonumber(s[10] or '0')
+  if players < max then too_small = too_small + 1 end
+  if (loc ~= '' and s[2] ~= loc) or players < max or s[7] == S.UNHEALTHY then return false end
+  if not TIER[s[6]] or s[4] ~= S.AVAILABLE or s[5] then return false end
+  local hosted = redis.call('SCARD', k.gs .. id .. ':sessions')
+  if hosted >= tonumber(s[8] or '1') then return false end
+  server, open = s, hosted
+  return true
 end
 
 -- The first of up to CANDIDATES_LOOKED members of a sorted set that can host the session; a few hundred are looked
@@ -98,7 +106,7 @@ end
 
 local id = named
 if id ~= '' then
-  if not redis.call('HGET', k.gs .. id, 'pstate') or not can_host(id) then return refuse('NO_SERVER') end
+  if not can_host(id) then return refuse('NO_SERVER') end
 else
   -- The pool holds ready processes and FleetIQ servers alike; can_host tells them apart. A location named is looked
   -- for among its own processes, in its mirrors of the two sets, however many the fleet has elsewhere.
@@ -111,30 +119,32 @@ else
 end
 
 local server_key = k.gs .. id
-local server = redis.call('HMGET', server_key, 'loc', 'instance', 'ip', 'dns', 'port')
 local key = gkey(k, sid)
 local deadline = now + set.act_ms
 local players = 0
 if #ARGV >= 22 then players = (#ARGV - 21) / 2 end
 -- Written whole, in one HSET.
-local record = {'id', sid, 'fleet', ARGV[16], 'loc', server[1] or '', 'server', id,
-  'inst', server[2] or '', 'ip', server[3] or '', 'dns', server[4] or '', 'port', server[5] or '0',
+local record = {'id', sid, 'fleet', ARGV[16], 'loc', server[2] or '', 'server', id,
+  'inst', server[1] or '', 'ip', server[11] or '', 'dns', server[12] or '', 'port', server[13] or '0',
   'status', S.ACTIVATING, 'reason', '', 'c_ms', now, 'act_by_ms', deadline, 'cur', players, 'max', max,
   'accept', ARGV[9], 'prot', protected, 'name', ARGV[11], 'props', ARGV[12], 'data', ARGV[13], 'mm', ARGV[14],
   'creator', creator, 'placement', ARGV[15], 'notify', ARGV[17], 'res_ms', set.res_ms, 'ret_ms', ARGV[5],
   'idem', token, 'digest', ARGV[7], 'np', players}
 redis.call('HSET', key, unpack(record))
 redis.call('SADD', server_key .. ':sessions', sid)
+open = open + 1
 redis.call('HSET', server_key, 'pstate', S.ACTIVE)
-redis.call('HINCRBY', server_key, 'ver', 1)
-place(k, k.pool, k.lpool, id, nil)
-track_room(k, id)
--- A claim on it is spent: the server now hosts this session, and must not lapse back into the pool.
-redis.call('ZREM', k.claims, id)
-redis.call('HDEL', server_key, 'claim_exp_ms', 'claim_id')
-tally_server(k, id)
-tally_session(k, sid)
-add_to_minute(k, server[1] or '', {[4] = 1}, now)
+local routing = {server[14], redis.call('HINCRBY', server_key, 'ver', 1)}
+-- It was in the pool when it hosted nothing, in `hosting` when it had room for one more.
+if open == 1 then place(k, k.pool, k.lpool, id, nil, server[2]) end
+server[3] = S.ACTIVE
+track_room(k, id, {S.ACTIVE, server[8], server[2], open})
+local pending = {}
+tally_server(k, id, false, server, open, pending)
+tally_session(k, sid, {server[2] or '', server[1] or '', S.ACTIVATING, players, max, ARGV[9], false, false, now}, false,
+  pending)
+tally_instances(k, pending)
+add_to_minute(k, server[2] or '', {[4] = 1}, now)
 redis.call('ZADD', k.sessions, now, sid)
 redis.call('ZADD', k.act_due, deadline, sid)
 -- The token lives as long as the session's record: the sweep that expires the record deletes it.
@@ -145,16 +155,20 @@ if creator ~= '' and limit > 0 then
 end
 -- A placement served waits nowhere in this fleet any more.
 if spend ~= '' then
-  for name in string.gmatch(redis.call('HGET', k.fleet, 'locs') or '', '%S+') do
+  local waits = k.waits .. ARGV[15]
+  local where = redis.call('SMEMBERS', waits)
+  for _, name in ipairs(where) do
     if redis.call('ZREM', k.wanting .. name, ARGV[15]) == 1 then redis.call('HDEL', k.wanted .. name, ARGV[15]) end
   end
+  if #where > 0 then redis.call('DEL', waits) end
 end
 -- The desired players of a placement, RESERVED with it; their reservation timers start at activation. The session's
 -- lists of them are written once for all.
-local live, listed = {}, {}
+local live, listed, hosted = {}, {}, {record}
 for i = 22, #ARGV, 2 do
   local psid = player_session_id(sid, (i - 20) / 2)
   local fields = {'id', psid, 'player', ARGV[i], 'gs', sid, 'status', S.RESERVED, 'data', ARGV[i + 1], 'c_ms', now}
+  hosted[#hosted + 1] = fields
   redis.call('HSET', pkey(k, psid), unpack(fields))
   redis.call('ZADD', k.player .. ARGV[i], now, psid)
   live[#live + 1], live[#live + 2] = ARGV[i], psid
@@ -164,4 +178,6 @@ if #live > 0 then
   redis.call('HSET', key .. ':live', unpack(live))
   redis.call('ZADD', key .. ':ps', unpack(listed))
 end
-return session_reply('CREATED', now, nil, server_key, record)
+-- The only session it hosts: its whole desired state is known here, and goes to its replica with the announcement.
+if open == 1 then routing[3] = desired_text(routing[2], S.ACTIVE, {hosted}) end
+return session_reply('CREATED', now, nil, routing, record)

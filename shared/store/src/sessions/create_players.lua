@@ -12,7 +12,7 @@ local now = now_ms()
 local sid = ARGV[1]
 local key = gkey(k, sid)
 local s = redis.call('HMGET', key, 'status', 'accept', 'cur', 'max', 'res_ms', 'loc', 'ip', 'dns', 'port', 'srv_end',
-  'c_ms', 'np')
+  'c_ms', 'np', 'inst', 'tly')
 if not s[1] then
   local ended = ended_session(k, sid)
   if ended then return {'NOT_ACTIVE', tostring(now), by_name(ended.fields).status} end
@@ -75,6 +75,6 @@ for i = 2, #ARGV, 2 do
 end
 if fresh > 0 then
   redis.call('HSET', key, 'cur', cur + fresh, 'np', numbered + fresh)
-  index_counts(k, sid, {s[1], s[6], cur + fresh, max, s[2], s[10], s[11]}, cur < max)
+  index_counts(k, sid, {s[6], s[13], s[1], cur + fresh, max, s[2], s[10], s[14], s[11]}, cur < max)
 end
 return out

@@ -9,18 +9,16 @@
 -- ACTIVATING (status says what it is).
 local now = now_ms()
 local id, sid = ARGV[1], ARGV[2]
-local s = redis.call('HMGET', gkey(k, sid), 'server', 'status', 'reason')
-local ended = not s[1] and ended_session(k, sid)
-if ended then
-  local r = by_name(ended.fields)
-  s = {r.server, r.status, r.reason}
-end
-if not s[1] then return session_reply('NOT_FOUND', now) end
-if s[1] ~= id then return session_reply('NOT_YOURS', now) end
+local live = redis.call('HGETALL', gkey(k, sid))
+local s = by_name(live)
+local ended = not s.server and ended_session(k, sid)
+if ended then s = by_name(ended.fields) end
+if not s.server then return session_reply('NOT_FOUND', now) end
+if s.server ~= id then return session_reply('NOT_YOURS', now) end
 local status, reason = S.TERMINATED, S.ENDED_BY_SERVER
 if ARGV[3] == 'REJECT' then
-  local retried = s[2] == S.ERROR and s[3] == S.SERVER_REJECTED
-  if s[2] ~= S.ACTIVATING and not retried then return session_reply('WRONG_STATE', now, s[2]) end
+  local retried = s.status == S.ERROR and s.reason == S.SERVER_REJECTED
+  if s.status ~= S.ACTIVATING and not retried then return session_reply('WRONG_STATE', now, s.status) end
   status, reason = S.ERROR, S.SERVER_REJECTED
 end
 if ended then return session_reply('ENDED', now, '', nil, ended.fields) end
@@ -29,7 +27,9 @@ if ARGV[3] ~= 'REJECT' then
   local p = redis.call('HMGET', k.gs .. id, 'pstate', 'term_reason')
   if p[1] == S.TERMINATING then reason = told_end_reason(p[2], S.TRIGGERED_ON_PROCESS_TERMINATE) end
 end
-local fields = end_game_session(k, sid, status, reason, now)
-if not fields then return session_reply('ENDED', now, '', nil, session_fields(k, sid)) end
-release_process(k, id)
-return session_reply('ENDED', now, '', nil, fields)
+local pending = {}
+local fields = end_game_session(k, sid, status, reason, now, live, pending)
+if not fields then return session_reply('ENDED', now, '', nil, live) end
+local routing = release_process(k, id, pending)
+tally_instances(k, pending)
+return session_reply('ENDED', now, '', routing, fields)

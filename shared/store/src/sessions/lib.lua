@@ -152,15 +152,19 @@ local function spend_attempt(k, spend, n, deadline, now)
   end
 end
 
--- Keeps a process in `hosting` while it hosts sessions and has room for another.
-local function track_room(k, id)
+-- Keeps a process in `hosting` while it hosts sessions and has room for another. A caller that holds the process's
+-- {pstate, max_sess, loc, sessions it hosts} as they are now passes them as `known`.
+local function track_room(k, id, known)
   local key = k.gs .. id
-  local s = redis.call('HMGET', key, 'pstate', 'max_sess')
-  local open = redis.call('SCARD', key .. ':sessions')
-  if s[1] == S.ACTIVE and open > 0 and open < tonumber(s[2] or '1') then
-    if not redis.call('ZSCORE', k.hosting, id) then place(k, k.hosting, k.lhosting, id, now_ms()) end
+  local s = known
+  if not s then
+    s = redis.call('HMGET', key, 'pstate', 'max_sess', 'loc')
+    s[4] = redis.call('SCARD', key .. ':sessions')
+  end
+  if s[1] == S.ACTIVE and s[4] > 0 and s[4] < tonumber(s[2] or '1') then
+    if not redis.call('ZSCORE', k.hosting, id) then place(k, k.hosting, k.lhosting, id, now_ms(), s[3]) end
   else
-    place(k, k.hosting, k.lhosting, id, nil)
+    place(k, k.hosting, k.lhosting, id, nil, s[3])
   end
 end
 
@@ -174,33 +178,40 @@ local function index_room(prefix, sid, open, c_ms)
   end
 end
 
+-- The search indexes of a location (idx:<loc>:<name>), by name.
+local INDEXES = {'created', 'players', 'max', 'free'}
+
+-- Takes a game session out of the search indexes of its location `loc` and of every location ('*').
+local function unindex_session(k, sid, loc)
+  for _, at in ipairs({loc or '', '*'}) do
+    for _, name in ipairs(INDEXES) do redis.call('ZREM', k.idx .. at .. ':' .. name, sid) end
+  end
+end
+
 -- Keeps a game session's place in the search indexes: in `created`, `players` and `max` (scored by those) while
 -- ACTIVE and its server is not ending; in `free`, scored by creation time, while it could take a player. `free`
 -- is a membership, not a count: a search only ever asks it for sessions with a slot, and a player joining or
--- leaving then moves it only when the session fills or stops being full.
-local function index_session(k, sid)
-  local t = tally_session(k, sid)
+-- leaving then moves it only when the session fills or stops being full. `known` as tally_session's.
+local function index_session(k, sid, known)
+  local t = tally_session(k, sid, known)
   local status, cur, max, srv_end, c_ms = t[3], t[4], t[5], t[7], t[9]
-  local open = takes_players(status, t[6], cur or 0, max or 0, srv_end)
+  if status ~= S.ACTIVE or srv_end == '1' then return unindex_session(k, sid, t[1]) end
+  local open = takes_players(status, t[6], cur, max, srv_end)
   for _, loc in ipairs({t[1] or '', '*'}) do
     local prefix = k.idx .. loc .. ':'
-    if status == S.ACTIVE and srv_end ~= '1' then
-      redis.call('ZADD', prefix .. 'created', c_ms, sid)
-      redis.call('ZADD', prefix .. 'players', cur, sid)
-      redis.call('ZADD', prefix .. 'max', max, sid)
-    else
-      for _, name in ipairs({'created', 'players', 'max'}) do redis.call('ZREM', prefix .. name, sid) end
-    end
+    redis.call('ZADD', prefix .. 'created', c_ms, sid)
+    redis.call('ZADD', prefix .. 'players', cur, sid)
+    redis.call('ZADD', prefix .. 'max', max, sid)
     index_room(prefix, sid, open, c_ms)
   end
 end
 
 -- Keeps the indexes that move with a game session's player count: `players`, and `free` when the session filled
--- or stopped being full. `s` is its {status, loc, cur, max, accept, srv_end, c_ms} as they stand now, for a caller
--- that holds them; `was_open` whether it could take a player before (nil when the caller does not know).
-local function index_counts(k, sid, s, was_open)
-  local t = tally_session(k, sid)
-  s = s or {t[3], t[1], t[4], t[5], t[6], t[7], t[9]}
+-- or stopped being full. `known` is what tally_session reads, for a caller that holds it as it stands now;
+-- `was_open` whether the session could take a player before (nil when the caller does not know).
+local function index_counts(k, sid, known, was_open)
+  local t = tally_session(k, sid, known)
+  local s = {t[3], t[1], t[4], t[5], t[6], t[7], t[9]}
   if s[1] ~= S.ACTIVE or s[6] == '1' then return end
   local open = takes_players(s[1], s[5], s[3], s[4], s[6])
   for _, loc in ipairs({s[2] or '', '*'}) do
@@ -210,15 +221,14 @@ local function index_counts(k, sid, s, was_open)
   end
 end
 
--- The reply of the scripts that change a game session: {outcome, now_ms, replica, version, detail, session fields...},
--- with the routing of `server_key`'s process and the session's `fields` (as HGETALL answers them) when they are
--- given.
-local function session_reply(outcome, now, detail, server_key, fields)
-  local out = {outcome, tostring(now), '', '0', tostring(detail or '')}
-  if server_key then
-    local routing = redis.call('HMGET', server_key, 'replica', 'ver')
-    out[3], out[4] = routing[1] or '', routing[2] or '0'
-  end
+-- The reply of the scripts that change a game session: {outcome, now_ms, replica, version, desired state or '',
+-- detail, session fields...}, with the routing of its process and the session's `fields` (as HGETALL answers them)
+-- when they are given. `server` is the process's key, or its {replica, version, desired state (desired_text) when
+-- the caller knows it whole} when the caller holds them.
+local function session_reply(outcome, now, detail, server, fields)
+  local out = {outcome, tostring(now), '', '0', '', tostring(detail or '')}
+  if type(server) == 'string' then server = redis.call('HMGET', server, 'replica', 'ver') end
+  if server then out[3], out[4], out[5] = server[1] or '', tostring(server[2] or '0'), server[3] or '' end
   if fields then append_pairs(out, fields) end
   return out
 end
@@ -255,10 +265,10 @@ local SESSION_UNSHOWN = {data = true, mm = true, tly = true, idem = true, digest
   ret_ms = true, np = true}
 
 -- Appends a game session's transition to the session event stream with the record at `key` as it is now, but for
--- what no event shows (SESSION_UNSHOWN) and the fields a reader joins (SESSION_FIXED). Answers the record's fields,
--- for a reply that shows them.
-local function session_event(k, type, key, now)
-  local fields = redis.call('HGETALL', key)
+-- what no event shows (SESSION_UNSHOWN) and the fields a reader joins (SESSION_FIXED); `fields` the record's, when
+-- the caller holds them as they are now. Answers the record's fields, for a reply that shows them.
+local function session_event(k, type, key, now, fields)
+  fields = fields or redis.call('HGETALL', key)
   local entry = {'type', type, 't', now, 'kind', 'g'}
   for i = 1, #fields, 2 do
     local name = fields[i]
@@ -287,22 +297,27 @@ end
 
 -- Ends a RESERVED or ACTIVE player session (COMPLETED or TIMEDOUT) and frees its slot. Only a timeout is an event
 -- of its own (see SessionEventType in the contract), for which `endpoint`, its game session's {loc, ip, dns, port},
--- is read here when nil. Answers the record's fields as it ended, or nil when it had ended already.
-local function end_player_session(k, psid, status, now, endpoint)
+-- is read here when nil. `fields`, its record as HGETALL answers it, when the caller has read it; `with_session`
+-- when it ends with its game session, whose count and list of live players go with it. Answers the record's fields
+-- as it ended, or nil when it had ended already.
+local function end_player_session(k, psid, status, now, endpoint, fields, with_session)
   local key = pkey(k, psid)
-  local p = redis.call('HMGET', key, 'status', 'gs', 'player')
-  if p[1] ~= S.RESERVED and p[1] ~= S.ACTIVE then return nil end
+  fields = fields or redis.call('HGETALL', key)
+  local p = by_name(fields)
+  if p.status ~= S.RESERVED and p.status ~= S.ACTIVE then return nil end
   redis.call('HSET', key, 'status', status, 'end_ms', now)
   -- An ACTIVE one left its reservation deadline when it was accepted.
-  if p[1] == S.RESERVED then
+  if p.status == S.RESERVED then
     redis.call('HDEL', key, 'until_ms')
     redis.call('ZREM', k.res_due, psid)
   end
-  redis.call('HDEL', gkey(k, p[2]) .. ':live', p[3])
-  redis.call('HINCRBY', gkey(k, p[2]), 'cur', -1)
-  local fields = redis.call('HGETALL', key)
+  if not with_session then
+    redis.call('HDEL', gkey(k, p.gs) .. ':live', p.player)
+    redis.call('HINCRBY', gkey(k, p.gs), 'cur', -1)
+  end
+  fields = with_changes(fields, {status = status, end_ms = tostring(now), until_ms = false})
   if status == S.TIMEDOUT then
-    endpoint = endpoint or redis.call('HMGET', gkey(k, p[2]), 'loc', 'ip', 'dns', 'port')
+    endpoint = endpoint or redis.call('HMGET', gkey(k, p.gs), 'loc', 'ip', 'dns', 'port')
     player_event(k, S.PLAYER_SESSION_TIMED_OUT, fields, endpoint, now)
   end
   return fields
@@ -338,28 +353,33 @@ local function keep_ended(k, sid, fields)
 end
 
 -- Ends a game session (TERMINATED or ERROR, with a reason): its player sessions complete, it leaves the search
--- indexes and every deadline, and it is kept packed until its retention from now has passed. Answers the record's
--- fields as it ended, or false when it had ended already.
-local function end_game_session(k, sid, status, reason, now)
+-- indexes and every deadline, and it is kept packed until its retention from now has passed. Its hash is read once
+-- and not written again: keep_ended deletes it (`fields`, as HGETALL answers them, when the caller has read it;
+-- `pending` as tally_instances'). Answers the record's fields as it ended, or false when it had ended already.
+local function end_game_session(k, sid, status, reason, now, fields, pending)
   local key = gkey(k, sid)
-  local s = redis.call('HMGET', key, 'status', 'ret_ms', 'server')
-  if not s[1] or s[1] == S.TERMINATED or s[1] == S.ERROR then return false end
+  fields = fields or redis.call('HGETALL', key)
+  local r = by_name(fields)
+  if not r.status or r.status == S.TERMINATED or r.status == S.ERROR then return false end
   -- Asked to end, it ended as asked, whatever else its server was doing.
-  if s[1] == S.TERMINATING and reason == S.ENDED_BY_SERVER then reason = S.TRIGGERED_ON_PROCESS_TERMINATE end
-  redis.call('SREM', k.gs .. s[3] .. ':sessions', sid)
+  if r.status == S.TERMINATING and reason == S.ENDED_BY_SERVER then reason = S.TRIGGERED_ON_PROCESS_TERMINATE end
+  redis.call('SREM', k.gs .. r.server .. ':sessions', sid)
   local players = {}
   for _, psid in ipairs(redis.call('HVALS', key .. ':live')) do
-    players[#players + 1] = end_player_session(k, psid, S.COMPLETED, now)
+    players[#players + 1] = end_player_session(k, psid, S.COMPLETED, now, nil, nil, true)
   end
-  redis.call('HSET', key, 'status', status, 'reason', reason, 'end_ms', now)
-  redis.call('HDEL', key, 'act_by_ms', 'term_by_ms')
-  redis.call('ZREM', k.act_due, sid)
-  redis.call('ZREM', k.term_due, sid)
-  redis.call('ZADD', k.ended, now + tonumber(s[2]), sid)
-  index_session(k, sid)
+  -- Only an ACTIVATING session waits for its activation, only a TERMINATING one for its forced end.
+  if r.status == S.ACTIVATING then redis.call('ZREM', k.act_due, sid) end
+  if r.status == S.TERMINATING then redis.call('ZREM', k.term_due, sid) end
+  redis.call('ZADD', k.ended, now + tonumber(r.ret_ms), sid)
+  local cur = tonumber(r.cur) - #players
+  tally_session(k, sid, {r.loc, r.inst, status, cur, r.max, r.accept, r.srv_end, r.tly or false, r.c_ms}, true,
+    pending)
+  if r.status == S.ACTIVE and r.srv_end ~= '1' then unindex_session(k, sid, r.loc) end
+  fields = with_changes(fields, {status = status, reason = reason, end_ms = tostring(now), cur = tostring(cur),
+    act_by_ms = false, term_by_ms = false, tly = false})
   local event = S.GAME_SESSION_TERMINATED
   if status == S.ERROR then event = S.GAME_SESSION_ERROR end
-  local fields = redis.call('HGETALL', key)
   end_event(k, event, sid, now, players)
   keep_ended(k, sid, fields)
   return fields
@@ -374,16 +394,25 @@ end
 
 -- A process whose game session ended without the process ending: its desired state drops the session (a new
 -- version), and with no session left open it is ready for another, back in the pool when it may wait there.
--- Returns the process's key.
-local function release_process(k, id)
+-- Answers its {replica, version, desired state when it hosts no session (desired_text)}; nil when it is unknown.
+-- `pending` as tally_instances'.
+local function release_process(k, id, pending)
   local key = k.gs .. id
-  if not redis.call('HGET', key, 'pstate') then return nil end
-  redis.call('HINCRBY', key, 'ver', 1)
-  if redis.call('SCARD', key .. ':sessions') == 0 and redis.call('HGET', key, 'pstate') == S.ACTIVE then
-    redis.call('HSET', key, 'pstate', S.STANDING_BY)
-    if poolable(key) then to_pool(k, k.pool, id, redis.call('HGET', key, 'istatus'), now_ms()) end
+  -- SERVER_TALLIED's fields, then its replica.
+  local s = redis.call('HMGET', key, 'instance', 'loc', 'pstate', 'util', 'claim_exp_ms', 'istatus', 'health',
+    'max_sess', 'tly', 'replica')
+  if not s[3] then return nil end
+  local routing = {s[10], redis.call('HINCRBY', key, 'ver', 1)}
+  local open = redis.call('SCARD', key .. ':sessions')
+  if open == 0 and s[3] == S.ACTIVE then
+    s[3] = S.STANDING_BY
+    redis.call('HSET', key, 'pstate', s[3])
+    -- May wait in the pool (poolable): AVAILABLE and not reporting UNHEALTHY.
+    if s[4] == S.AVAILABLE and s[7] ~= S.UNHEALTHY then to_pool(k, k.pool, id, s[6], now_ms(), s[2]) end
   end
-  track_room(k, id)
-  tally_server(k, id)
-  return key
+  track_room(k, id, {s[3], s[8], s[2], open})
+  tally_server(k, id, false, s, open, pending)
+  -- Ready and hosting nothing, it has nothing else to be told (one told to end is TERMINATING).
+  if open == 0 and s[3] == S.STANDING_BY then routing[3] = desired_text(routing[2], s[3], {}) end
+  return routing
 end

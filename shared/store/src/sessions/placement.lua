@@ -15,13 +15,13 @@ if not sid then
   return session_reply('ABANDONED', now)
 end
 local key = gkey(k, sid)
-local server_key, fields
+local routing, fields
 if ARGV[2] == 'ABANDON' then
   local server = redis.call('HGET', key, 'server')
   fields = end_game_session(k, sid, S.TERMINATED, S.PLACEMENT_ABANDONED, now)
-  if fields and server then server_key = release_process(k, server) end
+  if fields and server then routing = release_process(k, server) end
 end
 local live = redis.call('HGETALL', key .. ':live')
 local players = '[]'
 if #live > 0 then players = cjson.encode(live) end
-return session_reply('FOUND', now, players, server_key, fields or session_fields(k, sid))
+return session_reply('FOUND', now, players, routing, fields or session_fields(k, sid))

@@ -7,20 +7,20 @@
 local now = now_ms()
 local sid, psid = ARGV[2], ARGV[3]
 local pk = pkey(k, psid)
-local owner = redis.call('HGET', pk, 'gs')
-if not owner then
+local record = redis.call('HGETALL', pk)
+local gs = by_name(record).gs
+if not gs then
   local fields, session = servers_ended_player(k, ARGV[1], sid, psid)
   if not fields then return {session, tostring(now), ''} end
   return {'REMOVED', tostring(now), '', endpoint_of(session), fields}
 end
-local s = redis.call('HMGET', gkey(k, owner), 'server', 'loc', 'ip', 'dns', 'port')
+local s = redis.call('HMGET', gkey(k, gs), 'server', 'loc', 'ip', 'dns', 'port', 'inst', 'status', 'cur', 'max',
+  'accept', 'srv_end', 'tly', 'c_ms')
 if s[1] ~= ARGV[1] then return {'NOT_YOURS', tostring(now), ''} end
-if owner ~= sid then return {'NOT_FOUND', tostring(now), ''} end
+if gs ~= sid then return {'NOT_FOUND', tostring(now), ''} end
 local endpoint = {s[2], s[3], s[4], s[5]}
-local fields = end_player_session(k, psid, S.COMPLETED, now, endpoint)
-if fields then
-  index_counts(k, sid)
-else
-  fields = redis.call('HGETALL', pk)
-end
+local fields = end_player_session(k, psid, S.COMPLETED, now, endpoint, record)
+if not fields then return {'REMOVED', tostring(now), '', endpoint, record} end
+local was_open = takes_players(s[7], s[10], s[8], s[9], s[11])
+index_counts(k, sid, {s[2], s[6], s[7], tonumber(s[8]) - 1, s[9], s[10], s[11], s[12], s[13]}, was_open)
 return {'REMOVED', tostring(now), '', endpoint, fields}

@@ -18,12 +18,11 @@ local function release(sid, reason, slot)
   local server = redis.call('HGET', gkey(k, sid), 'server')
   if end_game_session(k, sid, S.TERMINATED, reason, now) then
     out[slot] = out[slot] + 1
-    local key = server and release_process(k, server)
-    if key then
-      local routing = redis.call('HMGET', key, 'replica', 'ver')
+    local routing = server and release_process(k, server)
+    if routing then
       out[#out + 1] = server
       out[#out + 1] = routing[1] or ''
-      out[#out + 1] = routing[2] or '0'
+      out[#out + 1] = tostring(routing[2])
     end
   end
 end
