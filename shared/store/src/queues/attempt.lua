@@ -8,16 +8,15 @@
 local now = now_ms()
 local q = queue_keys(KEYS)
 local key = q.placement .. ARGV[1]
-local fields = redis.call('HGETALL', key)
-local p = by_name(fields)
-if not p.status then
+local p = redis.call('HMGET', key, 'status', 'n')
+if not p[1] then
   local ended = ended_fields(q, ARGV[1])
   if ended then return placement_reply('ENDED', now, '', ended) end
   return placement_reply('NOT_FOUND', now)
 end
 -- A hash that is not PENDING ended under an earlier release, which kept ended placements as hashes.
-if p.status ~= S.PENDING then return placement_reply('ENDED', now, '', fields) end
-if p.n ~= ARGV[2] then return placement_reply('CONFLICT', now, '', fields) end
-local n = tonumber(p.n) + 1
+if p[1] ~= S.PENDING then return placement_reply('ENDED', now, '', redis.call('HGETALL', key)) end
+if p[2] ~= ARGV[2] then return placement_reply('CONFLICT', now, '', redis.call('HGETALL', key)) end
+local n = tonumber(p[2]) + 1
 redis.call('HSET', key, 'n', n, 'cands', ARGV[3], 'why', ARGV[4])
-return placement_reply('RECORDED', now, n, with_changes(fields, {n = tostring(n), cands = ARGV[3], why = ARGV[4]}))
+return placement_reply('RECORDED', now, n, redis.call('HGETALL', key))

@@ -24,6 +24,6 @@ if ARGV[5] ~= '' and p.n ~= ARGV[5] then return placement_reply('CONFLICT', now,
 if ARGV[6] == '1' and now < tonumber(p.dl_ms) then return placement_reply('WAITING', now, p.dl_ms) end
 local extra = {}
 for i = 9, #ARGV do extra[#extra + 1] = ARGV[i] end
-local fields = end_placement(q, id, ARGV[2], ARGV[3], ARGV[4], now, tonumber(ARGV[7]), extra, ARGV[8] ~= '', live)
+local fields = end_placement(q, id, ARGV[2], ARGV[3], ARGV[4], now, tonumber(ARGV[7]), extra, ARGV[8] ~= '', p)
 if ARGV[8] ~= '' then done_with(q, ARGV[8]) end
 return placement_reply('FINISHED', now, '', fields)

@@ -68,11 +68,11 @@ end
 
 -- Ends a PENDING placement: its status, reason and message, `extra` fields (name, value, ...) beside them, its
 -- event and its minute's counts. Its record is packed and kept `retention_ms` from now, with its candidates unless
--- its worker is `done` with it. `fields`: its record as HGETALL answers it, when the caller has read it. Answers its
--- fields as it ended.
-local function end_placement(q, id, status, reason, message, now, retention_ms, extra, done, fields)
+-- its worker is `done` with it. `record`: its fields by name, when the caller has read them. Answers its fields as it
+-- ended.
+local function end_placement(q, id, status, reason, message, now, retention_ms, extra, done, record)
   local key = q.placement .. id
-  local record = by_name(fields or redis.call('HGETALL', key))
+  record = record or by_name(redis.call('HGETALL', key))
   record.status, record.reason, record.msg, record.e_ms = status, reason, message, tostring(now)
   for i = 1, #extra, 2 do record[extra[i]] = extra[i + 1] end
   if done then record.cands = false end

@@ -28,7 +28,7 @@ if ARGV[3] ~= 'REJECT' then
   if p[1] == S.TERMINATING then reason = told_end_reason(p[2], S.TRIGGERED_ON_PROCESS_TERMINATE) end
 end
 local pending = {}
-local fields = end_game_session(k, sid, status, reason, now, live, pending)
+local fields = end_game_session(k, sid, status, reason, now, live, s, pending)
 if not fields then return session_reply('ENDED', now, '', nil, live) end
 local routing = release_process(k, id, pending)
 tally_instances(k, pending)

@@ -331,11 +331,10 @@ local function told_end_reason(term_reason, otherwise)
   return otherwise
 end
 
--- Keeps an ended game session as one packed value (see ended_session): `fields` its own as it ended, then its player
--- sessions, read here; its hash, its lists and its player sessions' hashes go.
-local function keep_ended(k, sid, fields)
+-- Keeps an ended game session as one packed value (see ended_session): `record` its own fields by name as it ended,
+-- then its player sessions, read here; its hash, its lists and its player sessions' hashes go.
+local function keep_ended(k, sid, record)
   local key = gkey(k, sid)
-  local record = by_name(fields)
   if record.digest == record.idem then record.digest = nil end
   local values = record_values(record, SESSION_ENDED)
   local players, gone = {}, {key, key .. ':ps', key .. ':live'}
@@ -354,12 +353,13 @@ end
 
 -- Ends a game session (TERMINATED or ERROR, with a reason): its player sessions complete, it leaves the search
 -- indexes and every deadline, and it is kept packed until its retention from now has passed. Its hash is read once
--- and not written again: keep_ended deletes it (`fields`, as HGETALL answers them, when the caller has read it;
--- `pending` as tally_instances'). Answers the record's fields as it ended, or false when it had ended already.
-local function end_game_session(k, sid, status, reason, now, fields, pending)
+-- and not written again: keep_ended deletes it (`fields`, as HGETALL answers them, and `r`, the same by name, when
+-- the caller has read it; `pending` as tally_instances'). Answers the record's fields as it ended, or false when it
+-- had ended already.
+local function end_game_session(k, sid, status, reason, now, fields, r, pending)
   local key = gkey(k, sid)
   fields = fields or redis.call('HGETALL', key)
-  local r = by_name(fields)
+  r = r or by_name(fields)
   if not r.status or r.status == S.TERMINATED or r.status == S.ERROR then return false end
   -- Asked to end, it ended as asked, whatever else its server was doing.
   if r.status == S.TERMINATING and reason == S.ENDED_BY_SERVER then reason = S.TRIGGERED_ON_PROCESS_TERMINATE end
@@ -376,12 +376,14 @@ local function end_game_session(k, sid, status, reason, now, fields, pending)
   tally_session(k, sid, {r.loc, r.inst, status, cur, r.max, r.accept, r.srv_end, r.tly or false, r.c_ms}, true,
     pending)
   if r.status == S.ACTIVE and r.srv_end ~= '1' then unindex_session(k, sid, r.loc) end
-  fields = with_changes(fields, {status = status, reason = reason, end_ms = tostring(now), cur = tostring(cur),
-    act_by_ms = false, term_by_ms = false, tly = false})
+  local changed = {status = status, reason = reason, end_ms = tostring(now), cur = tostring(cur), act_by_ms = false,
+    term_by_ms = false, tly = false}
+  fields = with_changes(fields, changed)
+  for name, value in pairs(changed) do r[name] = value or nil end
   local event = S.GAME_SESSION_TERMINATED
   if status == S.ERROR then event = S.GAME_SESSION_ERROR end
   end_event(k, event, sid, now, players)
-  keep_ended(k, sid, fields)
+  keep_ended(k, sid, r)
   return fields
 end
 

@@ -48,7 +48,7 @@ local events_cutoff = now - tonumber(ARGV[2])
 for _, sid in ipairs(due(k.ended)) do
   local key = gkey(k, sid)
   -- One that ended under an earlier release is still a hash: packed first, it goes the same way.
-  if redis.call('EXISTS', key) == 1 then keep_ended(k, sid, redis.call('HGETALL', key)) end
+  if redis.call('EXISTS', key) == 1 then keep_ended(k, sid, by_name(redis.call('HGETALL', key))) end
   local ended = ended_session(k, sid)
   local record = ended and by_name(ended.fields) or {}
   local end_ms = tonumber(record.end_ms or '0')
