@@ -415,7 +415,11 @@ impl ProcessStream {
                 sequence,
                 version,
             } => {
-                let settled = self.settled.take().filter(|settled| settled.version == version);
+                // Never older than what was pushed since: a state pushed after it is newer than the one it holds.
+                let settled = self
+                    .settled
+                    .take()
+                    .filter(|settled| settled.version == version && settled.version >= self.pushed_version);
                 let desired = match settled {
                     Some(settled) => Ok(Some(settled)),
                     None => self.desired().await,

@@ -4,8 +4,8 @@
 -- KEYS: k.act_due, k.claims, k.ended, k.fleet, k.hosting, k.pool, k.ready, k.res_due, k.sevents, k.term,
 -- k.term_due. ARGV[1] game session id, ARGV[2] FORCE | TRIGGER. The grace period is the fleet's (fleet_settings);
 -- a session whose fleet's record is gone has none.
--- Reply: {outcome, now_ms, replica, version, server id, session fields...}. Outcomes: TERMINATED, TERMINATING,
--- NOT_FOUND, ENDED (it had ended already).
+-- Reply: {outcome, now_ms, replica, version, desired state (''), server id, session fields...}. Outcomes: TERMINATED,
+-- TERMINATING, NOT_FOUND, ENDED (it had ended already).
 local now = now_ms()
 local sid, force, deadline = ARGV[1], ARGV[2] == 'FORCE', now + termination_grace_ms(k)
 local key = gkey(k, sid)

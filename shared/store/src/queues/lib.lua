@@ -17,8 +17,10 @@
 --                 player sessions by their number in the game session, see placements.rs), fco (first choice
 --                 outcome), ll and lp (1 | 0: lowest latency, lowest price); cands only until its worker is done
 --                 with it
---   m:<minute>    counts of a minute (ms / 60000), kept 25 hours: each status and event type by name, fco:<outcome>,
---                 ll, lp, loc:<location> (FULFILLED there), w:<bucket> (FULFILLED after a wait in that bucket)
+--   m:<minute>    counts of a minute (ms / 60000), kept 25 hours: STARTED and each status but FULFILLED by name;
+--                 f:<fco>|<ll>|<lp>|<location> (FULFILLED, with its first choice outcome, lowest latency and price
+--                 1 | 0, and where: berth_domain::placement::metrics reads it, and the fco:, ll, lp and loc: counts
+--                 of an earlier release); w:<bucket> (FULFILLED after a wait in that bucket)
 
 local PLACEMENT_WORKERS = 'workers'
 local MINUTE_KEPT_MS = 25 * 3600 * 1000

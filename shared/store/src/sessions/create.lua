@@ -15,12 +15,13 @@
 -- order (player_session_id). The
 -- activation and reservation deadlines and the creator limit are the fleet's settings (fleet_settings); the
 -- players' reservations start when the session is activated.
--- Reply: {outcome, now_ms, replica, version, detail, session fields...}. Outcomes: CREATED; EXISTING (the token
--- was used with the same request: the session as it stands); TOKEN_REUSED (used with another request); ABANDONED
--- (the attempt was spent, or its placement's deadline has passed: nothing is created);
+-- Reply: session_reply's {outcome, now_ms, replica, version, desired state, detail, session fields...}. Outcomes:
+-- CREATED; EXISTING (the token was used with the same request: the session as it stands); TOKEN_REUSED (used with
+-- another request); ABANDONED (the attempt was spent, or its placement's deadline has passed: nothing is created);
 -- NO_SERVER (none ready with room, or the named server is unknown or cannot host it: either way the caller looks
--- elsewhere); TOO_SMALL (every ready server looked at takes fewer players than asked); CREATOR_LIMIT (detail: ms when the creator may create again); NO_FLEET, NO_LOCATION, NOT_ACTIVE (the
--- fleet takes no new session there: detail says why).
+-- elsewhere); TOO_SMALL (every ready server looked at takes fewer players than asked); CREATOR_LIMIT (detail: ms when
+-- the creator may create again); NO_FLEET, NO_LOCATION, NOT_ACTIVE (the fleet takes no new session there: detail says
+-- why).
 local now = now_ms()
 local sid, named, loc, max = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local token, creator = ARGV[6], ARGV[8]

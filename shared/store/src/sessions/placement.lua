@@ -4,10 +4,10 @@
 -- an attempt with no session is spent, so that a create of it still on its way creates nothing.
 -- KEYS: k.act_due, k.ended, k.hosting, k.pool, k.res_due, k.sevents, k.term_due. ARGV[1] token, ARGV[2] LOOK |
 -- ABANDON, ARGV[3] the attempt's spend key, ARGV[4] its number, ARGV[5] the placement's deadline ms.
--- Reply: {outcome, now_ms, replica, version, detail, session fields...}: ABANDONED (no session; the attempt is
--- spent); FOUND (the session as it stands, ended by ABANDON; detail: its RESERVED and ACTIVE players as a JSON list
--- [player id, player session id, ...]; replica and version: where to tell its server when ABANDON changed what it
--- must do).
+-- Reply: session_reply's {outcome, now_ms, replica, version, desired state, detail, session fields...}: ABANDONED (no
+-- session; the attempt is spent); FOUND (the session as it stands, ended by ABANDON; detail: its RESERVED and ACTIVE
+-- players as a JSON list [player id, player session id, ...]; replica and version: where to tell its server when
+-- ABANDON changed what it must do).
 local now = now_ms()
 local sid = redis.call('GET', k.idem .. ARGV[1])
 if not sid then

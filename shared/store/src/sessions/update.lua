@@ -4,9 +4,9 @@
 -- players (1 | 0 | ''), ARGV[4] protected (1 | 0 | ''), ARGV[5] 1 to set the name to ARGV[6], ARGV[7] 1 to set the
 -- matchmaker data to ARGV[8], ARGV[9] properties to merge (JSON [[key, value], ...]; an empty value removes the
 -- key), ARGV[10] most properties a session may hold.
--- Reply: {outcome, now_ms, replica, version, detail, session fields...}. Outcomes: UPDATED; NOT_FOUND; ENDED
--- (detail: its status); BELOW_COUNT (detail: its player session count); ABOVE_SERVER (detail: the most players
--- its server takes); TOO_MANY_PROPERTIES (detail: how many the merge would leave).
+-- Reply: session_reply's {outcome, now_ms, replica, version, desired state, detail, session fields...}. Outcomes:
+-- UPDATED; NOT_FOUND; ENDED (detail: its status); BELOW_COUNT (detail: its player session count); ABOVE_SERVER (detail:
+-- the most players its server takes); TOO_MANY_PROPERTIES (detail: how many the merge would leave).
 local now = now_ms()
 local sid = ARGV[1]
 local key = gkey(k, sid)
