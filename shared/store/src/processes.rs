@@ -607,3 +607,31 @@ pub async fn health_counts(store: &Store, fleet_id: &str) -> Result<(u64, u64), 
     pipe.zcard(keys.heartbeat_deadlines()).scard(keys.unhealthy());
     store.query_pipeline(&pipe).await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_announcement_reads_as_it_was_sent_and_a_state_that_does_not_read_as_its_version() {
+        let parsed = |payload: &'static str| parse_announcement(payload).map(|(_, _, what)| what);
+        assert_eq!(parsed("arena\ngs-1\n7"), Some(Announcement::Version(7)));
+        assert_eq!(parsed("arena\ngs-1\nsuperseded 3"), Some(Announcement::Superseded(3)));
+        let idle = Desired {
+            version: 8,
+            process_state: ProcessState::StandingBy,
+            termination: None,
+            sessions: Vec::new(),
+        };
+        assert_eq!(
+            parse_announcement("arena\ngs-1\n8\n[8,\"STANDING_BY\",\"\",\"0\",\"0\"]"),
+            Some(("arena", "gs-1", Announcement::State(Box::new(idle))))
+        );
+        assert_eq!(
+            parsed("arena\ngs-1\n8\n[8,\"STANDING_BY\""),
+            Some(Announcement::Version(8))
+        );
+        assert_eq!(parsed("arena\ngs-1\n8\n{}"), Some(Announcement::Version(8)));
+        assert_eq!(parsed("arena\ngs-1\nlater"), None);
+    }
+}
