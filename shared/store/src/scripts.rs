@@ -621,6 +621,7 @@ mod tests {
         "MKSTREAM",
         "MAXLEN",
         "MINID",
+        "NX",
         "PERSIST",
         "PEXPIRE",
         "PUBLISH",

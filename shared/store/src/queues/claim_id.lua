@@ -5,12 +5,12 @@
 -- ARGV[3] how long it is held, ms.
 -- Reply: {outcome, what it holds}. Outcomes: CLAIMED (held now for this request); HELD (already, for the same
 -- request); TAKEN_BY (for another); RELEASED.
-local held = redis.call('GET', KEYS[1])
 if ARGV[1] == 'RELEASE' then
-  if held == ARGV[2] then redis.call('DEL', KEYS[1]) end
+  if redis.call('GET', KEYS[1]) == ARGV[2] then redis.call('DEL', KEYS[1]) end
   return {'RELEASED', ''}
 end
+-- Held unless it is already, in one command that answers what was held before (Redis 7's SET with NX and GET).
+local held = redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3], 'NX', 'GET')
+if not held then return {'CLAIMED', ARGV[2]} end
 if held == ARGV[2] then return {'HELD', held} end
-if held then return {'TAKEN_BY', held} end
-redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-return {'CLAIMED', ARGV[2]}
+return {'TAKEN_BY', held}
