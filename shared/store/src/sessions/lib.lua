@@ -340,7 +340,8 @@ local function keep_ended(k, sid, record)
   local players, gone = {}, {key, key .. ':ps', key .. ':live'}
   for _, psid in ipairs(redis.call('ZRANGE', key .. ':ps', 0, -1)) do
     local pk = pkey(k, psid)
-    local p = record_values(by_name(redis.call('HGETALL', pk)), PLAYER_ENDED)
+    -- By position, as the packed record keeps them (a field it lacks reads false, as in record_values).
+    local p = redis.call('HMGET', pk, unpack(PLAYER_ENDED))
     p[1] = player_number(sid, psid) or psid
     players[#players + 1] = p
     gone[#gone + 1] = pk
