@@ -16,12 +16,15 @@ if not sid then
 end
 local key = gkey(k, sid)
 local routing, fields
-if ARGV[2] == 'ABANDON' then
-  local server = redis.call('HGET', key, 'server')
-  fields = end_game_session(k, sid, S.TERMINATED, S.PLACEMENT_ABANDONED, now)
-  if fields and server then routing = release_process(k, server) end
-end
-local live = redis.call('HGETALL', key .. ':live')
 local players = '[]'
-if #live > 0 then players = cjson.encode(live) end
+if ARGV[2] == 'ABANDON' then
+  -- Ended (now or before), it has no player session RESERVED or ACTIVE left.
+  local live = redis.call('HGETALL', key)
+  local r = by_name(live)
+  fields = end_game_session(k, sid, S.TERMINATED, S.PLACEMENT_ABANDONED, now, live, r)
+  if fields and r.server then routing = release_process(k, r.server) end
+else
+  local live = redis.call('HGETALL', key .. ':live')
+  if #live > 0 then players = cjson.encode(live) end
+end
 return session_reply('FOUND', now, players, routing, fields or session_fields(k, sid))

@@ -15,16 +15,19 @@ local function due(deadlines)
   return redis.call('ZRANGEBYSCORE', deadlines, '-inf', now, 'LIMIT', 0, limit)
 end
 local function release(sid, reason, slot)
-  local server = redis.call('HGET', gkey(k, sid), 'server')
-  if end_game_session(k, sid, S.TERMINATED, reason, now) then
+  local fields = redis.call('HGETALL', gkey(k, sid))
+  local r = by_name(fields)
+  local pending = {}
+  if end_game_session(k, sid, S.TERMINATED, reason, now, fields, r, pending) then
     out[slot] = out[slot] + 1
-    local routing = server and release_process(k, server)
+    local routing = r.server and release_process(k, r.server, pending)
     if routing then
-      out[#out + 1] = server
+      out[#out + 1] = r.server
       out[#out + 1] = routing[1] or ''
       out[#out + 1] = tostring(routing[2])
     end
   end
+  tally_instances(k, pending)
 end
 for _, sid in ipairs(due(k.act_due)) do
   redis.call('ZREM', k.act_due, sid)
