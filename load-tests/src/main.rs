@@ -20,6 +20,10 @@ use std::process::ExitCode;
 use berth_testkit::TestRedis;
 use clap::Parser;
 
+// As the services' binaries: the stack this process runs in-process allocates as they do.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use crate::args::Args;
 use crate::report::Report;
 use crate::stack::Stack;

@@ -16,7 +16,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use berth_domain::game_session::{GameSessionRecord, new_game_session_id, player_session_id};
+use berth_domain::game_session::{GameSessionRecord, player_session_id};
 use berth_domain::queue::order::{Candidate, Candidates, Order, order};
 use berth_domain::stored::{GameSessionStatus, PlacementStatus, PlacementStatusReason};
 use berth_store::processes::announce;
@@ -243,7 +243,8 @@ impl Placement<'_> {
             .collect();
         let mut too_small = 0;
         for candidate in &order.candidates {
-            let game_session_id = new_game_session_id(&candidate.fleet_id);
+            let attempt = self.attempt(record.attempts, candidate);
+            let game_session_id = attempt.game_session_id(&candidate.fleet_id);
             // Heard from before the server is told of the session: its activation may come back at once.
             let waiting = self.placer.activations.wait_for(&game_session_id);
             let players: Vec<_> = request
@@ -259,7 +260,7 @@ impl Placement<'_> {
                 matchmaker_data: &request.matchmaker_data,
                 placement_id: self.id(),
                 attempt: Some(PlacementAttempt {
-                    attempt: self.attempt(record.attempts, candidate),
+                    attempt,
                     notify: &self.placer.replica,
                     players: &players,
                     avoid: &progress.failed_on,

@@ -38,6 +38,17 @@ pub fn new_game_session_id(fleet_id: &str) -> String {
     format!("{fleet_id}/gsess-{}", uuid::Uuid::now_v7())
 }
 
+/// The namespace of the name-based ids of [`named_game_session_id`].
+const NAMED_SESSIONS: uuid::Uuid = uuid::Uuid::from_u128(0x6b1f_3c2e_8d4a_4f0b_9e57_2a61_c0d8_13f4);
+
+/// The game-session id in `fleet_id` that `name` stands for (a UUID made from the name, version 5): the same name
+/// always gives the same id, so the id itself finds the session a request made, with no key mapping one to the
+/// other. A placement's attempt names its session by its idempotency token.
+pub fn named_game_session_id(fleet_id: &str, name: &str) -> String {
+    let uuid = uuid::Uuid::new_v5(&NAMED_SESSIONS, format!("{fleet_id}\n{name}").as_bytes());
+    format!("{fleet_id}/gsess-{uuid}")
+}
+
 /// The id of the `n`-th player session (from 1) of game session `game_session_id`. The session store numbers them
 /// as it makes them (`player_session_id` in `sessions/lib.lua`): a new game session's reserved players 1, 2, … in
 /// the order its request gives them.
@@ -180,7 +191,11 @@ impl From<GameSessionRecord> for pb::GameSession {
                 .map_or(pb::GameSessionStatus::Unspecified, GameSessionStatus::to_proto) as i32,
             status_reason: status_reason as i32,
             creation_time: Some(timestamp(record.creation_ms)),
-            activation_deadline_time: record.activation_deadline_ms.map(timestamp),
+            // The store leaves the deadline on a session it activates (one write fewer): the contract unsets it.
+            activation_deadline_time: record
+                .activation_deadline_ms
+                .filter(|_| record.status == Some(GameSessionStatus::Activating))
+                .map(timestamp),
             activation_time: record.activation_ms.map(timestamp),
             termination_time: record.termination_ms.map(timestamp),
             current_player_session_count: record.current_players,
@@ -257,6 +272,11 @@ mod tests {
         let player = player_session_id(&longest, PLAYER_SESSIONS_PER_GAME_SESSION_MAX);
         assert_eq!(fleet_of(&player).map(str::len), Some(128));
         assert_eq!(player.len(), PLAYER_SESSION_ID_MAX);
+        let named = named_game_session_id("fleet-1", "placement:p-1:1:loc-a");
+        assert_eq!(named, named_game_session_id("fleet-1", "placement:p-1:1:loc-a"));
+        assert_ne!(named, named_game_session_id("fleet-1", "placement:p-1:2:loc-a"));
+        assert_ne!(named, named_game_session_id("fleet-2", "placement:p-1:1:loc-a"));
+        assert_eq!(fleet_of(&named), Some("fleet-1"));
         assert_eq!(fleet_of("fleet-1"), None);
         assert_eq!(fleet_of("/gsess-x"), None);
         assert_eq!(fleet_of("fleet-1/other-x"), None);

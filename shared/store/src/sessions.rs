@@ -86,7 +86,8 @@ pub struct SessionTimings {
 /// A game session to create.
 #[derive(Clone, Debug)]
 pub struct NewGameSession<'a> {
-    /// Its id (see `berth_domain::game_session::new_game_session_id`).
+    /// Its id (see `berth_domain::game_session::new_game_session_id`); for a placement's attempt, the one its token
+    /// names ([`placements::Attempt::game_session_id`]).
     pub game_session_id: &'a str,
     pub fleet_id: &'a str,
     /// The process to place it on; `None` picks one.
@@ -179,6 +180,15 @@ pub async fn create_game_session(
     } else {
         new.digest
     };
+    // A retry, or a worker taking the placement over, finds the attempt's session by the id its token names.
+    if let Some(attempt) = &new.attempt
+        && attempt.attempt.game_session_id(new.fleet_id) != new.game_session_id
+    {
+        return Err(unexpected(
+            SCRIPT,
+            "a placement attempt's game session id is not the one its token names",
+        ));
+    }
     call.arg(new.game_session_id)
         .arg(new.game_server_id.unwrap_or(""))
         .arg(new.location)

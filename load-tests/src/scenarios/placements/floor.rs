@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use berth_domain::game_session::{new_game_session_id, player_session_id};
+use berth_domain::game_session::player_session_id;
 use berth_domain::page_token::digest;
 use berth_domain::queue::order::{Candidate, Candidates, FleetView, Order, order};
 use berth_proto::placement::v1 as pb;
@@ -197,7 +197,13 @@ async fn hosted(
 ) -> Result<bool, Code> {
     let request = &record.request;
     let fleet_id = candidate.fleet_id.as_str();
-    let game_session_id = new_game_session_id(fleet_id);
+    let attempt = Attempt {
+        placement_id: &request.placement_id,
+        number: record.attempts,
+        location: &candidate.location,
+        deadline_ms: record.deadline_ms,
+    };
+    let game_session_id = attempt.game_session_id(fleet_id);
     let players: Vec<sessions::NewPlayer<'_>> = request
         .desired_player_sessions
         .iter()
@@ -208,12 +214,7 @@ async fn hosted(
         name: &request.game_session_name,
         placement_id: &request.placement_id,
         attempt: Some(PlacementAttempt {
-            attempt: Attempt {
-                placement_id: &request.placement_id,
-                number: record.attempts,
-                location: &candidate.location,
-                deadline_ms: record.deadline_ms,
-            },
+            attempt,
             notify: RAW_REPLICA,
             players: &players,
             avoid: &[],

@@ -602,9 +602,9 @@ async fn a_worker_dying_between_any_two_steps_leaves_one_session(redis: TestRedi
         deadline_ms,
     };
     let (timings, store) = (SessionTimings { retention_ms: 60_000 }, &stack.store);
-    let create = |(fleet, location): (&'static str, &'static str), id: String| async move {
+    let create = |(fleet, location): (&'static str, &'static str)| async move {
         let players = [("ana", "")];
-        let game_session_id = format!("{fleet}/gsess-ghost-{id}");
+        let game_session_id = attempt(location).game_session_id(fleet);
         let new = NewGameSession {
             location,
             placement_id: "fragile",
@@ -626,17 +626,32 @@ async fn a_worker_dying_between_any_two_steps_leaves_one_session(redis: TestRedi
         assert!(matches!(recorded, store::AttemptRecorded::Recorded(_)), "{recorded:?}");
     }
     match cut {
-        Cut::Created => match create(EU, "1".into()).await {
-            Created::Created(session, routing) => {
-                berth_store::processes::announce(&stack.store, &routing, EU.0, &session.game_server_id).await;
-                ghost_session = Some(session.game_session_id);
+        Cut::Created => {
+            // Only under the id its token names can the attempt make a session: the one a takeover looks for.
+            let stray = berth_domain::game_session::new_game_session_id(EU.0);
+            let new = NewGameSession {
+                location: EU.1,
+                attempt: Some(PlacementAttempt {
+                    attempt: attempt(EU.1),
+                    notify: "ghost",
+                    players: &[],
+                    avoid: &[],
+                }),
+                ..NewGameSession::new(&stray, EU.0, 8)
+            };
+            assert!(create_game_session(store, &new, &timings).await.is_err());
+            match create(EU).await {
+                Created::Created(session, routing) => {
+                    berth_store::processes::announce(&stack.store, &routing, EU.0, &session.game_server_id).await;
+                    ghost_session = Some(session.game_session_id);
+                }
+                other => panic!("the dead worker's create: {other:?}"),
             }
-            other => panic!("the dead worker's create: {other:?}"),
-        },
+        }
         Cut::Refused => {
             // The EU host is busy with a session of its own: the attempt is refused there, spending it.
             berth_testkit::place_game_session(&stack.store, EU.0, "eu-1", 4).await;
-            assert!(matches!(create(EU, "1".into()).await, Created::NoServer));
+            assert!(matches!(create(EU).await, Created::NoServer));
         }
         Cut::Taken | Cut::Recorded => {}
     }
@@ -662,8 +677,8 @@ async fn a_worker_dying_between_any_two_steps_leaves_one_session(redis: TestRedi
                 .unwrap();
             assert!(matches!(late, store::AttemptRecorded::Moved(_)), "{late:?}");
         }
-        Cut::Recorded => assert!(matches!(create(EU, "late".into()).await, Created::Abandoned)),
-        Cut::Refused => assert!(matches!(create(US, "late".into()).await, Created::Abandoned)),
+        Cut::Recorded => assert!(matches!(create(EU).await, Created::Abandoned)),
+        Cut::Refused => assert!(matches!(create(US).await, Created::Abandoned)),
         Cut::Created => {}
     }
     tokio::time::sleep(Duration::from_millis(200)).await;

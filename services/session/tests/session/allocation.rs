@@ -74,22 +74,27 @@ async fn write(store: &Store, fleet_id: &str, server: &Server, hosting: bool, at
 
 /// Where the store's function puts a session of `case` in fleet `fleet_id`.
 async fn chosen_by_the_lua(store: &Store, fleet_id: &str, case: &Case) -> Chosen {
-    let game_session_id = new_game_session_id(fleet_id);
     let location = case.location.unwrap_or("");
+    let attempt = Attempt {
+        placement_id: "p-1",
+        number: 1,
+        location,
+        deadline_ms: i64::MAX / 2,
+    };
+    // Only a placement's attempt names servers to avoid, and its session by its token.
+    let game_session_id = if case.avoid.is_empty() {
+        new_game_session_id(fleet_id)
+    } else {
+        attempt.game_session_id(fleet_id)
+    };
     let attempt = PlacementAttempt {
-        attempt: Attempt {
-            placement_id: "p-1",
-            number: 1,
-            location,
-            deadline_ms: i64::MAX / 2,
-        },
+        attempt,
         notify: "",
         players: &[],
         avoid: &case.avoid,
     };
     let new = NewGameSession {
         location,
-        // Only a placement's attempt names servers to avoid.
         attempt: (!case.avoid.is_empty()).then_some(attempt),
         ..NewGameSession::new(&game_session_id, fleet_id, case.players)
     };

@@ -15,14 +15,16 @@ const TIMINGS: SessionTimings = SessionTimings { retention_ms: 60_000 };
 
 /// Creates a game session on `server` as a placement's attempt does, with two players reserved in it.
 async fn created(stack: &Stack, server: &str) -> (String, Routing) {
-    let game_session_id = new_game_session_id(FLEET);
+    let placement_id = format!("p-{}", new_game_session_id(FLEET));
+    let attempt = Attempt {
+        placement_id: &placement_id,
+        number: 1,
+        location: "local",
+        deadline_ms: i64::MAX / 2,
+    };
+    let game_session_id = attempt.game_session_id(FLEET);
     let attempt = PlacementAttempt {
-        attempt: Attempt {
-            placement_id: &format!("p-{game_session_id}"),
-            number: 1,
-            location: "local",
-            deadline_ms: i64::MAX / 2,
-        },
+        attempt,
         notify: "",
         players: &[("ana", "{\"rank\":3}"), ("bo", "")],
         avoid: &[],

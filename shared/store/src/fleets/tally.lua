@@ -53,12 +53,17 @@ local function add_share(moves, share, sign, counts)
 end
 
 -- Replaces the share `old` kept in field tly of `key` with `share` (either nil: none, the record is new, gone or
--- ended), writing only the counts that differ; `key` nil for a record about to be deleted, which keeps no share. Answers the instances whose share may have changed: a count it
--- reads whole moved, or one it reads as zero or not crossed zero (most changes of a server, a claim among them,
--- move its instance's counts but not its share).
-local function move_share(k, key, old, share, counts)
+-- ended), writing only the counts that differ; `key` nil for a record about to be deleted, which keeps no share.
+-- `also`, fields of the record (name, value, ...) its caller changed, are written with the share, in one command.
+-- Answers the instances whose share may have changed: a count it reads whole moved, or one it reads as zero or not
+-- crossed zero (most changes of a server, a claim among them, move its instance's counts but not its share).
+local function move_share(k, key, old, share, counts, also)
   local changed = {}
-  if old == share then return changed end
+  also = also or {}
+  if old == share or not share then
+    if key and #also > 0 then redis.call('HSET', key, unpack(also)) end
+    if old == share then return changed end
+  end
   local moves = {}
   if old then add_share(moves, old, -1, counts) end
   if share then add_share(moves, share, 1, counts) end
@@ -74,7 +79,7 @@ local function move_share(k, key, old, share, counts)
     end
   end
   if share then
-    redis.call('HSET', key, 'tly', share)
+    redis.call('HSET', key, 'tly', share, unpack(also))
   elseif key then
     redis.call('HDEL', key, 'tly')
   end
@@ -200,9 +205,9 @@ local SERVER_TALLIED = {'instance', 'loc', 'pstate', 'util', 'claim_exp_ms', 'is
 
 -- Brings a game server's share up to date after a change; `going` when its record is about to be deleted. A caller
 -- that holds the server's fields as they are now passes them as `known` (SERVER_TALLIED's, by position) and the
--- sessions it hosts as `open`; `pending` as tally_instances'. A server leaving while its instance is interrupted
--- (SPOT_TERMINATING) counts as an interruption.
-local function tally_server(k, id, going, known, open, pending)
+-- sessions it hosts as `open`; `pending` as tally_instances'; `also` as move_share's. A server leaving while its
+-- instance is interrupted (SPOT_TERMINATING) counts as an interruption.
+local function tally_server(k, id, going, known, open, pending, also)
   local key = k.gs .. id
   local s = known or redis.call('HMGET', key, unpack(SERVER_TALLIED))
   local old = s[9] or nil
@@ -219,7 +224,7 @@ local function tally_server(k, id, going, known, open, pending)
       redis.call('HINCRBY', k.tally .. loc, 'lost', 1)
     end
   end
-  tally_instances(k, move_share(k, key, old, share, server_counts), pending)
+  tally_instances(k, move_share(k, key, old, share, server_counts, also), pending)
 end
 
 -- What a game session's share says, '<state: 1 ACTIVATING, 2 ACTIVE, 3 TERMINATING><player sessions holding
@@ -241,8 +246,8 @@ local SESSION_STATES = {[S.ACTIVATING] = 1, [S.ACTIVE] = 2, [S.TERMINATING] = 3}
 -- Brings a game session's share up to date. Answers what it read of the session, {loc, inst, status, cur, max,
 -- accept, srv_end, tly, c_ms}, for the search indexes that move with the same fields; a caller that holds them as
 -- they are now passes them as `known`, and `gone` when the record is about to be deleted; `pending` as
--- tally_instances'.
-local function tally_session(k, sid, known, gone, pending)
+-- tally_instances'; `also` as move_share's.
+local function tally_session(k, sid, known, gone, pending, also)
   local key = k.gsess .. sid
   local s = known or redis.call('HMGET', key, 'loc', 'inst', 'status', 'cur', 'max', 'accept', 'srv_end', 'tly', 'c_ms')
   local state = SESSION_STATES[s[3]]
@@ -252,6 +257,6 @@ local function tally_session(k, sid, known, gone, pending)
     if takes_players(s[3], s[6], s[4], s[5], s[7]) then free = tonumber(s[5]) - tonumber(s[4]) end
     share = (s[2] or '') .. '|' .. (s[1] or '') .. '|' .. state .. s[4] .. ',' .. free
   end
-  tally_instances(k, move_share(k, not gone and key or nil, s[8] or nil, share, session_counts), pending)
+  tally_instances(k, move_share(k, not gone and key or nil, s[8] or nil, share, session_counts, also), pending)
   return s
 end

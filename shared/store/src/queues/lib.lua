@@ -28,7 +28,7 @@ local MINUTE_KEPT_MS = 25 * 3600 * 1000
 local function queue_keys(KEYS)
   local tag = string.match(KEYS[1], '^[^}]*}')
   return {record = KEYS[1], pending = KEYS[2], requests = KEYS[3], events = KEYS[4], events_gone = KEYS[5],
-    placement = tag .. ':pl:', ended = tag .. ':pe:', minute = tag .. ':m:'}
+    placement = tag .. ':pl:', ended = tag .. ':pe:', minute = tag .. ':m:', name = string.match(tag, '{q:(.*)}$')}
 end
 
 -- Adds one to each of `counters` in the current minute's counts. The minute's hash is given its expiry when a count
@@ -51,14 +51,23 @@ local function placement_event(q, id, type, now)
 end
 
 -- The fields of an ended placement, in the order its packed record keeps them (record_values in keys.lua): cands
--- last, dropped once its worker is done with it.
+-- last, dropped once its worker is done with it. The packed record leaves out what its key and its other fields
+-- give: its id and queue, and the fleet its game session's id holds.
 local ENDED = {'id', 'queue', 'req', 'digest', 'status', 'reason', 'msg', 's_ms', 'dl_ms', 'e_ms', 'n', 'gsid',
   'fleet', 'loc', 'ip', 'dns', 'port', 'placed', 'fco', 'll', 'lp', 'cands'}
+
+local function fleet_of(gsid)
+  return gsid and string.match(gsid, '^([^/]*)/')
+end
 
 -- An ended placement's fields as HGETALL answers them, or nil when there is none.
 local function ended_fields(q, id)
   local packed = redis.call('GET', q.ended .. id)
-  return packed and record_fields(cmsgpack.unpack(packed), ENDED)
+  if not packed then return nil end
+  local values = cmsgpack.unpack(packed)
+  values[1], values[2] = values[1] or id, values[2] or q.name
+  values[13] = values[13] or fleet_of(values[12]) or false
+  return record_fields(values, ENDED)
 end
 
 -- A placement's fields as HGETALL answers them, PENDING or ended; {} when there is none.
@@ -78,7 +87,12 @@ local function end_placement(q, id, status, reason, message, now, retention_ms, 
   record.status, record.reason, record.msg, record.e_ms = status, reason, message, tostring(now)
   for i = 1, #extra, 2 do record[extra[i]] = extra[i + 1] end
   if done then record.cands = false end
-  redis.call('SET', q.ended .. id, cmsgpack.pack(record_values(record, ENDED)), 'PX', retention_ms)
+  local values = record_values(record, ENDED)
+  local fields = record_fields(values, ENDED)
+  if values[1] == id then values[1] = false end
+  if values[2] == q.name then values[2] = false end
+  if values[13] == fleet_of(values[12]) then values[13] = false end
+  redis.call('SET', q.ended .. id, cmsgpack.pack(values), 'PX', retention_ms)
   redis.call('DEL', key)
   if redis.call('ZREM', q.pending, id) == 1 then
     redis.call('HINCRBY', q.record, 'psum', -tonumber(record.s_ms))
@@ -93,7 +107,7 @@ local function end_placement(q, id, status, reason, message, now, retention_ms, 
       'w:' .. math.floor(math.log(now - tonumber(record.s_ms) + 1) / math.log(1.1))}
   end
   count_minute(q, now, counters)
-  return record_fields(record_values(record, ENDED), ENDED)
+  return fields
 end
 
 -- A worker is done with a request `entry`: it leaves the stream. Answers the number of entries removed (0 when

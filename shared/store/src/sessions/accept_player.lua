@@ -9,28 +9,32 @@
 local now = now_ms()
 local sid, psid = ARGV[2], ARGV[3]
 local pk = pkey(k, psid)
-local p = redis.call('HMGET', pk, 'gs', 'status', 'until_ms')
-if not p[1] then
-  local fields, refused = servers_ended_player(k, ARGV[1], sid, psid)
-  if not fields then return {refused, tostring(now), ''} end
-  return {'ENDED', tostring(now), by_name(fields).status}
+-- Read whole once: the reply shows it.
+local fields = redis.call('HGETALL', pk)
+local p = by_name(fields)
+if not p.gs then
+  local ended, refused = servers_ended_player(k, ARGV[1], sid, psid)
+  if not ended then return {refused, tostring(now), ''} end
+  return {'ENDED', tostring(now), by_name(ended).status}
 end
-local s = redis.call('HMGET', gkey(k, p[1]), 'server', 'loc', 'ip', 'dns', 'port', 'status')
+local s = redis.call('HMGET', gkey(k, p.gs), 'server', 'loc', 'ip', 'dns', 'port', 'status', 'act_ms', 'res_ms')
 if s[1] ~= ARGV[1] then return {'NOT_YOURS', tostring(now), ''} end
-if p[1] ~= sid then return {'NOT_FOUND', tostring(now), ''} end
+if p.gs ~= sid then return {'NOT_FOUND', tostring(now), ''} end
 -- A reservation past its deadline is over, whether or not the sweep got to it yet.
 local endpoint = {s[2], s[3], s[4], s[5]}
-if p[2] == S.RESERVED and p[3] and tonumber(p[3]) <= now then
-  end_player_session(k, psid, S.TIMEDOUT, now, endpoint)
+local deadline = by_name(with_deadline(fields, s[7], s[8])).until_ms
+if p.status == S.RESERVED and deadline and tonumber(deadline) <= now then
+  end_player_session(k, psid, S.TIMEDOUT, now, endpoint, fields)
   index_counts(k, sid)
   return {'ENDED', tostring(now), S.TIMEDOUT}
 end
-if s[6] ~= S.ACTIVE and p[2] == S.RESERVED then return {'NOT_ACTIVE', tostring(now), s[6]} end
-if p[2] == S.RESERVED then
+if s[6] ~= S.ACTIVE and p.status == S.RESERVED then return {'NOT_ACTIVE', tostring(now), s[6]} end
+if p.status == S.RESERVED then
+  -- Its until_ms, if any, stays: readers show a deadline for RESERVED ones only.
   redis.call('HSET', pk, 'status', S.ACTIVE, 'act_ms', now)
-  redis.call('HDEL', pk, 'until_ms')
   redis.call('ZREM', k.res_due, psid)
-elseif p[2] ~= S.ACTIVE then
-  return {'ENDED', tostring(now), p[2]}
+  fields = with_changes(fields, {status = S.ACTIVE, act_ms = tostring(now), until_ms = false})
+elseif p.status ~= S.ACTIVE then
+  return {'ENDED', tostring(now), p.status}
 end
-return {'ACCEPTED', tostring(now), '', endpoint, redis.call('HGETALL', pk)}
+return {'ACCEPTED', tostring(now), '', endpoint, fields}

@@ -3,8 +3,9 @@
 -- empty out), then the first ready one of the pool (the claim order: ACTIVE instances first, then the longest
 -- idle). The process hosts it from now on (it leaves the pool; its desired state gets a new version), the session
 -- is ACTIVATING until the process activates it or its activation deadline passes.
--- KEYS: k.act_due, k.fleet, k.hosting, k.pool, k.sessions. ARGV[1] game session id, ARGV[2]
--- game-server id ('' to pick one), ARGV[3] location ('' for any), ARGV[4] maximum players, ARGV[5] retention ms,
+-- KEYS: k.act_due, k.fleet, k.hosting, k.pool, k.sessions. ARGV[1] game session id (for a placement's attempt, the
+-- one its token names), ARGV[2] game-server id ('' to pick one), ARGV[3] location ('' for any), ARGV[4] maximum
+-- players, ARGV[5] retention ms,
 -- ARGV[6] idempotency token (''), ARGV[7] digest of the request, ARGV[8] creator id (''), ARGV[9] accept players
 -- (1 | 0), ARGV[10] protected (1 | 0; '' for the fleet's default), ARGV[11] name, ARGV[12] properties (JSON),
 -- ARGV[13] game session data, ARGV[14] matchmaker data, ARGV[15] placement id, ARGV[16] fleet id; for a placement's
@@ -26,15 +27,22 @@ local now = now_ms()
 local sid, named, loc, max = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local token, creator = ARGV[6], ARGV[8]
 local idem = k.idem .. token
+local spend = ARGV[18]
 if token ~= '' then
-  local existing = redis.call('GET', idem)
+  -- A placement's attempt names its session by its token (Attempt::game_session_id), so the id finds what an earlier
+  -- create of it made; a client's token is found through its key.
+  local existing
+  if spend ~= '' then
+    if redis.call('EXISTS', gkey(k, sid), k.gend .. sid) > 0 then existing = sid end
+  else
+    existing = redis.call('GET', idem)
+  end
   if existing then
     local fields = session_fields(k, existing)
     if by_name(fields).digest ~= ARGV[7] then return session_reply('TOKEN_REUSED', now) end
     return session_reply('EXISTING', now, nil, nil, fields)
   end
 end
-local spend = ARGV[18]
 if spend ~= '' and attempt_spent(k, spend, ARGV[19], ARGV[20], now) then return session_reply('ABANDONED', now) end
 -- A placement's attempt refused here is spent, so that a late retry of it cannot create what the placement has
 -- moved on from.
@@ -80,7 +88,7 @@ local server, open
 local function can_host(id)
   if avoided[id] then return false end
   local s = redis.call('HMGET', k.gs .. id, 'instance', 'loc', 'pstate', 'util', 'claim_exp_ms', 'istatus', 'health',
-    'max_sess', 'tly', 'max_players', 'ip', 'dns', 'port', 'replica')
+    'max_sess', 'tly', 'max_players', 'ip', 'dns', 'port', 'replica', 'ver')
   if not HOSTING_STATE[s[3]] then return false end
   looked = looked + 1
   local players = tonumber(s[10] or '0')
@@ -124,32 +132,31 @@ local key = gkey(k, sid)
 local deadline = now + set.act_ms
 local players = 0
 if #ARGV >= 22 then players = (#ARGV - 21) / 2 end
--- Written whole, in one HSET.
+-- Written whole, with its share of the live counts, in one HSET (tally_session).
 local record = {'id', sid, 'fleet', ARGV[16], 'loc', server[2] or '', 'server', id,
   'inst', server[1] or '', 'ip', server[11] or '', 'dns', server[12] or '', 'port', server[13] or '0',
   'status', S.ACTIVATING, 'reason', '', 'c_ms', now, 'act_by_ms', deadline, 'cur', players, 'max', max,
   'accept', ARGV[9], 'prot', protected, 'name', ARGV[11], 'props', ARGV[12], 'data', ARGV[13], 'mm', ARGV[14],
   'creator', creator, 'placement', ARGV[15], 'notify', ARGV[17], 'res_ms', set.res_ms, 'ret_ms', ARGV[5],
   'idem', token, 'digest', ARGV[7], 'np', players}
-redis.call('HSET', key, unpack(record))
 redis.call('SADD', server_key .. ':sessions', sid)
 open = open + 1
-redis.call('HSET', server_key, 'pstate', S.ACTIVE)
-local routing = {server[14], redis.call('HINCRBY', server_key, 'ver', 1)}
+local routing = {server[14], tonumber(server[15] or '0') + 1}
 -- It was in the pool when it hosted nothing, in `hosting` when it had room for one more.
 if open == 1 then place(k, k.pool, k.lpool, id, nil, server[2]) end
 server[3] = S.ACTIVE
-track_room(k, id, {S.ACTIVE, server[8], server[2], open})
+track_room(k, id, {S.ACTIVE, server[8], server[2], open}, open - 1)
 local pending = {}
-tally_server(k, id, false, server, open, pending)
+-- Its new state and desired-state version are written with its share, in one HSET.
+tally_server(k, id, false, server, open, pending, {'pstate', S.ACTIVE, 'ver', routing[2]})
 tally_session(k, sid, {server[2] or '', server[1] or '', S.ACTIVATING, players, max, ARGV[9], false, false, now}, false,
-  pending)
+  pending, record)
 tally_instances(k, pending)
 add_to_minute(k, server[2] or '', {[4] = 1}, now)
 redis.call('ZADD', k.sessions, now, sid)
 redis.call('ZADD', k.act_due, deadline, sid)
--- The token lives as long as the session's record: the sweep that expires the record deletes it.
-if token ~= '' then redis.call('SET', idem, sid) end
+-- A client's token lives as long as the session's record: the sweep that expires the record deletes it.
+if token ~= '' and spend == '' then redis.call('SET', idem, sid) end
 if creator ~= '' and limit > 0 then
   redis.call('ZADD', created_by, now, sid)
   redis.call('PEXPIRE', created_by, period)
@@ -171,7 +178,7 @@ for i = 22, #ARGV, 2 do
   local fields = {'id', psid, 'player', ARGV[i], 'gs', sid, 'status', S.RESERVED, 'data', ARGV[i + 1], 'c_ms', now}
   hosted[#hosted + 1] = fields
   redis.call('HSET', pkey(k, psid), unpack(fields))
-  redis.call('ZADD', k.player .. ARGV[i], now, psid)
+  redis.call('ZADD', k.player .. ARGV[i], now, listed_player(psid))
   live[#live + 1], live[#live + 2] = ARGV[i], psid
   listed[#listed + 1], listed[#listed + 2] = now, psid
 end

@@ -12,7 +12,7 @@ local now = now_ms()
 local sid = ARGV[1]
 local key = gkey(k, sid)
 local s = redis.call('HMGET', key, 'status', 'accept', 'cur', 'max', 'res_ms', 'loc', 'ip', 'dns', 'port', 'srv_end',
-  'c_ms', 'np', 'inst', 'tly')
+  'c_ms', 'np', 'inst', 'tly', 'act_ms')
 if not s[1] then
   local ended = ended_session(k, sid)
   if ended then return {'NOT_ACTIVE', tostring(now), by_name(ended.fields).status} end
@@ -61,20 +61,20 @@ local out = {'CREATED', created, '', endpoint}
 for i = 2, #ARGV, 2 do
   local psid = held[i]
   if psid then
-    out[#out + 1] = redis.call('HGETALL', pkey(k, psid))
+    out[#out + 1] = with_deadline(redis.call('HGETALL', pkey(k, psid)), s[15], s[5])
   else
     psid = fresh_ids[i]
     local fields = {'id', psid, 'player', ARGV[i], 'gs', sid, 'status', S.RESERVED, 'data', ARGV[i + 1], 'c_ms', now,
       'until_ms', until_ms}
     redis.call('HSET', pkey(k, psid), unpack(fields))
     redis.call('ZADD', key .. ':ps', now, psid)
-    redis.call('ZADD', k.player .. ARGV[i], now, psid)
+    redis.call('ZADD', k.player .. ARGV[i], now, listed_player(psid))
     redis.call('ZADD', k.res_due, until_ms, psid)
     out[#out + 1] = fields
   end
 end
 if fresh > 0 then
-  redis.call('HSET', key, 'cur', cur + fresh, 'np', numbered + fresh)
-  index_counts(k, sid, {s[6], s[13], s[1], cur + fresh, max, s[2], s[10], s[14], s[11]}, cur < max)
+  index_counts(k, sid, {s[6], s[13], s[1], cur + fresh, max, s[2], s[10], s[14], s[11]}, cur < max,
+    {'cur', cur + fresh, 'np', numbered + fresh})
 end
 return out

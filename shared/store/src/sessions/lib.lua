@@ -15,10 +15,12 @@
 --                       np (how many player sessions it has made: the number of the last, see player_session_id)
 --   gsess:<id>:ps       its player session ids by creation ms
 --   gsess:<id>:live     player id → player session id of its RESERVED and ACTIVE player sessions
---   psess:<id>          a player session: id, player, gs, status, data, c_ms, until_ms, act_ms, end_ms
+--   psess:<id>          a player session: id, player, gs, status, data, c_ms, until_ms (when reserved in an ACTIVE
+--                       session; see with_deadline), act_ms, end_ms
 --   gend:<id>           an ended game session with its player sessions, in one packed value (see ended_session):
 --                       the keys above go when it ends
---   player:<player id>  the player's session ids in this fleet by creation ms
+--   player:<player id>  the player's session ids in this fleet by creation ms, less the '<fleet id>/' every id of the
+--                       fleet starts with (listed_player; ids listed by an earlier release are whole)
 --   sessions            the fleet's game session ids by creation ms
 --   act_due, res_due    ACTIVATING sessions by activation deadline; RESERVED player sessions by reservation deadline
 --   term_due            TERMINATING sessions by when they are forced to end
@@ -37,9 +39,9 @@
 
 
 -- Fields an ended game session keeps, in the order of its packed record (record_values in keys.lua), and those each
--- of its player sessions keeps in the list that follows them. The packed record leaves out what its other fields
--- give: the digest when it is the token (as a placement attempt's is), a player session's id when it is numbered
--- (player_session_id), kept as its number.
+-- of its player sessions keeps in the list that follows them. The packed record leaves out what its key and its other
+-- fields give: its id and fleet (the id holds the fleet), the digest when it is the token (as a placement attempt's
+-- is), a player session's id when it is numbered (player_session_id), kept as its number.
 local SESSION_ENDED = {'id', 'fleet', 'loc', 'server', 'inst', 'ip', 'dns', 'port', 'status', 'reason', 'c_ms',
   'act_ms', 'end_ms', 'cur', 'max', 'accept', 'prot', 'name', 'props', 'data', 'mm', 'creator', 'placement', 'idem',
   'digest', 'srv_end'}
@@ -59,6 +61,17 @@ local function player_number(sid, psid)
   return nil
 end
 
+-- A player session id as a player's list holds it, and back: without its fleet, which its key names; a third of
+-- what Redis holds per entry, and with it under the size class of a one-entry list.
+local function listed_player(psid)
+  return string.match(psid, '^[^/]*/(.*)$') or psid
+end
+
+local function player_of_listing(k, member)
+  if string.find(member, '/', 1, true) then return member end
+  return string.match(k[0], '{f:([^}]*)}') .. '/' .. member
+end
+
 -- The game session of player session `psid`, by its id (nil for an id Berth did not issue).
 local function session_of(psid)
   local fleet, uuid = string.match(psid, '^([^/]*)/psess%-(.+)%-%d+$')
@@ -71,6 +84,8 @@ local function ended_session(k, sid)
   local packed = redis.call('GET', k.gend .. sid)
   if not packed then return nil end
   local values = cmsgpack.unpack(packed)
+  values[1] = values[1] or sid
+  values[2] = values[2] or string.match(sid, '^([^/]*)/')
   local players = {}
   for i, p in ipairs(values[#SESSION_ENDED + 1]) do
     if type(p[1]) == 'number' then p[1] = player_session_id(sid, p[1]) end
@@ -124,13 +139,27 @@ local function servers_ended_player(k, server, sid, psid)
   return fields, r
 end
 
+-- A live player session's `fields` (as HGETALL answers them) with its reservation deadline while it is RESERVED.
+-- One reserved in an ACTIVE game session holds its own (until_ms); the reservations made with a session start
+-- together when it is activated, so theirs is its activation's time plus its res_ms (`act_ms`, `res_ms`: nil while
+-- ACTIVATING, when there is none yet), read from the session rather than written into each player session then. An
+-- ACTIVE player session may keep an until_ms that no longer means anything: a reader shows it for RESERVED ones only.
+local function with_deadline(fields, act_ms, res_ms)
+  local p = by_name(fields)
+  if p.status == S.RESERVED and not p.until_ms and act_ms and res_ms then
+    fields[#fields + 1] = 'until_ms'
+    fields[#fields + 1] = tostring(tonumber(act_ms) + tonumber(res_ms))
+  end
+  return fields
+end
+
 -- A player session's fields (as HGETALL answers them) and its game session's {loc, ip, dns, port}, live or ended;
 -- nil when there is none.
 local function player_record(k, psid)
   local fields = redis.call('HGETALL', pkey(k, psid))
   if #fields > 0 then
-    local s = redis.call('HMGET', gkey(k, by_name(fields).gs), 'loc', 'ip', 'dns', 'port')
-    return fields, {s[1] or '', s[2] or '', s[3] or '', s[4] or '0'}
+    local s = redis.call('HMGET', gkey(k, by_name(fields).gs), 'loc', 'ip', 'dns', 'port', 'act_ms', 'res_ms')
+    return with_deadline(fields, s[5], s[6]), {s[1] or '', s[2] or '', s[3] or '', s[4] or '0'}
   end
   local p, session = ended_player(k, psid)
   if not p then return nil end
@@ -153,17 +182,20 @@ local function spend_attempt(k, spend, n, deadline, now)
 end
 
 -- Keeps a process in `hosting` while it hosts sessions and has room for another. A caller that holds the process's
--- {pstate, max_sess, loc, sessions it hosts} as they are now passes them as `known`.
-local function track_room(k, id, known)
+-- {pstate, max_sess, loc, sessions it hosts} as they are now passes them as `known`, and the sessions it hosted
+-- before the change as `before`: one that hosted none or had no room then was not in `hosting`, and is not looked
+-- for there (a process of one session a time never is).
+local function track_room(k, id, known, before)
   local key = k.gs .. id
   local s = known
   if not s then
     s = redis.call('HMGET', key, 'pstate', 'max_sess', 'loc')
     s[4] = redis.call('SCARD', key .. ':sessions')
   end
-  if s[1] == S.ACTIVE and s[4] > 0 and s[4] < tonumber(s[2] or '1') then
+  local max = tonumber(s[2] or '1')
+  if s[1] == S.ACTIVE and s[4] > 0 and s[4] < max then
     if not redis.call('ZSCORE', k.hosting, id) then place(k, k.hosting, k.lhosting, id, now_ms(), s[3]) end
-  else
+  elseif not before or (before > 0 and before < max) then
     place(k, k.hosting, k.lhosting, id, nil, s[3])
   end
 end
@@ -191,9 +223,10 @@ end
 -- Keeps a game session's place in the search indexes: in `created`, `players` and `max` (scored by those) while
 -- ACTIVE and its server is not ending; in `free`, scored by creation time, while it could take a player. `free`
 -- is a membership, not a count: a search only ever asks it for sessions with a slot, and a player joining or
--- leaving then moves it only when the session fills or stops being full. `known` as tally_session's.
-local function index_session(k, sid, known)
-  local t = tally_session(k, sid, known)
+-- leaving then moves it only when the session fills or stops being full. `known` as tally_session's; `also`, fields
+-- of the session its caller changed, written with its share (move_share).
+local function index_session(k, sid, known, also)
+  local t = tally_session(k, sid, known, false, nil, also)
   local status, cur, max, srv_end, c_ms = t[3], t[4], t[5], t[7], t[9]
   if status ~= S.ACTIVE or srv_end == '1' then return unindex_session(k, sid, t[1]) end
   local open = takes_players(status, t[6], cur, max, srv_end)
@@ -208,9 +241,10 @@ end
 
 -- Keeps the indexes that move with a game session's player count: `players`, and `free` when the session filled
 -- or stopped being full. `known` is what tally_session reads, for a caller that holds it as it stands now;
--- `was_open` whether the session could take a player before (nil when the caller does not know).
-local function index_counts(k, sid, known, was_open)
-  local t = tally_session(k, sid, known)
+-- `was_open` whether the session could take a player before (nil when the caller does not know); `also` fields of
+-- the session its caller changed, written with its share (move_share).
+local function index_counts(k, sid, known, was_open, also)
+  local t = tally_session(k, sid, known, false, nil, also)
   local s = {t[3], t[1], t[4], t[5], t[6], t[7], t[9]}
   if s[1] ~= S.ACTIVE or s[6] == '1' then return end
   local open = takes_players(s[1], s[5], s[3], s[4], s[6])
@@ -270,9 +304,14 @@ local SESSION_UNSHOWN = {data = true, mm = true, tly = true, idem = true, digest
 local function session_event(k, type, key, now, fields)
   fields = fields or redis.call('HGETALL', key)
   local entry = {'type', type, 't', now, 'kind', 'g'}
+  -- An activated session keeps its activation deadline, which no reader shows (activate.lua).
+  local deadline_shown = false
+  for i = 1, #fields, 2 do
+    if fields[i] == 'status' then deadline_shown = fields[i + 1] == S.ACTIVATING end
+  end
   for i = 1, #fields, 2 do
     local name = fields[i]
-    if not SESSION_UNSHOWN[name] and not SESSION_FIXED[name] then
+    if not SESSION_UNSHOWN[name] and not SESSION_FIXED[name] and (deadline_shown or name ~= 'act_by_ms') then
       entry[#entry + 1] = name
       entry[#entry + 1] = fields[i + 1]
     end
@@ -297,21 +336,19 @@ end
 
 -- Ends a RESERVED or ACTIVE player session (COMPLETED or TIMEDOUT) and frees its slot. Only a timeout is an event
 -- of its own (see SessionEventType in the contract), for which `endpoint`, its game session's {loc, ip, dns, port},
--- is read here when nil. `fields`, its record as HGETALL answers it, when the caller has read it; `with_session`
--- when it ends with its game session, whose count and list of live players go with it. Answers the record's fields
--- as it ended, or nil when it had ended already.
-local function end_player_session(k, psid, status, now, endpoint, fields, with_session)
+-- is read here when nil. `fields`, its record as HGETALL answers it, when the caller has read it; `caller_counts`
+-- when the caller keeps its game session's count and list of live players (they go with a session that ends; a
+-- removal writes the count with the session's share). Answers the record's fields as it ended, or nil when it had
+-- ended already.
+local function end_player_session(k, psid, status, now, endpoint, fields, caller_counts)
   local key = pkey(k, psid)
   fields = fields or redis.call('HGETALL', key)
   local p = by_name(fields)
   if p.status ~= S.RESERVED and p.status ~= S.ACTIVE then return nil end
   redis.call('HSET', key, 'status', status, 'end_ms', now)
-  -- An ACTIVE one left its reservation deadline when it was accepted.
-  if p.status == S.RESERVED then
-    redis.call('HDEL', key, 'until_ms')
-    redis.call('ZREM', k.res_due, psid)
-  end
-  if not with_session then
+  -- An ACTIVE one left the reservation deadlines when it was accepted.
+  if p.status == S.RESERVED then redis.call('ZREM', k.res_due, psid) end
+  if not caller_counts then
     redis.call('HDEL', gkey(k, p.gs) .. ':live', p.player)
     redis.call('HINCRBY', gkey(k, p.gs), 'cur', -1)
   end
@@ -337,11 +374,14 @@ local function keep_ended(k, sid, record)
   local key = gkey(k, sid)
   if record.digest == record.idem then record.digest = nil end
   local values = record_values(record, SESSION_ENDED)
+  if values[1] == sid then values[1] = false end
+  if values[2] == string.match(sid, '^([^/]*)/') then values[2] = false end
   local players, gone = {}, {key, key .. ':ps', key .. ':live'}
   for _, psid in ipairs(redis.call('ZRANGE', key .. ':ps', 0, -1)) do
     local pk = pkey(k, psid)
     -- By position, as the packed record keeps them (a field it lacks reads false, as in record_values).
     local p = redis.call('HMGET', pk, unpack(PLAYER_ENDED))
+    for i = 2, #p do p[i] = packed_value(p[i]) end
     p[1] = player_number(sid, psid) or psid
     players[#players + 1] = p
     gone[#gone + 1] = pk
@@ -401,20 +441,22 @@ end
 -- `pending` as tally_instances'.
 local function release_process(k, id, pending)
   local key = k.gs .. id
-  -- SERVER_TALLIED's fields, then its replica.
+  -- SERVER_TALLIED's fields, then its replica and desired-state version.
   local s = redis.call('HMGET', key, 'instance', 'loc', 'pstate', 'util', 'claim_exp_ms', 'istatus', 'health',
-    'max_sess', 'tly', 'replica')
+    'max_sess', 'tly', 'replica', 'ver')
   if not s[3] then return nil end
-  local routing = {s[10], redis.call('HINCRBY', key, 'ver', 1)}
+  local routing = {s[10], tonumber(s[11] or '0') + 1}
+  -- Written with its share, in one HSET.
+  local changed = {'ver', routing[2]}
   local open = redis.call('SCARD', key .. ':sessions')
   if open == 0 and s[3] == S.ACTIVE then
     s[3] = S.STANDING_BY
-    redis.call('HSET', key, 'pstate', s[3])
+    changed[3], changed[4] = 'pstate', s[3]
     -- May wait in the pool (poolable): AVAILABLE and not reporting UNHEALTHY.
     if s[4] == S.AVAILABLE and s[7] ~= S.UNHEALTHY then to_pool(k, k.pool, id, s[6], now_ms(), s[2]) end
   end
-  track_room(k, id, {s[3], s[8], s[2], open})
-  tally_server(k, id, false, s, open, pending)
+  track_room(k, id, {s[3], s[8], s[2], open}, open + 1)
+  tally_server(k, id, false, s, open, pending, changed)
   -- Ready and hosting nothing, it has nothing else to be told (one told to end is TERMINATING).
   if open == 0 and s[3] == S.STANDING_BY then routing[3] = desired_text(routing[2], s[3], {}) end
   return routing

@@ -48,6 +48,9 @@ local function player(id)
   return players[id]
 end
 
+-- A player's list holds its ids without their fleet (listed_player).
+local by_player = ARGV[1] == 'p' and ARGV[7] == ''
+
 -- The ids of an ended game session's player sessions with their scores, as the set held them: by creation, then id.
 local listed = nil
 if ARGV[1] == 'p' and ARGV[7] ~= '' and redis.call('EXISTS', set) == 0 then
@@ -104,6 +107,7 @@ while true do
   if #batch == 0 then return out end
   for i = 1, #batch, 2 do
     local id, score = batch[i], batch[i + 1]
+    if by_player then id = player_of_listing(k, id) end
     if score == cursor_score then skip = skip + 1 else cursor_score, skip = score, 1 end
     looked = looked + 1
     local fit, ended_fields = fits(id)

@@ -1,11 +1,12 @@
 //! What the placement service asks of a fleet's sessions. A placement's attempt creates its game session with the
 //! placement's players in one step (`create_game_session` with a [`PlacementAttempt`]), under an idempotency token
-//! the placement recorded first; as the placement and the fleet live in different hash slots, a worker that takes
-//! a placement over, or gives an attempt up, finds the attempt by that token here. A token with no session is then
+//! the placement recorded first, which names the session ([`Attempt::game_session_id`]); as the placement and the
+//! fleet live in different hash slots, a worker that takes a placement over, or gives an attempt up, finds the
+//! attempt by that name here. A token with no session is then
 //! spent, so a create of the attempt still on its way creates nothing: no placement ever leaves a session nobody
 //! owns.
 
-use berth_domain::game_session::GameSessionRecord;
+use berth_domain::game_session::{GameSessionRecord, named_game_session_id};
 
 use crate::codec::unexpected;
 use crate::keys::{FleetKeys, placed_channel};
@@ -29,6 +30,12 @@ impl Attempt<'_> {
     /// The idempotency token its game session is created under. Client tokens hold no ':'.
     pub fn token(&self) -> String {
         format!("placement:{}:{}:{}", self.placement_id, self.number, self.location)
+    }
+
+    /// The id of the game session it creates in `fleet_id`, named by its token: a retry of the attempt, or a worker
+    /// looking it up, finds the session by its id.
+    pub fn game_session_id(&self, fleet_id: &str) -> String {
+        named_game_session_id(fleet_id, &self.token())
     }
 
     /// The key holding how far its placement's attempts in its location are spent.
@@ -75,6 +82,7 @@ pub async fn placement_attempt(
     let mut call = scripts().placement_attempt.for_fleet(&FleetKeys::new(fleet_id));
     call.arg(attempt.token()).arg(if give_up { "ABANDON" } else { "LOOK" });
     attempt.args(&mut call);
+    call.arg(attempt.game_session_id(fleet_id));
     let raw: Vec<String> = store.invoke(&call).await?;
     let (outcome, routing, detail, session) = routed_session(SCRIPT, &raw)?;
     match (outcome.as_str(), session) {

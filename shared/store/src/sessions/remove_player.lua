@@ -19,8 +19,10 @@ local s = redis.call('HMGET', gkey(k, gs), 'server', 'loc', 'ip', 'dns', 'port',
 if s[1] ~= ARGV[1] then return {'NOT_YOURS', tostring(now), ''} end
 if gs ~= sid then return {'NOT_FOUND', tostring(now), ''} end
 local endpoint = {s[2], s[3], s[4], s[5]}
-local fields = end_player_session(k, psid, S.COMPLETED, now, endpoint, record)
+local fields = end_player_session(k, psid, S.COMPLETED, now, endpoint, record, true)
 if not fields then return {'REMOVED', tostring(now), '', endpoint, record} end
+redis.call('HDEL', gkey(k, sid) .. ':live', by_name(record).player)
 local was_open = takes_players(s[7], s[10], s[8], s[9], s[11])
-index_counts(k, sid, {s[2], s[6], s[7], tonumber(s[8]) - 1, s[9], s[10], s[11], s[12], s[13]}, was_open)
+local cur = tonumber(s[8]) - 1
+index_counts(k, sid, {s[2], s[6], s[7], cur, s[9], s[10], s[11], s[12], s[13]}, was_open, {'cur', cur})
 return {'REMOVED', tostring(now), '', endpoint, fields}

@@ -60,7 +60,7 @@ for _, sid in ipairs(due(k.ended)) do
   else
     for _, p in ipairs(ended and ended.players or {}) do
       local r = by_name(p)
-      redis.call('ZREM', k.player .. r.player, r.id)
+      redis.call('ZREM', k.player .. r.player, listed_player(r.id), r.id)
     end
     if record.idem and record.idem ~= '' and redis.call('GET', k.idem .. record.idem) == sid then
       redis.call('DEL', k.idem .. record.idem)
