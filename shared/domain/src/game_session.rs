@@ -191,11 +191,7 @@ impl From<GameSessionRecord> for pb::GameSession {
                 .map_or(pb::GameSessionStatus::Unspecified, GameSessionStatus::to_proto) as i32,
             status_reason: status_reason as i32,
             creation_time: Some(timestamp(record.creation_ms)),
-            // The store leaves the deadline on a session it activates (one write fewer): the contract unsets it.
-            activation_deadline_time: record
-                .activation_deadline_ms
-                .filter(|_| record.status == Some(GameSessionStatus::Activating))
-                .map(timestamp),
+            activation_deadline_time: record.activation_deadline_ms.map(timestamp),
             activation_time: record.activation_ms.map(timestamp),
             termination_time: record.termination_ms.map(timestamp),
             current_player_session_count: record.current_players,

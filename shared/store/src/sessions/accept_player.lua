@@ -30,7 +30,6 @@ if p.status == S.RESERVED and deadline and tonumber(deadline) <= now then
 end
 if s[6] ~= S.ACTIVE and p.status == S.RESERVED then return {'NOT_ACTIVE', tostring(now), s[6]} end
 if p.status == S.RESERVED then
-  -- Its until_ms, if any, stays: readers show a deadline for RESERVED ones only.
   redis.call('HSET', pk, 'status', S.ACTIVE, 'act_ms', now)
   redis.call('ZREM', k.res_due, psid)
   fields = with_changes(fields, {status = S.ACTIVE, act_ms = tostring(now), until_ms = false})

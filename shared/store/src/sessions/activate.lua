@@ -19,6 +19,7 @@ end
 if s[1] ~= ARGV[1] then return {'NOT_YOURS', tostring(now)} end
 local outcome = 'ACTIVATED'
 if s[2] == S.ACTIVATING then
+  redis.call('HDEL', key, 'act_by_ms')
   redis.call('ZREM', k.act_due, sid)
   local until_ms = now + tonumber(s[3])
   -- No player is let in before its session is ACTIVE: every live player session is RESERVED still, its deadline
@@ -28,7 +29,7 @@ if s[2] == S.ACTIVATING then
     due[#due + 1], due[#due + 2] = until_ms, psid
   end
   if #due > 0 then redis.call('ZADD', k.res_due, unpack(due)) end
-  -- Its new status is written with its share, in one HSET; its act_by_ms stays, shown while ACTIVATING only.
+  -- Its new status is written with its share, in one HSET.
   index_session(k, sid, {s[4], s[5], S.ACTIVE, s[6], s[7], s[8], s[9], s[10], s[11]},
     {'status', S.ACTIVE, 'act_ms', now})
   return append_pairs({outcome, tostring(now)}, session_event(k, S.GAME_SESSION_ACTIVATED, key, now))

@@ -64,9 +64,10 @@ for i = 2, #ARGV, 2 do
     out[#out + 1] = with_deadline(redis.call('HGETALL', pkey(k, psid)), s[15], s[5])
   else
     psid = fresh_ids[i]
-    local fields = {'id', psid, 'player', ARGV[i], 'gs', sid, 'status', S.RESERVED, 'data', ARGV[i + 1], 'c_ms', now,
-      'until_ms', until_ms}
+    local fields = {'id', psid, 'player', ARGV[i], 'gs', sid, 'status', S.RESERVED, 'data', ARGV[i + 1], 'c_ms', now}
     redis.call('HSET', pkey(k, psid), unpack(fields))
+    -- Its deadline follows from its c_ms (with_deadline): the reply shows it, the record does not hold it.
+    fields[#fields + 1], fields[#fields + 2] = 'until_ms', until_ms
     redis.call('ZADD', key .. ':ps', now, psid)
     redis.call('ZADD', k.player .. ARGV[i], now, listed_player(psid))
     redis.call('ZADD', k.res_due, until_ms, psid)

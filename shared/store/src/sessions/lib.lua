@@ -15,8 +15,8 @@
 --                       np (how many player sessions it has made: the number of the last, see player_session_id)
 --   gsess:<id>:ps       its player session ids by creation ms
 --   gsess:<id>:live     player id → player session id of its RESERVED and ACTIVE player sessions
---   psess:<id>          a player session: id, player, gs, status, data, c_ms, until_ms (when reserved in an ACTIVE
---                       session; see with_deadline), act_ms, end_ms
+--   psess:<id>          a player session: id, player, gs, status, data, c_ms, act_ms, end_ms (and until_ms, when an
+--                       earlier release reserved it; see with_deadline)
 --   gend:<id>           an ended game session with its player sessions, in one packed value (see ended_session):
 --                       the keys above go when it ends
 --   player:<player id>  the player's session ids in this fleet by creation ms, less the '<fleet id>/' every id of the
@@ -140,15 +140,15 @@ local function servers_ended_player(k, server, sid, psid)
 end
 
 -- A live player session's `fields` (as HGETALL answers them) with its reservation deadline while it is RESERVED.
--- One reserved in an ACTIVE game session holds its own (until_ms); the reservations made with a session start
--- together when it is activated, so theirs is its activation's time plus its res_ms (`act_ms`, `res_ms`: nil while
--- ACTIVATING, when there is none yet), read from the session rather than written into each player session then. An
--- ACTIVE player session may keep an until_ms that no longer means anything: a reader shows it for RESERVED ones only.
+-- A reservation runs res_ms (its game session's) from when it was made or, when made before the session was
+-- activated, from the activation: the deadline follows from the two sessions' fields (`act_ms` and `res_ms`, the game
+-- session's; no deadline while it is ACTIVATING) and is written into no player session. One an earlier release
+-- reserved holds its own.
 local function with_deadline(fields, act_ms, res_ms)
   local p = by_name(fields)
   if p.status == S.RESERVED and not p.until_ms and act_ms and res_ms then
     fields[#fields + 1] = 'until_ms'
-    fields[#fields + 1] = tostring(tonumber(act_ms) + tonumber(res_ms))
+    fields[#fields + 1] = tostring(math.max(tonumber(p.c_ms), tonumber(act_ms)) + tonumber(res_ms))
   end
   return fields
 end
@@ -304,14 +304,9 @@ local SESSION_UNSHOWN = {data = true, mm = true, tly = true, idem = true, digest
 local function session_event(k, type, key, now, fields)
   fields = fields or redis.call('HGETALL', key)
   local entry = {'type', type, 't', now, 'kind', 'g'}
-  -- An activated session keeps its activation deadline, which no reader shows (activate.lua).
-  local deadline_shown = false
-  for i = 1, #fields, 2 do
-    if fields[i] == 'status' then deadline_shown = fields[i + 1] == S.ACTIVATING end
-  end
   for i = 1, #fields, 2 do
     local name = fields[i]
-    if not SESSION_UNSHOWN[name] and not SESSION_FIXED[name] and (deadline_shown or name ~= 'act_by_ms') then
+    if not SESSION_UNSHOWN[name] and not SESSION_FIXED[name] then
       entry[#entry + 1] = name
       entry[#entry + 1] = fields[i + 1]
     end
