@@ -54,7 +54,8 @@ end
 
 -- Replaces the share `old` kept in field tly of `key` with `share` (either nil: none, the record is new, gone or
 -- ended), writing only the counts that differ; `key` nil for a record about to be deleted, which keeps no share.
--- `also`, fields of the record (name, value, ...) its caller changed, are written with the share, in one command.
+-- `also`, fields of the record (name, value, ...) its caller changed, are written in the HSET of the share when there
+-- is one to write, else in one of their own.
 -- Answers the instances whose share may have changed: a count it reads whole moved, or one it reads as zero or not
 -- crossed zero (most changes of a server, a claim among them, move its instance's counts but not its share).
 local function move_share(k, key, old, share, counts, also)

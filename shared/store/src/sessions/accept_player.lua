@@ -22,8 +22,8 @@ if s[1] ~= ARGV[1] then return {'NOT_YOURS', tostring(now), ''} end
 if p.gs ~= sid then return {'NOT_FOUND', tostring(now), ''} end
 -- A reservation past its deadline is over, whether or not the sweep got to it yet.
 local endpoint = {s[2], s[3], s[4], s[5]}
-local deadline = by_name(with_deadline(fields, s[7], s[8])).until_ms
-if p.status == S.RESERVED and deadline and tonumber(deadline) <= now then
+local deadline = reservation_deadline(p, s[7], s[8])
+if deadline and deadline <= now then
   end_player_session(k, psid, S.TIMEDOUT, now, endpoint, fields)
   index_counts(k, sid)
   return {'ENDED', tostring(now), S.TIMEDOUT}

@@ -15,8 +15,8 @@
 --                       np (how many player sessions it has made: the number of the last, see player_session_id)
 --   gsess:<id>:ps       its player session ids by creation ms
 --   gsess:<id>:live     player id → player session id of its RESERVED and ACTIVE player sessions
---   psess:<id>          a player session: id, player, gs, status, data, c_ms, act_ms, end_ms (and until_ms, when an
---                       earlier release reserved it; see with_deadline)
+--   psess:<id>          a player session: id, player, gs, status, data, c_ms, act_ms, end_ms (and until_ms, which an
+--                       earlier release wrote and a reader shows for RESERVED ones only; see with_deadline)
 --   gend:<id>           an ended game session with its player sessions, in one packed value (see ended_session):
 --                       the keys above go when it ends
 --   player:<player id>  the player's session ids in this fleet by creation ms, less the '<fleet id>/' every id of the
@@ -26,8 +26,9 @@
 --   term_due            TERMINATING sessions by when they are forced to end
 --   hosting             processes hosting sessions with a slot to spare, by when they last took one
 --   ended               ended game sessions by when their records expire
---   idem:<token>        game session id created with an idempotency token; a placement's spent attempts (see
---                       attempt_spent)
+--   idem:<token>        game session id created with a client's idempotency token (a placement's attempt names its
+--                       session by its token instead, see Attempt::game_session_id; one of an earlier release has
+--                       its key); a placement's spent attempts (see attempt_spent)
 --   creator:<id>        a creator's game session ids by creation ms
 --   idx:<loc>:<index>   ACTIVE sessions of a location ('*': every location) whose server is not ending, by created,
 --                       players or max; `free`: those of them that could take a player now, by created
@@ -139,16 +140,26 @@ local function servers_ended_player(k, server, sid, psid)
   return fields, r
 end
 
+-- The reservation deadline, ms, of a live player session `p` (its fields by name), nil unless it is RESERVED. A
+-- reservation runs res_ms (its game session's) from when it was made or, when made before the session was activated,
+-- from the activation: the deadline follows from the two sessions' fields (`act_ms` and `res_ms`, the game session's;
+-- none while it is ACTIVATING) and is written into no player session. One an earlier release reserved holds its own.
+local function reservation_deadline(p, act_ms, res_ms)
+  if p.status ~= S.RESERVED then return nil end
+  if p.until_ms then return tonumber(p.until_ms) end
+  if not (act_ms and res_ms) then return nil end
+  return math.max(tonumber(p.c_ms), tonumber(act_ms)) + tonumber(res_ms)
+end
+
 -- A live player session's `fields` (as HGETALL answers them) with its reservation deadline while it is RESERVED.
--- A reservation runs res_ms (its game session's) from when it was made or, when made before the session was
--- activated, from the activation: the deadline follows from the two sessions' fields (`act_ms` and `res_ms`, the game
--- session's; no deadline while it is ACTIVATING) and is written into no player session. One an earlier release
--- reserved holds its own.
 local function with_deadline(fields, act_ms, res_ms)
   local p = by_name(fields)
-  if p.status == S.RESERVED and not p.until_ms and act_ms and res_ms then
-    fields[#fields + 1] = 'until_ms'
-    fields[#fields + 1] = tostring(math.max(tonumber(p.c_ms), tonumber(act_ms)) + tonumber(res_ms))
+  if not p.until_ms then
+    local deadline = reservation_deadline(p, act_ms, res_ms)
+    if deadline then
+      fields[#fields + 1] = 'until_ms'
+      fields[#fields + 1] = tostring(deadline)
+    end
   end
   return fields
 end
