@@ -62,8 +62,8 @@ local function player_number(sid, psid)
   return nil
 end
 
--- A player session id as a player's list holds it, and back: without its fleet, which its key names; a third of
--- what Redis holds per entry, and with it under the size class of a one-entry list.
+-- A player session id as a player's list holds it, and back: without its fleet, which the list's key names (a
+-- one-entry list of the bench's falls a size class with it: 200 → 168 bytes).
 local function listed_player(psid)
   return string.match(psid, '^[^/]*/(.*)$') or psid
 end
@@ -195,7 +195,7 @@ end
 -- Keeps a process in `hosting` while it hosts sessions and has room for another. A caller that holds the process's
 -- {pstate, max_sess, loc, sessions it hosts} as they are now passes them as `known`, and the sessions it hosted
 -- before the change as `before`: one that hosted none or had no room then was not in `hosting`, and is not looked
--- for there (a process of one session a time never is).
+-- for there (a process that hosts one session at a time never is).
 local function track_room(k, id, known, before)
   local key = k.gs .. id
   local s = known
