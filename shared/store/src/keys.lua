@@ -31,6 +31,16 @@ end
 local function gkey(k, sid) return k.gsess .. sid end
 local function pkey(k, psid) return k.psess .. psid end
 
+-- The fleet a game session's or player session's id names (berth_domain::game_session::fleet_of), if any.
+local function fleet_of(id)
+  return id and string.match(id, '^([^/]*)/')
+end
+
+-- The id of the fleet whose keys `k` reaches, from their hash tag.
+local function fleet_id(k)
+  return string.match(k[0], '{f:([^}]*)}')
+end
+
 -- Redis's clock, ms since the epoch, read once per function call: every time a function stores is taken from it,
 -- never from a replica's.
 local function now_ms()

@@ -41,7 +41,7 @@ local function place(k, set, mirror, id, score, loc)
   end
   redis.call('ZADD', mirror .. loc, score, id)
   if redis.call('DEL', k.hungry .. loc) == 1 then
-    redis.call('PUBLISH', CAPACITY_CHANNEL, string.match(k[0], '{f:([^}]*)}') .. '\n' .. loc)
+    redis.call('PUBLISH', CAPACITY_CHANNEL, fleet_id(k) .. '\n' .. loc)
   end
 end
 

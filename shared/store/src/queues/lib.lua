@@ -56,10 +56,6 @@ end
 local ENDED = {'id', 'queue', 'req', 'digest', 'status', 'reason', 'msg', 's_ms', 'dl_ms', 'e_ms', 'n', 'gsid',
   'fleet', 'loc', 'ip', 'dns', 'port', 'placed', 'fco', 'll', 'lp', 'cands'}
 
-local function fleet_of(gsid)
-  return gsid and string.match(gsid, '^([^/]*)/')
-end
-
 -- An ended placement's fields as HGETALL answers them, or nil when there is none.
 local function ended_fields(q, id)
   local packed = redis.call('GET', q.ended .. id)

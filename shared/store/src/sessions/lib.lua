@@ -70,7 +70,7 @@ end
 
 local function player_of_listing(k, member)
   if string.find(member, '/', 1, true) then return member end
-  return string.match(k[0], '{f:([^}]*)}') .. '/' .. member
+  return fleet_id(k) .. '/' .. member
 end
 
 -- The game session of player session `psid`, by its id (nil for an id Berth did not issue).
@@ -86,7 +86,7 @@ local function ended_session(k, sid)
   if not packed then return nil end
   local values = cmsgpack.unpack(packed)
   values[1] = values[1] or sid
-  values[2] = values[2] or string.match(sid, '^([^/]*)/')
+  values[2] = values[2] or fleet_of(sid)
   local players = {}
   for i, p in ipairs(values[#SESSION_ENDED + 1]) do
     if type(p[1]) == 'number' then p[1] = player_session_id(sid, p[1]) end
@@ -381,7 +381,7 @@ local function keep_ended(k, sid, record)
   if record.digest == record.idem then record.digest = nil end
   local values = record_values(record, SESSION_ENDED)
   if values[1] == sid then values[1] = false end
-  if values[2] == string.match(sid, '^([^/]*)/') then values[2] = false end
+  if values[2] == fleet_of(sid) then values[2] = false end
   local players, gone = {}, {key, key .. ':ps', key .. ':live'}
   for _, psid in ipairs(redis.call('ZRANGE', key .. ':ps', 0, -1)) do
     local pk = pkey(k, psid)
