@@ -7,6 +7,9 @@
 //! - When the filter bounds another index narrowly (at most [`WHOLE_MAX`] sessions in the range), or the sort has no
 //!   index (names, properties, hasAvailablePlayerSessions), the filter's range is read whole and sorted here: the
 //!   cost is the sessions in that range, every session of the location for a filter with no numeric bound.
+//! - A search of every location reads each location's indexes the same way and sorts the union: the first page of
+//!   the whole fleet is among the first pages of its locations. Each session is indexed once, under its own
+//!   location, so that a player joining or leaving moves one index entry, not two.
 //!
 //! Only the fields a filter and a sort look at are read per candidate; whole records only for the page returned.
 
@@ -15,6 +18,7 @@ use berth_domain::search::{Filter, IndexedOperand, SessionView, Sort};
 use berth_domain::validate::invalid;
 use berth_proto::session::v1 as pb;
 use berth_store::Store;
+use berth_store::fleets::fleet_locations;
 use berth_store::sessions::{IndexScan, read_game_sessions, search_chunk, search_count};
 use tonic::Status;
 
@@ -36,25 +40,29 @@ fn index_name(operand: IndexedOperand) -> &'static str {
     }
 }
 
-/// How a search reads its candidates.
+/// How a search reads its candidates, in each location searched.
 enum Plan<'a> {
     /// The whole range, sorted afterwards.
-    Whole(IndexScan<'a>),
+    Whole(Vec<IndexScan<'a>>),
     /// In sort order, until the page is full.
-    Stream(IndexScan<'a>),
+    Stream(Vec<IndexScan<'a>>),
 }
 
 async fn plan<'a>(
     store: &Store,
-    req: &'a pb::SearchGameSessionsRequest,
+    fleet_id: &str,
+    locations: &'a [String],
     filter: &Filter,
     sort: &Sort,
 ) -> Result<Option<Plan<'a>>, Status> {
-    let scan = |operand: IndexedOperand, range: (Option<i64>, Option<i64>), descending: bool| IndexScan {
-        location: &req.location,
-        index: index_name(operand),
-        range,
-        descending,
+    let scan = |operand: IndexedOperand, range: (Option<i64>, Option<i64>), descending: bool| {
+        let scans = locations.iter().map(|location| IndexScan {
+            location,
+            index: index_name(operand),
+            range,
+            descending,
+        });
+        scans.collect::<Vec<_>>()
     };
     let hint = filter.index_hint();
     if hint.is_some_and(|range| range.is_empty()) {
@@ -67,7 +75,11 @@ async fn plan<'a>(
         }
         (Some(range), Some((operand, descending))) => {
             let narrow = scan(range.operand, (range.min, range.max), false);
-            if search_count(store, &req.fleet_id, &narrow).await? <= WHOLE_MAX {
+            let mut count = 0;
+            for scan in &narrow {
+                count += search_count(store, fleet_id, scan).await?;
+            }
+            if count <= WHOLE_MAX {
                 Plan::Whole(narrow)
             } else {
                 Plan::Stream(scan(operand, everything, descending))
@@ -79,9 +91,8 @@ async fn plan<'a>(
     }))
 }
 
-/// Reads the matches of a plan: all of them (`Whole`), or (`Stream`) the first `needed` in sort order. Ties come in
-/// id order read upwards, which is the sort's tie order; read downwards they come reversed, so a descending read
-/// takes the rest of the last score's ties too and the sort puts them right.
+/// Reads the matches of a plan: all of them (`Whole`), or (`Stream`) the first `needed` in sort order of each
+/// location, in no order.
 async fn matches(
     store: &Store,
     fleet_id: &str,
@@ -89,10 +100,28 @@ async fn matches(
     filter: &Filter,
     needed: usize,
 ) -> Result<Vec<GameSessionRecord>, Status> {
-    let (scan, streaming) = match plan {
-        Plan::Whole(scan) => (scan, false),
-        Plan::Stream(scan) => (scan, true),
+    let (scans, streaming) = match plan {
+        Plan::Whole(scans) => (scans, false),
+        Plan::Stream(scans) => (scans, true),
     };
+    let mut found = Vec::new();
+    for scan in scans {
+        found.extend(scan_matches(store, fleet_id, scan, streaming, filter, needed).await?);
+    }
+    Ok(found)
+}
+
+/// The matches of one location's scan: all of them, or (`streaming`) the first `needed` in sort order. Ties come in
+/// id order read upwards, which is the sort's tie order; read downwards they come reversed, so a descending read
+/// takes the rest of the last score's ties too and the sort puts them right.
+async fn scan_matches(
+    store: &Store,
+    fleet_id: &str,
+    scan: &IndexScan<'_>,
+    streaming: bool,
+    filter: &Filter,
+    needed: usize,
+) -> Result<Vec<GameSessionRecord>, Status> {
     let mut found = Vec::new();
     let mut boundary: Option<i64> = None;
     let mut scan = *scan;
@@ -157,7 +186,12 @@ pub(crate) async fn search(
             .map_err(|_| invalid("page_token", "is malformed; start again without it"))?,
         None => 0,
     };
-    let Some(plan) = plan(store, req, filter, sort).await? else {
+    let locations = if req.location.is_empty() {
+        fleet_locations(store, &req.fleet_id).await?
+    } else {
+        vec![req.location.clone()]
+    };
+    let Some(plan) = plan(store, &req.fleet_id, &locations, filter, sort).await? else {
         return Ok(pb::SearchGameSessionsResponse::default());
     };
     // One more than the page, to know whether another page follows.

@@ -13,7 +13,7 @@ pub use records::{
 };
 
 use crate::codec::unexpected;
-use crate::keys::FLEETS;
+use crate::keys::{FLEETS, FleetKeys};
 use crate::scripts::{Area, scripts};
 use crate::{Store, StoreError};
 
@@ -40,6 +40,18 @@ pub async fn fleets(store: &Store) -> Result<Vec<String>, StoreError> {
 /// fleet service keeps them).
 pub async fn fleet_exists(store: &Store, fleet_id: &str) -> Result<bool, StoreError> {
     store.query(redis::cmd("SISMEMBER").arg(FLEETS).arg(fleet_id)).await
+}
+
+/// A fleet's locations, its home location first (none when it has no record).
+pub async fn fleet_locations(store: &Store, fleet_id: &str) -> Result<Vec<String>, StoreError> {
+    let names: Option<String> = store
+        .query(redis::cmd("HGET").arg(FleetKeys::new(fleet_id).fleet()).arg("locs"))
+        .await?;
+    Ok(names
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect())
 }
 
 /// Every fleet, and the time, ms since the epoch, on the node holding their list when it was

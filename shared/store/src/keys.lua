@@ -16,11 +16,15 @@ local FLEET = {__index = function(known, name)
   return key
 end}
 
--- The clock this function call read (now_ms): every function calls fleet_keys first, which forgets the last call's.
+-- The clock this function call read (now_ms), and the counts it moved that are still to be written (add_count in
+-- fleets/tally.lua): every function calls fleet_keys first, which forgets the last call's, so that no count a call
+-- failing midway left unwritten is written by the next.
 local clock = nil
+local moved = {}
 
 local function fleet_keys(KEYS, names)
   clock = nil
+  moved = {}
   local k = {[0] = KEYS[1]}
   for i = 1, #names do k[names[i]] = KEYS[i] end
   return setmetatable(k, FLEET)

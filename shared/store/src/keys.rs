@@ -302,7 +302,7 @@ impl FleetKeys {
         format!("{}{player_id}", self.named("player"))
     }
 
-    /// Search index `index` (created, players, max or free) of the ACTIVE sessions of `location` ('*': every one).
+    /// Search index `index` (created, players, max or free) of the ACTIVE sessions of `location`.
     pub fn search_index(&self, location: &str, index: &str) -> String {
         format!("{}{location}:{index}", self.named("idx"))
     }

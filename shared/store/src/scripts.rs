@@ -330,10 +330,14 @@ static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
     for &(field, source, read_only) in functions() {
         let flags = if read_only { "{'no-writes'}" } else { "{}" };
         let names: Vec<String> = declared_keys(source).iter().map(|name| format!("'{name}'")).collect();
-        // Prefixed, so that no function shadows a helper of the same name (end_game_session calls one).
+        // Prefixed, so that no function shadows a helper of the same name (end_game_session calls one), and in a
+        // block of its own, so that it holds none of the chunk's 200 locals. The counts it moved are written once it
+        // returns (flush_counts).
         body.push_str(&format!(
-            "\nlocal function fn_{field}(KEYS, ARGV)\nlocal k = fleet_keys(KEYS, {{{}}})\n{source}\nend\n\
-             redis.register_function{{function_name = NAME .. '_{field}', callback = fn_{field}, flags = {flags}}}\n",
+            "\ndo\nlocal function fn_{field}(KEYS, ARGV)\nlocal k = fleet_keys(KEYS, {{{}}})\n{source}\nend\n\
+             redis.register_function{{function_name = NAME .. '_{field}', flags = {flags}, \
+             callback = function(KEYS, ARGV)\nlocal out = fn_{field}(KEYS, ARGV)\nflush_counts()\nreturn out\nend}}\n\
+             end\n",
             names.join(", ")
         ));
     }

@@ -52,12 +52,65 @@ local function add_share(moves, share, sign, counts)
   counts(string.sub(share, place_end + 1), sign, move[3], move[4])
 end
 
+-- Adds `n` to count `field` of the hash `key`, or, `n` a table (n by place), to the window `field` (see
+-- add_to_minute). What a function call moves is written once, when it returns (flush_counts): a placement's create
+-- moves eight counts of its location, which one HMGET and one HSET write rather than eight HINCRBY.
+local function add_count(key, field, n)
+  if n == 0 then return end
+  local counts = moved[key]
+  if not counts then
+    counts = {}
+    moved[key] = counts
+  end
+  local was = counts[field]
+  if type(n) ~= 'table' then
+    counts[field] = (was or 0) + n
+    return
+  end
+  was = was or {n[1], {}}
+  for at, added in pairs(n[2]) do was[2][at] = (was[2][at] or 0) + added end
+  counts[field] = was
+end
+
+-- Writes what add_count gathered: a hash's one or two counts with HINCRBY, more of them (or a window) with one HMGET
+-- and one HSET.
+local function flush_counts()
+  for key, counts in pairs(moved) do
+    local names, windows = {}, false
+    for field, n in pairs(counts) do
+      if type(n) == 'table' then windows = true end
+      if type(n) == 'table' or n ~= 0 then names[#names + 1] = field end
+    end
+    if #names <= 2 and not windows then
+      for _, field in ipairs(names) do redis.call('HINCRBY', key, field, counts[field]) end
+    elseif #names > 0 then
+      local was, out = redis.call('HMGET', key, unpack(names)), {}
+      for i, field in ipairs(names) do
+        local n, value = counts[field], nil
+        if type(n) == 'table' then
+          -- '<minute>|<sums by place...>', restarted when it holds an hour ago's minute.
+          local w = {}
+          for part in string.gmatch(was[i] or '', '[^|]+') do w[#w + 1] = tonumber(part) end
+          if w[1] ~= n[1] then w = {n[1], 0, 0, 0, 0} end
+          for at, added in pairs(n[2]) do w[at] = w[at] + added end
+          value = table.concat(w, '|')
+        else
+          value = tonumber(was[i] or '0') + n
+        end
+        out[#out + 1], out[#out + 2] = field, value
+      end
+      redis.call('HSET', key, unpack(out))
+    end
+  end
+  moved = {}
+end
+
 -- Replaces the share `old` kept in field tly of `key` with `share` (either nil: none, the record is new, gone or
--- ended), writing only the counts that differ; `key` nil for a record about to be deleted, which keeps no share.
+-- ended), moving only the counts that differ; `key` nil for a record about to be deleted, which keeps no share.
 -- `also`, fields of the record (name, value, ...) its caller changed, are written in the HSET of the share when there
 -- is one to write, else in one of their own.
--- Answers the instances whose share may have changed: a count it reads whole moved, or one it reads as zero or not
--- crossed zero (most changes of a server, a claim among them, move its instance's counts but not its share).
+-- Answers how the aggregates of instances move, {instance id = {field = n}}, for tally_instances to write with their
+-- shares.
 local function move_share(k, key, old, share, counts, also)
   local changed = {}
   also = also or {}
@@ -69,13 +122,11 @@ local function move_share(k, key, old, share, counts, also)
   if old then add_share(moves, old, -1, counts) end
   if share then add_share(moves, share, 1, counts) end
   for _, move in pairs(moves) do
-    for field, n in pairs(move[3]) do
-      if n ~= 0 then redis.call('HINCRBY', k.tally .. move[2], field, n) end
-    end
+    for field, n in pairs(move[3]) do add_count(k.tally .. move[2], field, n) end
     for field, n in pairs(move[4]) do
       if n ~= 0 then
-        local now = redis.call('HINCRBY', k.itally .. move[1], field, n)
-        if not THRESHOLD[field] or now == 0 or now == n then changed[move[1]] = true end
+        changed[move[1]] = changed[move[1]] or {}
+        changed[move[1]][field] = n
       end
     end
   end
@@ -88,15 +139,10 @@ local function move_share(k, key, old, share, counts, also)
 end
 
 -- Adds `added` (n by place: 2 ms to ready, 3 processes ready, 4 sessions created, 5 servers interrupted) to the
--- current minute of a location's last hour.
+-- current minute of a location's last hour, w<minute mod 60> (written with the counts, see add_count).
 local function add_to_minute(k, loc, added, now)
   local minute = math.floor(now / 60000)
-  local field = 'w' .. (minute % 60)
-  local w = {}
-  for part in string.gmatch(redis.call('HGET', k.tally .. loc, field) or '', '[^|]+') do w[#w + 1] = part end
-  if tonumber(w[1]) ~= minute then w = {minute, 0, 0, 0, 0} end
-  for at, n in pairs(added) do w[at] = tonumber(w[at]) + n end
-  redis.call('HSET', k.tally .. loc, field, table.concat(w, '|'))
+  add_count(k.tally .. loc, 'w' .. (minute % 60), {minute, added})
 end
 
 -- What an instance's share says, '<state><idle 0 | 1><draining 0 | 1><activatable>,<launching>': its state (0
@@ -142,21 +188,47 @@ local function instance_share(k, id, a)
   return id .. '|' .. loc .. '|' .. what .. ',' .. launching
 end
 
--- Brings an instance's share up to date; its aggregate goes once nothing of it is left.
-local function tally_instance(k, id)
+-- Brings an instance's share up to date after its aggregate moved by `deltas` ({field = n}, written here with the
+-- share; nil when only its record changed); its aggregate goes once nothing of it is left. One count it reads as
+-- zero or not moving alone is an HINCRBY, whose answer tells whether the share can have changed (most changes of a
+-- server, a claim among them, leave it as it was).
+local function tally_instance(k, id, deltas)
   local key = k.itally .. id
-  local a = redis.call('HMGET', key, 'loc', 'n', 'ready', 'busy', 'free', 'act', 'draining', 'spot', 'ending', 'tly')
+  deltas = deltas or {}
+  local only = next(deltas)
+  if only and THRESHOLD[only] and next(deltas, only) == nil then
+    local n = deltas[only]
+    local now = redis.call('HINCRBY', key, only, n)
+    if now ~= 0 and now ~= n then return end
+    deltas = {}
+  end
+  local fields = {'loc', 'n', 'ready', 'busy', 'free', 'act', 'draining', 'spot', 'ending', 'tly'}
+  local a = redis.call('HMGET', key, unpack(fields))
+  local also = {}
+  for i, field in ipairs(fields) do
+    local n = deltas[field]
+    if n and n ~= 0 then
+      a[i] = tonumber(a[i] or '0') + n
+      also[#also + 1], also[#also + 2] = field, a[i]
+    end
+  end
   local share = instance_share(k, id, a)
-  move_share(k, key, a[10] or nil, share, instance_counts)
+  move_share(k, share and key, a[10] or nil, share, instance_counts, also)
   if not share then redis.call('DEL', key) end
 end
 
--- Brings the shares of the instances `changed` up to date, or, when the caller gathers them to do so once for
--- several changes (`pending`, a set of instance ids), adds them to it: an instance's share is computed from its
--- aggregate as it stands, so once after the last change is as true as once after each.
+-- Brings the shares of the instances whose aggregates `changed` moves up to date (see move_share), or, when the
+-- caller gathers them to do so once for several changes (`pending`), adds the moves to it: an instance's share is
+-- computed from its aggregate as it stands, so once after the last change is as true as once after each.
 local function tally_instances(k, changed, pending)
-  for id in pairs(changed) do
-    if pending then pending[id] = true else tally_instance(k, id) end
+  for id, deltas in pairs(changed) do
+    if pending then
+      local into = pending[id] or {}
+      pending[id] = into
+      for field, n in pairs(deltas) do into[field] = (into[field] or 0) + n end
+    else
+      tally_instance(k, id, deltas)
+    end
   end
 end
 
@@ -222,7 +294,7 @@ local function tally_server(k, id, going, known, open, pending, also)
     -- Gone without being told to end (crashed, declared lost, its instance interrupted): a loss, which the
     -- autoscaler answers at once.
     if string.match(old, '^[^|]*|[^|]*|(%d)') ~= '6' or s[6] == S.SPOT_TERMINATING then
-      redis.call('HINCRBY', k.tally .. loc, 'lost', 1)
+      add_count(k.tally .. loc, 'lost', 1)
     end
   end
   tally_instances(k, move_share(k, key, old, share, server_counts, also), pending)

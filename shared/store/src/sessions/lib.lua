@@ -30,8 +30,9 @@
 --                       session by its token instead, see Attempt::game_session_id; one of an earlier release has
 --                       its key); a placement's spent attempts (see attempt_spent)
 --   creator:<id>        a creator's game session ids by creation ms
---   idx:<loc>:<index>   ACTIVE sessions of a location ('*': every location) whose server is not ending, by created,
---                       players or max; `free`: those of them that could take a player now, by created
+--   idx:<loc>:<index>   ACTIVE sessions of a location whose server is not ending, by created, players or max;
+--                       `free`: those of them that could take a player now, by created (a search of every location
+--                       reads each location's, see services/session/src/search.rs)
 --   sevents_gone        position of the last session event trimmed (by retention or the cap)
 --   sevents             stream of session events: type, t (ms), kind (g | p | e), then for g the record's fields
 --                       but those a reader joins (session_event), for p a player session's with its game session's
@@ -224,11 +225,9 @@ end
 -- The search indexes of a location (idx:<loc>:<name>), by name.
 local INDEXES = {'created', 'players', 'max', 'free'}
 
--- Takes a game session out of the search indexes of its location `loc` and of every location ('*').
+-- Takes a game session out of the search indexes of its location `loc`.
 local function unindex_session(k, sid, loc)
-  for _, at in ipairs({loc or '', '*'}) do
-    for _, name in ipairs(INDEXES) do redis.call('ZREM', k.idx .. at .. ':' .. name, sid) end
-  end
+  for _, name in ipairs(INDEXES) do redis.call('ZREM', k.idx .. (loc or '') .. ':' .. name, sid) end
 end
 
 -- Keeps a game session's place in the search indexes: in `created`, `players` and `max` (scored by those) while
@@ -240,14 +239,11 @@ local function index_session(k, sid, known, also)
   local t = tally_session(k, sid, known, false, nil, also)
   local status, cur, max, srv_end, c_ms = t[3], t[4], t[5], t[7], t[9]
   if status ~= S.ACTIVE or srv_end == '1' then return unindex_session(k, sid, t[1]) end
-  local open = takes_players(status, t[6], cur, max, srv_end)
-  for _, loc in ipairs({t[1] or '', '*'}) do
-    local prefix = k.idx .. loc .. ':'
-    redis.call('ZADD', prefix .. 'created', c_ms, sid)
-    redis.call('ZADD', prefix .. 'players', cur, sid)
-    redis.call('ZADD', prefix .. 'max', max, sid)
-    index_room(prefix, sid, open, c_ms)
-  end
+  local prefix = k.idx .. (t[1] or '') .. ':'
+  redis.call('ZADD', prefix .. 'created', c_ms, sid)
+  redis.call('ZADD', prefix .. 'players', cur, sid)
+  redis.call('ZADD', prefix .. 'max', max, sid)
+  index_room(prefix, sid, takes_players(status, t[6], cur, max, srv_end), c_ms)
 end
 
 -- Keeps the indexes that move with a game session's player count: `players`, and `free` when the session filled
@@ -259,11 +255,9 @@ local function index_counts(k, sid, known, was_open, also)
   local s = {t[3], t[1], t[4], t[5], t[6], t[7], t[9]}
   if s[1] ~= S.ACTIVE or s[6] == '1' then return end
   local open = takes_players(s[1], s[5], s[3], s[4], s[6])
-  for _, loc in ipairs({s[2] or '', '*'}) do
-    local prefix = k.idx .. loc .. ':'
-    redis.call('ZADD', prefix .. 'players', s[3], sid)
-    if open ~= was_open then index_room(prefix, sid, open, s[7]) end
-  end
+  local prefix = k.idx .. (s[2] or '') .. ':'
+  redis.call('ZADD', prefix .. 'players', s[3], sid)
+  if open ~= was_open then index_room(prefix, sid, open, s[7]) end
 end
 
 -- The reply of the scripts that change a game session: {outcome, now_ms, replica, version, desired state or '',

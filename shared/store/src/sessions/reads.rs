@@ -171,8 +171,9 @@ pub async fn list_player_sessions(
     Ok(Page { items, next })
 }
 
-/// A range of one search index (created, players, max or free) of one location (empty: every location), read
-/// in score order (`descending`: from the top).
+/// A range of one search index (created, players, max or free) of one location, read in score order
+/// (`descending`: from the top). A search of every location reads each location's (the indexes hold each session
+/// once, so that a player joining moves one entry).
 #[derive(Clone, Copy, Debug)]
 pub struct IndexScan<'a> {
     pub location: &'a str,
@@ -184,7 +185,7 @@ pub struct IndexScan<'a> {
 impl IndexScan<'_> {
     fn set(&self) -> (&str, String, String) {
         (
-            if self.location.is_empty() { "*" } else { self.location },
+            self.location,
             self.range.0.map_or_else(|| "-inf".to_owned(), |min| min.to_string()),
             self.range.1.map_or_else(|| "+inf".to_owned(), |max| max.to_string()),
         )

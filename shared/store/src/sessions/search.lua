@@ -1,6 +1,6 @@
 -- Reads, in score order, a chunk of one range of a search index of ACTIVE game sessions, with just what a filter
 -- and a sort look at; the caller evaluates them and reads whole records only for the page it returns.
--- KEYS[1] the index (one location's, or every location's, by created | players | max | free). ARGV[1] lowest score ('-inf' or a number), ARGV[2] highest score ('+inf' or a number), ARGV[3] ASC |
+-- KEYS[1] the index (one location's, by created | players | max | free). ARGV[1] lowest score ('-inf' or a number), ARGV[2] highest score ('+inf' or a number), ARGV[3] ASC |
 -- DESC, ARGV[4] how many sessions at the start of the range (in reading order: the ties of its first score) were
 -- read before, ARGV[5] most sessions to read. A caller goes on from the last score it read, narrowing the range,
 -- so a chunk costs what it reads wherever it lies in the range.

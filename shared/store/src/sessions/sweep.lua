@@ -72,4 +72,6 @@ for _, sid in ipairs(due(k.ended)) do
   end
 end
 trim_events(k.sevents, k.sevents_gone, events_cutoff, tonumber(ARGV[3]))
+-- An earlier release also indexed every session under location '*', which no search reads any more.
+redis.call('DEL', k.idx .. '*:created', k.idx .. '*:players', k.idx .. '*:max', k.idx .. '*:free')
 return out
