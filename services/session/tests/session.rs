@@ -6,6 +6,7 @@ mod session {
     mod allocation;
     mod announced;
     mod contract;
+    mod earlier;
     mod flow;
 }
 

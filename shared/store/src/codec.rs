@@ -133,10 +133,12 @@ pub(crate) fn game_session(pairs: &[String]) -> Result<Option<GameSessionRecord>
     }
     let mut f = fields(pairs);
     let properties = properties(f.get("props").map_or("", String::as_str))?;
+    let status = f.get("status").and_then(|status| GameSessionStatus::parse(status));
     Ok(Some(GameSessionRecord {
-        status: f.get("status").and_then(|status| GameSessionStatus::parse(status)),
+        status,
         creation_ms: ms(&f, "c_ms").unwrap_or(0),
-        activation_deadline_ms: ms(&f, "act_by_ms"),
+        // Kept once activated (activation leaves it, one write fewer), shown only while it applies.
+        activation_deadline_ms: ms(&f, "act_by_ms").filter(|_| status == Some(GameSessionStatus::Activating)),
         activation_ms: ms(&f, "act_ms"),
         termination_ms: ms(&f, "end_ms"),
         termination_deadline_ms: ms(&f, "term_by_ms"),

@@ -22,14 +22,18 @@ if ARGV[3] == 'REJECT' then
   status, reason = S.ERROR, S.SERVER_REJECTED
 end
 if ended then return session_reply('ENDED', now, '', nil, ended.fields) end
-if ARGV[3] ~= 'REJECT' then
-  -- A session asked to end (TERMINATING) ends TRIGGERED_ON_PROCESS_TERMINATE by end_game_session's own rule.
-  local p = redis.call('HMGET', k.gs .. id, 'pstate', 'term_reason')
-  if p[1] == S.TERMINATING then reason = told_end_reason(p[2], S.TRIGGERED_ON_PROCESS_TERMINATE) end
+-- What release_process reads of the server, and its termination reason, in one read (ending the session changes
+-- none of them).
+local names = {unpack(RELEASE_READ)}
+names[#names + 1] = 'term_reason'
+local p = redis.call('HMGET', k.gs .. id, unpack(names))
+-- A session asked to end (TERMINATING) ends TRIGGERED_ON_PROCESS_TERMINATE by end_game_session's own rule.
+if ARGV[3] ~= 'REJECT' and p[3] == S.TERMINATING then
+  reason = told_end_reason(p[#names], S.TRIGGERED_ON_PROCESS_TERMINATE)
 end
 local pending = {}
 local fields = end_game_session(k, sid, status, reason, now, live, s, pending)
 if not fields then return session_reply('ENDED', now, '', nil, live) end
-local routing = release_process(k, id, pending)
+local routing = release_process(k, id, pending, p)
 tally_instances(k, pending)
 return session_reply('ENDED', now, '', routing, fields)
