@@ -6,7 +6,6 @@ mod session {
     mod allocation;
     mod announced;
     mod contract;
-    mod earlier;
     mod flow;
 }
 

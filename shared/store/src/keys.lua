@@ -55,19 +55,11 @@ local function now_ms()
   return clock
 end
 
--- Whether a field of a game session's record is one of its player sessions' or of its live players' (see
--- held_field), which no reply or event shows as a field of the session.
-local function holds_player(name)
-  local first = string.byte(name, 1)
-  return first == 64 or first == 35
-end
-
 -- Appends a record's `fields` (as HGETALL answers them) to a reply, as field, value, ..., without the record's share
--- of the live counts (tly, see fleets/tally.lua), which is the store's own bookkeeping, nor a game session's player
--- sessions.
+-- of the live counts (tly, see fleets/tally.lua), which is the store's own bookkeeping.
 local function append_pairs(out, fields)
   for i = 1, #fields, 2 do
-    if fields[i] ~= 'tly' and not holds_player(fields[i]) then
+    if fields[i] ~= 'tly' then
       out[#out + 1] = fields[i]
       out[#out + 1] = fields[i + 1]
     end
@@ -154,80 +146,4 @@ local function trim_events(events, gone_key, cutoff_ms, cap)
     redis.call('XTRIM', events, 'MAXLEN', cap)
   end
   if gone then redis.call('SET', gone_key, gone) end
-end
-
--- The id of the n-th player session (from 1) of game session `sid`: berth_domain::game_session::player_session_id,
--- whose game session is known from the id alone.
-local function player_session_id(sid, n)
-  return (string.gsub(sid, '/gsess%-', '/psess-', 1)) .. '-' .. n
-end
-
--- The number of player session `psid` in game session `sid` (berth_domain::game_session::player_session_number), or
--- nil when it is not numbered in it.
-local function player_number(sid, psid)
-  local n = tonumber(string.match(psid, '%-(%d+)$'))
-  if n and player_session_id(sid, n) == psid then return n end
-  return nil
-end
-
--- A live game session holds its player sessions in its own record, so that a player's change is one read and one
--- write of one hash, and its end reads them with the rest: field '@<n>' holds its n-th (or '@<id>' one whose id is
--- not numbered), packed by position as PLAYER_HELD lists its fields (record_values), and '#<player id>' names the
--- field of the player's live (RESERVED or ACTIVE) one, '' once it ended. Field '@' (1) marks a record that holds
--- them so; one an earlier release wrote has a hash per player session (pkey) until a script changing it moves them
--- in (hold_players). An id of two releases back, not numbered, is then found through its game session's list, not
--- alone, while the session lives.
-local PLAYER_HELD = {'player', 'status', 'data', 'c_ms', 'act_ms', 'end_ms'}
-
--- The field holding player session `psid` in the record of its game session `sid`.
-local function held_field(sid, psid)
-  return '@' .. (player_number(sid, psid) or psid)
-end
-
--- A held player session's value, from its fields by name.
-local function held_value(p)
-  return cmsgpack.pack(record_values(p, PLAYER_HELD))
-end
-
--- The id of the player session held in field `field` of the record of game session `sid`.
-local function held_id(sid, field)
-  local ref = string.sub(field, 2)
-  if string.find(ref, '^%d+$') then return player_session_id(sid, ref) end
-  return ref
-end
-
--- A held player session's fields (as HGETALL answers them) from its field's name and value in the record of game
--- session `sid`.
-local function held_player(sid, field, value)
-  local fields = {'id', held_id(sid, field), 'gs', sid}
-  for _, part in ipairs(record_fields(cmsgpack.unpack(value), PLAYER_HELD)) do fields[#fields + 1] = part end
-  return fields
-end
-
--- The player sessions a game session's record (`fields`, as HGETALL answers them) holds, each as held_player
--- answers it, oldest first (by number; one not numbered, by its creation, before them).
-local function held_players(sid, fields)
-  local held = {}
-  for i = 1, #fields, 2 do
-    local name = fields[i]
-    if #name > 1 and string.byte(name, 1) == 64 then
-      local p = held_player(sid, name, fields[i + 1])
-      held[#held + 1] = {tonumber(string.sub(name, 2)) or -1, tonumber(by_name(p).c_ms) or 0, p}
-    end
-  end
-  table.sort(held, function(a, b)
-    if a[1] ~= b[1] then return a[1] < b[1] end
-    return a[2] < b[2]
-  end)
-  for i, entry in ipairs(held) do held[i] = entry[3] end
-  return held
-end
-
--- A game session's `fields` (as HGETALL answers them) without its player sessions and live players.
-local function session_pairs(fields)
-  local out = {}
-  for i = 1, #fields, 2 do
-    if not holds_player(fields[i]) then out[#out + 1], out[#out + 2] = fields[i], fields[i + 1] end
-  end
-  return out
 end

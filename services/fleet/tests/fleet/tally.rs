@@ -23,7 +23,8 @@ use berth_domain::fleet::check::check_create;
 use berth_domain::fleet::settings::FleetSettings;
 use berth_domain::game_server::{ClaimTiers, InstanceStatus, UtilizationChange};
 use berth_domain::stored::{
-    FleetEventCode, GameSessionStatus, InstanceState, ProcessHealth, ProcessState, TerminationReason, Utilization,
+    FleetEventCode, GameSessionStatus, InstanceState, PlayerSessionStatus, ProcessHealth, ProcessState,
+    TerminationReason, Utilization,
 };
 use berth_proto::fleet::v1 as pb;
 use berth_store::instances::{self, Acted, Leased, Stop};
@@ -218,8 +219,7 @@ impl From<redis::Value> for Reply {
         match value {
             redis::Value::Nil => Reply::Nil,
             redis::Value::Int(n) => Reply::Int(n),
-            // A game session's player sessions are packed (msgpack): the recount reads only whether they exist.
-            redis::Value::BulkString(bytes) => Reply::Text(String::from_utf8_lossy(&bytes).into_owned()),
+            redis::Value::BulkString(bytes) => Reply::Text(String::from_utf8(bytes).unwrap()),
             redis::Value::SimpleString(text) => Reply::Text(text),
             redis::Value::Okay => Reply::Text("OK".into()),
             redis::Value::Array(items) => Reply::Array(items.into_iter().map(Reply::from).collect()),
@@ -317,18 +317,35 @@ async fn recount(raw: &mut Raw, limit: u64) -> BTreeMap<String, Tally> {
         }
     }
 
-    // Game sessions, with their player sessions holding a slot (RESERVED or ACTIVE): a live session's record names
-    // each of its live players' in a field '#<player id>', which is emptied when the player session ends.
+    // Game sessions, with their player sessions holding a slot (RESERVED or ACTIVE).
     let sids = raw.one(&["ZRANGE", &keys.game_sessions(), "0", "-1"]).await.strings();
-    let reads: Vec<_> = sids
-        .iter()
-        .map(|sid| command(&["HGETALL", &keys.game_session(sid)]))
-        .collect();
-    for reply in raw.pipeline(&reads).await {
-        let game = reply.hash();
-        let live = game
-            .iter()
-            .filter(|(field, value)| field.starts_with('#') && !value.is_empty())
+    let mut reads = Vec::new();
+    for sid in &sids {
+        reads.push(command(&["HGETALL", &keys.game_session(sid)]));
+        reads.push(command(&["ZRANGE", &keys.players_of_session(sid), "0", "-1"]));
+    }
+    let mut replies = raw.pipeline(&reads).await.into_iter();
+    let mut games = Vec::new();
+    let mut reads = Vec::new();
+    for _ in &sids {
+        let game = replies.next().unwrap().hash();
+        let players = replies.next().unwrap().strings();
+        for psid in &players {
+            reads.push(command(&["HGET", &keys.player_session(psid), "status"]));
+        }
+        games.push((game, players.len()));
+    }
+    let mut statuses = raw.pipeline(&reads).await.into_iter();
+    let holding = [
+        PlayerSessionStatus::Reserved.as_str(),
+        PlayerSessionStatus::Active.as_str(),
+    ];
+    for (game, players) in games {
+        let live = statuses
+            .by_ref()
+            .take(players)
+            .filter_map(Reply::text)
+            .filter(|status| holding.contains(&status.as_str()))
             .count() as u64;
         // An ended session is kept packed, with no hash: it counts nothing.
         let Some(status) = game.get("status") else {

@@ -11,22 +11,10 @@ local out = {tonumber(s[1] or '0'), s[2], s[3] or '', s[4] or '0', s[5] or '0'}
 for _, sid in ipairs(redis.call('SMEMBERS', key .. ':sessions')) do
   local status = redis.call('HGET', gkey(k, sid), 'status')
   if status == S.ACTIVATING or status == S.ACTIVE or status == S.TERMINATING then
-    local fields = redis.call('HGETALL', gkey(k, sid))
-    local session = {session_pairs(fields)}
+    local session = {redis.call('HGETALL', gkey(k, sid))}
     if status == S.ACTIVATING then
-      local record = by_name(fields)
-      if record['@'] then
-        for i = 1, #fields, 2 do
-          local live = fields[i + 1]
-          if string.byte(fields[i], 1) == 35 and live ~= '' then
-            session[#session + 1] = held_player(sid, live, record[live])
-          end
-        end
-      else
-        -- Written by an earlier release, a hash each.
-        for _, psid in ipairs(redis.call('HVALS', gkey(k, sid) .. ':live')) do
-          session[#session + 1] = redis.call('HGETALL', pkey(k, psid))
-        end
+      for _, psid in ipairs(redis.call('HVALS', gkey(k, sid) .. ':live')) do
+        session[#session + 1] = redis.call('HGETALL', pkey(k, psid))
       end
     end
     out[#out + 1] = session

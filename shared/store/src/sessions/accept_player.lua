@@ -8,29 +8,32 @@
 -- session's status, COMPLETED or TIMEDOUT).
 local now = now_ms()
 local sid, psid = ARGV[2], ARGV[3]
--- Its game session is named by its id (one of an earlier release not numbered: the one the server names).
-local gs = session_of(psid) or sid
-local s, fields, field = player_context(k, gs, psid)
-if not fields then
+local pk = pkey(k, psid)
+-- Read whole once: the reply shows it.
+local fields = redis.call('HGETALL', pk)
+local p = by_name(fields)
+if not p.gs then
   local ended, refused = servers_ended_player(k, ARGV[1], sid, psid)
   if not ended then return {refused, tostring(now), ''} end
   return {'ENDED', tostring(now), by_name(ended).status}
 end
-if s.server ~= ARGV[1] then return {'NOT_YOURS', tostring(now), ''} end
-if gs ~= sid then return {'NOT_FOUND', tostring(now), ''} end
-local p = by_name(fields)
+local s = redis.call('HMGET', gkey(k, p.gs), 'server', 'loc', 'ip', 'dns', 'port', 'status', 'act_ms', 'res_ms')
+if s[1] ~= ARGV[1] then return {'NOT_YOURS', tostring(now), ''} end
+if p.gs ~= sid then return {'NOT_FOUND', tostring(now), ''} end
 -- A reservation past its deadline is over, whether or not the sweep got to it yet.
-local deadline = reservation_deadline(p, s.act_ms, s.res_ms)
+local endpoint = {s[2], s[3], s[4], s[5]}
+local deadline = reservation_deadline(p, s[7], s[8])
 if deadline and deadline <= now then
-  leave(k, sid, s, fields, field, S.TIMEDOUT, now)
+  end_player_session(k, psid, S.TIMEDOUT, now, endpoint, fields)
+  index_counts(k, sid)
   return {'ENDED', tostring(now), S.TIMEDOUT}
 end
-if s.status ~= S.ACTIVE and p.status == S.RESERVED then return {'NOT_ACTIVE', tostring(now), s.status} end
+if s[6] ~= S.ACTIVE and p.status == S.RESERVED then return {'NOT_ACTIVE', tostring(now), s[6]} end
 if p.status == S.RESERVED then
-  fields = with_changes(fields, {status = S.ACTIVE, act_ms = tostring(now)})
-  redis.call('HSET', gkey(k, sid), field, held_value(by_name(fields)))
+  redis.call('HSET', pk, 'status', S.ACTIVE, 'act_ms', now)
   redis.call('ZREM', k.res_due, psid)
+  fields = with_changes(fields, {status = S.ACTIVE, act_ms = tostring(now), until_ms = false})
 elseif p.status ~= S.ACTIVE then
   return {'ENDED', tostring(now), p.status}
 end
-return {'ACCEPTED', tostring(now), '', endpoint_of(s), fields}
+return {'ACCEPTED', tostring(now), '', endpoint, fields}

@@ -6,35 +6,33 @@
 local now = now_ms()
 local sid = ARGV[2]
 local key = gkey(k, sid)
--- Read whole once: the event shows it, and its RESERVED player sessions get their deadlines.
-local fields = redis.call('HGETALL', key)
-local s = by_name(fields)
-if not s.server then
+-- Only the fields it needs: reading the record whole here and taking it apart in Lua costs Redis more than this
+-- read and the one the event makes.
+local s = redis.call('HMGET', key, 'server', 'status', 'res_ms', 'loc', 'inst', 'cur', 'max', 'accept', 'srv_end',
+  'tly', 'c_ms')
+if not s[1] then
   local ended = ended_session(k, sid)
   if not ended then return {'NOT_FOUND', tostring(now)} end
   if by_name(ended.fields).server ~= ARGV[1] then return {'NOT_YOURS', tostring(now)} end
   return append_pairs({'ENDED', tostring(now)}, ended.fields)
 end
-if s.server ~= ARGV[1] then return {'NOT_YOURS', tostring(now)} end
-if s.status == S.ACTIVATING then
-  if not s['@'] then
-    hold_players(k, sid)
-    fields = redis.call('HGETALL', key)
-    s = by_name(fields)
-  end
+if s[1] ~= ARGV[1] then return {'NOT_YOURS', tostring(now)} end
+local outcome = 'ACTIVATED'
+if s[2] == S.ACTIVATING then
   redis.call('ZREM', k.act_due, sid)
-  local until_ms = now + tonumber(s.res_ms)
+  local until_ms = now + tonumber(s[3])
   -- No player is let in before its session is ACTIVE: every live player session is RESERVED still, its deadline
   -- this activation's time plus res_ms (with_deadline).
-  local due, live = {}, live_players(k, sid, fields)
-  for i = 2, #live, 2 do due[#due + 1], due[#due + 2] = until_ms, live[i] end
+  local due = {}
+  for _, psid in ipairs(redis.call('HVALS', key .. ':live')) do
+    due[#due + 1], due[#due + 2] = until_ms, psid
+  end
   if #due > 0 then redis.call('ZADD', k.res_due, unpack(due)) end
   -- Its new status is written with its share, in one HSET.
-  index_session(k, sid, {s.loc, s.inst, S.ACTIVE, s.cur, s.max, s.accept, s.srv_end, s.tly or false, s.c_ms},
+  index_session(k, sid, {s[4], s[5], S.ACTIVE, s[6], s[7], s[8], s[9], s[10], s[11]},
     {'status', S.ACTIVE, 'act_ms', now})
-  fields = with_changes(fields, {status = S.ACTIVE, act_ms = tostring(now), act_by_ms = false})
-  return append_pairs({'ACTIVATED', tostring(now)}, session_event(k, S.GAME_SESSION_ACTIVATED, key, now, fields))
-elseif s.status ~= S.ACTIVE then
-  return append_pairs({'ENDED', tostring(now)}, fields)
+  return append_pairs({outcome, tostring(now)}, session_event(k, S.GAME_SESSION_ACTIVATED, key, now))
+elseif s[2] ~= S.ACTIVE then
+  outcome = 'ENDED'
 end
-return append_pairs({'ACTIVATED', tostring(now)}, fields)
+return reply(outcome, now, key)

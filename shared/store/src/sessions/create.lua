@@ -146,25 +146,11 @@ local routing = {server[14], tonumber(server[15] or '0') + 1}
 if open == 1 then place(k, k.pool, k.lpool, id, nil, server[2]) end
 server[3] = S.ACTIVE
 track_room(k, id, {S.ACTIVE, server[8], server[2], open}, open - 1)
--- The desired players of a placement, RESERVED with it (their reservation timers start at activation), held in its
--- record (held_field): the record is written whole with them and its share of the live counts, in one HSET.
-local written, hosted = {'@', 1}, {record}
-for i = 1, #record do written[#written + 1] = record[i] end
-for i = 22, #ARGV, 2 do
-  local n = (i - 20) / 2
-  local psid = player_session_id(sid, n)
-  local fields = {'id', psid, 'player', ARGV[i], 'gs', sid, 'status', S.RESERVED, 'data', ARGV[i + 1], 'c_ms', now}
-  hosted[#hosted + 1] = fields
-  local field = '@' .. n
-  written[#written + 1], written[#written + 2] = field, held_value(by_name(fields))
-  written[#written + 1], written[#written + 2] = '#' .. ARGV[i], field
-  redis.call('ZADD', k.player .. ARGV[i], now, listed_player(psid))
-end
 local pending = {}
 -- Its new state and desired-state version are written with its share, in one HSET.
 tally_server(k, id, false, server, open, pending, {'pstate', S.ACTIVE, 'ver', routing[2]})
 tally_session(k, sid, {server[2] or '', server[1] or '', S.ACTIVATING, players, max, ARGV[9], false, false, now}, false,
-  pending, written)
+  pending, record)
 tally_instances(k, pending)
 add_to_minute(k, server[2] or '', {[4] = 1}, now)
 redis.call('ZADD', k.sessions, now, sid)
@@ -183,6 +169,22 @@ if spend ~= '' then
     if redis.call('ZREM', k.wanting .. name, ARGV[15]) == 1 then redis.call('HDEL', k.wanted .. name, ARGV[15]) end
   end
   if #where > 0 then redis.call('DEL', waits) end
+end
+-- The desired players of a placement, RESERVED with it; their reservation timers start at activation. The session's
+-- lists of them are written once for all.
+local live, listed, hosted = {}, {}, {record}
+for i = 22, #ARGV, 2 do
+  local psid = player_session_id(sid, (i - 20) / 2)
+  local fields = {'id', psid, 'player', ARGV[i], 'gs', sid, 'status', S.RESERVED, 'data', ARGV[i + 1], 'c_ms', now}
+  hosted[#hosted + 1] = fields
+  redis.call('HSET', pkey(k, psid), unpack(fields))
+  redis.call('ZADD', k.player .. ARGV[i], now, listed_player(psid))
+  live[#live + 1], live[#live + 2] = ARGV[i], psid
+  listed[#listed + 1], listed[#listed + 2] = now, psid
+end
+if #live > 0 then
+  redis.call('HSET', key .. ':live', unpack(live))
+  redis.call('ZADD', key .. ':ps', unpack(listed))
 end
 -- The only session it hosts: its whole desired state is known here, and goes to its replica with the announcement.
 if open == 1 then routing[3] = desired_text(routing[2], S.ACTIVE, {hosted}) end

@@ -11,11 +11,8 @@
 local now = now_ms()
 local sid = ARGV[1]
 local key = gkey(k, sid)
-local names = {'status', 'accept', 'cur', 'max', 'res_ms', 'loc', 'ip', 'dns', 'port', 'srv_end', 'c_ms', 'np', 'inst',
-  'tly', 'act_ms', '@'}
--- The players' live entries (held_field) are read with the session, in one HMGET.
-for i = 2, #ARGV, 2 do names[#names + 1] = '#' .. ARGV[i] end
-local s = redis.call('HMGET', key, unpack(names))
+local s = redis.call('HMGET', key, 'status', 'accept', 'cur', 'max', 'res_ms', 'loc', 'ip', 'dns', 'port', 'srv_end',
+  'c_ms', 'np', 'inst', 'tly', 'act_ms')
 if not s[1] then
   local ended = ended_session(k, sid)
   if ended then return {'NOT_ACTIVE', tostring(now), by_name(ended.fields).status} end
@@ -25,50 +22,60 @@ if s[1] ~= S.ACTIVE then return {'NOT_ACTIVE', tostring(now), s[1]} end
 -- Its server was told to end (scale-in, unhealthy…): the session ends with it, so nobody new should join.
 if s[10] == '1' then return {'NOT_ACTIVE', tostring(now), 'ACTIVE on a server that is ending'} end
 if s[2] ~= '1' then return {'DENY_ALL', tostring(now), ''} end
-if not s[16] then
-  hold_players(k, sid)
-  s = redis.call('HMGET', key, unpack(names))
+local live = key .. ':live'
+-- A new player's entry in `live` is written as it is checked (one call where a read and a write would be two)
+-- and taken back if the request fails.
+local held, taken = {}, {}
+local function give_back()
+  for _, player in ipairs(taken) do redis.call('HDEL', live, player) end
 end
--- A player holding a live player session gets it back when the data is the same; new ones are numbered on from the
--- session's last. Nothing is written before every player is known to fit.
--- A player named twice in one request (which the service refuses) is held once.
+-- New ones are numbered on from the session's last.
 local numbered = tonumber(s[12] or '0')
-local held, fresh, written, named = {}, {}, {}, {}
+local fresh_ids = {}
 for i = 2, #ARGV, 2 do
-  local player, data = ARGV[i], ARGV[i + 1]
-  local live = s[16 + i / 2]
-  if named[player] or (live and live ~= '') then
-    held[i] = named[player] or held_player(sid, live, redis.call('HGET', key, live))
-    if by_name(held[i]).data ~= data then return {'PLAYER_CONFLICT', tostring(now), player} end
+  local next_id = player_session_id(sid, numbered + #taken + 1)
+  if redis.call('HSETNX', live, ARGV[i], next_id) == 1 then
+    taken[#taken + 1] = ARGV[i]
+    fresh_ids[i] = next_id
   else
-    numbered = numbered + 1
-    local psid = player_session_id(sid, numbered)
-    held[i] = {'id', psid, 'gs', sid, 'player', player, 'status', S.RESERVED, 'data', data, 'c_ms', now}
-    fresh[i], named[player] = psid, held[i]
-    written[#written + 1], written[#written + 2] = '@' .. numbered, held_value(by_name(held[i]))
-    written[#written + 1], written[#written + 2] = '#' .. player, '@' .. numbered
+    local psid = redis.call('HGET', live, ARGV[i])
+    if redis.call('HGET', pkey(k, psid), 'data') ~= ARGV[i + 1] then
+      give_back()
+      return {'PLAYER_CONFLICT', tostring(now), ARGV[i]}
+    end
+    held[i] = psid
   end
 end
+local fresh = #taken
 local cur, max = tonumber(s[3]), tonumber(s[4])
-local added = numbered - tonumber(s[12] or '0')
-if cur + added > max then return {'FULL', tostring(now), tostring(max - cur)} end
-local until_ms = now + tonumber(s[5])
-local out = {'CREATED', tostring(now), '', {s[6], s[7], s[8], s[9]}}
-local due = {}
-for i = 2, #ARGV, 2 do
-  local psid = fresh[i]
-  if psid then
-    due[#due + 1], due[#due + 2] = until_ms, psid
-    redis.call('ZADD', k.player .. ARGV[i], now, listed_player(psid))
-  end
-  -- Its deadline follows from its c_ms and the session's activation (with_deadline): the reply shows it, the record
-  -- does not hold it.
-  out[#out + 1] = with_deadline(held[i], s[15], s[5])
+if cur + fresh > max then
+  give_back()
+  return {'FULL', tostring(now), tostring(max - cur)}
 end
-if added > 0 then
-  redis.call('ZADD', k.res_due, unpack(due))
-  written[#written + 1], written[#written + 2] = 'cur', cur + added
-  written[#written + 1], written[#written + 2] = 'np', numbered
-  index_counts(k, sid, {s[6], s[13], s[1], cur + added, max, s[2], s[10], s[14], s[11]}, cur < max, written)
+local until_ms = now + tonumber(s[5])
+local created = tostring(now)
+local endpoint = {s[6], s[7], s[8], s[9]}
+local out = {'CREATED', created, '', endpoint}
+-- The hot path: a new player session's record is built here once and used for the hash and the reply,
+-- rather than written and read back.
+for i = 2, #ARGV, 2 do
+  local psid = held[i]
+  if psid then
+    out[#out + 1] = with_deadline(redis.call('HGETALL', pkey(k, psid)), s[15], s[5])
+  else
+    psid = fresh_ids[i]
+    local fields = {'id', psid, 'player', ARGV[i], 'gs', sid, 'status', S.RESERVED, 'data', ARGV[i + 1], 'c_ms', now}
+    redis.call('HSET', pkey(k, psid), unpack(fields))
+    -- Its deadline follows from its c_ms (with_deadline): the reply shows it, the record does not hold it.
+    fields[#fields + 1], fields[#fields + 2] = 'until_ms', until_ms
+    redis.call('ZADD', key .. ':ps', now, psid)
+    redis.call('ZADD', k.player .. ARGV[i], now, listed_player(psid))
+    redis.call('ZADD', k.res_due, until_ms, psid)
+    out[#out + 1] = fields
+  end
+end
+if fresh > 0 then
+  index_counts(k, sid, {s[6], s[13], s[1], cur + fresh, max, s[2], s[10], s[14], s[11]}, cur < max,
+    {'cur', cur + fresh, 'np', numbered + fresh})
 end
 return out

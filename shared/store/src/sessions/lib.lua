@@ -11,16 +11,14 @@
 --                       so that the health service's scripts, which end sessions too, honour it), res_ms (the
 --                       reservation timeout of its player sessions), idem (its idempotency token), digest (of the
 --                       request that created it, to tell a retry from a reuse of the token), notify (the
---                       placement replica to tell when it is activated),
---                       np (how many player sessions it has made: the number of the last, see player_session_id),
---                       and its player sessions: '@<n>' each (player, status, data, c_ms, act_ms, end_ms, packed),
---                       '#<player id>' the field of the player's live one, '@' = 1 (see held_field in keys.lua)
---   gsess:<id>:ps, gsess:<id>:live, psess:<id>
---                       an earlier release's: a game session's player session ids by creation ms, its live players
---                       (player id → player session id), and a player session's hash (id, player, gs, status, data,
---                       c_ms, act_ms, end_ms, until_ms), until hold_players moves them into the game session's record
+--                       placement replica to tell when it is activated)
+--                       np (how many player sessions it has made: the number of the last, see player_session_id)
+--   gsess:<id>:ps       its player session ids by creation ms
+--   gsess:<id>:live     player id → player session id of its RESERVED and ACTIVE player sessions
+--   psess:<id>          a player session: id, player, gs, status, data, c_ms, act_ms, end_ms (and until_ms, which an
+--                       earlier release wrote and a reader shows for RESERVED ones only; see with_deadline)
 --   gend:<id>           an ended game session with its player sessions, in one packed value (see ended_session):
---                       its hash goes when it ends
+--                       the keys above go when it ends
 --   player:<player id>  the player's session ids in this fleet by creation ms, less the '<fleet id>/' every id of the
 --                       fleet starts with (listed_player; ids listed by an earlier release are whole)
 --   sessions            the fleet's game session ids by creation ms
@@ -50,6 +48,20 @@ local SESSION_ENDED = {'id', 'fleet', 'loc', 'server', 'inst', 'ip', 'dns', 'por
   'act_ms', 'end_ms', 'cur', 'max', 'accept', 'prot', 'name', 'props', 'data', 'mm', 'creator', 'placement', 'idem',
   'digest', 'srv_end'}
 local PLAYER_ENDED = {'id', 'player', 'status', 'data', 'c_ms', 'act_ms', 'end_ms'}
+
+-- The id of the n-th player session (from 1) of game session `sid`: berth_domain::game_session::player_session_id,
+-- whose game session is known from the id alone.
+local function player_session_id(sid, n)
+  return (string.gsub(sid, '/gsess%-', '/psess-', 1)) .. '-' .. n
+end
+
+-- The number of player session `psid` in game session `sid` (berth_domain::game_session::player_session_number), or
+-- nil when it is not numbered in it.
+local function player_number(sid, psid)
+  local n = tonumber(string.match(psid, '%-(%d+)$'))
+  if n and player_session_id(sid, n) == psid then return n end
+  return nil
+end
 
 -- A player session id as a player's list holds it, and back: without its fleet, which the list's key names (a
 -- one-entry list of the bench's falls a size class with it: 200 → 168 bytes).
@@ -92,11 +104,10 @@ local function ended_session(k, sid)
   return {fields = fields, players = players}
 end
 
--- A game session's fields, live or ended, as HGETALL answers them but for its player sessions ({} when there is
--- none).
+-- A game session's fields, live or ended, as HGETALL answers them ({} when there is none).
 local function session_fields(k, sid)
   local fields = redis.call('HGETALL', gkey(k, sid))
-  if #fields > 0 then return session_pairs(fields) end
+  if #fields > 0 then return fields end
   local ended = ended_session(k, sid)
   return ended and ended.fields or {}
 end
@@ -157,14 +168,6 @@ end
 -- A player session's fields (as HGETALL answers them) and its game session's {loc, ip, dns, port}, live or ended;
 -- nil when there is none.
 local function player_record(k, psid)
-  local sid = session_of(psid)
-  if sid then
-    local field = held_field(sid, psid)
-    local s = redis.call('HMGET', gkey(k, sid), 'loc', 'ip', 'dns', 'port', 'act_ms', 'res_ms', field)
-    if s[7] then
-      return with_deadline(held_player(sid, field, s[7]), s[5], s[6]), {s[1] or '', s[2] or '', s[3] or '', s[4] or '0'}
-    end
-  end
   local fields = redis.call('HGETALL', pkey(k, psid))
   if #fields > 0 then
     local s = redis.call('HMGET', gkey(k, by_name(fields).gs), 'loc', 'ip', 'dns', 'port', 'act_ms', 'res_ms')
@@ -173,61 +176,6 @@ local function player_record(k, psid)
   local p, session = ended_player(k, psid)
   if not p then return nil end
   return p, endpoint_of(by_name(session))
-end
-
--- Moves the player sessions of a game session that an earlier release wrote (a hash each, and the lists gsess:<id>:ps
--- and :live) into its record (see held_field).
-local function hold_players(k, sid)
-  local key = gkey(k, sid)
-  local out, gone = {'@', 1}, {key .. ':ps', key .. ':live'}
-  for _, psid in ipairs(redis.call('ZRANGE', key .. ':ps', 0, -1)) do
-    local p = by_name(redis.call('HGETALL', pkey(k, psid)))
-    if p.player then
-      local field = held_field(sid, psid)
-      out[#out + 1], out[#out + 2] = field, held_value(p)
-      if p.status == S.RESERVED or p.status == S.ACTIVE then out[#out + 1], out[#out + 2] = '#' .. p.player, field end
-      gone[#gone + 1] = pkey(k, psid)
-    end
-  end
-  redis.call('HSET', key, unpack(out))
-  redis.call('DEL', unpack(gone))
-end
-
--- The live players of a game session, [player id, player session id, ...], from its record's `fields` (as HGETALL
--- answers them; a record an earlier release wrote lists them apart).
-local function live_players(k, sid, fields)
-  local r = by_name(fields)
-  if #fields > 0 and not r['@'] then return redis.call('HGETALL', gkey(k, sid) .. ':live') end
-  local live = {}
-  for i = 1, #fields, 2 do
-    local name, value = fields[i], fields[i + 1]
-    if string.byte(name, 1) == 35 and value ~= '' then
-      live[#live + 1], live[#live + 2] = string.sub(name, 2), held_id(sid, value)
-    end
-  end
-  return live
-end
-
--- The fields of a game session that a change of one of its player sessions reads, by position after the player
--- session's own field (see player_context).
-local PLAYER_CONTEXT = {'@', 'server', 'loc', 'ip', 'dns', 'port', 'inst', 'status', 'cur', 'max', 'accept', 'srv_end',
-  'tly', 'c_ms', 'act_ms', 'res_ms'}
-
--- What a change of player session `psid` of game session `sid` reads, in one HMGET: the session's PLAYER_CONTEXT
--- fields by name (nil when it is not live), and the player session's fields (as HGETALL answers them, nil when the
--- session holds no such one) and its field. The player sessions of a record an earlier release wrote are moved in
--- first (hold_players).
-local function player_context(k, sid, psid)
-  local key, field = gkey(k, sid), held_field(sid, psid)
-  local values = redis.call('HMGET', key, field, unpack(PLAYER_CONTEXT))
-  if not values[3] then return nil end
-  if not values[2] then
-    hold_players(k, sid)
-    values = redis.call('HMGET', key, field, unpack(PLAYER_CONTEXT))
-  end
-  local s = {}
-  for i, name in ipairs(PLAYER_CONTEXT) do s[name] = values[i + 1] or nil end
-  return s, values[1] and held_player(sid, field, values[1]) or nil, field
 end
 
 -- A placement's attempts in this fleet (placements.rs): attempt n in a location creates its session under token
@@ -361,12 +309,21 @@ local SESSION_UNSHOWN = {data = true, mm = true, tly = true, idem = true, digest
 local function session_event(k, type, key, now, fields)
   fields = fields or redis.call('HGETALL', key)
   local entry = {'type', type, 't', now, 'kind', 'g'}
+  local status, deadline
   for i = 1, #fields, 2 do
     local name = fields[i]
-    if not SESSION_UNSHOWN[name] and not SESSION_FIXED[name] and not holds_player(name) then
+    if name == 'act_by_ms' then
+      deadline = fields[i + 1]
+    elseif not SESSION_UNSHOWN[name] and not SESSION_FIXED[name] then
+      if name == 'status' then status = fields[i + 1] end
       entry[#entry + 1] = name
       entry[#entry + 1] = fields[i + 1]
     end
+  end
+  -- An activated session keeps its activation deadline (activation leaves it), which no longer applies.
+  if deadline and status == S.ACTIVATING then
+    entry[#entry + 1] = 'act_by_ms'
+    entry[#entry + 1] = deadline
   end
   -- The session sweep trims the stream to the retention and the deployment's cap (BERTH_SESSION_EVENTS_MAX).
   redis.call('XADD', k.sevents, '*', unpack(entry))
@@ -386,21 +343,29 @@ local function end_event(k, type, sid, now, players)
   redis.call('XADD', k.sevents, '*', 'type', type, 't', now, 'kind', 'e', 'id', sid, 'with', table.concat(with, ' '))
 end
 
--- Ends a RESERVED or ACTIVE player session (COMPLETED or TIMEDOUT) of game session `sid` and frees its slot, from
--- what player_context read: `s`, the session's fields by name, and `fields` and `field`, the player session's. The
--- player session, the player's live entry and the session's count are written in one HSET with the session's share
--- (index_counts). Only a timeout is an event of its own (see SessionEventType in the contract). Answers the player
--- session's fields as it ended.
-local function leave(k, sid, s, fields, field, status, now)
+-- Ends a RESERVED or ACTIVE player session (COMPLETED or TIMEDOUT) and frees its slot. Only a timeout is an event
+-- of its own (see SessionEventType in the contract), for which `endpoint`, its game session's {loc, ip, dns, port},
+-- is read here when nil. `fields`, its record as HGETALL answers it, when the caller has read it; `caller_counts`
+-- when the caller keeps its game session's count and list of live players (they go with a session that ends; a
+-- removal writes the count with the session's share). Answers the record's fields as it ended, or nil when it had
+-- ended already.
+local function end_player_session(k, psid, status, now, endpoint, fields, caller_counts)
+  local key = pkey(k, psid)
+  fields = fields or redis.call('HGETALL', key)
   local p = by_name(fields)
+  if p.status ~= S.RESERVED and p.status ~= S.ACTIVE then return nil end
+  redis.call('HSET', key, 'status', status, 'end_ms', now)
   -- An ACTIVE one left the reservation deadlines when it was accepted.
-  if p.status == S.RESERVED then redis.call('ZREM', k.res_due, p.id) end
-  fields = with_changes(fields, {status = status, end_ms = tostring(now)})
-  local was_open = takes_players(s.status, s.accept, s.cur, s.max, s.srv_end)
-  local cur = tonumber(s.cur) - 1
-  index_counts(k, sid, {s.loc, s.inst, s.status, cur, s.max, s.accept, s.srv_end, s.tly or false, s.c_ms}, was_open,
-    {field, held_value(by_name(fields)), '#' .. p.player, '', 'cur', cur})
-  if status == S.TIMEDOUT then player_event(k, S.PLAYER_SESSION_TIMED_OUT, fields, endpoint_of(s), now) end
+  if p.status == S.RESERVED then redis.call('ZREM', k.res_due, psid) end
+  if not caller_counts then
+    redis.call('HDEL', gkey(k, p.gs) .. ':live', p.player)
+    redis.call('HINCRBY', gkey(k, p.gs), 'cur', -1)
+  end
+  fields = with_changes(fields, {status = status, end_ms = tostring(now), until_ms = false})
+  if status == S.TIMEDOUT then
+    endpoint = endpoint or redis.call('HMGET', gkey(k, p.gs), 'loc', 'ip', 'dns', 'port')
+    player_event(k, S.PLAYER_SESSION_TIMED_OUT, fields, endpoint, now)
+  end
   return fields
 end
 
@@ -413,68 +378,62 @@ local function told_end_reason(term_reason, otherwise)
 end
 
 -- Keeps an ended game session as one packed value (see ended_session): `record` its own fields by name as it ended,
--- `players` its player sessions' (as held_players answers them); its hash goes.
-local function keep_ended(k, sid, record, players)
+-- then its player sessions, read here; its hash, its lists and its player sessions' hashes go.
+local function keep_ended(k, sid, record)
+  local key = gkey(k, sid)
   if record.digest == record.idem then record.digest = nil end
   local values = record_values(record, SESSION_ENDED)
   if values[1] == sid then values[1] = false end
   if values[2] == fleet_of(sid) then values[2] = false end
-  local kept = {}
-  for i, fields in ipairs(players) do
-    local p = by_name(fields)
-    kept[i] = record_values(p, PLAYER_ENDED)
-    kept[i][1] = player_number(sid, p.id) or p.id
+  local players, gone = {}, {key, key .. ':ps', key .. ':live'}
+  for _, psid in ipairs(redis.call('ZRANGE', key .. ':ps', 0, -1)) do
+    local pk = pkey(k, psid)
+    -- By position, as the packed record keeps them (a field it lacks reads false, as in record_values).
+    local p = redis.call('HMGET', pk, unpack(PLAYER_ENDED))
+    for i = 2, #p do p[i] = packed_value(p[i]) end
+    p[1] = player_number(sid, psid) or psid
+    players[#players + 1] = p
+    gone[#gone + 1] = pk
   end
-  values[#SESSION_ENDED + 1] = kept
+  values[#SESSION_ENDED + 1] = players
   redis.call('SET', k.gend .. sid, cmsgpack.pack(values))
-  redis.call('DEL', gkey(k, sid))
+  -- In slices: Lua unpacks at most a few thousand values at once.
+  for first = 1, #gone, 1000 do redis.call('DEL', unpack(gone, first, math.min(first + 999, #gone))) end
 end
 
 -- Ends a game session (TERMINATED or ERROR, with a reason): its player sessions complete, it leaves the search
 -- indexes and every deadline, and it is kept packed until its retention from now has passed. Its hash is read once
 -- and not written again: keep_ended deletes it (`fields`, as HGETALL answers them, and `r`, the same by name, when
--- the caller has read it; `pending` as tally_instances'). Answers the record's fields as it ended (but for its
--- player sessions), or false when it had ended already.
+-- the caller has read it; `pending` as tally_instances'). Answers the record's fields as it ended, or false when it
+-- had ended already.
 local function end_game_session(k, sid, status, reason, now, fields, r, pending)
   local key = gkey(k, sid)
   fields = fields or redis.call('HGETALL', key)
   r = r or by_name(fields)
   if not r.status or r.status == S.TERMINATED or r.status == S.ERROR then return false end
-  if not r['@'] then
-    hold_players(k, sid)
-    fields = redis.call('HGETALL', key)
-    r = by_name(fields)
-  end
   -- Asked to end, it ended as asked, whatever else its server was doing.
   if r.status == S.TERMINATING and reason == S.ENDED_BY_SERVER then reason = S.TRIGGERED_ON_PROCESS_TERMINATE end
   redis.call('SREM', k.gs .. r.server .. ':sessions', sid)
-  -- Its live player sessions complete with it.
-  local players, ended, reserved = held_players(sid, fields), {}, {}
-  for i, p in ipairs(players) do
-    local record = by_name(p)
-    if record.status == S.RESERVED or record.status == S.ACTIVE then
-      if record.status == S.RESERVED then reserved[#reserved + 1] = record.id end
-      players[i] = with_changes(p, {status = S.COMPLETED, end_ms = tostring(now)})
-      ended[#ended + 1] = players[i]
-    end
+  local players = {}
+  for _, psid in ipairs(redis.call('HVALS', key .. ':live')) do
+    players[#players + 1] = end_player_session(k, psid, S.COMPLETED, now, nil, nil, true)
   end
-  if #reserved > 0 then redis.call('ZREM', k.res_due, unpack(reserved)) end
   -- Only an ACTIVATING session waits for its activation, only a TERMINATING one for its forced end.
   if r.status == S.ACTIVATING then redis.call('ZREM', k.act_due, sid) end
   if r.status == S.TERMINATING then redis.call('ZREM', k.term_due, sid) end
   redis.call('ZADD', k.ended, now + tonumber(r.ret_ms), sid)
-  local cur = tonumber(r.cur) - #ended
+  local cur = tonumber(r.cur) - #players
   tally_session(k, sid, {r.loc, r.inst, status, cur, r.max, r.accept, r.srv_end, r.tly or false, r.c_ms}, true,
     pending)
   if r.status == S.ACTIVE and r.srv_end ~= '1' then unindex_session(k, sid, r.loc) end
   local changed = {status = status, reason = reason, end_ms = tostring(now), cur = tostring(cur), act_by_ms = false,
     term_by_ms = false, tly = false}
-  fields = with_changes(session_pairs(fields), changed)
+  fields = with_changes(fields, changed)
   for name, value in pairs(changed) do r[name] = value or nil end
   local event = S.GAME_SESSION_TERMINATED
   if status == S.ERROR then event = S.GAME_SESSION_ERROR end
-  end_event(k, event, sid, now, ended)
-  keep_ended(k, sid, r, players)
+  end_event(k, event, sid, now, players)
+  keep_ended(k, sid, r)
   return fields
 end
 

@@ -1,7 +1,7 @@
 -- Reads one page of a sorted set of session ids, skipping ids whose record is gone (expired) or does not match.
 -- Serves ListGameSessions (the fleet's sessions, newest first, by location and statuses) and
--- DescribePlayerSessions (a game session's or a player's player sessions, oldest first, by status). A game session's
--- player sessions are read from its record (held_players), live or packed (ended_session).
+-- DescribePlayerSessions (a game session's or a player's player sessions, oldest first, by status). An ended game
+-- session's player sessions are read from its packed record (ended_session), in the order its set held them.
 -- KEYS[1] the sorted set of ids. ARGV[1] g | p,
 -- ARGV[2] DESC | ASC, ARGV[3] position to start after ('' for the first page), ARGV[4] page size,
 -- ARGV[5] location ('' for any; game sessions only), ARGV[6] statuses, space-separated ('' for any), ARGV[7] the
@@ -51,24 +51,12 @@ end
 -- A player's list holds its ids without their fleet (listed_player).
 local by_player = ARGV[1] == 'p' and ARGV[7] == ''
 
--- The ids of a game session's player sessions with their scores, oldest first, when its record holds them (see
--- held_field) or it ended; the set KEYS[1] lists those of an earlier release's live one.
+-- The ids of an ended game session's player sessions with their scores, as the set held them: by creation, then id.
 local listed = nil
 if ARGV[1] == 'p' and ARGV[7] ~= '' and redis.call('EXISTS', set) == 0 then
-  local sid = ARGV[7]
-  local fields = redis.call('HGETALL', gkey(k, sid))
-  local held
-  if #fields > 0 then
-    local r = by_name(fields)
-    local endpoint = endpoint_of(r)
-    held = held_players(sid, fields)
-    for _, p in ipairs(held) do players[by_name(p).id] = {with_deadline(p, r.act_ms, r.res_ms), endpoint} end
-  else
-    local ended = ended_players(sid)
-    held = ended and ended.players or {}
-  end
+  local ended = ended_players(ARGV[7])
   listed = {}
-  for _, p in ipairs(held) do
+  for _, p in ipairs(ended and ended.players or {}) do
     local r = by_name(p)
     listed[#listed + 1] = {r.id, r.c_ms}
   end
@@ -111,7 +99,7 @@ local function fits(id)
   return p and (any_status or statuses[by_name(p[1]).status])
 end
 local function record(id, ended_fields)
-  if ARGV[1] == 'g' then return ended_fields or session_pairs(redis.call('HGETALL', gkey(k, id))) end
+  if ARGV[1] == 'g' then return ended_fields or redis.call('HGETALL', gkey(k, id)) end
   return player(id)
 end
 while true do

@@ -27,7 +27,7 @@ if ARGV[2] == 'ABANDON' then
   fields = end_game_session(k, sid, S.TERMINATED, S.PLACEMENT_ABANDONED, now, live, r)
   if fields and r.server then routing = release_process(k, r.server) end
 else
-  local live = live_players(k, sid, redis.call('HGETALL', key))
+  local live = redis.call('HGETALL', key .. ':live')
   if #live > 0 then players = cjson.encode(live) end
 end
 return session_reply('FOUND', now, players, routing, fields or session_fields(k, sid))

@@ -6,15 +6,23 @@
 -- by {loc, ip, dns, port} and the player session's fields, which the server is answered.
 local now = now_ms()
 local sid, psid = ARGV[2], ARGV[3]
-local gs = session_of(psid) or sid
-local s, fields, field = player_context(k, gs, psid)
-if not fields then
-  local ended, session = servers_ended_player(k, ARGV[1], sid, psid)
-  if not ended then return {session, tostring(now), ''} end
-  return {'REMOVED', tostring(now), '', endpoint_of(session), ended}
+local pk = pkey(k, psid)
+local record = redis.call('HGETALL', pk)
+local gs = by_name(record).gs
+if not gs then
+  local fields, session = servers_ended_player(k, ARGV[1], sid, psid)
+  if not fields then return {session, tostring(now), ''} end
+  return {'REMOVED', tostring(now), '', endpoint_of(session), fields}
 end
-if s.server ~= ARGV[1] then return {'NOT_YOURS', tostring(now), ''} end
+local s = redis.call('HMGET', gkey(k, gs), 'server', 'loc', 'ip', 'dns', 'port', 'inst', 'status', 'cur', 'max',
+  'accept', 'srv_end', 'tly', 'c_ms')
+if s[1] ~= ARGV[1] then return {'NOT_YOURS', tostring(now), ''} end
 if gs ~= sid then return {'NOT_FOUND', tostring(now), ''} end
-local status = by_name(fields).status
-if status == S.RESERVED or status == S.ACTIVE then fields = leave(k, sid, s, fields, field, S.COMPLETED, now) end
-return {'REMOVED', tostring(now), '', endpoint_of(s), fields}
+local endpoint = {s[2], s[3], s[4], s[5]}
+local fields = end_player_session(k, psid, S.COMPLETED, now, endpoint, record, true)
+if not fields then return {'REMOVED', tostring(now), '', endpoint, record} end
+redis.call('HDEL', gkey(k, sid) .. ':live', by_name(record).player)
+local was_open = takes_players(s[7], s[10], s[8], s[9], s[11])
+local cur = tonumber(s[8]) - 1
+index_counts(k, sid, {s[2], s[6], s[7], cur, s[9], s[10], s[11], s[12], s[13]}, was_open, {'cur', cur})
+return {'REMOVED', tostring(now), '', endpoint, fields}

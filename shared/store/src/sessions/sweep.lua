@@ -39,13 +39,10 @@ for _, sid in ipairs(due(k.term_due)) do
 end
 for _, psid in ipairs(due(k.res_due)) do
   redis.call('ZREM', k.res_due, psid)
-  -- One of an earlier release, not numbered, names its game session in its own hash.
-  local sid = session_of(psid) or redis.call('HGET', pkey(k, psid), 'gs')
-  local s, fields, field
-  if sid then s, fields, field = player_context(k, sid, psid) end
-  if fields and by_name(fields).status == S.RESERVED then
-    leave(k, sid, s, fields, field, S.TIMEDOUT, now)
+  local sid = redis.call('HGET', pkey(k, psid), 'gs')
+  if end_player_session(k, psid, S.TIMEDOUT, now) then
     out[3] = out[3] + 1
+    index_counts(k, sid)
   end
 end
 -- An ended session's end event is read from its record (read_events.lua): a record whose own retention passed before
@@ -54,11 +51,7 @@ local events_cutoff = now - tonumber(ARGV[2])
 for _, sid in ipairs(due(k.ended)) do
   local key = gkey(k, sid)
   -- One that ended under an earlier release is still a hash: packed first, it goes the same way.
-  if redis.call('EXISTS', key) == 1 then
-    hold_players(k, sid)
-    local fields = redis.call('HGETALL', key)
-    keep_ended(k, sid, by_name(fields), held_players(sid, fields))
-  end
+  if redis.call('EXISTS', key) == 1 then keep_ended(k, sid, by_name(redis.call('HGETALL', key))) end
   local ended = ended_session(k, sid)
   local record = ended and by_name(ended.fields) or {}
   local end_ms = tonumber(record.end_ms or '0')
