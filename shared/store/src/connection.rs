@@ -6,16 +6,15 @@
 //! every command is bounded by the response timeout, so a Redis that stops answering turns into `UNAVAILABLE`
 //! well within a client's deadline instead of a hang.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::time::Duration;
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 use redis::io::tcp::TcpSettings;
 use redis::{Cmd, FromRedisValue, IntoConnectionInfo, Pipeline, RedisFuture, Value};
-use tokio::sync::OnceCell;
 
 use crate::StoreError;
 use crate::scripts::{FunctionCall, library};
@@ -87,7 +86,11 @@ pub struct Store {
 
 struct Inner {
     config: RedisConfig,
-    connections: OnceCell<Box<[Connection]>>,
+    /// The open connections, replaced whole when a cluster stayed unreachable through them (see `ping`).
+    connections: RwLock<Option<Arc<[Connection]>>>,
+    /// Held while they are opened, so that the calls that find none open wait for one set; it holds when the last
+    /// attempt failed, so that the calls that waited for it fail at once rather than each making its own in turn.
+    opening: tokio::sync::Mutex<Option<Instant>>,
     next: AtomicUsize,
     /// Held while the library is loaded after Redis lost it, so that the calls that found it missing at once wait
     /// for one load instead of each making its own.
@@ -102,7 +105,8 @@ impl Store {
         Store {
             inner: Arc::new(Inner {
                 config,
-                connections: OnceCell::new(),
+                connections: RwLock::new(None),
+                opening: tokio::sync::Mutex::new(None),
                 next: AtomicUsize::new(0),
                 reloading: tokio::sync::Mutex::new(()),
                 reloads: AtomicU64::new(0),
@@ -118,19 +122,41 @@ impl Store {
         Ok(store)
     }
 
-    async fn connections(&self) -> Result<&[Connection], StoreError> {
-        let config = &self.inner.config;
-        let connections = self
-            .inner
+    fn opened(&self) -> Option<Arc<[Connection]>> {
+        self.inner
             .connections
-            .get_or_try_init(|| async {
-                let mut connections = Vec::with_capacity(config.connections.max(1));
-                for _ in 0..config.connections.max(1) {
-                    connections.push(open(config).await?);
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    async fn connections(&self) -> Result<Arc<[Connection]>, StoreError> {
+        if let Some(connections) = self.opened() {
+            return Ok(connections);
+        }
+        let mut failed = self.inner.opening.lock().await;
+        if let Some(connections) = self.opened() {
+            return Ok(connections);
+        }
+        let config = &self.inner.config;
+        if failed.is_some_and(|at| at.elapsed() < config.connect_timeout) {
+            return Err(StoreError::Unavailable(
+                "redis could not be reached a moment ago".into(),
+            ));
+        }
+        let mut connections = Vec::with_capacity(config.connections.max(1));
+        for _ in 0..config.connections.max(1) {
+            match open(config).await {
+                Ok(connection) => connections.push(connection),
+                Err(err) => {
+                    *failed = Some(Instant::now());
+                    return Err(err);
                 }
-                Ok::<_, StoreError>(connections.into_boxed_slice())
-            })
-            .await?;
+            }
+        }
+        *failed = None;
+        let connections: Arc<[Connection]> = connections.into();
+        *self.inner.connections.write().unwrap_or_else(PoisonError::into_inner) = Some(connections.clone());
         Ok(connections)
     }
 
@@ -194,17 +220,26 @@ impl Store {
     }
 
     /// Checks that Redis answers on every connection, so that "reachable" means every request can get through,
-    /// not just the one that happened to be probed.
+    /// not just the one that happened to be probed. A cluster's connections that do not are let go, and the next
+    /// call opens new ones: one that lost every node can stay without a route to a node after the nodes are back,
+    /// while a new one learns the topology from the seed nodes.
     pub async fn ping(&self) -> Result<(), StoreError> {
-        let pings = self.connections().await?.iter().map(|connection| {
+        let connections = self.connections().await?;
+        let pings = connections.iter().map(|connection| {
             let mut connection = connection.clone();
             async move {
                 let _: String = self.bounded(redis::cmd("PING").query_async(&mut connection)).await?;
                 Ok::<_, StoreError>(())
             }
         });
-        futures::future::try_join_all(pings).await?;
-        Ok(())
+        let pinged = futures::future::try_join_all(pings).await;
+        if pinged.is_err() && self.mode() == RedisMode::Cluster {
+            let mut open = self.inner.connections.write().unwrap_or_else(PoisonError::into_inner);
+            if open.as_ref().is_some_and(|open| Arc::ptr_eq(open, &connections)) {
+                *open = None;
+            }
+        }
+        pinged.map(|_| ())
     }
 
     async fn bounded<T>(&self, call: impl Future<Output = redis::RedisResult<T>>) -> Result<T, StoreError> {
