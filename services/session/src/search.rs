@@ -7,9 +7,10 @@
 //! - When the filter bounds another index narrowly (at most [`WHOLE_MAX`] sessions in the range), or the sort has no
 //!   index (names, properties, hasAvailablePlayerSessions), the filter's range is read whole and sorted here: the
 //!   cost is the sessions in that range, every session of the location for a filter with no numeric bound.
-//! - A search of every location reads each location's indexes the same way and sorts the union: the first page of
-//!   the whole fleet is among the first pages of its locations. Each session is indexed once, under its own
-//!   location, so that a player joining or leaving moves one index entry, not two.
+//! - A search of every location reads each location's indexes the same way: whole ranges in full, a stream in sort
+//!   order a chunk at a time from the location that has got least far, until a page lies before where every
+//!   location has got. Each session is indexed once, under its own location, so that a player joining or leaving
+//!   moves one index entry, not two.
 //!
 //! Only the fields a filter and a sort look at are read per candidate; whole records only for the page returned.
 
@@ -91,8 +92,8 @@ async fn plan<'a>(
     }))
 }
 
-/// Reads the matches of a plan: all of them (`Whole`), or (`Stream`) the first `needed` in sort order of each
-/// location, in no order.
+/// Reads the matches of a plan: all of them (`Whole`), or (`Stream`) at least the first `needed` in sort order, in no
+/// order.
 async fn matches(
     store: &Store,
     fleet_id: &str,
@@ -100,15 +101,62 @@ async fn matches(
     filter: &Filter,
     needed: usize,
 ) -> Result<Vec<GameSessionRecord>, Status> {
-    let (scans, streaming) = match plan {
-        Plan::Whole(scans) => (scans, false),
-        Plan::Stream(scans) => (scans, true),
-    };
-    let mut found = Vec::new();
-    for scan in scans {
-        found.extend(scan_matches(store, fleet_id, scan, streaming, filter, needed).await?);
+    match plan {
+        Plan::Stream(scans) if scans.len() > 1 => merged(store, fleet_id, scans, filter, needed).await,
+        Plan::Stream(scans) | Plan::Whole(scans) => {
+            let streaming = matches!(plan, Plan::Stream(_));
+            let mut found = Vec::new();
+            for scan in scans {
+                found.extend(scan_matches(store, fleet_id, scan, streaming, filter, needed).await?);
+            }
+            Ok(found)
+        }
     }
-    Ok(found)
+}
+
+/// One location's scan, read a chunk at a time in score order.
+struct Cursor<'a> {
+    scan: IndexScan<'a>,
+    /// Where the next chunk starts: the last score read, past the ties of it already read.
+    last: Option<i64>,
+    skip: usize,
+    want: usize,
+    /// The range is read to its end.
+    done: bool,
+}
+
+impl<'a> Cursor<'a> {
+    fn new(scan: IndexScan<'a>, want: usize) -> Cursor<'a> {
+        Cursor {
+            scan,
+            last: None,
+            skip: 0,
+            want,
+            done: false,
+        }
+    }
+
+    /// The next chunk, each session with its score; chunks grow fourfold up to [`CHUNK`].
+    async fn next(&mut self, store: &Store, fleet_id: &str) -> Result<Vec<(GameSessionRecord, i64)>, Status> {
+        if let Some(last) = self.last {
+            if self.scan.descending {
+                self.scan.range.1 = Some(last);
+            } else {
+                self.scan.range.0 = Some(last);
+            }
+        }
+        let chunk = search_chunk(store, fleet_id, &self.scan, self.skip, self.want).await?;
+        for (_, score) in &chunk {
+            if self.last == Some(*score) {
+                self.skip += 1;
+            } else {
+                (self.last, self.skip) = (Some(*score), 1);
+            }
+        }
+        self.done = chunk.len() < self.want;
+        self.want = (self.want * 4).min(CHUNK);
+        Ok(chunk)
+    }
 }
 
 /// The matches of one location's scan: all of them, or (`streaming`) the first `needed` in sort order. Ties come in
@@ -124,30 +172,16 @@ async fn scan_matches(
 ) -> Result<Vec<GameSessionRecord>, Status> {
     let mut found = Vec::new();
     let mut boundary: Option<i64> = None;
-    let mut scan = *scan;
-    // Where the next chunk starts: the last score read, past the ties of it already read.
-    let (mut last, mut skip) = (None::<i64>, 0);
-    let mut want = if streaming {
-        (needed * 2).clamp(50, CHUNK)
-    } else {
-        CHUNK
-    };
+    let mut cursor = Cursor::new(
+        *scan,
+        if streaming {
+            (needed * 2).clamp(50, CHUNK)
+        } else {
+            CHUNK
+        },
+    );
     loop {
-        if let Some(last) = last {
-            if scan.descending {
-                scan.range.1 = Some(last);
-            } else {
-                scan.range.0 = Some(last);
-            }
-        }
-        let chunk = search_chunk(store, fleet_id, &scan, skip, want).await?;
-        let read = chunk.len();
-        for (session, score) in chunk {
-            if last == Some(score) {
-                skip += 1;
-            } else {
-                (last, skip) = (Some(score), 1);
-            }
+        for (session, score) in cursor.next(store, fleet_id).await? {
             if boundary.is_some_and(|last| last != score) {
                 return Ok(found);
             }
@@ -161,10 +195,48 @@ async fn scan_matches(
                 }
             }
         }
-        if read < want {
+        if cursor.done {
             return Ok(found);
         }
-        want = (want * 4).min(CHUNK);
+    }
+}
+
+/// The first `needed` matches in sort order of several locations' scans (and more): each location is read a chunk at
+/// a time, always the one that has got least far, until `needed` matches lie before where every location not read to
+/// its end has got (no session left unread can come before them, nor tie with them).
+async fn merged(
+    store: &Store,
+    fleet_id: &str,
+    scans: &[IndexScan<'_>],
+    filter: &Filter,
+    needed: usize,
+) -> Result<Vec<GameSessionRecord>, Status> {
+    let first = (needed * 2 / scans.len()).clamp(20, CHUNK);
+    let mut cursors: Vec<Cursor> = scans.iter().map(|scan| Cursor::new(*scan, first)).collect();
+    let descending = scans[0].descending;
+    // Whether score `a` comes before score `b` in the reading order.
+    let before = |a: i64, b: i64| if descending { a > b } else { a < b };
+    let mut found: Vec<(GameSessionRecord, i64)> = Vec::new();
+    let mut next = (0..cursors.len()).collect::<Vec<_>>();
+    loop {
+        for index in next.drain(..) {
+            let chunk = cursors[index].next(store, fleet_id).await?;
+            found.extend(chunk.into_iter().filter(|(session, _)| filter.matches(session)));
+        }
+        // The location that has got least far among those with more to read, and how far.
+        let behind = cursors
+            .iter()
+            .enumerate()
+            .filter(|(_, cursor)| !cursor.done)
+            .filter_map(|(index, cursor)| Some((index, cursor.last?)))
+            .reduce(|a, b| if before(b.1, a.1) { b } else { a });
+        let Some((index, frontier)) = behind else {
+            return Ok(found.into_iter().map(|(session, _)| session).collect());
+        };
+        if found.iter().filter(|(_, score)| before(*score, frontier)).count() >= needed {
+            return Ok(found.into_iter().map(|(session, _)| session).collect());
+        }
+        next.push(index);
     }
 }
 

@@ -1261,6 +1261,62 @@ async fn search_pages_through_long_runs_of_ties_in_either_direction() {
     }
 }
 
+/// A search of every location merges each location's index, a chunk at a time, into one order across pages: here
+/// most of the first pages lie in one location, so that it is read on while the other waits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_search_of_every_location_pages_through_them_in_one_order() {
+    let stack = Stack::start(TestRedis::single(), &fast_sessions()).await;
+    let (local, mut local_events) = stack.server("gs-1", 40, "local").await;
+    let (other, mut other_events) = stack.server("gs-2", 40, "other").await;
+    let mut created = Vec::new();
+    for n in 0..45 {
+        let (host, events, location) = if (25..35).contains(&n) {
+            (&other, &mut other_events, "other")
+        } else {
+            (&local, &mut local_events, "local")
+        };
+        let request = pb::CreateGameSessionRequest {
+            location: location.into(),
+            ..create(4)
+        };
+        let id = active_session(&stack, host, events, request).await;
+        let time = describe(&stack, &id).await.creation_time.unwrap();
+        created.push(((time.seconds, time.nanos), id));
+    }
+    // Ties (sessions created in the same ms) come by id whichever way the sort goes.
+    created.sort();
+    let ascending: Vec<String> = created.iter().map(|(_, id)| id.clone()).collect();
+    created.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    let descending: Vec<String> = created.iter().map(|(_, id)| id.clone()).collect();
+    let mut games = stack.games().await;
+    for (sort, expected) in [
+        ("creationTimeMillis ASC", ascending),
+        ("creationTimeMillis DESC", descending),
+    ] {
+        let mut seen = Vec::new();
+        let mut token = String::new();
+        loop {
+            let page = games
+                .search_game_sessions(pb::SearchGameSessionsRequest {
+                    fleet_id: FLEET.into(),
+                    sort_expression: sort.into(),
+                    page_size: 6,
+                    page_token: token,
+                    ..Default::default()
+                })
+                .await
+                .unwrap()
+                .into_inner();
+            seen.extend(page.game_sessions.into_iter().map(|s| s.game_session_id));
+            token = page.next_page_token;
+            if token.is_empty() {
+                break;
+            }
+        }
+        assert_eq!(seen, expected, "{sort}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sessions_of_a_server_told_to_end_take_no_new_players_and_leave_search() {
     use berth_proto::health::v1::game_server_service_client::GameServerServiceClient;
