@@ -1219,6 +1219,31 @@ async fn a_retried_creation_returns_the_first_session_and_creators_are_limited()
     games.create_game_session(other).await.unwrap();
 }
 
+/// The ids of every ACTIVE session of the fleet a search without a filter or a location finds, page by page.
+async fn search_every_page(stack: &Stack, sort: &str, page_size: u32) -> Vec<String> {
+    let mut games = stack.games().await;
+    let mut seen = Vec::new();
+    let mut token = String::new();
+    loop {
+        let page = games
+            .search_game_sessions(pb::SearchGameSessionsRequest {
+                fleet_id: FLEET.into(),
+                sort_expression: sort.into(),
+                page_size,
+                page_token: token,
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        seen.extend(page.game_sessions.into_iter().map(|s| s.game_session_id));
+        token = page.next_page_token;
+        if token.is_empty() {
+            return seen;
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn search_pages_through_long_runs_of_ties_in_either_direction() {
     let stack = Stack::start(TestRedis::single(), &fast_sessions()).await;
@@ -1234,28 +1259,8 @@ async fn search_pages_through_long_runs_of_ties_in_either_direction() {
         ids.push(active_session(&stack, host, host_events, create(4)).await);
     }
     ids.sort();
-    let mut games = stack.games().await;
     for sort in ["playerSessionCount DESC", "playerSessionCount ASC"] {
-        let mut seen = Vec::new();
-        let mut token = String::new();
-        loop {
-            let page = games
-                .search_game_sessions(pb::SearchGameSessionsRequest {
-                    fleet_id: FLEET.into(),
-                    sort_expression: sort.into(),
-                    page_size: 50,
-                    page_token: token,
-                    ..Default::default()
-                })
-                .await
-                .unwrap()
-                .into_inner();
-            seen.extend(page.game_sessions.into_iter().map(|s| s.game_session_id));
-            token = page.next_page_token;
-            if token.is_empty() {
-                break;
-            }
-        }
+        let seen = search_every_page(&stack, sort, 50).await;
         // Every session has 0 players: all tie, and ties come by id whichever way the sort goes.
         assert_eq!(seen, ids, "{sort}");
     }
@@ -1288,31 +1293,11 @@ async fn a_search_of_every_location_pages_through_them_in_one_order() {
     let ascending: Vec<String> = created.iter().map(|(_, id)| id.clone()).collect();
     created.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
     let descending: Vec<String> = created.iter().map(|(_, id)| id.clone()).collect();
-    let mut games = stack.games().await;
     for (sort, expected) in [
         ("creationTimeMillis ASC", ascending),
         ("creationTimeMillis DESC", descending),
     ] {
-        let mut seen = Vec::new();
-        let mut token = String::new();
-        loop {
-            let page = games
-                .search_game_sessions(pb::SearchGameSessionsRequest {
-                    fleet_id: FLEET.into(),
-                    sort_expression: sort.into(),
-                    page_size: 6,
-                    page_token: token,
-                    ..Default::default()
-                })
-                .await
-                .unwrap()
-                .into_inner();
-            seen.extend(page.game_sessions.into_iter().map(|s| s.game_session_id));
-            token = page.next_page_token;
-            if token.is_empty() {
-                break;
-            }
-        }
+        let seen = search_every_page(&stack, sort, 6).await;
         assert_eq!(seen, expected, "{sort}");
     }
 }
