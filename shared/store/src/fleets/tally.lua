@@ -188,6 +188,9 @@ local function instance_share(k, id, a)
   return id .. '|' .. loc .. '|' .. what .. ',' .. launching
 end
 
+-- The fields of an instance's aggregate its share is made of, in the order instance_share reads them.
+local INSTANCE_TALLIED = {'loc', 'n', 'ready', 'busy', 'free', 'act', 'draining', 'spot', 'ending', 'tly'}
+
 -- Brings an instance's share up to date after its aggregate moved by `deltas` ({field = n}, written here with the
 -- share; nil when only its record changed); its aggregate goes once nothing of it is left. One count it reads as
 -- zero or not moving alone is an HINCRBY, whose answer tells whether the share can have changed (most changes of a
@@ -202,10 +205,9 @@ local function tally_instance(k, id, deltas)
     if now ~= 0 and now ~= n then return end
     deltas = {}
   end
-  local fields = {'loc', 'n', 'ready', 'busy', 'free', 'act', 'draining', 'spot', 'ending', 'tly'}
-  local a = redis.call('HMGET', key, unpack(fields))
+  local a = redis.call('HMGET', key, unpack(INSTANCE_TALLIED))
   local also = {}
-  for i, field in ipairs(fields) do
+  for i, field in ipairs(INSTANCE_TALLIED) do
     local n = deltas[field]
     if n and n ~= 0 then
       a[i] = tonumber(a[i] or '0') + n

@@ -24,12 +24,10 @@ end
 if ended then return session_reply('ENDED', now, '', nil, ended.fields) end
 -- What release_process reads of the server, and its termination reason, in one read (ending the session changes
 -- none of them).
-local names = {unpack(RELEASE_READ)}
-names[#names + 1] = 'term_reason'
-local p = redis.call('HMGET', k.gs .. id, unpack(names))
+local p = redis.call('HMGET', k.gs .. id, unpack(ENDING_READ))
 -- A session asked to end (TERMINATING) ends TRIGGERED_ON_PROCESS_TERMINATE by end_game_session's own rule.
 if ARGV[3] ~= 'REJECT' and p[3] == S.TERMINATING then
-  reason = told_end_reason(p[#names], S.TRIGGERED_ON_PROCESS_TERMINATE)
+  reason = told_end_reason(p[#ENDING_READ], S.TRIGGERED_ON_PROCESS_TERMINATE)
 end
 local pending = {}
 local fields = end_game_session(k, sid, status, reason, now, live, s, pending)

@@ -447,6 +447,10 @@ end
 -- What release_process reads of a process: SERVER_TALLIED's fields, then its replica and desired-state version.
 local RELEASE_READ = {'instance', 'loc', 'pstate', 'util', 'claim_exp_ms', 'istatus', 'health', 'max_sess', 'tly',
   'replica', 'ver'}
+-- RELEASE_READ's fields and the process's termination reason, which ending a session reads with them (spelled out:
+-- at load, only the redis API is there).
+local ENDING_READ = {'instance', 'loc', 'pstate', 'util', 'claim_exp_ms', 'istatus', 'health', 'max_sess', 'tly',
+  'replica', 'ver', 'term_reason'}
 
 -- A process whose game session ended without the process ending: its desired state drops the session (a new
 -- version), and with no session left open it is ready for another, back in the pool when it may wait there.
