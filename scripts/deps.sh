@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what `make test`, `make lint`, `make run`, `make bench` and `make sim` need on a fresh machine:
-# redis-server (the tests start their own processes of it), the DejaVu fonts (the simulator's chart), a Docker
-# engine (Debian's docker.io, for the docker provisioner's tests, its daemon started when none answers) and buf (from
-# the npm package @bufbuild/buf, for `buf lint`).
+# redis-server (the tests start their own processes of it), protoc (Agones' Rust SDK, which berth-agent's tests speak
+# through, compiles its protos with it), the DejaVu fonts (the simulator's chart), a Docker engine (Debian's
+# docker.io, for the docker provisioner's tests, its daemon started when none answers) and buf (from the npm package
+# @bufbuild/buf, for `buf lint`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,6 +21,13 @@ apt_install() {
 if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; then
   echo "installing redis-server"
   apt_install redis-server
+fi
+
+# Agones' official Rust SDK (the `agones` crate, berth-agent's tests speak through it) compiles its protos with
+# protoc at build time; Berth's own contracts need none (protox).
+if ! command -v protoc >/dev/null; then
+  echo "installing protobuf-compiler"
+  apt_install protobuf-compiler
 fi
 
 # The policy simulator's chart draws its text with DejaVu Sans (berth-sim reads it from the system).

@@ -51,3 +51,11 @@ pub mod health {
         tonic::include_proto!("berth.health.v1");
     }
 }
+
+/// Agones' contracts, which berth-agent serves so that game servers built on Agones' SDKs run on Berth unchanged.
+pub mod agones {
+    /// The game-server SDK (package `agones.dev.sdk`).
+    pub mod sdk {
+        tonic::include_proto!("agones.dev.sdk");
+    }
+}

@@ -153,9 +153,20 @@ type HealthCheck = Arc<dyn Fn() -> ProcessHealth + Send + Sync>;
 /// What the handles and the background task share.
 struct Shared {
     identity: Mutex<Identity>,
+    heartbeats: Mutex<HeartbeatSettings>,
     status: Mutex<ProcessStatus>,
     /// Wakes the task to heartbeat at once when the reported state changed.
     changed: Notify,
+}
+
+/// How often the process heartbeats and how many missed or UNHEALTHY heartbeats end it: its fleet's
+/// process_timeouts, as the service last told them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HeartbeatSettings {
+    /// Heartbeat period.
+    pub interval: Duration,
+    /// Consecutive UNHEALTHY or missed heartbeats before the process is terminated.
+    pub unhealthy_after: u32,
 }
 
 #[derive(Default)]
@@ -180,6 +191,7 @@ impl Shared {
     fn new() -> Shared {
         Shared {
             identity: Mutex::new(Identity::default()),
+            heartbeats: Mutex::new(HeartbeatSettings::default()),
             status: Mutex::new(ProcessStatus {
                 game_state: GameState::Initializing,
                 connected_player_ids: Vec::new(),
@@ -187,6 +199,13 @@ impl Shared {
             }),
             changed: Notify::new(),
         }
+    }
+
+    fn set_heartbeats(&self, interval_ms: u32, unhealthy_after: u32) {
+        *lock(&self.heartbeats) = HeartbeatSettings {
+            interval: Duration::from_millis(interval_ms.into()),
+            unhealthy_after,
+        };
     }
 
     fn set_identity(&self, game_server_id: String, registration_id: String) {
@@ -276,6 +295,11 @@ impl GameServer {
     /// Id of the server, as registered.
     pub fn game_server_id(&self) -> String {
         lock(&self.shared.identity).game_server_id.clone()
+    }
+
+    /// The fleet's heartbeat settings, as the service last told them.
+    pub fn heartbeat_settings(&self) -> HeartbeatSettings {
+        *lock(&self.shared.heartbeats)
     }
 
     /// Id of the current registration.

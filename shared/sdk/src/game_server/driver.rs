@@ -178,6 +178,10 @@ impl Driver {
         self.register.resume_registration_id = registered.registration_id.clone();
         self.shared
             .set_identity(registered.game_server_id, registered.registration_id);
+        self.shared.set_heartbeats(
+            registered.heartbeat_interval_ms,
+            registered.unhealthy_after_missed_heartbeats,
+        );
         self.heartbeat_period = heartbeat_period(registered.heartbeat_interval_ms);
         // The first tick is immediate: the service hears the process's state as soon as it is (re)registered.
         self.ticker = tokio::time::interval(self.heartbeat_period);
@@ -310,6 +314,8 @@ impl Driver {
                     heartbeat_interval_ms = change.heartbeat_interval_ms,
                     "heartbeat interval changed"
                 );
+                self.shared
+                    .set_heartbeats(change.heartbeat_interval_ms, change.unhealthy_after_missed_heartbeats);
                 self.heartbeat_period = heartbeat_period(change.heartbeat_interval_ms);
                 self.ticker = tokio::time::interval_at(Instant::now() + self.heartbeat_period, self.heartbeat_period);
                 self.ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);

@@ -1,0 +1,72 @@
+//! What Berth tells the process, turned into what an Agones game server sees: a game session placed on it is
+//! activated on its behalf (an Agones server has no activation step: it learns of its match by watching itself go
+//! Allocated, with the session in its annotations), and an order to end reaches the child as SIGTERM, as a
+//! Kubernetes pod's deletion does.
+
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use berth_proto::health::v1::ProcessHealth;
+use berth_proto::session::v1::GameSessionStatus;
+use berth_sdk::Event;
+use berth_sdk::game_server::{Events, GameServer};
+use tokio::sync::mpsc;
+use tracing::{info, warn};
+
+use crate::record::session_annotations;
+use crate::view::View;
+
+/// Reports the server healthy while health pings keep coming: UNHEALTHY once the last is older than the fleet's
+/// failure window (its heartbeat period times its threshold). Healthy before the first ping, which Agones gives an
+/// initial delay.
+pub fn watch_health(server: &GameServer, view: Arc<View>) {
+    let settings = server.clone();
+    server.set_health_check(move || {
+        let window = settings.heartbeat_settings();
+        let window = window.interval * window.unhealthy_after.max(1);
+        match view.snapshot().0.last_ping {
+            Some(ping) if Instant::now().duration_since(ping) > window => ProcessHealth::Unhealthy,
+            _ => ProcessHealth::Healthy,
+        }
+    });
+}
+
+/// Follows the server's events until they end; `end_child` is told when the child must end.
+pub async fn follow(server: GameServer, mut events: Events, view: Arc<View>, end_child: mpsc::Sender<()>) {
+    while let Some(event) = events.recv().await {
+        match event {
+            Event::StartGameSession { game_session, .. } => {
+                let id = game_session.game_session_id.clone();
+                view.change(|state| state.session = session_annotations(&game_session));
+                if let Err(error) = server.activate_game_session(id.clone()).await {
+                    warn!(game_session_id = %id, %error, "activating the game session failed");
+                }
+                view.touch();
+            }
+            Event::UpdateGameSession { game_session, .. } => {
+                let ended = matches!(
+                    game_session.status(),
+                    GameSessionStatus::Terminating | GameSessionStatus::Terminated | GameSessionStatus::Error
+                );
+                view.change(|state| state.session = session_annotations(&game_session));
+                if ended {
+                    info!(game_session_id = %game_session.game_session_id, "the game session is ending; ending the child");
+                    let _ = end_child.try_send(());
+                }
+            }
+            Event::Terminate { reason, .. } => {
+                info!(?reason, "Berth asks the process to end");
+                let since = SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs() as i64);
+                view.change(|state| state.ending_since = since);
+                let _ = end_child.try_send(());
+            }
+            Event::Lost { status } => {
+                warn!(%status, "Berth refused the registration for good");
+                view.change(|state| state.shutdown = true);
+                let _ = end_child.try_send(());
+            }
+        }
+    }
+}

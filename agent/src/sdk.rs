@@ -1,0 +1,192 @@
+//! The Agones SDK service on loopback: each call mapped onto the Berth SDK stream the agent holds (see
+//! `proto/agones/dev/sdk/sdk.proto` for what each does on Berth).
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use berth_proto::agones::sdk::sdk_server::Sdk;
+use berth_proto::agones::sdk::{self as agones, Empty, KeyValue};
+use berth_proto::common::v1;
+use berth_proto::health::v1::{ServerDescription, ServerLabels, UpdateServer};
+use berth_sdk::SdkError;
+use berth_sdk::game_server::GameServer;
+use tokio::sync::{Mutex, mpsc};
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::{Stream, StreamExt};
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::link::Link;
+use crate::record::{self, SDK_PREFIX};
+use crate::view::View;
+
+/// The service, over the agent's link to Berth and its view of the server.
+pub struct AgonesSdk {
+    link: Link,
+    view: Arc<View>,
+    /// Serializes the read-modify-write of labels (Berth replaces them whole).
+    labels: Mutex<()>,
+    /// The record as last read, shown once the stream to Berth is over (after Shutdown).
+    last: std::sync::Mutex<Option<ServerDescription>>,
+}
+
+/// A Berth SDK error as the gRPC status an Agones client gets.
+pub fn status(error: SdkError) -> Status {
+    match error {
+        SdkError::Refused { code, message, .. } => Status::new(code, message),
+        SdkError::Disconnected => Status::unavailable("the process's stream to Berth is over"),
+        other => Status::unavailable(other.to_string()),
+    }
+}
+
+impl AgonesSdk {
+    pub fn new(link: Link, view: Arc<View>) -> AgonesSdk {
+        AgonesSdk {
+            link,
+            view,
+            labels: Mutex::new(()),
+            last: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// The server as Agones shows it now.
+    async fn current(&self, server: &GameServer) -> Result<agones::GameServer, Status> {
+        let (agent, version) = self.view.snapshot();
+        let description = match server.describe_server().await {
+            Ok(description) => {
+                *self.last.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(description.clone());
+                description
+            }
+            Err(SdkError::Disconnected) if agent.shutdown => self
+                .last
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone()
+                .ok_or_else(|| Status::unavailable("the process's stream to Berth is over"))?,
+            Err(error) => return Err(status(error)),
+        };
+        Ok(record::game_server(
+            &description,
+            &agent,
+            version,
+            server.heartbeat_settings(),
+        ))
+    }
+}
+
+type GameServerStream = Pin<Box<dyn Stream<Item = Result<agones::GameServer, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl Sdk for AgonesSdk {
+    async fn ready(&self, _: Request<Empty>) -> Result<Response<Empty>, Status> {
+        let server = self.link.server().await?;
+        server.ready().await.map_err(status)?;
+        self.view.change(|state| state.ready = true);
+        Ok(Response::new(Empty {}))
+    }
+
+    async fn allocate(&self, _: Request<Empty>) -> Result<Response<Empty>, Status> {
+        let server = self.link.server().await?;
+        let update = UpdateServer {
+            mark_utilized: true,
+            ..Default::default()
+        };
+        server.update_server(update).await.map_err(status)?;
+        self.view.touch();
+        Ok(Response::new(Empty {}))
+    }
+
+    async fn shutdown(&self, _: Request<Empty>) -> Result<Response<Empty>, Status> {
+        let server = self.link.server().await?;
+        self.current(&server).await?;
+        self.view.change(|state| state.shutdown = true);
+        match server.process_ending("Shutdown through the Agones SDK").await {
+            Ok(()) | Err(SdkError::Disconnected) => Ok(Response::new(Empty {})),
+            Err(error) => Err(status(error)),
+        }
+    }
+
+    async fn health(&self, request: Request<Streaming<Empty>>) -> Result<Response<Empty>, Status> {
+        let mut pings = request.into_inner();
+        while let Some(ping) = pings.next().await {
+            ping?;
+            self.view.ping();
+        }
+        Ok(Response::new(Empty {}))
+    }
+
+    async fn get_game_server(&self, _: Request<Empty>) -> Result<Response<agones::GameServer>, Status> {
+        let server = self.link.server().await?;
+        Ok(Response::new(self.current(&server).await?))
+    }
+
+    type WatchGameServerStream = GameServerStream;
+
+    async fn watch_game_server(&self, _: Request<Empty>) -> Result<Response<GameServerStream>, Status> {
+        let server = self.link.server().await?;
+        let mut changes = self.view.watch();
+        let first = self.current(&server).await?;
+        let (send, receive) = mpsc::channel(16);
+        let sdk = AgonesSdk::new(self.link.clone(), self.view.clone());
+        tokio::spawn(async move {
+            let mut next = Ok(first);
+            loop {
+                let ended = next.is_err();
+                if send.send(next).await.is_err() || ended {
+                    return;
+                }
+                if changes.changed().await.is_err() {
+                    return;
+                }
+                next = sdk.current(&server).await;
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(receive))))
+    }
+
+    async fn set_label(&self, request: Request<KeyValue>) -> Result<Response<Empty>, Status> {
+        let label = request.into_inner();
+        let server = self.link.server().await?;
+        let _serial = self.labels.lock().await;
+        let mut labels = server.describe_server().await.map_err(status)?.labels;
+        let key = format!("{SDK_PREFIX}{}", label.key);
+        labels.retain(|existing| existing.key != key);
+        labels.push(v1::KeyValue {
+            key,
+            value: label.value,
+        });
+        let update = UpdateServer {
+            labels: Some(ServerLabels { labels }),
+            ..Default::default()
+        };
+        server.update_server(update).await.map_err(status)?;
+        self.view.touch();
+        Ok(Response::new(Empty {}))
+    }
+
+    async fn set_annotation(&self, request: Request<KeyValue>) -> Result<Response<Empty>, Status> {
+        let annotation = request.into_inner();
+        self.link.server().await?;
+        let key = format!("{SDK_PREFIX}{}", annotation.key);
+        self.view.change(|state| {
+            state.annotations.insert(key, annotation.value);
+        });
+        Ok(Response::new(Empty {}))
+    }
+
+    async fn reserve(&self, request: Request<agones::Duration>) -> Result<Response<Empty>, Status> {
+        let seconds = request.into_inner().seconds;
+        if !(0..=86_400).contains(&seconds) {
+            return Err(Status::invalid_argument(format!(
+                "seconds must be 0 to 86400, got {seconds}"
+            )));
+        }
+        let server = self.link.server().await?;
+        server
+            .reserve(Duration::from_secs(seconds as u64))
+            .await
+            .map_err(status)?;
+        self.view.touch();
+        Ok(Response::new(Empty {}))
+    }
+}

@@ -1,0 +1,128 @@
+//! berth-agent through Agones' official Rust SDK (the `agones` crate) as the game server's client, against a real
+//! health service and a real Redis, single node and cluster: what an Agones game server sees of its life on Berth.
+
+use std::time::Duration;
+
+use agones::Sdk;
+use berth_agent::Agent;
+use berth_agent::record::SESSION_ID;
+use berth_store::Store;
+use berth_testkit::{
+    RunningService, TestRedis, anywhere_fleet, game_server_config, game_session_status, place_game_session,
+    spawn_service,
+};
+
+const FLEET: &str = "agones-fleet";
+
+/// A health replica over `redis` with the fleet created (ANYWHERE, in "local").
+async fn health(redis: &TestRedis) -> (Store, RunningService) {
+    let store = Store::connect(&redis.config()).await.expect("redis reachable");
+    anywhere_fleet(&store, FLEET, &["local"]).await;
+    let service = spawn_service(
+        berth_health::service(store.clone(), &berth_health::HealthArgs::default()),
+        store.clone(),
+    )
+    .await;
+    (store, service)
+}
+
+/// An agent for server `id` and the official SDK connected to it.
+async fn agones_server(health: &RunningService, id: &str) -> (Agent, Sdk) {
+    let config = game_server_config(&health.endpoint(), FLEET, id, "local", 1, 0);
+    let agent = Agent::start(config, "127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let sdk = Sdk::new_with_host(Some("http://127.0.0.1".into()), Some(agent.address().port()), None)
+        .await
+        .expect("the agent serves the Agones SDK");
+    (agent, sdk)
+}
+
+fn state(server: &agones::GameServer) -> String {
+    server
+        .status
+        .as_ref()
+        .map(|status| status.state.clone())
+        .unwrap_or_default()
+}
+
+/// Goes Ready, is placed on, sees Allocated with its game session through WatchGameServer, sets a label and an
+/// annotation, and ends its game session with Shutdown.
+async fn an_agones_server_lives_its_life_on_berth(redis: TestRedis) {
+    let (store, health) = health(&redis).await;
+    let (_agent, mut sdk) = agones_server(&health, "gs-agones-1").await;
+
+    let before = sdk.get_gameserver().await.unwrap();
+    assert_eq!(state(&before), "Scheduled");
+    assert_eq!(before.object_meta.as_ref().unwrap().name, "gs-agones-1");
+    sdk.ready().await.unwrap();
+    let mut watch = sdk.watch_gameserver().await.unwrap();
+    let first = watch.message().await.unwrap().expect("the watch opens with the record");
+    assert_eq!(state(&first), "Ready");
+    let status = first.status.unwrap();
+    assert_eq!(status.address, "10.0.0.7");
+    assert_eq!(status.ports[0].port, 7777);
+
+    let game_session_id = place_game_session(&store, FLEET, "gs-agones-1", 4).await;
+    let allocated = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let seen = watch.message().await.unwrap().expect("the watch goes on");
+            if state(&seen) == "Allocated" {
+                return seen;
+            }
+        }
+    })
+    .await
+    .expect("the watch shows the server Allocated once a game session is placed on it");
+    let annotations = allocated.object_meta.unwrap().annotations;
+    assert_eq!(annotations.get(SESSION_ID), Some(&game_session_id));
+
+    sdk.set_label("mode", "ranked").await.unwrap();
+    sdk.set_annotation("map", "dust").await.unwrap();
+    let labelled = sdk.get_gameserver().await.unwrap().object_meta.unwrap();
+    assert_eq!(
+        labelled.labels.get("agones.dev/sdk-mode").map(String::as_str),
+        Some("ranked")
+    );
+    assert_eq!(
+        labelled.annotations.get("agones.dev/sdk-map").map(String::as_str),
+        Some("dust")
+    );
+
+    sdk.shutdown().await.unwrap();
+    assert_eq!(state(&sdk.get_gameserver().await.unwrap()), "Shutdown");
+    let (status, _) = game_session_status(&store, &game_session_id).await.unwrap();
+    assert_eq!(status, "TERMINATED", "Shutdown ends the game session the server hosted");
+}
+
+#[tokio::test]
+async fn an_agones_server_lives_its_life_on_berth_on_a_single_node() {
+    an_agones_server_lives_its_life_on_berth(TestRedis::single()).await;
+}
+
+#[tokio::test]
+async fn an_agones_server_lives_its_life_on_berth_on_a_cluster() {
+    an_agones_server_lives_its_life_on_berth(TestRedis::cluster()).await;
+}
+
+/// Calls wait for the agent's stream to Berth and then answer UNAVAILABLE, as Agones' SDK server does while it is
+/// not connected.
+#[tokio::test]
+async fn calls_answer_unavailable_while_berth_is_unreachable() {
+    let unreachable = "http://127.0.0.1:9";
+    let config = game_server_config(unreachable, FLEET, "gs-agones-2", "local", 1, 0);
+    let agent = Agent::start(config, "127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let channel = tonic_channel(agent.address().port()).await;
+    let mut client = berth_proto::agones::sdk::sdk_client::SdkClient::new(channel);
+    let error = client
+        .ready(berth_proto::agones::sdk::Empty {})
+        .await
+        .expect_err("no stream to Berth");
+    assert_eq!(error.code(), tonic::Code::Unavailable);
+}
+
+async fn tonic_channel(port: u16) -> tonic::transport::Channel {
+    tonic::transport::Endpoint::from_shared(format!("http://127.0.0.1:{port}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap()
+}
