@@ -6,10 +6,11 @@ use std::time::Duration;
 use agones::Sdk;
 use berth_agent::Agent;
 use berth_agent::record::SESSION_ID;
+use berth_runtime::auth::Role;
 use berth_store::Store;
 use berth_testkit::{
     RunningService, TestRedis, anywhere_fleet, game_server_config, game_session_status, place_game_session,
-    spawn_service,
+    process_events, spawn_service, token,
 };
 
 const FLEET: &str = "agones-fleet";
@@ -125,4 +126,44 @@ async fn tonic_channel(port: u16) -> tonic::transport::Channel {
         .connect()
         .await
         .unwrap()
+}
+
+/// The agent binary wrapping `script` (run by sh) as server `id`, registered with `health`.
+fn agent_binary(health: &RunningService, id: &str, script: &str) -> tokio::process::Child {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_berth-agent"))
+        .args(["--", "sh", "-c", script])
+        .env("BERTH_SDK_ENDPOINT", health.endpoint())
+        .env("BERTH_SDK_TOKEN", token(Role::GameServer, Some((FLEET, id))))
+        .env("BERTH_FLEET_ID", FLEET)
+        .env("BERTH_GAME_SERVER_ID", id)
+        .env("BERTH_INSTANCE_ID", format!("i-{id}"))
+        .env("BERTH_LOCATION", "local")
+        .env("BERTH_SDK_IP_ADDRESS", "10.0.0.7")
+        .env("BERTH_SDK_PORT", "7777")
+        .env("AGONES_SDK_GRPC_PORT", "0")
+        .kill_on_drop(true)
+        .spawn()
+        .expect("berth-agent starts")
+}
+
+/// A server killed with SIGKILL is reported to Berth at once (a ProcessEnding naming the signal, long before any
+/// heartbeat would be missed), and the agent exits as a shell reports such a death.
+#[tokio::test]
+async fn a_server_killed_is_reported_at_once_and_the_agent_exits_with_it() {
+    let redis = TestRedis::single();
+    let (store, health) = health(&redis).await;
+    // The child dies of SIGKILL a moment after it starts; an SDK call of the agent waits for its registration.
+    let script = "sleep 1; kill -9 $$";
+    let mut agent = agent_binary(&health, "gs-agones-3", script);
+    let status = tokio::time::timeout(Duration::from_secs(20), agent.wait())
+        .await
+        .expect("the agent exits with its server")
+        .unwrap();
+    assert_eq!(status.code(), Some(137), "128 + SIGKILL");
+    let events = process_events(&store, FLEET).await;
+    assert!(
+        events.iter().any(|event| event.game_server_id == "gs-agones-3"
+            && event.message.contains("the game server exited: killed by signal 9")),
+        "the ending is recorded with how the server died: {events:?}"
+    );
 }
