@@ -10,10 +10,10 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::TcpListenerStream;
 use tracing::warn;
 
-use crate::events;
 use crate::link::Link;
 use crate::sdk::AgonesSdk;
 use crate::view::View;
+use crate::{events, http};
 
 /// Why the agent could not start.
 #[derive(Debug, thiserror::Error)]
@@ -30,32 +30,35 @@ pub enum AgentError {
 
 /// A running agent.
 pub struct Agent {
-    address: SocketAddr,
+    grpc: SocketAddr,
+    http: SocketAddr,
     link: Link,
     view: Arc<View>,
     end_child: mpsc::Receiver<()>,
 }
 
 impl Agent {
-    /// Serves the Agones SDK on `grpc` (port 0: any free one) and registers with Berth as `config` says, in the
-    /// background.
-    pub async fn start(config: GameServerConfig, grpc: SocketAddr) -> Result<Agent, AgentError> {
-        let listener = TcpListener::bind(grpc)
-            .await
-            .map_err(|source| AgentError::Bind { address: grpc, source })?;
-        let address = listener
-            .local_addr()
-            .map_err(|source| AgentError::Bind { address: grpc, source })?;
+    /// Serves the Agones SDK over gRPC on `grpc` and over HTTP on `http` (port 0: any free one), and registers with
+    /// Berth as `config` says, in the background.
+    pub async fn start(config: GameServerConfig, grpc: SocketAddr, http: SocketAddr) -> Result<Agent, AgentError> {
+        let (grpc_listener, grpc) = bind(grpc).await?;
+        let (http_listener, http) = bind(http).await?;
         let (link, mut registered) = Link::open(config);
         let view = Arc::new(View::new());
         let (end_sender, end_child) = mpsc::channel(1);
-        let service = SdkServer::new(AgonesSdk::new(link.clone(), view.clone()));
+        let sdk = Arc::new(AgonesSdk::new(link.clone(), view.clone()));
+        let service = SdkServer::from_arc(sdk.clone());
         tokio::spawn(async move {
             let serving = tonic::transport::Server::builder()
                 .add_service(service)
-                .serve_with_incoming(TcpListenerStream::new(listener));
+                .serve_with_incoming(TcpListenerStream::new(grpc_listener));
             if let Err(error) = serving.await {
-                warn!(%error, "the Agones SDK server stopped");
+                warn!(%error, "the Agones SDK's gRPC server stopped");
+            }
+        });
+        tokio::spawn(async move {
+            if let Err(error) = axum::serve(http_listener, http::router(sdk)).await {
+                warn!(%error, "the Agones SDK's HTTP server stopped");
             }
         });
         let (events_link, events_view) = (link.clone(), view.clone());
@@ -66,16 +69,22 @@ impl Agent {
             events::follow(server, events, events_view, end_sender).await;
         });
         Ok(Agent {
-            address,
+            grpc,
+            http,
             link,
             view,
             end_child,
         })
     }
 
-    /// Where the Agones SDK is served.
-    pub fn address(&self) -> SocketAddr {
-        self.address
+    /// Where the Agones SDK is served over gRPC.
+    pub fn grpc_address(&self) -> SocketAddr {
+        self.grpc
+    }
+
+    /// Where the Agones SDK is served over HTTP.
+    pub fn http_address(&self) -> SocketAddr {
+        self.http
     }
 
     /// Waits until Berth wants the child to end (told to terminate, its game session ended, or the server lost).
@@ -98,4 +107,12 @@ impl Agent {
             warn!(%error, "telling Berth that the process ended failed");
         }
     }
+}
+
+/// Listens on `address`, answering the address bound (the port chosen when it was 0).
+async fn bind(address: SocketAddr) -> Result<(TcpListener, SocketAddr), AgentError> {
+    let bind_error = |source| AgentError::Bind { address, source };
+    let listener = TcpListener::bind(address).await.map_err(bind_error)?;
+    let bound = listener.local_addr().map_err(bind_error)?;
+    Ok((listener, bound))
 }

@@ -13,6 +13,9 @@ pub struct Args {
     /// Port of the Agones SDK over gRPC; the child gets it in AGONES_SDK_GRPC_PORT.
     #[arg(long, env = "AGONES_SDK_GRPC_PORT", default_value_t = 9357)]
     pub grpc_port: u16,
+    /// Port of the Agones SDK over HTTP/JSON; the child gets it in AGONES_SDK_HTTP_PORT.
+    #[arg(long, env = "AGONES_SDK_HTTP_PORT", default_value_t = 9358)]
+    pub http_port: u16,
     /// Address the SDK is served on. Loopback unless told otherwise: the SDK is the game server's own and carries
     /// no authentication of its own.
     #[arg(long, env = "BERTH_AGENT_BIND", default_value = "127.0.0.1")]

@@ -1,4 +1,4 @@
-//! The game-server process the agent wraps: started with the SDK's port in its environment, told to end with
+//! The game-server process the agent wraps: started with the SDK's ports in its environment, told to end with
 //! SIGTERM, and waited for, so that its exit reaches Berth at once rather than through missed heartbeats.
 
 use std::os::unix::process::ExitStatusExt;
@@ -6,15 +6,16 @@ use std::process::{ExitStatus, Stdio};
 
 use tokio::process::{Child, Command};
 
-/// Starts `command` (program, then arguments) with AGONES_SDK_GRPC_PORT set to `grpc_port`, inheriting the rest of
-/// the agent's environment and its standard streams.
-pub fn spawn(command: &[String], grpc_port: u16) -> std::io::Result<Child> {
+/// Starts `command` (program, then arguments) with AGONES_SDK_GRPC_PORT and AGONES_SDK_HTTP_PORT set to the SDK's
+/// ports, inheriting the rest of the agent's environment and its standard streams.
+pub fn spawn(command: &[String], grpc_port: u16, http_port: u16) -> std::io::Result<Child> {
     let (program, arguments) = command
         .split_first()
         .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "no game server to run"))?;
     Command::new(program)
         .args(arguments)
         .env("AGONES_SDK_GRPC_PORT", grpc_port.to_string())
+        .env("AGONES_SDK_HTTP_PORT", http_port.to_string())
         .stdin(Stdio::null())
         .kill_on_drop(true)
         .spawn()

@@ -8,6 +8,7 @@ mod agent;
 pub mod args;
 pub mod child;
 mod events;
+mod http;
 mod link;
 pub mod record;
 mod sdk;

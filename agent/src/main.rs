@@ -28,10 +28,12 @@ async fn main() -> ExitCode {
 
 async fn run(args: Args) -> Result<u8, String> {
     let config = GameServerConfig::from_env().map_err(|error| error.to_string())?;
-    let mut agent = Agent::start(config, SocketAddr::new(args.bind, args.grpc_port))
+    let grpc = SocketAddr::new(args.bind, args.grpc_port);
+    let http = SocketAddr::new(args.bind, args.http_port);
+    let mut agent = Agent::start(config, grpc, http)
         .await
         .map_err(|error| error.to_string())?;
-    let mut game = child::spawn(&args.command, agent.address().port())
+    let mut game = child::spawn(&args.command, agent.grpc_address().port(), agent.http_address().port())
         .map_err(|error| format!("cannot start {:?}: {error}", args.command[0]))?;
     let mut terminate = signal(SignalKind::terminate()).map_err(|error| error.to_string())?;
     let mut interrupt = signal(SignalKind::interrupt()).map_err(|error| error.to_string())?;

@@ -49,6 +49,11 @@ impl AgonesSdk {
         }
     }
 
+    /// A health ping.
+    pub fn ping(&self) {
+        self.view.ping();
+    }
+
     /// The server as Agones shows it now.
     async fn current(&self, server: &GameServer) -> Result<agones::GameServer, Status> {
         let (agent, version) = self.view.snapshot();
@@ -110,7 +115,7 @@ impl Sdk for AgonesSdk {
         let mut pings = request.into_inner();
         while let Some(ping) = pings.next().await {
             ping?;
-            self.view.ping();
+            self.ping();
         }
         Ok(Response::new(Empty {}))
     }

@@ -27,11 +27,17 @@ async fn health(redis: &TestRedis) -> (Store, RunningService) {
     (store, service)
 }
 
+/// An agent serving both faces of the SDK on free loopback ports.
+async fn start_agent(config: berth_sdk::GameServerConfig) -> Agent {
+    let any = "127.0.0.1:0".parse().unwrap();
+    Agent::start(config, any, any).await.unwrap()
+}
+
 /// An agent for server `id` and the official SDK connected to it.
 async fn agones_server(health: &RunningService, id: &str) -> (Agent, Sdk) {
     let config = game_server_config(&health.endpoint(), FLEET, id, "local", 1, 0);
-    let agent = Agent::start(config, "127.0.0.1:0".parse().unwrap()).await.unwrap();
-    let sdk = Sdk::new_with_host(Some("http://127.0.0.1".into()), Some(agent.address().port()), None)
+    let agent = start_agent(config).await;
+    let sdk = Sdk::new_with_host(Some("http://127.0.0.1".into()), Some(agent.grpc_address().port()), None)
         .await
         .expect("the agent serves the Agones SDK");
     (agent, sdk)
@@ -110,8 +116,8 @@ async fn an_agones_server_lives_its_life_on_berth_on_a_cluster() {
 async fn calls_answer_unavailable_while_berth_is_unreachable() {
     let unreachable = "http://127.0.0.1:9";
     let config = game_server_config(unreachable, FLEET, "gs-agones-2", "local", 1, 0);
-    let agent = Agent::start(config, "127.0.0.1:0".parse().unwrap()).await.unwrap();
-    let channel = tonic_channel(agent.address().port()).await;
+    let agent = start_agent(config).await;
+    let channel = tonic_channel(agent.grpc_address().port()).await;
     let mut client = berth_proto::agones::sdk::sdk_client::SdkClient::new(channel);
     let error = client
         .ready(berth_proto::agones::sdk::Empty {})
@@ -166,4 +172,100 @@ async fn a_server_killed_is_reported_at_once_and_the_agent_exits_with_it() {
             && event.message.contains("the game server exited: killed by signal 9")),
         "the ending is recorded with how the server died: {events:?}"
     );
+}
+
+/// A call of the HTTP face: its status and its body as JSON.
+async fn http_call(
+    client: &reqwest::Client,
+    method: reqwest::Method,
+    url: String,
+    body: &str,
+) -> (u16, serde_json::Value) {
+    let response = client.request(method, url).body(body.to_owned()).send().await.unwrap();
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)),
+    )
+}
+
+/// A server written against the HTTP face alone (as with Agones' REST SDK) lives the same life: Ready, placed on
+/// and seen Allocated through the watch stream, a label, Shutdown; malformed JSON is a 400 naming the problem and
+/// an unknown path a 404, in the gateway's error shape.
+#[tokio::test]
+async fn a_server_speaking_only_http_lives_its_life_on_berth() {
+    let redis = TestRedis::single();
+    let (store, health) = health(&redis).await;
+    let agent = start_agent(game_server_config(
+        &health.endpoint(),
+        FLEET,
+        "gs-agones-4",
+        "local",
+        1,
+        0,
+    ))
+    .await;
+    let base = format!("http://{}", agent.http_address());
+    let client = reqwest::Client::new();
+    use reqwest::Method;
+
+    let (code, _) = http_call(&client, Method::POST, format!("{base}/ready"), "{}").await;
+    assert_eq!(code, 200);
+    let (code, server) = http_call(&client, Method::GET, format!("{base}/gameserver"), "").await;
+    assert_eq!(code, 200);
+    assert_eq!(server["object_meta"]["name"], "gs-agones-4");
+    assert_eq!(server["status"]["state"], "Ready");
+    assert_eq!(server["status"]["ports"][0]["port"], 7777);
+
+    let mut watch = client.get(format!("{base}/watch/gameserver")).send().await.unwrap();
+    let game_session_id = place_game_session(&store, FLEET, "gs-agones-4", 4).await;
+    let allocated = tokio::time::timeout(Duration::from_secs(10), async {
+        let mut pending = Vec::new();
+        loop {
+            let chunk = watch.chunk().await.unwrap().expect("the watch goes on");
+            pending.extend_from_slice(&chunk);
+            while let Some(end) = pending.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = pending.drain(..=end).collect();
+                let seen: serde_json::Value = serde_json::from_slice(&line).unwrap();
+                if seen["result"]["status"]["state"] == "Allocated" {
+                    return seen;
+                }
+            }
+        }
+    })
+    .await
+    .expect("the HTTP watch shows the server Allocated");
+    assert_eq!(
+        allocated["result"]["object_meta"]["annotations"][SESSION_ID],
+        game_session_id.as_str()
+    );
+
+    let (code, _) = http_call(
+        &client,
+        Method::PUT,
+        format!("{base}/metadata/label"),
+        r#"{"key": "mode", "value": "ranked"}"#,
+    )
+    .await;
+    assert_eq!(code, 200);
+    let (_, server) = http_call(&client, Method::GET, format!("{base}/gameserver"), "").await;
+    assert_eq!(server["object_meta"]["labels"]["agones.dev/sdk-mode"], "ranked");
+
+    let (code, error) = http_call(&client, Method::PUT, format!("{base}/metadata/label"), "{\"key\": ").await;
+    assert_eq!(code, 400);
+    assert_eq!(error["code"], 3);
+    assert!(
+        error["message"].as_str().unwrap().contains("agones.dev.sdk.KeyValue"),
+        "{error}"
+    );
+    let (code, error) = http_call(&client, Method::GET, format!("{base}/no/such/path"), "").await;
+    assert_eq!((code, error["code"].clone()), (404, serde_json::json!(5)));
+
+    let (code, _) = http_call(&client, Method::POST, format!("{base}/shutdown"), "{}").await;
+    assert_eq!(code, 200);
+    let (_, server) = http_call(&client, Method::GET, format!("{base}/gameserver"), "").await;
+    assert_eq!(server["status"]["state"], "Shutdown");
+    let (status, _) = game_session_status(&store, &game_session_id).await.unwrap();
+    assert_eq!(status, "TERMINATED");
 }

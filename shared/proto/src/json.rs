@@ -26,6 +26,19 @@ pub enum JsonError {
 
 /// `message` in proto3 JSON.
 pub fn to_json<M: Message + Name>(message: &M) -> Result<Vec<u8>, JsonError> {
+    write(message, &SerializeOptions::new())
+}
+
+/// `message` in proto3 JSON as a grpc-gateway configured like Agones' SDK server writes it (the JSON its HTTP
+/// clients read): field names as in the `.proto` (snake_case) and every field, set or not.
+pub fn to_gateway_json<M: Message + Name>(message: &M) -> Result<Vec<u8>, JsonError> {
+    let options = SerializeOptions::new()
+        .use_proto_field_name(true)
+        .skip_default_fields(false);
+    write(message, &options)
+}
+
+fn write<M: Message + Name>(message: &M, options: &SerializeOptions) -> Result<Vec<u8>, JsonError> {
     let descriptor = descriptor::<M>()?;
     let unwritable = |problem: String| JsonError::Unwritable {
         message: M::full_name(),
@@ -37,7 +50,7 @@ pub fn to_json<M: Message + Name>(message: &M) -> Result<Vec<u8>, JsonError> {
         .map_err(|err| unwritable(err.to_string()))?;
     let mut out = serde_json::Serializer::new(Vec::new());
     dynamic
-        .serialize_with_options(&mut out, &SerializeOptions::new())
+        .serialize_with_options(&mut out, options)
         .map_err(|err| unwritable(err.to_string()))?;
     Ok(out.into_inner())
 }
@@ -127,6 +140,24 @@ mod tests {
             "{err}"
         );
         assert!(from_json::<pb::LaunchInstanceResponse>(b"{} trailing").is_err());
+    }
+
+    #[test]
+    fn the_gateway_form_names_fields_as_the_proto_does_and_writes_every_one() {
+        let server = crate::agones::sdk::GameServer {
+            object_meta: Some(crate::agones::sdk::game_server::ObjectMeta {
+                name: "gs-1".into(),
+                creation_timestamp: 1_700_000_000,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let text: serde_json::Value = serde_json::from_slice(&to_gateway_json(&server).unwrap()).unwrap();
+        assert_eq!(text["object_meta"]["name"], "gs-1");
+        assert_eq!(text["object_meta"]["creation_timestamp"], "1700000000");
+        assert_eq!(text["object_meta"]["labels"], serde_json::json!({}));
+        assert_eq!(text["object_meta"]["uid"], "");
+        assert_eq!(text["status"], serde_json::Value::Null, "an unset message stays null");
     }
 
     #[test]

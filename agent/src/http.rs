@@ -1,0 +1,157 @@
+//! The Agones SDK over HTTP/JSON, as Agones' SDK server's gateway serves it for servers written with only an HTTP
+//! client (Agones' REST SDK): the same calls as the gRPC service, at the same paths with the same JSON (field names
+//! as in the `.proto`, every field written), errors as the gateway writes them (`{"code", "message", "details"}` with
+//! the HTTP status of the gRPC code), and the watch as one JSON object a line, `{"result": …}`.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use berth_proto::agones::sdk::sdk_server::Sdk;
+use berth_proto::agones::sdk::{Duration, Empty, KeyValue};
+use berth_proto::json;
+use prost::{Message, Name};
+use tokio_stream::StreamExt;
+use tonic::{Code, Request, Status};
+
+use crate::sdk::AgonesSdk;
+
+/// The routes of the stable SDK.
+pub fn router(sdk: Arc<AgonesSdk>) -> Router {
+    Router::new()
+        .route("/ready", post(ready))
+        .route("/allocate", post(allocate))
+        .route("/shutdown", post(shutdown))
+        .route("/health", post(health))
+        .route("/gameserver", get(game_server))
+        .route("/watch/gameserver", get(watch))
+        .route("/metadata/label", put(set_label))
+        .route("/metadata/annotation", put(set_annotation))
+        .route("/reserve", post(reserve))
+        .fallback(|| async { error(&Status::not_found("Not Found")) })
+        .with_state(sdk)
+}
+
+/// The HTTP status grpc-gateway answers a gRPC code with.
+fn http_status(code: Code) -> StatusCode {
+    match code {
+        Code::Ok => StatusCode::OK,
+        Code::Cancelled => StatusCode::from_u16(499).unwrap_or(StatusCode::BAD_REQUEST),
+        Code::InvalidArgument | Code::FailedPrecondition | Code::OutOfRange => StatusCode::BAD_REQUEST,
+        Code::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
+        Code::NotFound => StatusCode::NOT_FOUND,
+        Code::AlreadyExists | Code::Aborted => StatusCode::CONFLICT,
+        Code::PermissionDenied => StatusCode::FORBIDDEN,
+        Code::Unauthenticated => StatusCode::UNAUTHORIZED,
+        Code::ResourceExhausted => StatusCode::TOO_MANY_REQUESTS,
+        Code::Unimplemented => StatusCode::NOT_IMPLEMENTED,
+        Code::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        Code::Unknown | Code::Internal | Code::DataLoss => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+/// An error as the gateway writes it: alone, or under "error" as a line of a stream.
+fn error_json(status: &Status) -> serde_json::Value {
+    serde_json::json!({"code": status.code() as i32, "message": status.message(), "details": []})
+}
+
+fn error(status: &Status) -> Response {
+    let body = error_json(status).to_string();
+    (
+        http_status(status.code()),
+        [(header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response()
+}
+
+/// A message answered as JSON.
+fn message<M: Message + Name>(result: Result<tonic::Response<M>, Status>) -> Response {
+    match result.and_then(|response| {
+        json::to_gateway_json(&response.into_inner()).map_err(|err| Status::internal(err.to_string()))
+    }) {
+        Ok(body) => ([(header::CONTENT_TYPE, "application/json")], body).into_response(),
+        Err(status) => error(&status),
+    }
+}
+
+/// Calls `method` with the request body read as `M` (an empty body is the empty message); malformed JSON is
+/// INVALID_ARGUMENT (400) and calls nothing.
+async fn call<M, R, F>(bytes: &Bytes, method: impl FnOnce(Request<M>) -> F) -> Response
+where
+    M: Message + Name + Default,
+    R: Message + Name,
+    F: Future<Output = Result<tonic::Response<R>, Status>>,
+{
+    let request = if bytes.iter().all(u8::is_ascii_whitespace) {
+        M::default()
+    } else {
+        match json::from_json(bytes) {
+            Ok(request) => request,
+            Err(err) => return error(&Status::invalid_argument(err.to_string())),
+        }
+    };
+    message(method(Request::new(request)).await)
+}
+
+async fn ready(State(sdk): State<Arc<AgonesSdk>>, bytes: Bytes) -> Response {
+    call::<Empty, _, _>(&bytes, |request| sdk.ready(request)).await
+}
+
+async fn allocate(State(sdk): State<Arc<AgonesSdk>>, bytes: Bytes) -> Response {
+    call::<Empty, _, _>(&bytes, |request| sdk.allocate(request)).await
+}
+
+async fn shutdown(State(sdk): State<Arc<AgonesSdk>>, bytes: Bytes) -> Response {
+    call::<Empty, _, _>(&bytes, |request| sdk.shutdown(request)).await
+}
+
+/// One POST is one ping (Agones' REST SDK sends one a period).
+async fn health(State(sdk): State<Arc<AgonesSdk>>, bytes: Bytes) -> Response {
+    call::<Empty, _, _>(&bytes, |_| async move {
+        sdk.ping();
+        Ok(tonic::Response::new(Empty {}))
+    })
+    .await
+}
+
+async fn game_server(State(sdk): State<Arc<AgonesSdk>>) -> Response {
+    message(sdk.get_game_server(Request::new(Empty {})).await)
+}
+
+async fn watch(State(sdk): State<Arc<AgonesSdk>>) -> Response {
+    let stream = match sdk.watch_game_server(Request::new(Empty {})).await {
+        Ok(stream) => stream.into_inner(),
+        Err(status) => return error(&status),
+    };
+    let lines = stream.map(|item| {
+        let line = item
+            .and_then(|server| json::to_gateway_json(&server).map_err(|err| Status::internal(err.to_string())))
+            .map_or_else(
+                |status| {
+                    serde_json::json!({"error": error_json(&status)})
+                        .to_string()
+                        .into_bytes()
+                },
+                |server| [b"{\"result\":".as_slice(), &server, b"}"].concat(),
+            );
+        Ok::<_, std::convert::Infallible>([line, b"\n".to_vec()].concat())
+    });
+    ([(header::CONTENT_TYPE, "application/json")], Body::from_stream(lines)).into_response()
+}
+
+async fn set_label(State(sdk): State<Arc<AgonesSdk>>, bytes: Bytes) -> Response {
+    call::<KeyValue, _, _>(&bytes, |request| sdk.set_label(request)).await
+}
+
+async fn set_annotation(State(sdk): State<Arc<AgonesSdk>>, bytes: Bytes) -> Response {
+    call::<KeyValue, _, _>(&bytes, |request| sdk.set_annotation(request)).await
+}
+
+async fn reserve(State(sdk): State<Arc<AgonesSdk>>, bytes: Bytes) -> Response {
+    call::<Duration, _, _>(&bytes, |request| sdk.reserve(request)).await
+}
