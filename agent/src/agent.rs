@@ -3,6 +3,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use berth_proto::agones::sdk::alpha::sdk_server::SdkServer as AlphaServer;
 use berth_proto::agones::sdk::sdk_server::SdkServer;
 use berth_sdk::game_server::GameServerConfig;
 use tokio::net::TcpListener;
@@ -11,6 +12,7 @@ use tokio_stream::wrappers::TcpListenerStream;
 use tracing::warn;
 
 use crate::link::Link;
+use crate::players::AgonesPlayers;
 use crate::sdk::AgonesSdk;
 use crate::view::View;
 use crate::{events, http};
@@ -43,21 +45,30 @@ impl Agent {
     pub async fn start(config: GameServerConfig, grpc: SocketAddr, http: SocketAddr) -> Result<Agent, AgentError> {
         let (grpc_listener, grpc) = bind(grpc).await?;
         let (http_listener, http) = bind(http).await?;
+        // As Berth reads max_players: 0 means 1000.
+        let capacity = if config.max_players == 0 {
+            1000
+        } else {
+            config.max_players
+        };
         let (link, mut registered) = Link::open(config);
-        let view = Arc::new(View::new());
+        let view = Arc::new(View::new(i64::from(capacity)));
         let (end_sender, end_child) = mpsc::channel(1);
         let sdk = Arc::new(AgonesSdk::new(link.clone(), view.clone()));
+        let players = Arc::new(AgonesPlayers::new(link.clone(), view.clone()));
         let service = SdkServer::from_arc(sdk.clone());
+        let alpha = AlphaServer::from_arc(players.clone());
         tokio::spawn(async move {
             let serving = tonic::transport::Server::builder()
                 .add_service(service)
+                .add_service(alpha)
                 .serve_with_incoming(TcpListenerStream::new(grpc_listener));
             if let Err(error) = serving.await {
                 warn!(%error, "the Agones SDK's gRPC server stopped");
             }
         });
         tokio::spawn(async move {
-            if let Err(error) = axum::serve(http_listener, http::router(sdk)).await {
+            if let Err(error) = axum::serve(http_listener, http::router(sdk, players)).await {
                 warn!(%error, "the Agones SDK's HTTP server stopped");
             }
         });

@@ -7,10 +7,12 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
+use berth_proto::agones::sdk::alpha::sdk_server::Sdk as Alpha;
+use berth_proto::agones::sdk::alpha::{self, Count, PlayerId};
 use berth_proto::agones::sdk::sdk_server::Sdk;
 use berth_proto::agones::sdk::{Duration, Empty, KeyValue};
 use berth_proto::json;
@@ -18,10 +20,19 @@ use prost::{Message, Name};
 use tokio_stream::StreamExt;
 use tonic::{Code, Request, Status};
 
+use crate::players::AgonesPlayers;
 use crate::sdk::AgonesSdk;
 
-/// The routes of the stable SDK.
-pub fn router(sdk: Arc<AgonesSdk>) -> Router {
+/// The routes of the stable SDK and of player tracking.
+pub fn router(sdk: Arc<AgonesSdk>, players: Arc<AgonesPlayers>) -> Router {
+    let alpha = Router::new()
+        .route("/alpha/player/connect", post(player_connect))
+        .route("/alpha/player/disconnect", post(player_disconnect))
+        .route("/alpha/player/capacity", put(set_player_capacity).get(player_capacity))
+        .route("/alpha/player/count", get(player_count))
+        .route("/alpha/player/connected", get(connected_players))
+        .route("/alpha/player/connected/{player}", get(player_connected))
+        .with_state(players);
     Router::new()
         .route("/ready", post(ready))
         .route("/allocate", post(allocate))
@@ -32,8 +43,9 @@ pub fn router(sdk: Arc<AgonesSdk>) -> Router {
         .route("/metadata/label", put(set_label))
         .route("/metadata/annotation", put(set_annotation))
         .route("/reserve", post(reserve))
-        .fallback(|| async { error(&Status::not_found("Not Found")) })
         .with_state(sdk)
+        .merge(alpha)
+        .fallback(|| async { error(&Status::not_found("Not Found")) })
 }
 
 /// The HTTP status grpc-gateway answers a gRPC code with.
@@ -154,4 +166,32 @@ async fn set_annotation(State(sdk): State<Arc<AgonesSdk>>, bytes: Bytes) -> Resp
 
 async fn reserve(State(sdk): State<Arc<AgonesSdk>>, bytes: Bytes) -> Response {
     call::<Duration, _, _>(&bytes, |request| sdk.reserve(request)).await
+}
+
+async fn player_connect(State(players): State<Arc<AgonesPlayers>>, bytes: Bytes) -> Response {
+    call::<PlayerId, _, _>(&bytes, |request| players.player_connect(request)).await
+}
+
+async fn player_disconnect(State(players): State<Arc<AgonesPlayers>>, bytes: Bytes) -> Response {
+    call::<PlayerId, _, _>(&bytes, |request| players.player_disconnect(request)).await
+}
+
+async fn set_player_capacity(State(players): State<Arc<AgonesPlayers>>, bytes: Bytes) -> Response {
+    call::<Count, _, _>(&bytes, |request| players.set_player_capacity(request)).await
+}
+
+async fn player_capacity(State(players): State<Arc<AgonesPlayers>>) -> Response {
+    message(players.get_player_capacity(Request::new(alpha::Empty {})).await)
+}
+
+async fn player_count(State(players): State<Arc<AgonesPlayers>>) -> Response {
+    message(players.get_player_count(Request::new(alpha::Empty {})).await)
+}
+
+async fn connected_players(State(players): State<Arc<AgonesPlayers>>) -> Response {
+    message(players.get_connected_players(Request::new(alpha::Empty {})).await)
+}
+
+async fn player_connected(State(players): State<Arc<AgonesPlayers>>, Path(player_id): Path<String>) -> Response {
+    message(players.is_player_connected(Request::new(PlayerId { player_id })).await)
 }

@@ -10,6 +10,7 @@ pub mod child;
 mod events;
 mod http;
 mod link;
+mod players;
 pub mod record;
 mod sdk;
 mod view;

@@ -145,9 +145,9 @@ pub fn game_server(
             addresses,
             ports,
             players: Some(status::PlayerStatus {
-                count: description.connected_player_ids.len() as i64,
-                capacity: i64::from(description.max_players),
-                ids: description.connected_player_ids.clone(),
+                count: agent.players.len() as i64,
+                capacity: agent.capacity,
+                ids: agent.players.iter().map(|player| player.id.clone()).collect(),
             }),
             counters,
             lists: HashMap::new(),

@@ -31,7 +31,7 @@ pub struct AgonesSdk {
 }
 
 /// A Berth SDK error as the gRPC status an Agones client gets.
-pub fn status(error: SdkError) -> Status {
+pub(crate) fn status(error: SdkError) -> Status {
     match error {
         SdkError::Refused { code, message, .. } => Status::new(code, message),
         SdkError::Disconnected => Status::unavailable("the process's stream to Berth is over"),

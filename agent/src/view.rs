@@ -29,6 +29,19 @@ pub struct AgentState {
     pub ending_since: i64,
     /// When the last health ping came; None before the first.
     pub last_ping: Option<Instant>,
+    /// Players connected (PlayerConnect), in the order they connected.
+    pub players: Vec<Player>,
+    /// Most players that may be connected (SetPlayerCapacity; the process's max_players at first).
+    pub capacity: i64,
+}
+
+/// A connected player.
+#[derive(Clone)]
+pub struct Player {
+    /// The player's id.
+    pub id: String,
+    /// The game session and player session it was accepted into, when it held a reservation.
+    pub session: Option<(String, String)>,
 }
 
 /// The locks guard plain values that every writer leaves consistent, so a panic elsewhere while one was held does
@@ -38,9 +51,13 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl View {
-    pub fn new() -> View {
+    /// A view of a server that starts able to take `capacity` players.
+    pub fn new(capacity: i64) -> View {
         View {
-            state: Mutex::new(AgentState::default()),
+            state: Mutex::new(AgentState {
+                capacity,
+                ..AgentState::default()
+            }),
             version: watch::channel(1).0,
         }
     }

@@ -259,6 +259,18 @@ async fn a_server_speaking_only_http_lives_its_life_on_berth() {
         error["message"].as_str().unwrap().contains("agones.dev.sdk.KeyValue"),
         "{error}"
     );
+    let (code, connected) = http_call(
+        &client,
+        Method::POST,
+        format!("{base}/alpha/player/connect"),
+        r#"{"playerID": "p9"}"#,
+    )
+    .await;
+    assert_eq!((code, connected), (200, serde_json::json!({"bool": true})));
+    let (_, connected) = http_call(&client, Method::GET, format!("{base}/alpha/player/connected/p9"), "").await;
+    assert_eq!(connected, serde_json::json!({"bool": true}));
+    let (_, count) = http_call(&client, Method::GET, format!("{base}/alpha/player/count"), "").await;
+    assert_eq!(count, serde_json::json!({"count": "1"}), "64-bit numbers are strings");
     let (code, error) = http_call(&client, Method::GET, format!("{base}/no/such/path"), "").await;
     assert_eq!((code, error["code"].clone()), (404, serde_json::json!(5)));
 
@@ -268,4 +280,75 @@ async fn a_server_speaking_only_http_lives_its_life_on_berth() {
     assert_eq!(server["status"]["state"], "Shutdown");
     let (status, _) = game_session_status(&store, &game_session_id).await.unwrap();
     assert_eq!(status, "TERMINATED");
+}
+
+/// The status of player session `id` as Berth stores it ("RESERVED", "ACTIVE", "COMPLETED", …).
+async fn player_session_status(store: &Store, id: &str) -> String {
+    berth_store::sessions::read_player_sessions(store, FLEET, &[id])
+        .await
+        .unwrap()
+        .pop()
+        .flatten()
+        .and_then(|record| record.status)
+        .map(|status| status.as_str().to_owned())
+        .unwrap_or_default()
+}
+
+/// Player tracking: a player holding a reservation in the hosted game session is accepted into it on
+/// PlayerConnect and completed on PlayerDisconnect; one without connects all the same; the capacity is enforced
+/// with Agones' error; the lists and counts follow, and GetGameServer shows them.
+#[tokio::test]
+async fn player_tracking_follows_the_players_and_their_reservations() {
+    let redis = TestRedis::single();
+    let (store, health) = health(&redis).await;
+    let (_agent, mut sdk) = agones_server(&health, "gs-agones-5").await;
+    sdk.ready().await.unwrap();
+    let game_session_id = place_game_session(&store, FLEET, "gs-agones-5", 4).await;
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while game_session_status(&store, &game_session_id)
+            .await
+            .map(|(status, _)| status)
+            != Some("ACTIVE".to_owned())
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the agent activates the game session placed on its server");
+    let created = berth_store::sessions::create_player_sessions(&store, FLEET, &game_session_id, &[("p1", "")])
+        .await
+        .unwrap();
+    let berth_store::sessions::PlayersCreated::Created(reserved) = created else {
+        panic!("a slot is reserved: {created:?}");
+    };
+    let p1_session = reserved[0].player_session_id.clone();
+
+    let mut alpha = sdk.alpha().clone();
+    assert_eq!(
+        alpha.get_player_capacity().await.unwrap(),
+        1000,
+        "the process's max_players"
+    );
+    assert!(alpha.player_connect("p1").await.unwrap());
+    assert_eq!(player_session_status(&store, &p1_session).await, "ACTIVE");
+    assert!(!alpha.player_connect("p1").await.unwrap(), "already connected");
+    assert!(
+        alpha.player_connect("p2").await.unwrap(),
+        "no reservation: connected all the same"
+    );
+    alpha.set_player_capacity(2).await.unwrap();
+    match alpha.player_connect("p3").await {
+        Err(agones::errors::Error::Rpc(status)) => assert_eq!(status.message(), "players are already at capacity"),
+        other => panic!("a player beyond the capacity is refused: {other:?}"),
+    }
+    assert!(alpha.is_player_connected("p2").await.unwrap());
+    assert!(!alpha.is_player_connected("p3").await.unwrap());
+    assert_eq!(alpha.get_connected_players().await.unwrap(), ["p1", "p2"]);
+    let players = sdk.get_gameserver().await.unwrap().status.unwrap().players.unwrap();
+    assert_eq!((players.count, players.capacity), (2, 2));
+
+    assert!(alpha.player_disconnect("p1").await.unwrap());
+    assert_eq!(player_session_status(&store, &p1_session).await, "COMPLETED");
+    assert!(!alpha.player_disconnect("p1").await.unwrap(), "no longer connected");
+    assert_eq!(alpha.get_player_count().await.unwrap(), 1);
 }

@@ -57,5 +57,10 @@ pub mod agones {
     /// The game-server SDK (package `agones.dev.sdk`).
     pub mod sdk {
         tonic::include_proto!("agones.dev.sdk");
+
+        /// Its alpha surface: player tracking (package `agones.dev.sdk.alpha`).
+        pub mod alpha {
+            tonic::include_proto!("agones.dev.sdk.alpha");
+        }
     }
 }
