@@ -22,9 +22,9 @@ pub const SESSION_DATA: &str = "berth.dev/game-session-data";
 pub const MATCHMAKER_DATA: &str = "berth.dev/matchmaker-data";
 pub const PROPERTY_PREFIX: &str = "berth.dev/property-";
 
-/// The Agones state of a server: Shutdown once it ends, Unhealthy when it last reported so, Reserved while held,
-/// Allocated when it hosts a game session, was claimed or marked itself utilized, Ready once it said ready, else
-/// Scheduled.
+/// The Agones state of a server: Shutdown once it ends, Unhealthy when it last reported so, Reserved while it holds
+/// itself out, Allocated when it hosts a game session, was claimed or marked itself utilized, Ready once it said
+/// ready, else Scheduled.
 fn state(description: &ServerDescription, agent: &AgentState) -> &'static str {
     let server = description.game_server.clone().unwrap_or_default();
     let reserved = description
@@ -35,13 +35,13 @@ fn state(description: &ServerDescription, agent: &AgentState) -> &'static str {
         "Shutdown"
     } else if description.health() == ProcessHealth::Unhealthy {
         "Unhealthy"
+    } else if reserved {
+        "Reserved"
     } else if !description.game_session_ids.is_empty()
         || server.utilization_status() == UtilizationStatus::Utilized
         || server.claim_status() == ClaimStatus::Claimed
     {
         "Allocated"
-    } else if reserved {
-        "Reserved"
     } else if agent.ready || description.game_state() >= GameState::StandingBy {
         "Ready"
     } else {

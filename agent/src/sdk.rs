@@ -86,7 +86,14 @@ impl Sdk for AgonesSdk {
     async fn ready(&self, _: Request<Empty>) -> Result<Response<Empty>, Status> {
         let server = self.link.server().await?;
         server.ready().await.map_err(status)?;
-        self.view.change(|state| state.ready = true);
+        // Ready again after Reserve ends the reservation, as on Agones.
+        if self.view.snapshot().0.reserved {
+            server.reserve(Duration::ZERO).await.map_err(status)?;
+        }
+        self.view.change(|state| {
+            state.ready = true;
+            state.reserved = false;
+        });
         Ok(Response::new(Empty {}))
     }
 
@@ -191,7 +198,7 @@ impl Sdk for AgonesSdk {
             .reserve(Duration::from_secs(seconds as u64))
             .await
             .map_err(status)?;
-        self.view.touch();
+        self.view.change(|state| state.reserved = seconds > 0);
         Ok(Response::new(Empty {}))
     }
 }

@@ -23,6 +23,8 @@ pub struct AgentState {
     pub session: BTreeMap<String, String>,
     /// Ready was answered OK (heartbeats report it a moment later).
     pub ready: bool,
+    /// Reserve was answered OK for a while, which Ready ends.
+    pub reserved: bool,
     /// Shutdown was asked, or Berth told the process to end.
     pub shutdown: bool,
     /// When Berth told the process to end, seconds since the Unix epoch.

@@ -352,3 +352,53 @@ async fn player_tracking_follows_the_players_and_their_reservations() {
     assert!(!alpha.player_disconnect("p1").await.unwrap(), "no longer connected");
     assert_eq!(alpha.get_player_count().await.unwrap(), 1);
 }
+
+/// Places a game session anywhere in the fleet's location, as CreateGameSession does; the server it went to, if any.
+async fn place_anywhere(store: &Store) -> Option<String> {
+    use berth_store::sessions::{Created, NewGameSession, create_game_session};
+    let id = berth_domain::game_session::new_game_session_id(FLEET);
+    let new = NewGameSession {
+        location: "local",
+        ..NewGameSession::new(&id, FLEET, 4)
+    };
+    match create_game_session(store, &new, &berth_testkit::SESSION_TIMINGS)
+        .await
+        .unwrap()
+    {
+        Created::Created(record, _) => Some(record.game_server_id),
+        Created::NoServer => None,
+        other => panic!("a placement is placed or finds no server: {other:?}"),
+    }
+}
+
+/// Reserve holds a server out of a burst of placements racing for the fleet's two ready servers: only the other
+/// one is taken, once. When the reservation lapses (the claim sweep) the server is Ready and placed on again.
+#[tokio::test]
+async fn reserve_holds_a_server_out_of_a_burst_of_placements_until_it_lapses() {
+    let redis = TestRedis::single();
+    let (store, health) = health(&redis).await;
+    let (_reserved_agent, mut reserved) = agones_server(&health, "gs-agones-6").await;
+    let (_other_agent, mut other) = agones_server(&health, "gs-agones-7").await;
+    reserved.ready().await.unwrap();
+    other.ready().await.unwrap();
+    reserved.reserve(Duration::from_secs(30)).await.unwrap();
+    assert_eq!(state(&reserved.get_gameserver().await.unwrap()), "Reserved");
+
+    let burst: Vec<_> = (0..16)
+        .map(|_| {
+            let store = store.clone();
+            tokio::spawn(async move { place_anywhere(&store).await })
+        })
+        .collect();
+    let mut placed = Vec::new();
+    for task in burst {
+        placed.extend(task.await.unwrap());
+    }
+    assert_eq!(placed, ["gs-agones-7"], "one session, on the server not reserved");
+
+    reserved.reserve(Duration::from_secs(1)).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    berth_store::pool::expire_claims(&store, FLEET, 100).await.unwrap();
+    assert_eq!(state(&reserved.get_gameserver().await.unwrap()), "Ready");
+    assert_eq!(place_anywhere(&store).await.as_deref(), Some("gs-agones-6"));
+}

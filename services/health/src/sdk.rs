@@ -595,12 +595,7 @@ impl ProcessStream {
             Ask::RemovePlayerSession(remove) => self.remove(&id, remove).await,
             Ask::UpdatePlayerSessionCreationPolicy(update) => self.update_policy(&id, update).await,
             Ask::DescribePlayerSessions(describe) => self.describe_players(&id, describe).await,
-            Ask::Reserve(_) => reply(
-                &id,
-                Code::Unimplemented,
-                "reserving a server (Agones Reserve) is not supported yet",
-                None,
-            ),
+            Ask::Reserve(reserve) => self.reserve(&id, reserve).await,
         };
         self.send(answer).await;
         Flow::Continue

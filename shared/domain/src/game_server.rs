@@ -24,6 +24,10 @@ pub const PAGE_SIZE_MAX: u32 = 1000;
 /// Page size when the request leaves it at 0.
 pub const PAGE_SIZE_DEFAULT: u32 = 100;
 
+/// The claim id a server's own reservation (Agones Reserve) holds it under: a reservation is a claim the server
+/// makes on itself, out of the pool until it lapses, which no claimer can present.
+pub const RESERVATION: &str = "~reserve";
+
 /// A game server as stored, with the claim judged against Redis' clock at the time it was read.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GameServerRecord {
@@ -53,6 +57,9 @@ pub struct GameServerRecord {
     pub health_checked_ms: Option<i64>,
     /// When it became UTILIZED, ms since the epoch.
     pub utilized_ms: Option<i64>,
+    /// When its own reservation ends, ms since the epoch; `None` when it is not reserved. A reservation is not a
+    /// claim: `claim_expires_ms` and `claim_id` stay unset.
+    pub reserved_until_ms: Option<i64>,
 }
 
 /// Why a stored game server could not be read back.
@@ -84,6 +91,7 @@ impl GameServerRecord {
             claim_id: None,
             health_checked_ms: None,
             utilized_ms: None,
+            reserved_until_ms: None,
         };
         for (field, value) in fields {
             if let Err(reason) = record.set_field(field, value, now_ms) {
@@ -92,6 +100,10 @@ impl GameServerRecord {
                     reason,
                 });
             }
+        }
+        if record.claim_id.as_deref() == Some(RESERVATION) {
+            record.reserved_until_ms = record.claim_expires_ms.take();
+            record.claim_id = None;
         }
         Ok(record)
     }

@@ -26,6 +26,7 @@ pub(crate) const LUA: Area = Area {
         ("attach_process", include_str!("processes/attach.lua"), false),
         ("detach_process", include_str!("processes/detach.lua"), false),
         ("process_ready", include_str!("processes/ready.lua"), false),
+        ("reserve_process", include_str!("processes/reserve.lua"), false),
         ("desired_state", include_str!("processes/desired.lua"), true),
     ],
 };
@@ -444,6 +445,36 @@ pub async fn ready(
         (outcome, routing) if outcome == "READY" => Ok(Some(routing)),
         (outcome, _) if outcome == "LOST" => Ok(None),
         (outcome, _) => Err(unexpected("ready", outcome)),
+    }
+}
+
+/// What a reservation came to.
+#[derive(Debug)]
+pub enum Reservation {
+    /// Reserved until the time its record shows, or, for a duration of 0, no longer reserved.
+    Done(Box<Described>),
+    /// It may not be reserved: it is not ready, hosts a game session, or is claimed or UTILIZED (its record says
+    /// which).
+    Busy(Box<Described>),
+    /// Its registration is gone.
+    Lost,
+}
+
+/// Holds a process out of the pool, and so out of every placement, claim and scale-in, for `duration_ms` (Agones
+/// Reserve); 0 ends a reservation, returning it to the pool.
+pub async fn reserve(store: &Store, process: &ProcessRef<'_>, duration_ms: u64) -> Result<Reservation, StoreError> {
+    const SCRIPT: &str = "reserve";
+    let keys = FleetKeys::new(process.fleet_id);
+    let mut call = scripts().reserve_process.for_fleet(&keys);
+    call.arg(process.game_server_id)
+        .arg(process.registration_id)
+        .arg(duration_ms);
+    let reply = decode_reply(process.fleet_id, store.invoke(&call).await?)?;
+    match reply.outcome.as_str() {
+        "RESERVED" => Ok(Reservation::Done(Box::new(described(reply, SCRIPT)?))),
+        "BUSY" => Ok(Reservation::Busy(Box::new(described(reply, SCRIPT)?))),
+        "LOST" => Ok(Reservation::Lost),
+        other => Err(unexpected(SCRIPT, other)),
     }
 }
 

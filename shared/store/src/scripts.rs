@@ -54,6 +54,8 @@ pub struct Scripts {
     pub terminate_process: LuaScript,
     /// Ends a process on its own ProcessEnding.
     pub process_ending: LuaScript,
+    /// Reserves a process (Agones Reserve), or ends its reservation.
+    pub reserve_process: LuaScript,
     /// Reads a process's desired state.
     pub desired_state: LuaScript,
     /// Creates a game session on a process.
@@ -304,6 +306,7 @@ fn state_table() -> String {
 /// many candidates are looked at.
 fn allocation_table() -> String {
     use berth_domain::allocation::{CANDIDATES_BATCH, CANDIDATES_LOOKED, HOSTING_STATES, TIER_SPAN, tier};
+    use berth_domain::game_server::RESERVATION;
     use berth_domain::stored::InstanceStatus;
     let hosting: Vec<String> = HOSTING_STATES
         .iter()
@@ -315,7 +318,8 @@ fn allocation_table() -> String {
         .collect();
     format!(
         "local HOSTING_STATE = {{{}}}\nlocal TIER, TIERS = {{{}}}, {}\nlocal TIER_SPAN = {TIER_SPAN}\n\
-         local CANDIDATES_LOOKED, CANDIDATES_BATCH = {CANDIDATES_LOOKED}, {CANDIDATES_BATCH}\n",
+         local CANDIDATES_LOOKED, CANDIDATES_BATCH = {CANDIDATES_LOOKED}, {CANDIDATES_BATCH}\n\
+         local RESERVATION = '{RESERVATION}'\n",
         hosting.join(", "),
         tiers.join(", "),
         tiers.len()
@@ -382,6 +386,7 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
         attach_process: function("attach_process"),
         detach_process: function("detach_process"),
         process_ready: function("process_ready"),
+        reserve_process: function("reserve_process"),
         heartbeats: function("heartbeats"),
         sweep_processes: function("sweep_processes"),
         terminate_process: function("terminate_process"),
@@ -665,6 +670,7 @@ mod tests {
     /// function decodes or sends; states are not among them, they come from the domain's enums.
     const REPLY_WORDS: &[&str] = &[
         "ABOVE_SERVER",
+        "BUSY",
         "ACCEPTED",
         "ADDED",
         "ABANDON",

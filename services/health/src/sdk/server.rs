@@ -8,16 +8,20 @@ use berth_domain::validate::invalid;
 use berth_proto::common::v1::{Endpoint, KeyValue};
 use berth_proto::health::v1 as pb;
 use berth_store::pool::{Update, Updated};
-use berth_store::processes::{self as store, Described, ProcessUpdated};
+use berth_store::processes::{self as store, Described, ProcessUpdated, Reservation};
 use tonic::{Code, Status};
 
 use super::{ProcessStream, refusal, reply};
+
+/// Longest reservation (ReserveServer.duration_seconds): a day.
+const RESERVATION_MAX_SECONDS: u32 = 86_400;
 
 impl ProcessStream {
     /// The server as it describes itself: its record, what it registered and last reported, its open sessions.
     async fn description(&self, server: Described) -> Result<pb::ServerDescription, Status> {
         let desired = self.desired().await?;
         let Described { record, details } = server;
+        let reserved_until_time = record.reserved_until_ms.map(berth_domain::game_server::timestamp);
         let (healthy, game_state, players) = match &self.reported {
             Some(reported) => (reported.healthy, reported.game_state, reported.players.clone()),
             None => {
@@ -47,7 +51,7 @@ impl ProcessStream {
                 .into_iter()
                 .map(|(name, count, capacity)| pb::ServerCounter { name, count, capacity })
                 .collect(),
-            reserved_until_time: None,
+            reserved_until_time,
             game_session_ids: desired
                 .map(|desired| {
                     desired
@@ -86,6 +90,30 @@ impl ProcessStream {
         match store::describe(&self.context.store, &self.fleet_id, &self.game_server_id).await {
             Ok(Some(server)) => self.described(id, server).await,
             Ok(None) => reply(id, Code::NotFound, "this process is no longer registered", None),
+            Err(err) => reply(id, Code::Unavailable, err.to_string(), None),
+        }
+    }
+
+    pub(super) async fn reserve(&self, id: &str, reserve: pb::ReserveServer) -> pb::AttachResponse {
+        let seconds = reserve.duration_seconds;
+        if seconds > RESERVATION_MAX_SECONDS {
+            return refusal(
+                id,
+                &invalid(
+                    "reserve.duration_seconds",
+                    format!("must be 0 to {RESERVATION_MAX_SECONDS}, got {seconds}"),
+                ),
+            );
+        }
+        match store::reserve(&self.context.store, &self.process(), u64::from(seconds) * 1000).await {
+            Ok(Reservation::Done(server)) => self.described(id, *server).await,
+            Ok(Reservation::Busy(_)) => reply(
+                id,
+                Code::FailedPrecondition,
+                "only a ready server that hosts no game session and is neither claimed nor UTILIZED can be reserved",
+                None,
+            ),
+            Ok(Reservation::Lost) => reply(id, Code::NotFound, "this process is no longer registered", None),
             Err(err) => reply(id, Code::Unavailable, err.to_string(), None),
         }
     }

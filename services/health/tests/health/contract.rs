@@ -1,7 +1,8 @@
 //! What `sdk.proto` promises beyond the flow of `stream.rs`, spoken by hand as a client written from the protos
 //! would: a superseded stream learns it with ABORTED, a message rate limit, printable request ids, a complete
-//! DescribeServer (with the endpoint ready gave), labels and counters kept, player sessions looked up every way the session service allows, and
-//! the reasons sessions end with when their server hangs or is asked to end.
+//! DescribeServer (with the endpoint ready gave), labels and counters kept, player sessions looked up every way the
+//! session service allows, reservations, and the reasons sessions end with when their server hangs or is asked to
+//! end.
 
 use std::time::Duration;
 
@@ -409,4 +410,54 @@ async fn a_session_ended_after_its_server_was_told_to_terminate_was_triggered_by
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_ended_after_its_server_was_told_to_terminate_was_triggered_by_it_on_a_cluster() {
     ended_after_a_terminate(TestRedis::cluster()).await;
+}
+
+/// reserve (Agones Reserve): a ready server leaves the pool until its reserved_until_time, so that no game session is
+/// placed on it even by name, and shows no claim; 0 ends the reservation at once; more than a day is
+/// INVALID_ARGUMENT; a server hosting a game session cannot be reserved (FAILED_PRECONDITION).
+async fn reservations(redis: TestRedis) {
+    use berth_store::sessions::{Created, NewGameSession, create_game_session};
+    let store = Store::connect(&redis.config()).await.unwrap();
+    arena(&store).await;
+    let service = replica(&store, &fast()).await;
+    let own = token(Role::GameServer, Some(("arena", "gs-1")));
+    let mut process = attach_with(&service.endpoint(), &own, register("arena", "gs-1"))
+        .await
+        .unwrap();
+    ok(process.ask(Ask::Ready(pb::ProcessReady::default())).await.unwrap());
+    let reserve = |duration_seconds| Ask::Reserve(pb::ReserveServer { duration_seconds });
+
+    let too_long = process.ask(reserve(86_401)).await.unwrap();
+    assert_eq!(violations(&too_long), ["reserve.duration_seconds"]);
+    let reserved = description(process.ask(reserve(60)).await.unwrap());
+    assert!(reserved.reserved_until_time.is_some());
+    assert_eq!(
+        reserved.game_server.unwrap().claim_status(),
+        pb::ClaimStatus::Unspecified,
+        "a reservation is not a claim"
+    );
+    let id = berth_domain::game_session::new_game_session_id("arena");
+    let named = NewGameSession {
+        game_server_id: Some("gs-1"),
+        ..NewGameSession::new(&id, "arena", 2)
+    };
+    let refused = create_game_session(&store, &named, &berth_testkit::SESSION_TIMINGS)
+        .await
+        .unwrap();
+    assert!(matches!(refused, Created::NoServer), "{refused:?}");
+
+    let released = description(process.ask(reserve(0)).await.unwrap());
+    assert_eq!(released.reserved_until_time, None);
+    place_game_session(&store, "arena", "gs-1", 2).await;
+    assert_eq!(code(process.ask(reserve(60)).await.unwrap()), Code::FailedPrecondition);
+}
+
+#[tokio::test]
+async fn reserve_holds_a_server_out_of_the_pool_on_a_single_node() {
+    reservations(TestRedis::single()).await;
+}
+
+#[tokio::test]
+async fn reserve_holds_a_server_out_of_the_pool_on_a_cluster() {
+    reservations(TestRedis::cluster()).await;
 }
