@@ -471,7 +471,7 @@ pub async fn reserve(store: &Store, process: &ProcessRef<'_>, duration_ms: u64) 
         .arg(duration_ms);
     let reply = decode_reply(process.fleet_id, store.invoke(&call).await?)?;
     match reply.outcome.as_str() {
-        "RESERVED" => Ok(Reservation::Done(Box::new(described(reply, SCRIPT)?))),
+        "HELD" => Ok(Reservation::Done(Box::new(described(reply, SCRIPT)?))),
         "BUSY" => Ok(Reservation::Busy(Box::new(described(reply, SCRIPT)?))),
         "LOST" => Ok(Reservation::Lost),
         other => Err(unexpected(SCRIPT, other)),
