@@ -54,7 +54,7 @@ impl Agent {
         let (link, mut registered) = Link::open(config);
         let view = Arc::new(View::new(i64::from(capacity)));
         let (end_sender, end_child) = mpsc::channel(1);
-        let sdk = Arc::new(AgonesSdk::new(link.clone(), view.clone()));
+        let sdk = Arc::new(AgonesSdk::new(link.clone(), view.clone(), end_sender.clone()));
         let players = Arc::new(AgonesPlayers::new(link.clone(), view.clone()));
         let service = SdkServer::from_arc(sdk.clone());
         let alpha = AlphaServer::from_arc(players.clone());
@@ -105,8 +105,8 @@ impl Agent {
         }
     }
 
-    /// The child exited by itself (`how`: its exit status): Berth is told at once with a ProcessEnding, unless the
-    /// game server already said Shutdown.
+    /// The child exited by itself (`how`: its exit status): Berth is told at once with a ProcessEnding, unless it
+    /// was told already (Shutdown, or the end of its game session).
     pub async fn child_exited(&self, how: &str) {
         if self.view.snapshot().0.shutdown {
             return;

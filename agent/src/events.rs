@@ -37,6 +37,16 @@ pub async fn follow(server: GameServer, mut events: Events, view: Arc<View>, end
         match event {
             Event::StartGameSession { game_session, .. } => {
                 let id = game_session.game_session_id.clone();
+                // A server on its way out hosts nothing new: its placement tries elsewhere.
+                if view.snapshot().0.shutdown {
+                    if let Err(error) = server
+                        .reject_game_session(id.clone(), "the game server is ending")
+                        .await
+                    {
+                        warn!(game_session_id = %id, %error, "rejecting the game session failed");
+                    }
+                    continue;
+                }
                 view.change(|state| state.session = session_annotations(&game_session));
                 if let Err(error) = server.activate_game_session(id.clone()).await {
                     warn!(game_session_id = %id, %error, "activating the game session failed");
@@ -49,8 +59,14 @@ pub async fn follow(server: GameServer, mut events: Events, view: Arc<View>, end
                     GameSessionStatus::Terminating | GameSessionStatus::Terminated | GameSessionStatus::Error
                 );
                 view.change(|state| state.session = session_annotations(&game_session));
-                if ended {
+                if ended && !view.snapshot().0.shutdown {
+                    // An Agones server hosts one match and then ends, as its pod is deleted: it leaves the pool before
+                    // the child is told, so that no new session is placed on a server on its way out.
                     info!(game_session_id = %game_session.game_session_id, "the game session is ending; ending the child");
+                    if let Err(error) = server.process_ending("its game session ended").await {
+                        warn!(%error, "telling Berth that the process is ending failed");
+                    }
+                    view.change(|state| state.shutdown = true);
                     let _ = end_child.try_send(());
                 }
             }

@@ -11,6 +11,7 @@ use berth_proto::session::v1::{DescribePlayerSessionsRequest, PlayerSessionStatu
 use berth_sdk::game_server::GameServer;
 use tokio::sync::Mutex;
 use tonic::{Request, Response, Status};
+use tracing::warn;
 
 use crate::link::Link;
 use crate::record::SESSION_ID;
@@ -95,11 +96,11 @@ impl Sdk for AgonesPlayers {
         let Some(player) = state.players.into_iter().find(|player| player.id == id) else {
             return Ok(Response::new(Bool { bool: false }));
         };
-        if let Some((game_session_id, player_session_id)) = player.session {
-            server
-                .remove_player_session(game_session_id, player_session_id)
-                .await
-                .map_err(status)?;
+        // The player is gone whatever Berth answers: a session that ended meanwhile completed its players itself.
+        if let Some((game_session_id, player_session_id)) = player.session
+            && let Err(error) = server.remove_player_session(&game_session_id, &player_session_id).await
+        {
+            warn!(%game_session_id, %player_session_id, %error, "completing the player's session failed");
         }
         self.view.change(|state| state.players.retain(|player| player.id != id));
         self.publish(&server);

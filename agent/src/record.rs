@@ -2,7 +2,6 @@
 //! labels and the agent's annotations, the health spec from the fleet's heartbeat settings.
 
 use std::collections::HashMap;
-use std::time::SystemTime;
 
 use berth_proto::agones::sdk::game_server::{ObjectMeta, Spec, Status, spec, status};
 use berth_proto::agones::sdk::{self as agones};
@@ -27,10 +26,8 @@ pub const PROPERTY_PREFIX: &str = "berth.dev/property-";
 /// ready, else Scheduled.
 fn state(description: &ServerDescription, agent: &AgentState) -> &'static str {
     let server = description.game_server.clone().unwrap_or_default();
-    let reserved = description
-        .reserved_until_time
-        .and_then(|until| SystemTime::try_from(until).ok())
-        .is_some_and(|until| until > SystemTime::now());
+    // Redis' clock judged the reservation when the record was read; the agent's own clock is not asked.
+    let reserved = description.reserved_until_time.is_some();
     if agent.shutdown || description.game_state() >= GameState::Terminating {
         "Shutdown"
     } else if description.health() == ProcessHealth::Unhealthy {

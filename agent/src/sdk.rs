@@ -18,17 +18,28 @@ use tonic::{Request, Response, Status, Streaming};
 
 use crate::link::Link;
 use crate::record::{self, SDK_PREFIX};
-use crate::view::View;
+use crate::view::{View, lock};
 
-/// The service, over the agent's link to Berth and its view of the server.
+/// The service, over the agent's link to Berth and its view of the server. Clones share everything (a watch
+/// runs on one).
+#[derive(Clone)]
 pub struct AgonesSdk {
     link: Link,
     view: Arc<View>,
+    /// Told when the child must end (after Shutdown, as Agones deletes the pod).
+    end_child: mpsc::Sender<()>,
     /// Serializes the read-modify-write of labels (Berth replaces them whole).
-    labels: Mutex<()>,
+    labels: Arc<Mutex<()>>,
     /// The record as last read, shown once the stream to Berth is over (after Shutdown).
-    last: std::sync::Mutex<Option<ServerDescription>>,
+    last: Arc<std::sync::Mutex<Option<ServerDescription>>>,
 }
+
+/// Agones' Reserve with 0 holds the server until Ready, Allocate or Shutdown; Berth's longest reservation is a day.
+const RESERVE_UNTIL_TOLD: Duration = Duration::from_secs(86_400);
+
+/// How long after a reservation's end its lapse is looked for: the placement service's claim sweep runs every
+/// second by default.
+const LAPSE_SEEN_AFTER: Duration = Duration::from_millis(1_500);
 
 /// A Berth SDK error as the gRPC status an Agones client gets.
 pub(crate) fn status(error: SdkError) -> Status {
@@ -40,12 +51,13 @@ pub(crate) fn status(error: SdkError) -> Status {
 }
 
 impl AgonesSdk {
-    pub fn new(link: Link, view: Arc<View>) -> AgonesSdk {
+    pub fn new(link: Link, view: Arc<View>, end_child: mpsc::Sender<()>) -> AgonesSdk {
         AgonesSdk {
             link,
             view,
-            labels: Mutex::new(()),
-            last: std::sync::Mutex::new(None),
+            end_child,
+            labels: Arc::new(Mutex::new(())),
+            last: Arc::new(std::sync::Mutex::new(None)),
         }
     }
 
@@ -59,13 +71,10 @@ impl AgonesSdk {
         let (agent, version) = self.view.snapshot();
         let description = match server.describe_server().await {
             Ok(description) => {
-                *self.last.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(description.clone());
+                *lock(&self.last) = Some(description.clone());
                 description
             }
-            Err(SdkError::Disconnected) if agent.shutdown => self
-                .last
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
+            Err(SdkError::Disconnected) if agent.shutdown => lock(&self.last)
                 .clone()
                 .ok_or_else(|| Status::unavailable("the process's stream to Berth is over"))?,
             Err(error) => return Err(status(error)),
@@ -104,16 +113,20 @@ impl Sdk for AgonesSdk {
             ..Default::default()
         };
         server.update_server(update).await.map_err(status)?;
-        self.view.touch();
+        self.view.change(|state| state.reserved = false);
         Ok(Response::new(Empty {}))
     }
 
     async fn shutdown(&self, _: Request<Empty>) -> Result<Response<Empty>, Status> {
         let server = self.link.server().await?;
-        self.current(&server).await?;
-        self.view.change(|state| state.shutdown = true);
+        // Kept for the reads that follow, once the stream to Berth is over.
+        let _ = self.current(&server).await;
         match server.process_ending("Shutdown through the Agones SDK").await {
-            Ok(()) | Err(SdkError::Disconnected) => Ok(Response::new(Empty {})),
+            Ok(()) | Err(SdkError::Disconnected) => {
+                self.view.change(|state| state.shutdown = true);
+                let _ = self.end_child.try_send(());
+                Ok(Response::new(Empty {}))
+            }
             Err(error) => Err(status(error)),
         }
     }
@@ -139,7 +152,7 @@ impl Sdk for AgonesSdk {
         let mut changes = self.view.watch();
         let first = self.current(&server).await?;
         let (send, receive) = mpsc::channel(16);
-        let sdk = AgonesSdk::new(self.link.clone(), self.view.clone());
+        let sdk = self.clone();
         tokio::spawn(async move {
             let mut next = Ok(first);
             loop {
@@ -194,11 +207,18 @@ impl Sdk for AgonesSdk {
             )));
         }
         let server = self.link.server().await?;
-        server
-            .reserve(Duration::from_secs(seconds as u64))
-            .await
-            .map_err(status)?;
-        self.view.change(|state| state.reserved = seconds > 0);
+        let duration = match seconds {
+            0 => RESERVE_UNTIL_TOLD,
+            seconds => Duration::from_secs(seconds as u64),
+        };
+        server.reserve(duration).await.map_err(status)?;
+        self.view.change(|state| state.reserved = true);
+        // Berth returns the server to the pool when the time is up; the watchers are told once that is done.
+        let view = self.view.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(duration + LAPSE_SEEN_AFTER).await;
+            view.touch();
+        });
         Ok(Response::new(Empty {}))
     }
 }

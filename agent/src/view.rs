@@ -48,7 +48,7 @@ pub struct Player {
 
 /// The locks guard plain values that every writer leaves consistent, so a panic elsewhere while one was held does
 /// not make them unusable.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 

@@ -147,6 +147,7 @@ fn agent_binary(health: &RunningService, id: &str, script: &str) -> tokio::proce
         .env("BERTH_SDK_IP_ADDRESS", "10.0.0.7")
         .env("BERTH_SDK_PORT", "7777")
         .env("AGONES_SDK_GRPC_PORT", "0")
+        .env("AGONES_SDK_HTTP_PORT", "0")
         .kill_on_drop(true)
         .spawn()
         .expect("berth-agent starts")
@@ -381,6 +382,11 @@ async fn reserve_holds_a_server_out_of_a_burst_of_placements_until_it_lapses() {
     let (_other_agent, mut other) = agones_server(&health, "gs-agones-7").await;
     reserved.ready().await.unwrap();
     other.ready().await.unwrap();
+    // 0 holds it until told; Ready tells it.
+    reserved.reserve(Duration::ZERO).await.unwrap();
+    assert_eq!(state(&reserved.get_gameserver().await.unwrap()), "Reserved");
+    reserved.ready().await.unwrap();
+    assert_eq!(state(&reserved.get_gameserver().await.unwrap()), "Ready");
     reserved.reserve(Duration::from_secs(30)).await.unwrap();
     assert_eq!(state(&reserved.get_gameserver().await.unwrap()), "Reserved");
 
@@ -397,8 +403,15 @@ async fn reserve_holds_a_server_out_of_a_burst_of_placements_until_it_lapses() {
     assert_eq!(placed, ["gs-agones-7"], "one session, on the server not reserved");
 
     reserved.reserve(Duration::from_secs(1)).await.unwrap();
+    let mut watch = reserved.watch_gameserver().await.unwrap();
+    assert_eq!(state(&watch.message().await.unwrap().unwrap()), "Reserved");
     tokio::time::sleep(Duration::from_millis(1100)).await;
+    // The placement service's claim sweep, which this test runs by hand.
     berth_store::pool::expire_claims(&store, FLEET, 100).await.unwrap();
-    assert_eq!(state(&reserved.get_gameserver().await.unwrap()), "Ready");
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while state(&watch.message().await.unwrap().unwrap()) != "Ready" {}
+    })
+    .await
+    .expect("the watch shows the server Ready once its reservation lapsed");
     assert_eq!(place_anywhere(&store).await.as_deref(), Some("gs-agones-6"));
 }

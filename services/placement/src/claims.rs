@@ -129,6 +129,12 @@ impl ClaimService for Claims {
                         "game server {:?} is UTILIZED and is never claimed again",
                         server.game_server_id
                     ))
+                } else if let Some(until_ms) = server.reserved_until_ms {
+                    Status::failed_precondition(format!(
+                        "game server {:?} has reserved itself until {until_ms} ms since the epoch (Agones Reserve); \
+                         claim another",
+                        server.game_server_id
+                    ))
                 } else if server.is_claimed() {
                     Status::aborted(format!(
                         "game server {:?} is claimed by another caller until its claim lapses; claim another or \

@@ -453,9 +453,8 @@ pub async fn ready(
 pub enum Reservation {
     /// Reserved until the time its record shows, or, for a duration of 0, no longer reserved.
     Done(Box<Described>),
-    /// It may not be reserved: it is not ready, hosts a game session, or is claimed or UTILIZED (its record says
-    /// which).
-    Busy(Box<Described>),
+    /// It may not be reserved: it is not ready, hosts a game session, or is claimed or UTILIZED.
+    Busy,
     /// Its registration is gone.
     Lost,
 }
@@ -472,7 +471,7 @@ pub async fn reserve(store: &Store, process: &ProcessRef<'_>, duration_ms: u64) 
     let reply = decode_reply(process.fleet_id, store.invoke(&call).await?)?;
     match reply.outcome.as_str() {
         "HELD" => Ok(Reservation::Done(Box::new(described(reply, SCRIPT)?))),
-        "BUSY" => Ok(Reservation::Busy(Box::new(described(reply, SCRIPT)?))),
+        "BUSY" => Ok(Reservation::Busy),
         "LOST" => Ok(Reservation::Lost),
         other => Err(unexpected(SCRIPT, other)),
     }

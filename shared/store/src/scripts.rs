@@ -670,13 +670,13 @@ mod tests {
     /// function decodes or sends; states are not among them, they come from the domain's enums.
     const REPLY_WORDS: &[&str] = &[
         "ABOVE_SERVER",
-        "BUSY",
         "ACCEPTED",
         "ADDED",
         "ABANDON",
         "ABANDONED",
         "ACTIVATED",
         "BELOW_COUNT",
+        "BUSY",
         "CHANGED",
         "CLAIM",
         "CLAIMED",

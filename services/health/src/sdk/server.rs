@@ -107,7 +107,7 @@ impl ProcessStream {
         }
         match store::reserve(&self.context.store, &self.process(), u64::from(seconds) * 1000).await {
             Ok(Reservation::Done(server)) => self.described(id, *server).await,
-            Ok(Reservation::Busy(_)) => reply(
+            Ok(Reservation::Busy) => reply(
                 id,
                 Code::FailedPrecondition,
                 "only a ready server that hosts no game session and is neither claimed nor UTILIZED can be reserved",

@@ -445,6 +445,19 @@ async fn reservations(redis: TestRedis) {
         .await
         .unwrap();
     assert!(matches!(refused, Created::NoServer), "{refused:?}");
+    // No client can act as the holder of the reservation by presenting its claim id.
+    let mut matchmaker = super::client(&service, Role::Client, None).await;
+    let posing = matchmaker
+        .update_game_server(pb::UpdateGameServerRequest {
+            fleet_id: "arena".into(),
+            game_server_id: "gs-1".into(),
+            utilization_status: pb::UtilizationStatus::Utilized as i32,
+            claim_id: berth_domain::game_server::RESERVATION.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(posing.code(), Code::FailedPrecondition, "{posing:?}");
 
     let released = description(process.ask(reserve(0)).await.unwrap());
     assert_eq!(released.reserved_until_time, None);

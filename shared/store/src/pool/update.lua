@@ -15,6 +15,9 @@ local now = now_ms()
 if redis.call('EXISTS', KEYS[1]) == 0 then return reply('NOT_FOUND', now) end
 local state = redis.call('HMGET', KEYS[1], 'util', 'claim_ms', 'claim_exp_ms', 'claim_id')
 local util, claimed_once, claim_exp, claim_id = state[1], state[2], state[3], state[4]
+-- A server's own reservation (reserve.lua) is no claim that a caller can present.
+local reserved = claim_id == RESERVATION
+if reserved then claim_id = nil end
 local live = claim_exp and tonumber(claim_exp) > now
 if ARGV[6] ~= '' or ARGV[7] == '1' then
   if claim_id ~= ARGV[6] or not (live or util == S.UTILIZED) then return reply('NOT_CLAIMANT', now, KEYS[1]) end
@@ -42,6 +45,7 @@ end
 if utilize then
   redis.call('HSET', KEYS[1], 'util', S.UTILIZED, 'util_ms', now)
   redis.call('HDEL', KEYS[1], 'claim_exp_ms')
+  if reserved then redis.call('HDEL', KEYS[1], 'claim_id') end
   place(k, KEYS[2], k.lpool, ARGV[1], nil)
   redis.call('ZREM', KEYS[3], ARGV[1])
   tally_server(k, ARGV[1])
