@@ -74,7 +74,11 @@ impl Agent {
         });
         let (events_link, events_view) = (link.clone(), view.clone());
         tokio::spawn(async move {
-            let Some(events) = registered.recv().await else { return };
+            // Refused for good: the server can never join, so it ends.
+            let Some(events) = registered.recv().await else {
+                let _ = end_sender.try_send(());
+                return;
+            };
             let Ok(server) = events_link.server().await else { return };
             events::watch_health(&server, events_view.clone());
             events::follow(server, events, events_view, end_sender).await;

@@ -415,3 +415,28 @@ async fn reserve_holds_a_server_out_of_a_burst_of_placements_until_it_lapses() {
     .expect("the watch shows the server Ready once its reservation lapsed");
     assert_eq!(place_anywhere(&store).await.as_deref(), Some("gs-agones-6"));
 }
+
+/// A registration Berth refuses for good (here: a fleet with no record) is not retried: every call answers the
+/// refusal rather than UNAVAILABLE, and the child is told to end, since it can never take a match.
+#[tokio::test]
+async fn a_final_refusal_is_answered_and_ends_the_server() {
+    let redis = TestRedis::single();
+    let (_store, health) = health(&redis).await;
+    let mut config = game_server_config(&health.endpoint(), "no-such-fleet", "gs-agones-8", "local", 1, 0);
+    config.token = token(Role::GameServer, Some(("no-such-fleet", "gs-agones-8")));
+    let mut agent = start_agent(config).await;
+    let channel = tonic_channel(agent.grpc_address().port()).await;
+    let mut client = berth_proto::agones::sdk::sdk_client::SdkClient::new(channel);
+    let refused = client
+        .ready(berth_proto::agones::sdk::Empty {})
+        .await
+        .expect_err("the fleet does not exist");
+    assert_ne!(refused.code(), tonic::Code::Unavailable, "{refused:?}");
+    assert!(
+        refused.message().starts_with("Berth refused this game server"),
+        "{refused:?}"
+    );
+    tokio::time::timeout(Duration::from_secs(5), agent.child_must_end())
+        .await
+        .expect("the child is told to end");
+}
