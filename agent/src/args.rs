@@ -20,6 +20,10 @@ pub struct Args {
     /// no authentication of its own.
     #[arg(long, env = "BERTH_AGENT_BIND", default_value = "127.0.0.1")]
     pub bind: IpAddr,
+    /// Seconds the game server has to exit after SIGTERM before it is killed (SIGKILL), as a Kubernetes pod's
+    /// termination grace period (30 s by default there too).
+    #[arg(long, env = "BERTH_AGENT_KILL_AFTER_SECONDS", default_value_t = 30)]
+    pub kill_after_seconds: u64,
     /// The game server and its arguments.
     #[arg(required = true, last = true)]
     pub command: Vec<String>,

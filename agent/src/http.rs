@@ -46,6 +46,7 @@ pub fn router(sdk: Arc<AgonesSdk>, players: Arc<AgonesPlayers>) -> Router {
         .with_state(sdk)
         .merge(alpha)
         .fallback(|| async { error(&Status::not_found("Not Found")) })
+        .method_not_allowed_fallback(|| async { error(&Status::unimplemented("Method Not Allowed")) })
 }
 
 /// The HTTP status grpc-gateway answers a gRPC code with.

@@ -136,7 +136,12 @@ async fn tonic_channel(port: u16) -> tonic::transport::Channel {
 
 /// The agent binary wrapping `script` (run by sh) as server `id`, registered with `health`.
 fn agent_binary(health: &RunningService, id: &str, script: &str) -> tokio::process::Child {
-    tokio::process::Command::new(env!("CARGO_BIN_EXE_berth-agent"))
+    agent_command(health, id, script).spawn().expect("berth-agent starts")
+}
+
+fn agent_command(health: &RunningService, id: &str, script: &str) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_berth-agent"));
+    command
         .args(["--", "sh", "-c", script])
         .env("BERTH_SDK_ENDPOINT", health.endpoint())
         .env("BERTH_SDK_TOKEN", token(Role::GameServer, Some((FLEET, id))))
@@ -148,9 +153,8 @@ fn agent_binary(health: &RunningService, id: &str, script: &str) -> tokio::proce
         .env("BERTH_SDK_PORT", "7777")
         .env("AGONES_SDK_GRPC_PORT", "0")
         .env("AGONES_SDK_HTTP_PORT", "0")
-        .kill_on_drop(true)
-        .spawn()
-        .expect("berth-agent starts")
+        .kill_on_drop(true);
+    command
 }
 
 /// A server killed with SIGKILL is reported to Berth at once (a ProcessEnding naming the signal, long before any
@@ -274,6 +278,12 @@ async fn a_server_speaking_only_http_lives_its_life_on_berth() {
     assert_eq!(count, serde_json::json!({"count": "1"}), "64-bit numbers are strings");
     let (code, error) = http_call(&client, Method::GET, format!("{base}/no/such/path"), "").await;
     assert_eq!((code, error["code"].clone()), (404, serde_json::json!(5)));
+    let (code, error) = http_call(&client, Method::GET, format!("{base}/ready"), "").await;
+    assert_eq!(
+        (code, error["code"].clone()),
+        (501, serde_json::json!(12)),
+        "a known path, another method"
+    );
 
     let (code, _) = http_call(&client, Method::POST, format!("{base}/shutdown"), "{}").await;
     assert_eq!(code, 200);
@@ -439,4 +449,24 @@ async fn a_final_refusal_is_answered_and_ends_the_server() {
     tokio::time::timeout(Duration::from_secs(5), agent.child_must_end())
         .await
         .expect("the child is told to end");
+}
+
+/// A server that ignores SIGTERM is killed once its grace has passed, as Kubernetes kills a pod's container, and the
+/// agent exits as a shell reports such a death.
+#[tokio::test]
+async fn a_server_that_ignores_sigterm_is_killed_after_its_grace() {
+    let redis = TestRedis::single();
+    let (_store, health) = health(&redis).await;
+    let mut agent = agent_command(&health, "gs-agones-9", "trap '' TERM; exec sleep 30")
+        .env("BERTH_AGENT_KILL_AFTER_SECONDS", "1")
+        .spawn()
+        .expect("berth-agent starts");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // SAFETY: kill(2) has no memory effects.
+    unsafe { libc::kill(agent.id().unwrap() as i32, libc::SIGTERM) };
+    let status = tokio::time::timeout(Duration::from_secs(10), agent.wait())
+        .await
+        .expect("the agent exits once its server is killed")
+        .unwrap();
+    assert_eq!(status.code(), Some(137), "128 + SIGKILL");
 }
