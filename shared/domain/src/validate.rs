@@ -143,17 +143,21 @@ pub fn check_count(v: &mut Violations, field: &str, count: usize, min: usize, ma
     }
 }
 
-/// Checks labels (`berth.common.v1.KeyValue`): at most `max`, keys unique and 1 to 32 characters, values at most
-/// 96.
+/// Longest label key, in characters: room for Kubernetes-style prefixed keys, such as the `agones.dev/sdk-<key>` that
+/// Agones' SetLabel writes (its key part may be 59 characters).
+pub const LABEL_KEY_MAX: usize = 128;
+
+/// Checks labels (`berth.common.v1.KeyValue`): at most `max`, keys unique and 1 to [`LABEL_KEY_MAX`] characters,
+/// values at most 96.
 pub fn check_labels(v: &mut Violations, field: &str, labels: &[KeyValue], max: usize) {
     check_count(v, field, labels.len(), 0, max);
     let mut keys = HashSet::new();
     for (i, label) in checked_entries(labels, max) {
         let len = label.key.chars().count();
-        if !(1..=32).contains(&len) {
+        if !(1..=LABEL_KEY_MAX).contains(&len) {
             v.add(
                 &format!("{field}[{i}].key"),
-                format!("must be 1 to 32 characters long, got {len}"),
+                format!("must be 1 to {LABEL_KEY_MAX} characters long, got {len}"),
             );
         } else if !keys.insert(label.key.as_str()) {
             v.add(&format!("{field}[{i}].key"), format!("{:?} is given twice", label.key));
@@ -166,6 +170,24 @@ pub fn check_labels(v: &mut Violations, field: &str, labels: &[KeyValue], max: u
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_label_key_may_hold_an_agones_prefix() {
+        let label = |key: String| KeyValue { key, value: "v".into() };
+        let mut fits = Violations::new();
+        let agones = format!("agones.dev/sdk-{}", "k".repeat(59));
+        check_labels(
+            &mut fits,
+            "labels",
+            &[label(agones), label("k".repeat(LABEL_KEY_MAX))],
+            64,
+        );
+        assert!(fits.into_result().is_ok());
+        let mut too_long = Violations::new();
+        check_labels(&mut too_long, "labels", &[label("k".repeat(LABEL_KEY_MAX + 1))], 64);
+        let status = too_long.into_result().unwrap_err();
+        assert!(status.message().contains("1 to 128 characters"), "{status:?}");
+    }
 
     #[test]
     fn reports_every_broken_field_at_once() {
