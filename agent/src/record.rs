@@ -95,7 +95,11 @@ pub fn game_server(
         name: port.name.clone(),
         port: port.port as i32,
     }));
-    let mut annotations: HashMap<String, String> = agent.annotations.clone().into_iter().collect();
+    let mut annotations: HashMap<String, String> = description
+        .annotations
+        .iter()
+        .map(|annotation| (annotation.key.clone(), annotation.value.clone()))
+        .collect();
     annotations.extend(agent.session.clone());
     let counters = description
         .counters

@@ -8,7 +8,7 @@ use std::time::Duration;
 use berth_proto::agones::sdk::sdk_server::Sdk;
 use berth_proto::agones::sdk::{self as agones, Empty, KeyValue};
 use berth_proto::common::v1;
-use berth_proto::health::v1::{ServerDescription, ServerLabels, UpdateServer};
+use berth_proto::health::v1::{ServerAnnotations, ServerDescription, ServerLabels, UpdateServer};
 use berth_sdk::SdkError;
 use berth_sdk::game_server::GameServer;
 use tokio::sync::{Mutex, mpsc};
@@ -28,8 +28,8 @@ pub struct AgonesSdk {
     view: Arc<View>,
     /// Told when the child must end (after Shutdown, as Agones deletes the pod).
     end_child: mpsc::Sender<()>,
-    /// Serializes the read-modify-write of labels (Berth replaces them whole).
-    labels: Arc<Mutex<()>>,
+    /// Serializes the read-modify-write of labels and annotations (Berth replaces each set whole).
+    metadata: Arc<Mutex<()>>,
     /// The record as last read, shown once the stream to Berth is over (after Shutdown).
     last: Arc<std::sync::Mutex<Option<ServerDescription>>>,
 }
@@ -56,7 +56,7 @@ impl AgonesSdk {
             link,
             view,
             end_child,
-            labels: Arc::new(Mutex::new(())),
+            metadata: Arc::new(Mutex::new(())),
             last: Arc::new(std::sync::Mutex::new(None)),
         }
     }
@@ -86,6 +86,14 @@ impl AgonesSdk {
             server.heartbeat_settings(),
         ))
     }
+}
+
+/// `pairs` with `set` in it, its key under the prefix Agones gives what the SDK sets, replacing one of the same key.
+fn with_pair(mut pairs: Vec<v1::KeyValue>, set: KeyValue) -> Vec<v1::KeyValue> {
+    let key = format!("{SDK_PREFIX}{}", set.key);
+    pairs.retain(|existing| existing.key != key);
+    pairs.push(v1::KeyValue { key, value: set.value });
+    pairs
 }
 
 type GameServerStream = Pin<Box<dyn Stream<Item = Result<agones::GameServer, Status>> + Send>>;
@@ -172,14 +180,8 @@ impl Sdk for AgonesSdk {
     async fn set_label(&self, request: Request<KeyValue>) -> Result<Response<Empty>, Status> {
         let label = request.into_inner();
         let server = self.link.server().await?;
-        let _serial = self.labels.lock().await;
-        let mut labels = server.describe_server().await.map_err(status)?.labels;
-        let key = format!("{SDK_PREFIX}{}", label.key);
-        labels.retain(|existing| existing.key != key);
-        labels.push(v1::KeyValue {
-            key,
-            value: label.value,
-        });
+        let _serial = self.metadata.lock().await;
+        let labels = with_pair(server.describe_server().await.map_err(status)?.labels, label);
         let update = UpdateServer {
             labels: Some(ServerLabels { labels }),
             ..Default::default()
@@ -191,11 +193,15 @@ impl Sdk for AgonesSdk {
 
     async fn set_annotation(&self, request: Request<KeyValue>) -> Result<Response<Empty>, Status> {
         let annotation = request.into_inner();
-        self.link.server().await?;
-        let key = format!("{SDK_PREFIX}{}", annotation.key);
-        self.view.change(|state| {
-            state.annotations.insert(key, annotation.value);
-        });
+        let server = self.link.server().await?;
+        let _serial = self.metadata.lock().await;
+        let annotations = with_pair(server.describe_server().await.map_err(status)?.annotations, annotation);
+        let update = UpdateServer {
+            annotations: Some(ServerAnnotations { annotations }),
+            ..Default::default()
+        };
+        server.update_server(update).await.map_err(status)?;
+        self.view.touch();
         Ok(Response::new(Empty {}))
     }
 

@@ -1,6 +1,6 @@
-//! What the agent knows of its server beyond Berth's record: the Agones-only state (annotations set through the SDK,
-//! the hosted game session's annotations, Shutdown asked), the last health ping, and a version that rises with every
-//! change, which WatchGameServer follows.
+//! What the agent knows of its server beyond Berth's record: the Agones-only state (the hosted game session's
+//! annotations, Ready and Reserve answered, Shutdown asked, the players connected), the last health ping, and a
+//! version that rises with every change, which WatchGameServer follows.
 
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -17,8 +17,6 @@ pub struct View {
 /// The agent-side state as of one moment.
 #[derive(Clone, Default)]
 pub struct AgentState {
-    /// Annotations set with SetAnnotation, keys as stored (prefixed).
-    pub annotations: BTreeMap<String, String>,
     /// Annotations of the game session the server hosts (empty when none).
     pub session: BTreeMap<String, String>,
     /// Ready was answered OK (heartbeats report it a moment later).

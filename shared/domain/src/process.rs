@@ -10,7 +10,7 @@ use tonic::Status;
 use crate::game_server::{
     CONNECTION_INFO_MAX, GAME_SERVER_DATA_MAX, INSTANCE_ID_LEN, check_fleet_id, check_game_server_id,
 };
-use crate::validate::{Violations, check_labels};
+use crate::validate::{Violations, check_labels, check_pairs};
 
 /// Locations: 1 to 64 characters.
 pub const LOCATION_LEN: (usize, usize) = (1, 64);
@@ -22,6 +22,8 @@ pub const SESSIONS_MAX: u32 = 100;
 pub const PLAYERS_MAX: u32 = 1000;
 /// Most labels.
 pub const LABELS_MAX: usize = 64;
+/// Longest annotation value, in characters (Agones' SetAnnotation through berth-agent); at most LABELS_MAX of them.
+pub const ANNOTATION_VALUE_MAX: usize = 1024;
 /// Most log paths.
 pub const LOG_PATHS_MAX: usize = 16;
 
@@ -229,6 +231,16 @@ pub fn check_update_server(req: &pb::UpdateServer) -> Result<(), Status> {
     }
     if let Some(labels) = &req.labels {
         check_labels(&mut v, "update_server.labels.labels", &labels.labels, LABELS_MAX);
+    }
+    if let Some(annotations) = &req.annotations {
+        let field = "update_server.annotations.annotations";
+        check_pairs(
+            &mut v,
+            field,
+            &annotations.annotations,
+            LABELS_MAX,
+            ANNOTATION_VALUE_MAX,
+        );
     }
     if req.counters.len() > COUNTERS_MAX {
         v.add(

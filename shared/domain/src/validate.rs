@@ -150,6 +150,12 @@ pub const LABEL_KEY_MAX: usize = 128;
 /// Checks labels (`berth.common.v1.KeyValue`): at most `max`, keys unique and 1 to [`LABEL_KEY_MAX`] characters,
 /// values at most 96.
 pub fn check_labels(v: &mut Violations, field: &str, labels: &[KeyValue], max: usize) {
+    check_pairs(v, field, labels, max, 96);
+}
+
+/// Checks key/value pairs keyed as labels are: at most `max`, keys unique and 1 to [`LABEL_KEY_MAX`] characters,
+/// values at most `value_max`.
+pub fn check_pairs(v: &mut Violations, field: &str, labels: &[KeyValue], max: usize, value_max: usize) {
     check_count(v, field, labels.len(), 0, max);
     let mut keys = HashSet::new();
     for (i, label) in checked_entries(labels, max) {
@@ -162,7 +168,7 @@ pub fn check_labels(v: &mut Violations, field: &str, labels: &[KeyValue], max: u
         } else if !keys.insert(label.key.as_str()) {
             v.add(&format!("{field}[{i}].key"), format!("{:?} is given twice", label.key));
         }
-        v.text(&format!("{field}[{i}].value"), &label.value, 96);
+        v.text(&format!("{field}[{i}].value"), &label.value, value_max);
     }
 }
 

@@ -160,7 +160,7 @@ pub enum Updated<T = Box<GameServerRecord>> {
 
 /// Reports utilization, health or data.
 pub async fn update(store: &Store, update: &Update<'_>) -> Result<Updated, StoreError> {
-    let reply = update_call(store, update, None, "").await?;
+    let reply = update_call(store, update, None, None, "").await?;
     updated(reply, |reply| Ok(Box::new(present(reply, "update")?)))
 }
 
@@ -179,12 +179,13 @@ pub(crate) fn updated<T>(
     }
 }
 
-/// Runs the update script; `labels` replace the server's when given (JSON `[[key, value], ...]`), `counters` are
-/// merged into its own (JSON `[[name, count, capacity], ...]`, numbers as strings).
+/// Runs the update script; `labels` and `annotations` replace the server's when given (JSON `[[key, value], ...]`),
+/// `counters` are merged into its own (JSON `[[name, count, capacity], ...]`, numbers as strings).
 pub(crate) async fn update_call(
     store: &Store,
     update: &Update<'_>,
     labels: Option<&str>,
+    annotations: Option<&str>,
     counters: &str,
 ) -> Result<Reply, StoreError> {
     let keys = FleetKeys::new(update.fleet_id);
@@ -207,7 +208,9 @@ pub(crate) async fn update_call(
         .arg(flag(labels.is_some()))
         .arg(labels.unwrap_or(""))
         .arg(if counters.is_empty() { "[]" } else { counters })
-        .arg(COUNTERS_MAX);
+        .arg(COUNTERS_MAX)
+        .arg(flag(annotations.is_some()))
+        .arg(annotations.unwrap_or(""));
     decode_reply(update.fleet_id, store.invoke(&call).await?)
 }
 

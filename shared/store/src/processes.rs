@@ -53,6 +53,8 @@ pub struct ProcessDetails {
     pub healthy: bool,
     /// Labels, in the order given.
     pub labels: Vec<(String, String)>,
+    /// Annotations, in the order given.
+    pub annotations: Vec<(String, String)>,
     /// Other ports: name, number, transport (the contract's enum value).
     pub ports: Vec<(String, u32, i32)>,
     /// Counters: name, count, capacity.
@@ -81,6 +83,7 @@ impl ProcessDetails {
                 "gstate" => details.game_state = GameState::parse(value),
                 "health" => details.healthy = ProcessHealth::parse(value) != Some(ProcessHealth::Unhealthy),
                 "labels" => details.labels = serde_json::from_str(value).map_err(|_| bad(field, value))?,
+                "annotations" => details.annotations = serde_json::from_str(value).map_err(|_| bad(field, value))?,
                 "ports" => details.ports = serde_json::from_str(value).map_err(|_| bad(field, value))?,
                 "counters" => {
                     let stored: Vec<(String, String, String)> =
@@ -136,21 +139,23 @@ pub enum ProcessUpdated {
 }
 
 /// Changes a process's own record (UpdateServer): data and utilization as [`crate::pool::update`] does,
-/// labels replaced when given, counters merged (a count and capacity of 0 removes one).
+/// labels and annotations replaced when given, counters merged (a count and capacity of 0 removes one).
 pub async fn update(
     store: &Store,
     update: &Update<'_>,
     labels: Option<&[(String, String)]>,
+    annotations: Option<&[(String, String)]>,
     counters: &[(String, i64, i64)],
 ) -> Result<ProcessUpdated, StoreError> {
     let bad = |err: serde_json::Error| unexpected("update", err.to_string());
     let labels = labels.map(serde_json::to_string).transpose().map_err(bad)?;
+    let annotations = annotations.map(serde_json::to_string).transpose().map_err(bad)?;
     let counters: Vec<(&str, String, String)> = counters
         .iter()
         .map(|(name, count, capacity)| (name.as_str(), count.to_string(), capacity.to_string()))
         .collect();
     let counters = serde_json::to_string(&counters).map_err(bad)?;
-    let reply = update_call(store, update, labels.as_deref(), &counters).await?;
+    let reply = update_call(store, update, labels.as_deref(), annotations.as_deref(), &counters).await?;
     if reply.outcome == "TOO_MANY_COUNTERS" {
         return Ok(ProcessUpdated::TooManyCounters);
     }

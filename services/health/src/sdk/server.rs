@@ -46,6 +46,11 @@ impl ProcessStream {
                 .into_iter()
                 .map(|(key, value)| KeyValue { key, value })
                 .collect(),
+            annotations: details
+                .annotations
+                .into_iter()
+                .map(|(key, value)| KeyValue { key, value })
+                .collect(),
             counters: details
                 .counters
                 .into_iter()
@@ -135,19 +140,24 @@ impl ProcessStream {
             claim_id: None,
             claimant_only: false,
         };
-        let labels: Option<Vec<(String, String)>> = update.labels.map(|labels| {
-            labels
-                .labels
-                .into_iter()
-                .map(|label| (label.key, label.value))
-                .collect()
-        });
+        let pairs = |pairs: Vec<KeyValue>| -> Vec<(String, String)> {
+            pairs.into_iter().map(|pair| (pair.key, pair.value)).collect()
+        };
+        let labels = update.labels.map(|labels| pairs(labels.labels));
+        let annotations = update.annotations.map(|annotations| pairs(annotations.annotations));
         let counters: Vec<(String, i64, i64)> = update
             .counters
             .into_iter()
             .map(|counter| (counter.name, counter.count, counter.capacity))
             .collect();
-        match store::update(&self.context.store, &change, labels.as_deref(), &counters).await {
+        let updated = store::update(
+            &self.context.store,
+            &change,
+            labels.as_deref(),
+            annotations.as_deref(),
+            &counters,
+        );
+        match updated.await {
             Ok(ProcessUpdated::Updated(Updated::Done(server))) => self.described(id, *server).await,
             Ok(ProcessUpdated::Updated(Updated::NotFound)) => {
                 reply(id, Code::NotFound, "this process is no longer registered", None)

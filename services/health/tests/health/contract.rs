@@ -1,8 +1,8 @@
 //! What `sdk.proto` promises beyond the flow of `stream.rs`, spoken by hand as a client written from the protos
 //! would: a superseded stream learns it with ABORTED, a message rate limit, printable request ids, a complete
-//! DescribeServer (with the endpoint ready gave), labels and counters kept, player sessions looked up every way the
-//! session service allows, reservations, and the reasons sessions end with when their server hangs or is asked to
-//! end.
+//! DescribeServer (with the endpoint ready gave), labels, annotations and counters kept, player sessions looked up
+//! every way the session service allows, reservations, and the reasons sessions end with when their server hangs or
+//! is asked to end.
 
 use std::time::Duration;
 
@@ -207,11 +207,18 @@ async fn describe_and_update(redis: TestRedis) {
             }],
         }),
         counters: vec![counter("rooms", 2, 4), counter("spectators", 1 << 62, 0)],
+        annotations: Some(pb::ServerAnnotations {
+            annotations: vec![KeyValue {
+                key: "agones.dev/sdk-match".into(),
+                value: "x".repeat(1024),
+            }],
+        }),
         ..Default::default()
     };
     let updated = description(process.ask(Ask::UpdateServer(update)).await.unwrap());
     assert_eq!(updated.labels.len(), 1);
     assert_eq!(updated.labels[0].key, "mode");
+    assert_eq!(updated.annotations[0].value.len(), 1024);
     assert_eq!(updated.counters.len(), 2);
     let update = pb::UpdateServer {
         counters: vec![counter("rooms", 3, 4), counter("spectators", 0, 0)],
@@ -221,6 +228,21 @@ async fn describe_and_update(redis: TestRedis) {
     let described = description(process.ask(Ask::DescribeServer(pb::DescribeServer {})).await.unwrap());
     assert_eq!(described.labels[0].key, "mode");
     assert_eq!(described.counters, [counter("rooms", 3, 4)]);
+    assert_eq!(
+        described.annotations[0].key, "agones.dev/sdk-match",
+        "kept by an update that leaves them unset"
+    );
+    let too_long = pb::UpdateServer {
+        annotations: Some(pb::ServerAnnotations {
+            annotations: vec![KeyValue {
+                key: "note".into(),
+                value: "x".repeat(1025),
+            }],
+        }),
+        ..Default::default()
+    };
+    let answer = process.ask(Ask::UpdateServer(too_long)).await.unwrap();
+    assert_eq!(violations(&answer), ["update_server.annotations.annotations[0].value"]);
 
     // A count above its capacity, and more than 16 counters in all, are refused by field and change nothing.
     let over = pb::UpdateServer {

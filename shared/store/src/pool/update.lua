@@ -6,7 +6,8 @@
 -- ARGV[6] the caller's claim id ('' for none), ARGV[7] '1' when the caller may act only as the claimant,
 -- ARGV[8] '1' to replace the labels with ARGV[9] (JSON [[key, value], ...]), ARGV[10] counters to set (JSON
 -- [[name, count, capacity], ...], numbers as strings since they exceed a double's precision; capacity and count
--- '0' remove one), ARGV[11] most counters a server may keep.
+-- '0' remove one), ARGV[11] most counters a server may keep, ARGV[12] '1' to replace the annotations with ARGV[13]
+-- (JSON as the labels).
 -- Reply: {UPDATED | NOT_FOUND | NOT_CLAIMANT | LAPSED | UTILIZED | TOO_MANY_COUNTERS, now_ms, fields...}.
 -- NOT_CLAIMANT: a claim id was given, or had to be, and it is not the server's live claim (or the claim that made
 -- it UTILIZED). LAPSED: the claim made on it lapsed and it went back to the pool, so it may not be marked UTILIZED
@@ -53,6 +54,7 @@ end
 if ARGV[2] == '1' then redis.call('HSET', KEYS[1], 'data', ARGV[3]) end
 if ARGV[5] == '1' then redis.call('HSET', KEYS[1], 'hc_ms', now) end
 if ARGV[8] == '1' then redis.call('HSET', KEYS[1], 'labels', ARGV[9]) end
+if ARGV[12] == '1' then redis.call('HSET', KEYS[1], 'annotations', ARGV[13]) end
 -- cjson writes an empty table as an object; the record keeps a list.
 if counters then redis.call('HSET', KEYS[1], 'counters', #counters > 0 and cjson.encode(counters) or '[]') end
 return reply('UPDATED', now, KEYS[1])
