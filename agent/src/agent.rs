@@ -112,7 +112,7 @@ impl Agent {
     /// The child exited by itself (`how`: its exit status): Berth is told at once with a ProcessEnding, unless it
     /// was told already (Shutdown, or the end of its game session).
     pub async fn child_exited(&self, how: &str) {
-        if self.view.snapshot().0.shutdown {
+        if self.view.read(|state| state.shutdown) {
             return;
         }
         self.view.change(|state| state.shutdown = true);

@@ -24,7 +24,7 @@ pub fn watch_health(server: &GameServer, view: Arc<View>) {
     server.set_health_check(move || {
         let window = settings.heartbeat_settings();
         let window = window.interval * window.unhealthy_after.max(1);
-        match view.snapshot().0.last_ping {
+        match view.read(|state| state.last_ping) {
             Some(ping) if Instant::now().duration_since(ping) > window => ProcessHealth::Unhealthy,
             _ => ProcessHealth::Healthy,
         }
@@ -38,7 +38,7 @@ pub async fn follow(server: GameServer, mut events: Events, view: Arc<View>, end
             Event::StartGameSession { game_session, .. } => {
                 let id = game_session.game_session_id.clone();
                 // A server on its way out hosts nothing new: its placement tries elsewhere.
-                if view.snapshot().0.shutdown {
+                if view.read(|state| state.shutdown) {
                     if let Err(error) = server
                         .reject_game_session(id.clone(), "the game server is ending")
                         .await
@@ -59,7 +59,7 @@ pub async fn follow(server: GameServer, mut events: Events, view: Arc<View>, end
                     GameSessionStatus::Terminating | GameSessionStatus::Terminated | GameSessionStatus::Error
                 );
                 view.change(|state| state.session = session_annotations(&game_session));
-                if ended && !view.snapshot().0.shutdown {
+                if ended && !view.read(|state| state.shutdown) {
                     // An Agones server hosts one match and then ends, as its pod is deleted: it leaves the pool before
                     // the child is told, so that no new session is placed on a server on its way out.
                     info!(game_session_id = %game_session.game_session_id, "the game session is ending; ending the child");

@@ -16,7 +16,7 @@ use tracing::warn;
 use crate::link::Link;
 use crate::record::SESSION_ID;
 use crate::sdk::status;
-use crate::view::{Player, View};
+use crate::view::{AgentState, Player, View};
 
 /// The player-tracking service, over the agent's link to Berth and its view of the server.
 pub struct AgonesPlayers {
@@ -37,8 +37,7 @@ impl AgonesPlayers {
 
     /// The RESERVED player session `player` holds in the game session the server hosts, if any.
     async fn reservation(&self, server: &GameServer, player: &str) -> Result<Option<(String, String)>, Status> {
-        let (state, _) = self.view.snapshot();
-        let Some(game_session_id) = state.session.get(SESSION_ID) else {
+        let Some(game_session_id) = self.view.read(|state| state.session.get(SESSION_ID).cloned()) else {
             return Ok(None);
         };
         let request = DescribePlayerSessionsRequest {
@@ -51,15 +50,13 @@ impl AgonesPlayers {
         Ok(page
             .player_sessions
             .into_iter()
-            .find(|session| &session.game_session_id == game_session_id)
+            .find(|session| session.game_session_id == game_session_id)
             .map(|session| (session.game_session_id, session.player_session_id)))
     }
 
-    /// Reports the connected players with the next heartbeat, and tells the watchers.
+    /// Reports the connected players with the next heartbeat (the change that moved them told the watchers).
     fn publish(&self, server: &GameServer) {
-        let (state, _) = self.view.snapshot();
-        server.set_connected_players(state.players.iter().map(|player| player.id.clone()));
-        self.view.touch();
+        server.set_connected_players(self.view.read(player_ids));
     }
 }
 
@@ -69,11 +66,14 @@ impl Sdk for AgonesPlayers {
         let id = request.into_inner().player_id;
         let server = self.link.server().await?;
         let _serial = self.serial.lock().await;
-        let (state, _) = self.view.snapshot();
-        if state.players.iter().any(|player| player.id == id) {
+        let (connected, full) = self.view.read(|state| {
+            let connected = state.players.iter().any(|player| player.id == id);
+            (connected, state.players.len() as i64 >= state.capacity)
+        });
+        if connected {
             return Ok(Response::new(Bool { bool: false }));
         }
-        if state.players.len() as i64 >= state.capacity {
+        if full {
             return Err(Status::unknown("players are already at capacity"));
         }
         let session = self.reservation(&server, &id).await?;
@@ -92,8 +92,10 @@ impl Sdk for AgonesPlayers {
         let id = request.into_inner().player_id;
         let server = self.link.server().await?;
         let _serial = self.serial.lock().await;
-        let (state, _) = self.view.snapshot();
-        let Some(player) = state.players.into_iter().find(|player| player.id == id) else {
+        let Some(player) = self
+            .view
+            .read(|state| state.players.iter().find(|player| player.id == id).cloned())
+        else {
             return Ok(Response::new(Bool { bool: false }));
         };
         // The player is gone whatever Berth answers: a session that ended meanwhile completed its players itself.
@@ -119,30 +121,30 @@ impl Sdk for AgonesPlayers {
     }
 
     async fn get_player_capacity(&self, _: Request<Empty>) -> Result<Response<Count>, Status> {
-        let count = self.view.snapshot().0.capacity;
+        let count = self.view.read(|state| state.capacity);
         Ok(Response::new(Count { count }))
     }
 
     async fn get_player_count(&self, _: Request<Empty>) -> Result<Response<Count>, Status> {
-        let count = self.view.snapshot().0.players.len() as i64;
+        let count = self.view.read(|state| state.players.len() as i64);
         Ok(Response::new(Count { count }))
     }
 
     async fn is_player_connected(&self, request: Request<PlayerId>) -> Result<Response<Bool>, Status> {
         let id = request.into_inner().player_id;
-        let connected = self.view.snapshot().0.players.iter().any(|player| player.id == id);
+        let connected = self
+            .view
+            .read(|state| state.players.iter().any(|player| player.id == id));
         Ok(Response::new(Bool { bool: connected }))
     }
 
     async fn get_connected_players(&self, _: Request<Empty>) -> Result<Response<PlayerIdList>, Status> {
-        let list = self
-            .view
-            .snapshot()
-            .0
-            .players
-            .into_iter()
-            .map(|player| player.id)
-            .collect();
+        let list = self.view.read(player_ids);
         Ok(Response::new(PlayerIdList { list }))
     }
+}
+
+/// The ids of the players connected, in the order they connected.
+fn player_ids(state: &AgentState) -> Vec<String> {
+    state.players.iter().map(|player| player.id.clone()).collect()
 }

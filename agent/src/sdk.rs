@@ -104,7 +104,7 @@ impl Sdk for AgonesSdk {
         let server = self.link.server().await?;
         server.ready().await.map_err(status)?;
         // Ready again after Reserve ends the reservation, as on Agones.
-        if self.view.snapshot().0.reserved {
+        if self.view.read(|state| state.reserved) {
             server.reserve(Duration::ZERO).await.map_err(status)?;
         }
         self.view.change(|state| {

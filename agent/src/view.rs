@@ -68,6 +68,11 @@ impl View {
         (state, *self.version.borrow())
     }
 
+    /// Reads the state without copying it: for a field or two, as the health check at every heartbeat asks.
+    pub fn read<R>(&self, look: impl FnOnce(&AgentState) -> R) -> R {
+        look(&lock(&self.state))
+    }
+
     /// Changes the state and tells the watchers.
     pub fn change(&self, apply: impl FnOnce(&mut AgentState)) {
         apply(&mut lock(&self.state));
