@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use berth_proto::health::v1::ProcessHealth;
+use berth_proto::health::v1::{ClaimStatus, ProcessHealth, UpdateServer, UtilizationStatus};
 use berth_proto::session::v1::GameSessionStatus;
 use berth_sdk::Event;
 use berth_sdk::game_server::{Events, GameServer};
@@ -77,6 +77,24 @@ pub async fn follow(server: GameServer, mut events: Events, view: Arc<View>, end
                     .map_or(0, |d| d.as_secs() as i64);
                 view.change(|state| state.ending_since = since);
                 let _ = end_child.try_send(());
+            }
+            Event::ServerChanged { server: description } => {
+                // An Agones server stays Allocated until it says Ready or ends; a claim on a Berth server lapses
+                // unless made UTILIZED, so the agent makes it so as soon as it hears of it.
+                let record = description.game_server.clone().unwrap_or_default();
+                if record.claim_status() == ClaimStatus::Claimed
+                    && record.utilization_status() != UtilizationStatus::Utilized
+                    && !view.read(|state| state.shutdown)
+                {
+                    let update = UpdateServer {
+                        mark_utilized: true,
+                        ..Default::default()
+                    };
+                    if let Err(error) = server.update_server(update).await {
+                        warn!(%error, "keeping the allocation failed; its claim lapses");
+                    }
+                }
+                view.touch();
             }
             Event::Lost { status } => {
                 warn!(%status, "Berth refused the registration for good");

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
-use axum::http::{StatusCode, header};
+use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use berth_proto::agones::sdk::alpha::sdk_server::Sdk as Alpha;
@@ -18,7 +18,7 @@ use berth_proto::agones::sdk::{Duration, Empty, KeyValue};
 use berth_proto::json;
 use prost::{Message, Name};
 use tokio_stream::StreamExt;
-use tonic::{Code, Request, Status};
+use tonic::{Request, Status};
 
 use crate::players::AgonesPlayers;
 use crate::sdk::AgonesSdk;
@@ -49,37 +49,8 @@ pub fn router(sdk: Arc<AgonesSdk>, players: Arc<AgonesPlayers>) -> Router {
         .method_not_allowed_fallback(|| async { error(&Status::unimplemented("Method Not Allowed")) })
 }
 
-/// The HTTP status grpc-gateway answers a gRPC code with.
-fn http_status(code: Code) -> StatusCode {
-    match code {
-        Code::Ok => StatusCode::OK,
-        Code::Cancelled => StatusCode::from_u16(499).unwrap_or(StatusCode::BAD_REQUEST),
-        Code::InvalidArgument | Code::FailedPrecondition | Code::OutOfRange => StatusCode::BAD_REQUEST,
-        Code::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
-        Code::NotFound => StatusCode::NOT_FOUND,
-        Code::AlreadyExists | Code::Aborted => StatusCode::CONFLICT,
-        Code::PermissionDenied => StatusCode::FORBIDDEN,
-        Code::Unauthenticated => StatusCode::UNAUTHORIZED,
-        Code::ResourceExhausted => StatusCode::TOO_MANY_REQUESTS,
-        Code::Unimplemented => StatusCode::NOT_IMPLEMENTED,
-        Code::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
-        Code::Unknown | Code::Internal | Code::DataLoss => StatusCode::INTERNAL_SERVER_ERROR,
-    }
-}
-
-/// An error as the gateway writes it: alone, or under "error" as a line of a stream.
-fn error_json(status: &Status) -> serde_json::Value {
-    serde_json::json!({"code": status.code() as i32, "message": status.message(), "details": []})
-}
-
 fn error(status: &Status) -> Response {
-    let body = error_json(status).to_string();
-    (
-        http_status(status.code()),
-        [(header::CONTENT_TYPE, "application/json")],
-        body,
-    )
-        .into_response()
+    json::gateway_error_response(status).into_response()
 }
 
 /// A message answered as JSON.
@@ -146,7 +117,7 @@ async fn watch(State(sdk): State<Arc<AgonesSdk>>) -> Response {
             .and_then(|server| json::to_gateway_json(&server).map_err(|err| Status::internal(err.to_string())))
             .map_or_else(
                 |status| {
-                    serde_json::json!({"error": error_json(&status)})
+                    serde_json::json!({"error": json::gateway_error_json(&status)})
                         .to_string()
                         .into_bytes()
                 },

@@ -45,6 +45,7 @@ pub(crate) async fn listen(context: Arc<Context>) {
                     Announcement::Version(version) => Command::Announce(version),
                     Announcement::State(desired) => Command::State(desired),
                     Announcement::Superseded(attach) => Command::Superseded(attach),
+                    Announcement::Changed => Command::Changed,
                 };
                 context.streams.tell(fleet_id, game_server_id, command);
             }

@@ -410,6 +410,12 @@ impl ProcessStream {
                 Flow::Continue
             }
             Command::HeartbeatSettings(_) => Flow::Continue,
+            Command::Changed => {
+                if let Some(changed) = self.changed().await {
+                    self.send(response("", Tell::ServerChanged(changed))).await;
+                }
+                Flow::Continue
+            }
             Command::Behind {
                 request_id,
                 sequence,

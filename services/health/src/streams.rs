@@ -28,6 +28,8 @@ pub(crate) enum Command {
     Lost,
     /// A stream with this attach number resumed the registration: a stream with a lower one ends with ABORTED.
     Superseded(u64),
+    /// The process's record was changed from outside its stream (a claim, an allocation): tell it.
+    Changed,
     /// A heartbeat found the fleet's heartbeat settings other than the process was told: tell it these.
     HeartbeatSettings(HeartbeatSettings),
 }

@@ -4,6 +4,7 @@
 //! placements from the queues' streams, each placement by one worker at a time.
 
 mod activations;
+mod allocations;
 mod capacity;
 mod claims;
 mod expiry;
@@ -17,6 +18,7 @@ mod workers;
 use std::sync::Arc;
 use std::time::Duration;
 
+use berth_proto::agones::allocation::allocation_service_server::AllocationServiceServer;
 use berth_proto::placement::v1::claim_service_server::ClaimServiceServer;
 use berth_proto::placement::v1::placement_service_server::PlacementServiceServer;
 use berth_proto::placement::v1::queue_service_server::QueueServiceServer;
@@ -25,6 +27,7 @@ use berth_runtime::{Background, ServiceDef};
 use berth_store::Store;
 use tonic::service::Routes;
 
+pub use allocations::Allocations;
 pub use claims::Claims;
 pub use placements::Placements;
 pub use queues::Queues;
@@ -36,6 +39,8 @@ pub const METRICS_PORT: u16 = 9101;
 
 const RULES: AccessRules = &[
     ("/berth.placement.v1.ClaimService/", &[Role::Operator, Role::Client]),
+    ("/allocation.AllocationService/", &[Role::Operator, Role::Client]),
+    ("/gameserverallocation", &[Role::Operator, Role::Client]),
     ("/berth.placement.v1.PlacementService/", &[Role::Operator, Role::Client]),
     ("/berth.placement.v1.QueueService/", &[Role::Operator]),
 ];
@@ -138,21 +143,33 @@ pub fn service(store: Store, args: &PlacementArgs) -> ServiceDef {
             "berth.placement.v1.ClaimService",
             "berth.placement.v1.PlacementService",
             "berth.placement.v1.QueueService",
+            "allocation.AllocationService",
         ],
         rules: RULES,
         on_shutdown: Some(Box::new(move || {
             closing.send_replace(true);
         })),
         background,
-        routes: Routes::new(ClaimServiceServer::new(Claims::new(
-            store.clone(),
-            args.claim_timeout_ms,
-        )))
-        .add_service(PlacementServiceServer::new(Placements::new(
-            store.clone(),
-            args.placement_retention_ms,
-            watches_end,
-        )))
-        .add_service(QueueServiceServer::new(Queues::new(store, args.placement_retention_ms))),
+        routes: routes(store, args, watches_end),
     }
+}
+
+/// The gRPC services, and Agones' allocation API over HTTP beside them on the same port.
+fn routes(store: Store, args: &PlacementArgs, watches_end: tokio::sync::watch::Receiver<bool>) -> Routes {
+    let allocations = Arc::new(Allocations::new(store.clone(), args.claim_timeout_ms));
+    let grpc = Routes::new(ClaimServiceServer::new(Claims::new(
+        store.clone(),
+        args.claim_timeout_ms,
+    )))
+    .add_service(PlacementServiceServer::new(Placements::new(
+        store.clone(),
+        args.placement_retention_ms,
+        watches_end,
+    )))
+    .add_service(QueueServiceServer::new(Queues::new(store, args.placement_retention_ms)))
+    .add_service(AllocationServiceServer::from_arc(allocations.clone()));
+    let http = axum::Router::new()
+        .route("/gameserverallocation", axum::routing::post(allocations::allocate_json))
+        .with_state(allocations);
+    Routes::from(grpc.into_axum_router().merge(http))
 }

@@ -4,6 +4,7 @@
 use metrics::{counter, describe_counter, describe_gauge, gauge};
 
 const CLAIMS: &str = "berth_claims_total";
+const ALLOCATIONS: &str = "berth_allocations_total";
 const CLAIMS_LAPSED: &str = "berth_claims_lapsed_total";
 const AVAILABLE: &str = "berth_available_game_servers";
 const CLAIMED: &str = "berth_claimed_game_servers";
@@ -18,6 +19,7 @@ const AVERAGE_WAIT: &str = "berth_queue_average_wait_seconds";
 /// Gives each metric its help text (once a recorder is installed).
 pub(crate) fn describe() {
     describe_counter!(CLAIMS, "ClaimGameServer calls, by outcome");
+    describe_counter!(ALLOCATIONS, "Allocate calls of Agones' allocation API, by outcome");
     describe_counter!(CLAIMS_LAPSED, "Claims that lapsed and were handed back to the pool");
     describe_gauge!(AVAILABLE, "Game servers in the pool, claimable now, by fleet");
     describe_gauge!(CLAIMED, "Game servers claimed now, by fleet");
@@ -81,6 +83,11 @@ pub(crate) fn queue_depth(queue: &str, pending: u64, average_wait_ms: u64) {
 /// A claim answered with `outcome`.
 pub(crate) fn claim(outcome: &'static str) {
     counter!(CLAIMS, "outcome" => outcome).increment(1);
+}
+
+/// An Agones allocation's outcome.
+pub(crate) fn allocation(outcome: &'static str) {
+    counter!(ALLOCATIONS, "outcome" => outcome).increment(1);
 }
 
 /// Claims handed back to a pool.

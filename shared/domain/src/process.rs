@@ -217,10 +217,36 @@ pub fn check_creation_policy(req: &pb::UpdatePlayerSessionCreationPolicy) -> Res
     v.into_result().map(|()| accepts)
 }
 
-/// Most counters one process keeps, and one UpdateServer sets.
+/// Most counters one process keeps, and one UpdateServer sets; likewise lists.
 pub const COUNTERS_MAX: usize = 16;
 /// Largest counter value or capacity: 2^62.
 pub const COUNTER_MAX: i64 = 1 << 62;
+
+/// Most values a list holds (its capacity at most), as on Agones.
+pub const LIST_CAPACITY_MAX: i64 = 1000;
+/// Longest list value, in characters.
+pub const LIST_VALUE_MAX: usize = 128;
+/// Counter and list names: 1 to 32 characters of `[A-Za-z0-9_.-]`.
+pub const NAME_LEN: (usize, usize) = (1, 32);
+
+/// Checks a list's values: at most `most`, unique, each 1 to [`LIST_VALUE_MAX`] characters.
+pub fn check_list_values(v: &mut Violations, field: &str, values: &[String], most: usize) {
+    if values.len() > most {
+        v.add(field, format!("must have at most {most} entries, got {}", values.len()));
+    }
+    let mut seen = HashSet::new();
+    for (i, value) in values.iter().enumerate().take(LIST_CAPACITY_MAX as usize) {
+        let len = value.chars().count();
+        if !(1..=LIST_VALUE_MAX).contains(&len) {
+            v.add(
+                &format!("{field}[{i}]"),
+                format!("must be 1 to {LIST_VALUE_MAX} characters long, got {len}"),
+            );
+        } else if !seen.insert(value.as_str()) {
+            v.add(&format!("{field}[{i}]"), format!("{value:?} is given twice"));
+        }
+    }
+}
 
 /// Checks an UpdateServer message against the contract's limits (the per-process counter limit is checked where
 /// the counters are merged, atomically).
@@ -251,7 +277,7 @@ pub fn check_update_server(req: &pb::UpdateServer) -> Result<(), Status> {
     let mut names = HashSet::new();
     for (i, counter) in req.counters.iter().enumerate() {
         let field = format!("update_server.counters[{i}]");
-        v.id(&format!("{field}.name"), &counter.name, 1, 32);
+        v.id(&format!("{field}.name"), &counter.name, NAME_LEN.0, NAME_LEN.1);
         if !names.insert(counter.name.as_str()) {
             v.add(&format!("{field}.name"), format!("{:?} is given twice", counter.name));
         }
@@ -275,6 +301,28 @@ pub fn check_update_server(req: &pb::UpdateServer) -> Result<(), Status> {
                 ),
             );
         }
+    }
+    if req.lists.len() > COUNTERS_MAX {
+        v.add(
+            "update_server.lists",
+            format!("must have at most {COUNTERS_MAX} entries, got {}", req.lists.len()),
+        );
+    }
+    let mut names = HashSet::new();
+    for (i, list) in req.lists.iter().enumerate().take(COUNTERS_MAX) {
+        let field = format!("update_server.lists[{i}]");
+        v.id(&format!("{field}.name"), &list.name, NAME_LEN.0, NAME_LEN.1);
+        if !names.insert(list.name.as_str()) {
+            v.add(&format!("{field}.name"), format!("{:?} is given twice", list.name));
+        }
+        if !(0..=LIST_CAPACITY_MAX).contains(&list.capacity) {
+            v.add(
+                &format!("{field}.capacity"),
+                format!("must be 0 to {LIST_CAPACITY_MAX}, got {}", list.capacity),
+            );
+        }
+        let most = list.capacity.clamp(0, LIST_CAPACITY_MAX) as usize;
+        check_list_values(&mut v, &format!("{field}.values"), &list.values, most);
     }
     v.into_result()
 }

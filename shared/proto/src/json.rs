@@ -9,6 +9,7 @@ use std::sync::OnceLock;
 
 use prost::{Message, Name};
 use prost_reflect::{DescriptorPool, DeserializeOptions, DynamicMessage, MessageDescriptor, SerializeOptions};
+use tonic::codegen::http;
 
 /// Why a message could not be written as JSON or read from it.
 #[derive(Debug, thiserror::Error)]
@@ -36,6 +37,42 @@ pub fn to_gateway_json<M: Message + Name>(message: &M) -> Result<Vec<u8>, JsonEr
         .use_proto_field_name(true)
         .skip_default_fields(false);
     write(message, &options)
+}
+
+/// The HTTP status grpc-gateway answers a gRPC code with (499 for CANCELLED, as it writes a client's going away).
+pub fn gateway_http_status(code: tonic::Code) -> u16 {
+    use tonic::Code;
+    match code {
+        Code::Ok => 200,
+        Code::Cancelled => 499,
+        Code::InvalidArgument | Code::FailedPrecondition | Code::OutOfRange => 400,
+        Code::DeadlineExceeded => 504,
+        Code::NotFound => 404,
+        Code::AlreadyExists | Code::Aborted => 409,
+        Code::PermissionDenied => 403,
+        Code::Unauthenticated => 401,
+        Code::ResourceExhausted => 429,
+        Code::Unimplemented => 501,
+        Code::Unavailable => 503,
+        Code::Unknown | Code::Internal | Code::DataLoss => 500,
+    }
+}
+
+/// An error as grpc-gateway writes it: `{"code": <gRPC code>, "message": …, "details": []}`.
+pub fn gateway_error_json(status: &tonic::Status) -> serde_json::Value {
+    serde_json::json!({"code": status.code() as i32, "message": status.message(), "details": []})
+}
+
+/// `status` as grpc-gateway answers it over HTTP: the HTTP status of its code, [`gateway_error_json`] as the body.
+pub fn gateway_error_response(status: &tonic::Status) -> http::Response<String> {
+    let mut response = http::Response::new(gateway_error_json(status).to_string());
+    *response.status_mut() = http::StatusCode::from_u16(gateway_http_status(status.code()))
+        .unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    response
 }
 
 fn write<M: Message + Name>(message: &M, options: &SerializeOptions) -> Result<Vec<u8>, JsonError> {

@@ -52,8 +52,14 @@ pub mod health {
     }
 }
 
-/// Agones' contracts, which berth-agent serves so that game servers built on Agones' SDKs run on Berth unchanged.
+/// Agones' contracts: the SDK, which berth-agent serves so that game servers built on Agones' SDKs run on Berth
+/// unchanged, and the allocation API, which the placement service serves to matchmakers built on Agones' allocator.
 pub mod agones {
+    /// The allocation API (package `allocation`).
+    pub mod allocation {
+        tonic::include_proto!("allocation");
+    }
+
     /// The game-server SDK (package `agones.dev.sdk`).
     pub mod sdk {
         tonic::include_proto!("agones.dev.sdk");

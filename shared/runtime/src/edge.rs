@@ -133,7 +133,7 @@ where
                         Err(status) => {
                             tracing::debug!(code = ?status.code(), message = status.message(), "refused");
                             record(method, status.code() as i32, started);
-                            return Ok(status.into_http());
+                            return Ok(refusal(&status, is_grpc(request.headers())));
                         }
                     }
                 }
@@ -166,6 +166,23 @@ where
             .await
         })
     }
+}
+
+/// Whether a request is a gRPC call rather than a plain HTTP one (a JSON face served beside the gRPC services).
+fn is_grpc(headers: &http::HeaderMap) -> bool {
+    headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.starts_with("application/grpc"))
+}
+
+/// A refusal as the caller reads it: a gRPC status, or for a plain HTTP request the JSON and HTTP status
+/// grpc-gateway writes.
+fn refusal(status: &tonic::Status, grpc: bool) -> Response<Body> {
+    if grpc {
+        return status.clone().into_http();
+    }
+    berth_proto::json::gateway_error_response(status).map(Body::new)
 }
 
 fn record(method: String, code: i32, started: Instant) {

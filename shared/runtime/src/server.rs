@@ -241,7 +241,8 @@ pub async fn serve(
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha);
 
-    let mut builder = Server::builder();
+    // HTTP/1.1 too, for the JSON faces some services serve beside gRPC (Agones' allocation API).
+    let mut builder = Server::builder().accept_http1(true);
     if let Some(tls) = options.tls {
         builder = builder.tls_config(tls)?;
     }

@@ -98,6 +98,12 @@ pub enum Event {
         /// No grace: save what can be saved and exit now.
         force: bool,
     },
+    /// The server's record was changed from outside the process: it was claimed (ClaimGameServer) or allocated
+    /// (Agones' allocation API), or an allocation wrote its metadata, counters or lists.
+    ServerChanged {
+        /// The record after the change.
+        server: Box<ServerDescription>,
+    },
     /// The last event: Berth refused the registration for good (typically declared the server lost after a
     /// long disconnection, or a newer process took it over). The process must exit.
     Lost {

@@ -97,7 +97,7 @@ pub const CAPACITY_CHANNEL: &str = "berth:capacity";
 /// Every key of a fleet: the name its Lua reads it by (`k.<name>`, see `scripts.rs`) and what follows the fleet's
 /// tag. A suffix ending in ':' starts the keys of a kind of record, each followed by its record's id; the others are
 /// the fleet's fixed keys, which a function declares at its top (`-- KEYS: k.pool, …`) and receives in KEYS.
-pub(crate) const FLEET_KEYS: [(&str, &str); 42] = [
+pub(crate) const FLEET_KEYS: [(&str, &str); 43] = [
     // The fleet (fleets/lib.lua): its record, and its event stream, which every area appends to.
     ("fleet", ":fleet"),
     ("events", ":events"),
@@ -110,7 +110,8 @@ pub(crate) const FLEET_KEYS: [(&str, &str); 42] = [
     ("tally", ":tally:"),
     ("itally", ":itally:"),
     // Game servers (pool/lib.lua, processes/lib.lua): each one's hash, all by id, the claimable, the claimed by when
-    // their claim lapses, each instance's server ids, and the instances not ACTIVE.
+    // their claim lapses, the UTILIZED by when they became so, each instance's server ids, and the instances not
+    // ACTIVE.
     ("gs", ":gs:"),
     ("servers", ":servers"),
     ("pool", ":pool"),
@@ -129,6 +130,7 @@ pub(crate) const FLEET_KEYS: [(&str, &str); 42] = [
     // clears those marks and no others.
     ("waits", ":waits:"),
     ("claims", ":claims"),
+    ("utilized", ":utilized"),
     ("inst", ":inst:"),
     ("inst_status", ":inst-status"),
     // SDK processes: deadlines of their next heartbeat, of ready and of ProcessEnding (ms), those reporting
@@ -220,6 +222,11 @@ impl FleetKeys {
     /// Sorted set of claimed servers, scored by when the claim lapses (ms).
     pub fn claims(&self) -> String {
         self.named("claims")
+    }
+
+    /// Sorted set of UTILIZED servers, scored by when they became so (ms).
+    pub fn utilized(&self) -> String {
+        self.named("utilized")
     }
 
     /// Sorted set of every registered server id (all scored 0, so it pages in id order).

@@ -8,6 +8,7 @@
 //! processes (which end their sessions), then the [`instances`] that provisioners run, the reads of
 //! [`utilization`], the placement [`queues`] and [`scaling`] policies.
 
+pub mod allocations;
 mod codec;
 mod connection;
 pub mod endings;

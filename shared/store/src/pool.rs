@@ -28,6 +28,7 @@ pub(crate) const LUA: Area = Area {
             false,
         ),
         ("claim_game_server", include_str!("pool/claim.lua"), false),
+        ("allocate_game_server", include_str!("pool/allocate.lua"), false),
         ("expire_claims", include_str!("pool/expire_claims.lua"), false),
         ("release_claim", include_str!("pool/release.lua"), false),
     ],
@@ -160,7 +161,7 @@ pub enum Updated<T = Box<GameServerRecord>> {
 
 /// Reports utilization, health or data.
 pub async fn update(store: &Store, update: &Update<'_>) -> Result<Updated, StoreError> {
-    let reply = update_call(store, update, None, None, "").await?;
+    let reply = update_call(store, update, &Metadata::default()).await?;
     updated(reply, |reply| Ok(Box::new(present(reply, "update")?)))
 }
 
@@ -179,14 +180,29 @@ pub(crate) fn updated<T>(
     }
 }
 
-/// Runs the update script; `labels` and `annotations` replace the server's when given (JSON `[[key, value], ...]`),
-/// `counters` are merged into its own (JSON `[[name, count, capacity], ...]`, numbers as strings).
+/// What an update writes beside data and utilization, as JSON.
+#[derive(Default)]
+pub(crate) struct Metadata<'a> {
+    /// Replaces the labels when given (`[[key, value], ...]`).
+    pub(crate) labels: Option<&'a str>,
+    /// Replaces the annotations when given, likewise.
+    pub(crate) annotations: Option<&'a str>,
+    /// Merged into the counters (`[[name, count, capacity], ...]`, numbers as strings); empty for none.
+    pub(crate) counters: &'a str,
+    /// Merged into the lists (`[[name, capacity, [value, ...]], ...]`); empty for none.
+    pub(crate) lists: &'a str,
+}
+
+/// A JSON list of changes, `[]` when none was given.
+fn none_if_empty(json: &str) -> &str {
+    if json.is_empty() { "[]" } else { json }
+}
+
+/// Runs the update script.
 pub(crate) async fn update_call(
     store: &Store,
     update: &Update<'_>,
-    labels: Option<&str>,
-    annotations: Option<&str>,
-    counters: &str,
+    metadata: &Metadata<'_>,
 ) -> Result<Reply, StoreError> {
     let keys = FleetKeys::new(update.fleet_id);
     let utilization = match update.utilization {
@@ -198,6 +214,7 @@ pub(crate) async fn update_call(
     call.key(keys.game_server(update.game_server_id))
         .key(keys.pool())
         .key(keys.claims())
+        .key(keys.utilized())
         .arg(update.game_server_id)
         .arg(flag(update.game_server_data.is_some()))
         .arg(update.game_server_data.unwrap_or(""))
@@ -205,12 +222,13 @@ pub(crate) async fn update_call(
         .arg(flag(update.healthy))
         .arg(update.claim_id.unwrap_or(""))
         .arg(flag(update.claimant_only))
-        .arg(flag(labels.is_some()))
-        .arg(labels.unwrap_or(""))
-        .arg(if counters.is_empty() { "[]" } else { counters })
+        .arg(flag(metadata.labels.is_some()))
+        .arg(metadata.labels.unwrap_or(""))
+        .arg(none_if_empty(metadata.counters))
         .arg(COUNTERS_MAX)
-        .arg(flag(annotations.is_some()))
-        .arg(annotations.unwrap_or(""));
+        .arg(flag(metadata.annotations.is_some()))
+        .arg(metadata.annotations.unwrap_or(""))
+        .arg(none_if_empty(metadata.lists));
     decode_reply(update.fleet_id, store.invoke(&call).await?)
 }
 
@@ -233,6 +251,7 @@ pub async fn deregister(store: &Store, fleet_id: &str, game_server_id: &str) -> 
         .key(keys.pool())
         .key(keys.claims())
         .key(keys.game_servers())
+        .key(keys.utilized())
         .arg(game_server_id)
         .arg(keys.instance_prefix());
     let reply = decode_reply(fleet_id, store.invoke(&call).await?)?;

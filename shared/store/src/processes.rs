@@ -14,7 +14,7 @@ use redis::Value;
 use crate::codec::{field, game_session, player_session, strings, unexpected};
 use crate::fleets;
 use crate::keys::{FleetKeys, push_channel};
-use crate::pool::{Reply, Update, Updated, decode_reply, describe_reply, present, update_call, updated};
+use crate::pool::{Metadata, Reply, Update, Updated, decode_reply, describe_reply, present, update_call, updated};
 use crate::scripts::{Area, scripts};
 use crate::{Store, StoreError};
 
@@ -59,6 +59,8 @@ pub struct ProcessDetails {
     pub ports: Vec<(String, u32, i32)>,
     /// Counters: name, count, capacity.
     pub counters: Vec<(String, i64, i64)>,
+    /// Lists: name, capacity, values in the order they were added.
+    pub lists: Vec<(String, i64, Vec<String>)>,
 }
 
 impl ProcessDetails {
@@ -85,6 +87,7 @@ impl ProcessDetails {
                 "labels" => details.labels = serde_json::from_str(value).map_err(|_| bad(field, value))?,
                 "annotations" => details.annotations = serde_json::from_str(value).map_err(|_| bad(field, value))?,
                 "ports" => details.ports = serde_json::from_str(value).map_err(|_| bad(field, value))?,
+                "lists" => details.lists = serde_json::from_str(value).map_err(|_| bad(field, value))?,
                 "counters" => {
                     let stored: Vec<(String, String, String)> =
                         serde_json::from_str(value).map_err(|_| bad(field, value))?;
@@ -113,7 +116,7 @@ pub struct Described {
     pub details: ProcessDetails,
 }
 
-fn described(reply: Reply, script: &str) -> Result<Described, StoreError> {
+pub(crate) fn described(reply: Reply, script: &str) -> Result<Described, StoreError> {
     let details = ProcessDetails::from_fields(&reply.fields)?;
     Ok(Described {
         record: present(reply, script)?,
@@ -136,16 +139,20 @@ pub enum ProcessUpdated {
     Updated(Updated<Box<Described>>),
     /// The counters would be more than a process may keep; nothing changed.
     TooManyCounters,
+    /// Likewise the lists.
+    TooManyLists,
 }
 
 /// Changes a process's own record (UpdateServer): data and utilization as [`crate::pool::update`] does,
-/// labels and annotations replaced when given, counters merged (a count and capacity of 0 removes one).
+/// labels and annotations replaced when given, counters merged (a count and capacity of 0 removes one), lists
+/// merged (a capacity of 0 and no values removes one).
 pub async fn update(
     store: &Store,
     update: &Update<'_>,
     labels: Option<&[(String, String)]>,
     annotations: Option<&[(String, String)]>,
     counters: &[(String, i64, i64)],
+    lists: &[(String, i64, Vec<String>)],
 ) -> Result<ProcessUpdated, StoreError> {
     let bad = |err: serde_json::Error| unexpected("update", err.to_string());
     let labels = labels.map(serde_json::to_string).transpose().map_err(bad)?;
@@ -155,9 +162,18 @@ pub async fn update(
         .map(|(name, count, capacity)| (name.as_str(), count.to_string(), capacity.to_string()))
         .collect();
     let counters = serde_json::to_string(&counters).map_err(bad)?;
-    let reply = update_call(store, update, labels.as_deref(), annotations.as_deref(), &counters).await?;
-    if reply.outcome == "TOO_MANY_COUNTERS" {
-        return Ok(ProcessUpdated::TooManyCounters);
+    let lists = serde_json::to_string(lists).map_err(bad)?;
+    let metadata = Metadata {
+        labels: labels.as_deref(),
+        annotations: annotations.as_deref(),
+        counters: &counters,
+        lists: &lists,
+    };
+    let reply = update_call(store, update, &metadata).await?;
+    match reply.outcome.as_str() {
+        "TOO_MANY_COUNTERS" => return Ok(ProcessUpdated::TooManyCounters),
+        "TOO_MANY_LISTS" => return Ok(ProcessUpdated::TooManyLists),
+        _ => {}
     }
     updated(reply, |reply| described(reply, "update").map(Box::new)).map(ProcessUpdated::Updated)
 }
@@ -176,6 +192,8 @@ pub enum Announcement {
     State(Box<Desired>),
     /// A stream with this attach number resumed its registration: an older stream must end.
     Superseded(u64),
+    /// Its record was changed from outside its stream (claimed, allocated, its metadata or counters written).
+    Changed,
 }
 
 /// Tells the health replica holding a process's stream, through its channel, that the process's desired state
@@ -202,6 +220,13 @@ pub async fn supersede(store: &Store, replica: &str, fleet_id: &str, game_server
     .await;
 }
 
+/// Tells `replica`, which holds the stream of a process, that its record was changed from outside the stream (a
+/// claim or an allocation), so that the process hears of it at once. Best effort: a process that missed it reads its
+/// record again when its stream resumes.
+pub async fn announce_change(store: &Store, replica: &str, fleet_id: &str, game_server_id: &str) {
+    publish(store, replica, fleet_id, game_server_id, "changed").await;
+}
+
 async fn publish(store: &Store, replica: &str, fleet_id: &str, game_server_id: &str, what: &str) {
     if replica.is_empty() {
         return;
@@ -217,6 +242,9 @@ async fn publish(store: &Store, replica: &str, fleet_id: &str, game_server_id: &
 pub fn parse_announcement(payload: &str) -> Option<(&str, &str, Announcement)> {
     let mut parts = payload.splitn(4, '\n');
     let (fleet_id, game_server_id, what) = (parts.next()?, parts.next()?, parts.next()?);
+    if what == "changed" {
+        return Some((fleet_id, game_server_id, Announcement::Changed));
+    }
     let what = match (what.strip_prefix("superseded "), parts.next()) {
         (Some(attach), _) => Announcement::Superseded(attach.parse().ok()?),
         (None, Some(desired)) => match announced_state(desired) {
@@ -652,6 +680,7 @@ mod tests {
         let parsed = |payload: &'static str| parse_announcement(payload).map(|(_, _, what)| what);
         assert_eq!(parsed("arena\ngs-1\n7"), Some(Announcement::Version(7)));
         assert_eq!(parsed("arena\ngs-1\nsuperseded 3"), Some(Announcement::Superseded(3)));
+        assert_eq!(parsed("arena\ngs-1\nchanged"), Some(Announcement::Changed));
         let idle = Desired {
             version: 8,
             process_state: ProcessState::StandingBy,

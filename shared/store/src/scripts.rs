@@ -38,6 +38,8 @@ pub struct Scripts {
     pub set_instance_status: LuaScript,
     /// Claims one game server.
     pub claim_game_server: LuaScript,
+    /// Allocates one game server by selector (Agones' allocation API).
+    pub allocate_game_server: LuaScript,
     /// Hands lapsed claims back to the pool.
     pub expire_claims: LuaScript,
     /// Registers or resumes an SDK process.
@@ -382,6 +384,7 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
         list_game_servers: function("list_game_servers"),
         set_instance_status: function("set_instance_status"),
         claim_game_server: function("claim_game_server"),
+        allocate_game_server: function("allocate_game_server"),
         expire_claims: function("expire_claims"),
         attach_process: function("attach_process"),
         detach_process: function("detach_process"),
@@ -670,6 +673,7 @@ mod tests {
     /// function decodes or sends; states are not among them, they come from the domain's enums.
     const REPLY_WORDS: &[&str] = &[
         "ABOVE_SERVER",
+        "ALLOCATED",
         "ACCEPTED",
         "ADDED",
         "ABANDON",
@@ -732,6 +736,9 @@ mod tests {
         "TOKEN_REUSED",
         "TOO_SMALL",
         "TOO_MANY_COUNTERS",
+        "TOO_MANY_LABELS",
+        "TOO_MANY_LISTS",
+        "TOO_MANY_ANNOTATIONS",
         "TOO_MANY",
         "TOO_MANY_PROPERTIES",
         "UNCHANGED",

@@ -56,6 +56,11 @@ impl ProcessStream {
                 .into_iter()
                 .map(|(name, count, capacity)| pb::ServerCounter { name, count, capacity })
                 .collect(),
+            lists: details
+                .lists
+                .into_iter()
+                .map(|(name, capacity, values)| pb::ServerList { name, capacity, values })
+                .collect(),
             reserved_until_time,
             game_session_ids: desired
                 .map(|desired| {
@@ -89,6 +94,18 @@ impl ProcessStream {
             Ok(description) => reply(id, Code::Ok, "", Some(pb::reply::Result::Server(description))),
             Err(status) => refusal(id, &status),
         }
+    }
+
+    /// The push telling the process that its record was changed from outside its stream; none when the record
+    /// cannot be read now (the process reads it itself once its stream resumes).
+    pub(super) async fn changed(&self) -> Option<pb::ServerChanged> {
+        let server = store::describe(&self.context.store, &self.fleet_id, &self.game_server_id)
+            .await
+            .ok()??;
+        let description = self.description(server).await.ok()?;
+        Some(pb::ServerChanged {
+            server: Some(description),
+        })
     }
 
     pub(super) async fn describe(&self, id: &str) -> pb::AttachResponse {
@@ -150,12 +167,18 @@ impl ProcessStream {
             .into_iter()
             .map(|counter| (counter.name, counter.count, counter.capacity))
             .collect();
+        let lists: Vec<(String, i64, Vec<String>)> = update
+            .lists
+            .into_iter()
+            .map(|list| (list.name, list.capacity, list.values))
+            .collect();
         let updated = store::update(
             &self.context.store,
             &change,
             labels.as_deref(),
             annotations.as_deref(),
             &counters,
+            &lists,
         );
         match updated.await {
             Ok(ProcessUpdated::Updated(Updated::Done(server))) => self.described(id, *server).await,
@@ -177,6 +200,16 @@ impl ProcessStream {
                     "update_server.counters",
                     format!(
                         "would leave the server more than {} counters; remove some (count and capacity 0)",
+                        berth_domain::process::COUNTERS_MAX
+                    ),
+                ),
+            ),
+            Ok(ProcessUpdated::TooManyLists) => refusal(
+                id,
+                &invalid(
+                    "update_server.lists",
+                    format!(
+                        "would leave the server more than {} lists; remove some (capacity 0 and no values)",
                         berth_domain::process::COUNTERS_MAX
                     ),
                 ),

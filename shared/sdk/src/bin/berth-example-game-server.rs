@@ -150,6 +150,10 @@ impl Game {
                     _ => {}
                 }
             }
+            Event::ServerChanged { server } => {
+                let claim = server.game_server.map(|record| record.claim_status().as_str_name());
+                info!(claim = claim.unwrap_or_default(), "the server's record changed");
+            }
             // Handled by the main loop, which ends the process.
             Event::Terminate { .. } | Event::Lost { .. } => {}
         }

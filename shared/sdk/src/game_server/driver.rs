@@ -309,6 +309,12 @@ impl Driver {
             Some(ResponseKind::StartGameSession(push)) => self.reconciler.start_game_session(push),
             Some(ResponseKind::UpdateGameSession(push)) => self.reconciler.update_game_session(push),
             Some(ResponseKind::TerminateProcess(push)) => self.reconciler.terminate_process(push),
+            Some(ResponseKind::ServerChanged(changed)) => match changed.server {
+                Some(server) => vec![Event::ServerChanged {
+                    server: Box::new(server),
+                }],
+                None => return,
+            },
             Some(ResponseKind::HeartbeatIntervalChange(change)) => {
                 info!(
                     heartbeat_interval_ms = change.heartbeat_interval_ms,

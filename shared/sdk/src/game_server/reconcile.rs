@@ -297,6 +297,7 @@ mod tests {
                 game_session, reason, ..
             } => format!("update {} {}", game_session.game_session_id, reason.as_str_name()),
             Event::Terminate { .. } => "terminate".to_owned(),
+            Event::ServerChanged { .. } => "changed".to_owned(),
             Event::Lost { .. } => "lost".to_owned(),
         }
     }

@@ -3,8 +3,8 @@
 -- The fleet becomes DELETING, and each of its processes still running is told to terminate (FLEET_DELETED) within
 -- the termination grace: its sessions take no new players and end with it. The fleet becomes TERMINATED once no
 -- process is left (finish_fleet_deletion).
--- KEYS: k.claims, k.ended, k.events, k.fleet, k.hosting, k.pool, k.ready, k.servers, k.sessions, k.term. ARGV[1] 1
--- to force, ARGV[2] the expected revision ('0' for any), ARGV[3] the termination grace, ms.
+-- KEYS: k.claims, k.ended, k.events, k.fleet, k.hosting, k.pool, k.ready, k.servers, k.sessions, k.term, k.utilized.
+-- ARGV[1] 1 to force, ARGV[2] the expected revision ('0' for any), ARGV[3] the termination grace, ms.
 -- Reply: {outcome, now_ms, detail, {process id, replica, version}...}. Outcomes: DELETING, with the processes told
 -- (for their health replicas to be told in turn); NOT_FOUND; GONE (detail: DELETING or TERMINATED); CONFLICT
 -- (detail: its revision); LIVE (detail: how many game sessions are live).

@@ -1,8 +1,8 @@
 -- Removes locations from a fleet (DeleteFleetLocations): each becomes DELETING (event LOCATION_DELETING) and every
 -- running process there is told to terminate (FLEET_DELETED) within the termination grace, its sessions ending
 -- with it. A location disappears from the fleet once no process is left there (finish_fleet_deletion).
--- KEYS: k.claims, k.events, k.fleet, k.hosting, k.pool, k.ready, k.servers, k.term. ARGV[1] the termination grace,
--- ms, then the locations.
+-- KEYS: k.claims, k.events, k.fleet, k.hosting, k.pool, k.ready, k.servers, k.term, k.utilized. ARGV[1] the grace,
+-- termination ms, then the locations.
 -- Reply: {outcome, now_ms, detail, {process id, replica, version}...}. Outcomes: DELETING, with the processes told;
 -- NOT_FOUND; GONE (detail: the fleet's status, DELETING or TERMINATED); NO_LOCATION (detail: the location);
 -- HOME (detail: the home location, which only deleting the fleet removes).

@@ -3,9 +3,9 @@
 -- its fleet's settings allow is declared lost. A heartbeat from a lost registration, over a stream that a newer one
 -- replaced, or of a fleet whose record is gone, changes nothing.
 -- KEYS: k.act_due, k.claims, k.ended, k.events, k.fleet, k.hb, k.hosting, k.pool, k.ready, k.res_due, k.servers,
--- k.sevents, k.term, k.term_due, k.unhealthy. ARGV[1] retention ms of lost records, then per heartbeat six
--- arguments: game-server id, registration id, the stream's attach number, health (HEALTHY | UNHEALTHY), game state,
--- connected players. The heartbeat window and unhealthy threshold are the fleet's (fleet_settings).
+-- k.sevents, k.term, k.term_due, k.unhealthy, k.utilized. ARGV[1] retention ms of lost records, then per heartbeat
+-- six arguments: game-server id, registration id, the stream's attach number, health (HEALTHY | UNHEALTHY), game
+-- state, connected players. The heartbeat window and unhealthy threshold are the fleet's (fleet_settings).
 -- Reply: one integer per heartbeat, in order: the process's desired-state version, -1 when it is lost, -2 when
 -- the stream was superseded; then the fleet's heartbeat period (ms) and unhealthy threshold, for the streams to
 -- tell their processes when these changed (both 0 when the fleet's record is gone).

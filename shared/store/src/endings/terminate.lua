@@ -1,8 +1,8 @@
 -- Tells a process to end (GameLift onProcessTerminate): it leaves the pool and must send ProcessEnding before its
 -- deadline, or the monitor force-ends it. Asking again changes nothing.
--- KEYS: k.claims, k.fleet, k.hosting, k.pool, k.ready, k.term. ARGV[1] game-server id, ARGV[2] termination reason.
--- The deadline is the fleet's termination grace (fleet_settings); a process whose fleet's record is gone has none.
--- Reply: {TERMINATING | NOT_FOUND | LOST, now_ms, replica, version}.
+-- KEYS: k.claims, k.fleet, k.hosting, k.pool, k.ready, k.term, k.utilized. ARGV[1] game-server id, ARGV[2] reason.
+-- termination The deadline is the fleet's termination grace (fleet_settings); a process whose fleet's record is gone
+-- has none. Reply: {TERMINATING | NOT_FOUND | LOST, now_ms, replica, version}.
 local now = now_ms()
 local key = k.gs .. ARGV[1]
 local pstate = redis.call('HGET', key, 'pstate')

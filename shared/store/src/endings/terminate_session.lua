@@ -2,8 +2,8 @@
 -- TRIGGER: TERMINATING until its server ends it, forced after the grace period. A server left hosting nothing
 -- else is told to end (GameLift's onProcessTerminate); one hosting other sessions only drops this one.
 -- KEYS: k.act_due, k.claims, k.ended, k.fleet, k.hosting, k.pool, k.ready, k.res_due, k.sevents, k.term,
--- k.term_due. ARGV[1] game session id, ARGV[2] FORCE | TRIGGER. The grace period is the fleet's (fleet_settings);
--- a session whose fleet's record is gone has none.
+-- k.term_due, k.utilized. ARGV[1] game session id, ARGV[2] FORCE | TRIGGER. The grace period is the fleet's
+-- (fleet_settings); a session whose fleet's record is gone has none.
 -- Reply: {outcome, now_ms, replica, version, desired state (''), server id, session fields...}. Outcomes: TERMINATED,
 -- TERMINATING, NOT_FOUND, ENDED (it had ended already).
 local now = now_ms()

@@ -1,8 +1,8 @@
 -- Stops an instance: TERMINATING, killed at now + ARGV[6] if it still runs. With a termination reason, its running
 -- processes are told to end (ProcessEnding due within the grace); an event code names what happened to those of
 -- its processes that never registered (SERVER_PROCESS_REGISTER_TIMEOUT).
--- KEYS: k.claims, k.events, k.fleet, k.hosting, k.pool, k.ready, k.term. ARGV[1] location, ARGV[2] lease, ARGV[3]
--- instance id, ARGV[4] termination reason ('' to tell none), ARGV[5] grace ms, ARGV[6] ms until it is killed,
+-- KEYS: k.claims, k.events, k.fleet, k.hosting, k.pool, k.ready, k.term, k.utilized. ARGV[1] location, ARGV[2] lease,
+-- ARGV[3] instance id, ARGV[4] termination reason ('' to tell none), ARGV[5] grace ms, ARGV[6] ms until it is killed,
 -- ARGV[7] event code for each process not registered ('' for none), ARGV[8] its message.
 -- Reply: {STOPPING | GONE | FENCED, now_ms, ''} then {game-server id, replica, version} of each process told.
 local now = now_ms()

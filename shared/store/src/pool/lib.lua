@@ -4,8 +4,9 @@
 -- util (AVAILABLE | UTILIZED), istatus (ACTIVE | DRAINING | SPOT_TERMINATING), reg_ms (registered),
 -- claim_ms (last claimed), claim_exp_ms (while claimed: when the claim lapses), claim_id (the live claim's id,
 -- kept once the claimer makes it UTILIZED), hc_ms (last HEALTHY),
--- util_ms (became UTILIZED), labels (JSON [[key, value], ...]), counters (JSON [[name, count, capacity], ...],
--- numbers as strings). Times are ms since the epoch, from Redis' own clock.
+-- util_ms (became UTILIZED), labels (JSON [[key, value], ...]), annotations (likewise), counters (JSON [[name, count,
+-- capacity], ...], numbers as strings), lists (JSON [[name, capacity, [value, ...]], ...]). Times are ms since the
+-- epoch, from Redis' own clock.
 --
 -- The pool holds the AVAILABLE, unclaimed servers that may be claimed, scored tier * TIER_SPAN + idle-since ms:
 -- servers on ACTIVE instances (tier 0) come before DRAINING ones (tier 1), the longest idle first (TIER, TIERS and
@@ -94,6 +95,34 @@ local function lapse_claims(k, pool, claims, now, limit)
   local ids = redis.call('ZRANGEBYSCORE', claims, '-inf', now, 'LIMIT', 0, limit)
   for _, id in ipairs(ids) do lapse_one(k, pool, claims, id, now) end
   return #ids
+end
+
+-- Merges `changes` into `stored` (entries, each keyed by its first element, as the record keeps counters and lists):
+-- a change replaces the entry of its key, or takes it out when `removes(change)` holds; the others stay.
+local function merge_entries(stored, changes, removes)
+  for _, change in ipairs(changes) do
+    local found = false
+    for i, entry in ipairs(stored) do
+      if entry[1] == change[1] then
+        found = true
+        if removes(change) then table.remove(stored, i) else stored[i] = change end
+        break
+      end
+    end
+    if not found and not removes(change) then stored[#stored + 1] = change end
+  end
+  return stored
+end
+
+-- Lists as the record keeps them, JSON [[name, capacity, [value, ...]], ...], written by hand: cjson writes an empty
+-- table as an object.
+local function encode_lists(lists)
+  local parts = {}
+  for i, l in ipairs(lists) do
+    local values = #l[3] > 0 and cjson.encode(l[3]) or '[]'
+    parts[i] = '[' .. cjson.encode(l[1]) .. ',' .. string.format('%d', l[2]) .. ',' .. values .. ']'
+  end
+  return '[' .. table.concat(parts, ',') .. ']'
 end
 
 -- The typed reply every single-record script returns: {outcome, now_ms, hash field, value, ...}.

@@ -1,14 +1,16 @@
 -- Reports a game server's utilization, health or data. Checks everything before writing anything.
--- KEYS[1] server hash, KEYS[2] pool, KEYS[3] claims
+-- KEYS[1] server hash, KEYS[2] pool, KEYS[3] claims, KEYS[4] UTILIZED servers
 -- ARGV[1] game-server id, ARGV[2] '1' to set the data to ARGV[3],
 -- ARGV[4] 'UTILIZED' to mark it utilized, 'AVAILABLE' to assert it is not, '' to leave it,
 -- ARGV[5] '1' to record a HEALTHY check now,
 -- ARGV[6] the caller's claim id ('' for none), ARGV[7] '1' when the caller may act only as the claimant,
 -- ARGV[8] '1' to replace the labels with ARGV[9] (JSON [[key, value], ...]), ARGV[10] counters to set (JSON
 -- [[name, count, capacity], ...], numbers as strings since they exceed a double's precision; capacity and count
--- '0' remove one), ARGV[11] most counters a server may keep, ARGV[12] '1' to replace the annotations with ARGV[13]
--- (JSON as the labels).
--- Reply: {UPDATED | NOT_FOUND | NOT_CLAIMANT | LAPSED | UTILIZED | TOO_MANY_COUNTERS, now_ms, fields...}.
+-- '0' remove one), ARGV[11] most counters (and most lists) a server may keep, ARGV[12] '1' to replace the
+-- annotations with ARGV[13] (JSON as the labels), ARGV[14] lists to set (JSON [[name, capacity, [value, ...]], ...];
+-- capacity 0 and no values remove one).
+-- Reply: {UPDATED | NOT_FOUND | NOT_CLAIMANT | LAPSED | UTILIZED | TOO_MANY_COUNTERS | TOO_MANY_LISTS, now_ms,
+-- fields...}.
 -- NOT_CLAIMANT: a claim id was given, or had to be, and it is not the server's live claim (or the claim that made
 -- it UTILIZED). LAPSED: the claim made on it lapsed and it went back to the pool, so it may not be marked UTILIZED
 -- without a new claim. UTILIZED: AVAILABLE was asked of a server that is UTILIZED, which never goes back.
@@ -26,22 +28,18 @@ end
 if ARGV[4] == S.AVAILABLE and util == S.UTILIZED then return reply(S.UTILIZED, now, KEYS[1]) end
 local utilize = ARGV[4] == S.UTILIZED and util == S.AVAILABLE
 if utilize and claimed_once and not live then return reply('LAPSED', now, KEYS[1]) end
+local counters, lists
 local changes = cjson.decode(ARGV[10])
-local counters
 if #changes > 0 then
-  counters = cjson.decode(redis.call('HGET', KEYS[1], 'counters') or '[]')
-  for _, change in ipairs(changes) do
-    local found = false
-    for i, counter in ipairs(counters) do
-      if counter[1] == change[1] then
-        found = true
-        if change[2] == '0' and change[3] == '0' then table.remove(counters, i) else counters[i] = change end
-        break
-      end
-    end
-    if not found and not (change[2] == '0' and change[3] == '0') then counters[#counters + 1] = change end
-  end
+  counters = merge_entries(cjson.decode(redis.call('HGET', KEYS[1], 'counters') or '[]'), changes,
+    function(c) return c[2] == '0' and c[3] == '0' end)
   if #counters > tonumber(ARGV[11]) then return reply('TOO_MANY_COUNTERS', now, KEYS[1]) end
+end
+changes = cjson.decode(ARGV[14])
+if #changes > 0 then
+  lists = merge_entries(cjson.decode(redis.call('HGET', KEYS[1], 'lists') or '[]'), changes,
+    function(l) return l[2] == 0 and #l[3] == 0 end)
+  if #lists > tonumber(ARGV[11]) then return reply('TOO_MANY_LISTS', now, KEYS[1]) end
 end
 if utilize then
   redis.call('HSET', KEYS[1], 'util', S.UTILIZED, 'util_ms', now)
@@ -49,6 +47,7 @@ if utilize then
   if reserved then redis.call('HDEL', KEYS[1], 'claim_id') end
   place(k, KEYS[2], k.lpool, ARGV[1], nil)
   redis.call('ZREM', KEYS[3], ARGV[1])
+  redis.call('ZADD', KEYS[4], now, ARGV[1])
   tally_server(k, ARGV[1])
 end
 if ARGV[2] == '1' then redis.call('HSET', KEYS[1], 'data', ARGV[3]) end
@@ -57,4 +56,5 @@ if ARGV[8] == '1' then redis.call('HSET', KEYS[1], 'labels', ARGV[9]) end
 if ARGV[12] == '1' then redis.call('HSET', KEYS[1], 'annotations', ARGV[13]) end
 -- cjson writes an empty table as an object; the record keeps a list.
 if counters then redis.call('HSET', KEYS[1], 'counters', #counters > 0 and cjson.encode(counters) or '[]') end
+if lists then redis.call('HSET', KEYS[1], 'lists', encode_lists(lists)) end
 return reply('UPDATED', now, KEYS[1])

@@ -9,10 +9,11 @@
 -- ver (version of its desired state, raised by every command), term_reason, term_by_ms, term_force.
 -- Its game sessions' ids are in the set <hash key>:sessions (see sessions/lib.lua for the sessions).
 
--- Takes a process out of the pool, claims and every deadline.
+-- Takes a process out of the pool, claims, the UTILIZED and every deadline.
 local function retire(k, id)
   place(k, k.pool, k.lpool, id, nil)
   redis.call('ZREM', k.claims, id)
+  redis.call('ZREM', k.utilized, id)
   redis.call('ZREM', k.hb, id)
   redis.call('ZREM', k.ready, id)
   redis.call('ZREM', k.term, id)
