@@ -1,11 +1,14 @@
 //! berth-agent through Agones' official Rust SDK (the `agones` crate) as the game server's client, against a real
 //! health service and a real Redis, single node and cluster: what an Agones game server sees of its life on Berth.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use agones::Sdk;
 use berth_agent::Agent;
 use berth_agent::record::SESSION_ID;
+use berth_proto::agones::allocation::allocation_service_client::AllocationServiceClient;
+use berth_proto::agones::allocation::{AllocationRequest, GameServerSelector, MetaPatch};
 use berth_runtime::auth::Role;
 use berth_store::Store;
 use berth_testkit::{
@@ -469,4 +472,130 @@ async fn a_server_that_ignores_sigterm_is_killed_after_its_grace() {
         .expect("the agent exits once its server is killed")
         .unwrap();
     assert_eq!(status.code(), Some(137), "128 + SIGKILL");
+}
+
+/// A placement service over `store`, whose claims lapse after `claim_timeout_ms`, and a matchmaker's client of its
+/// Agones allocation API.
+async fn allocator(
+    store: &Store,
+    claim_timeout_ms: u64,
+) -> (RunningService, AllocationServiceClient<berth_sdk::AuthedChannel>) {
+    let args = berth_placement::PlacementArgs {
+        claim_timeout_ms,
+        claim_sweep_ms: 100,
+        ..Default::default()
+    };
+    let service = spawn_service(berth_placement::service(store.clone(), &args), store.clone()).await;
+    let channel = berth_sdk::connect(&service.endpoint(), &token(Role::Client, None))
+        .await
+        .unwrap();
+    (service, AllocationServiceClient::new(channel))
+}
+
+/// An allocation of the fleet's servers with these labels besides.
+fn allocation(labels: &[(&str, &str)]) -> AllocationRequest {
+    let mut match_labels: HashMap<String, String> =
+        labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    match_labels.insert("agones.dev/fleet".into(), FLEET.into());
+    AllocationRequest {
+        namespace: "default".into(),
+        game_server_selectors: vec![GameServerSelector {
+            match_labels,
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+}
+
+/// A matchmaker allocates by a label the server set through the SDK; the server sees itself Allocated, with the
+/// allocation's annotations, through WatchGameServer, and stays so after the claim timeout (the agent made the
+/// allocation its own), while the other server is still there to allocate.
+async fn an_agones_allocation_by_label_reaches_the_server(redis: TestRedis) {
+    let (store, health) = health(&redis).await;
+    let (_placement, mut allocator) = allocator(&store, 300).await;
+    let (_ranked_agent, mut ranked) = agones_server(&health, "gs-agones-10").await;
+    let (_other_agent, mut other) = agones_server(&health, "gs-agones-11").await;
+    ranked.ready().await.unwrap();
+    other.ready().await.unwrap();
+    ranked.set_label("mode", "ranked").await.unwrap();
+    let mut watch = ranked.watch_gameserver().await.unwrap();
+    assert_eq!(state(&watch.message().await.unwrap().unwrap()), "Ready");
+
+    let mut request = allocation(&[("agones.dev/sdk-mode", "ranked")]);
+    request.metadata = Some(MetaPatch {
+        labels: HashMap::from([("match".to_owned(), "m-1".to_owned())]),
+        annotations: HashMap::from([("map".to_owned(), "dust".to_owned())]),
+    });
+    let answer = allocator.allocate(request).await.unwrap().into_inner();
+    assert_eq!(answer.game_server_name, "gs-agones-10");
+    assert_eq!(answer.address, "10.0.0.7");
+    assert_eq!(answer.ports[0].port, 7777);
+
+    let allocated = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            let seen = watch.message().await.unwrap().expect("the watch goes on");
+            if state(&seen) == "Allocated" {
+                return seen;
+            }
+        }
+    })
+    .await
+    .expect("the watch shows the server Allocated once it is allocated");
+    let meta = allocated.object_meta.unwrap();
+    assert_eq!(meta.annotations.get("map").map(String::as_str), Some("dust"));
+    assert_eq!(meta.labels.get("match").map(String::as_str), Some("m-1"));
+
+    // Well past the claim timeout and a sweep, it is still Allocated and not allocated again.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(state(&ranked.get_gameserver().await.unwrap()), "Allocated");
+    let again = allocator
+        .allocate(allocation(&[("agones.dev/sdk-mode", "ranked")]))
+        .await
+        .unwrap_err();
+    assert_eq!(again.code(), tonic::Code::ResourceExhausted);
+    let rest = allocator.allocate(allocation(&[])).await.unwrap().into_inner();
+    assert_eq!(rest.game_server_name, "gs-agones-11");
+}
+
+#[tokio::test]
+async fn an_agones_allocation_by_label_reaches_the_server_on_a_single_node() {
+    an_agones_allocation_by_label_reaches_the_server(TestRedis::single()).await;
+}
+
+#[tokio::test]
+async fn an_agones_allocation_by_label_reaches_the_server_on_a_cluster() {
+    an_agones_allocation_by_label_reaches_the_server(TestRedis::cluster()).await;
+}
+
+/// Reserve holds a server out of a burst of allocations racing for the fleet's two ready servers: only the other
+/// is allocated, once.
+#[tokio::test]
+async fn reserve_holds_a_server_out_of_a_burst_of_allocations() {
+    let redis = TestRedis::single();
+    let (store, health) = health(&redis).await;
+    let (_placement, allocator) = allocator(&store, 60_000).await;
+    let (_reserved_agent, mut reserved) = agones_server(&health, "gs-agones-12").await;
+    let (_other_agent, mut other) = agones_server(&health, "gs-agones-13").await;
+    reserved.ready().await.unwrap();
+    other.ready().await.unwrap();
+    reserved.reserve(Duration::from_secs(30)).await.unwrap();
+    let burst: Vec<_> = (0..16)
+        .map(|_| {
+            let mut allocator = allocator.clone();
+            tokio::spawn(async move { allocator.allocate(allocation(&[])).await })
+        })
+        .collect();
+    let mut allocated = Vec::new();
+    for task in burst {
+        match task.await.unwrap() {
+            Ok(answer) => allocated.push(answer.into_inner().game_server_name),
+            Err(status) => assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}"),
+        }
+    }
+    assert_eq!(
+        allocated,
+        ["gs-agones-13"],
+        "one allocation, of the server not reserved"
+    );
+    assert_eq!(state(&reserved.get_gameserver().await.unwrap()), "Reserved");
 }

@@ -126,7 +126,7 @@ async fn claimed(store: &Store, index: u64) -> Outcome {
     };
     // Codes as the claim service answers them, so error columns read the same in both lines.
     match store::claim(store, &claim).await {
-        Ok(Claimed::Claimed(_)) => Ok(()),
+        Ok(Claimed::Claimed { .. }) => Ok(()),
         Ok(Claimed::Exhausted) => Err(Code::ResourceExhausted),
         Ok(Claimed::NotFound) => Err(Code::NotFound),
         Ok(Claimed::Conflict(_)) => Err(Code::Aborted),

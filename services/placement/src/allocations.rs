@@ -66,8 +66,7 @@ impl Allocations {
                 };
                 match store::allocate(&self.store, &attempt).await.map_err(unavailable)? {
                     Allocated::Allocated { server, replica } => {
-                        processes::announce_change(&self.store, &replica, fleet_id, &server.record.game_server_id)
-                            .await;
+                        processes::announce_change(&self.store, replica, fleet_id, &server.record.game_server_id);
                         return Ok(Some(server));
                     }
                     Allocated::Exhausted => {}

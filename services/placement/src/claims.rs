@@ -10,7 +10,7 @@ use berth_proto::placement::v1 as pb;
 use berth_proto::placement::v1::claim_service_server::ClaimService;
 use berth_runtime::deadline::caller_deadline;
 use berth_store::pool::{self as store, Claim, Claimed};
-use berth_store::{Store, StoreError};
+use berth_store::{Store, StoreError, processes};
 use tonic::{Request, Response, Status};
 
 /// The handlers, over the shared store.
@@ -52,7 +52,7 @@ async fn claim_in_time(
         claim_id: &claim_id,
     };
     let claimed = store::claim(&store, &claim).await?;
-    if let Claimed::Claimed(server) = &claimed
+    if let Claimed::Claimed { server, .. } = &claimed
         && late()
     {
         store::release_claim(&store, &req.fleet_id, &server.game_server_id, &claim_id).await?;
@@ -83,7 +83,7 @@ impl ClaimService for Claims {
             deadline,
         );
         tokio::spawn(async move {
-            if let Err(Ok(Some(Claimed::Claimed(server)))) = answer.send(making.await) {
+            if let Err(Ok(Some(Claimed::Claimed { server, .. }))) = answer.send(making.await) {
                 let released = store::release_claim(&store, &fleet_id, &server.game_server_id, &kept_id).await;
                 if let Err(err) = released {
                     tracing::warn!(fleet = %fleet_id, error = %err, "a claim nobody heard of lapses with its timeout");
@@ -100,8 +100,9 @@ impl ClaimService for Claims {
             ));
         };
         match claimed {
-            Claimed::Claimed(server) => {
+            Claimed::Claimed { server, replica } => {
                 count("claimed");
+                processes::announce_change(&self.store, replica, &req.fleet_id, &server.game_server_id);
                 Ok(Response::new(pb::ClaimGameServerResponse {
                     game_server: Some(server.into()),
                     claim_id,

@@ -50,15 +50,8 @@ pub async fn allocate(store: &Store, allocate: &Allocate<'_>) -> Result<Allocate
         .arg(LABELS_MAX)
         .arg(LABELS_MAX);
     let reply = decode_reply(allocate.fleet_id, store.invoke(&call).await?)?;
-    let field = |name: &str| {
-        reply
-            .fields
-            .chunks_exact(2)
-            .find(|pair| pair[0] == name)
-            .map(|pair| pair[1].clone())
-            .unwrap_or_default()
-    };
-    let (replica, id) = (field("replica"), field("id"));
+    let replica = reply.field("replica").unwrap_or_default().to_owned();
+    let id = reply.field("id").unwrap_or_default().to_owned();
     match reply.outcome.clone().as_str() {
         "ALLOCATED" => Ok(Allocated::Allocated {
             server: Box::new(described(reply, "allocate")?),

@@ -71,6 +71,16 @@ fn flag(on: bool) -> &'static str {
     if on { "1" } else { "0" }
 }
 
+impl Reply {
+    /// A field of the server's hash, as the script read it.
+    pub(crate) fn field(&self, name: &str) -> Option<&str> {
+        self.fields
+            .chunks_exact(2)
+            .find(|pair| pair[0] == name)
+            .map(|pair| pair[1].as_str())
+    }
+}
+
 pub(crate) fn present(reply: Reply, script: &str) -> Result<GameServerRecord, StoreError> {
     reply
         .server
@@ -358,8 +368,9 @@ pub struct Claim<'a> {
 /// The outcome of a claim.
 #[derive(Debug)]
 pub enum Claimed {
-    /// The server is the caller's until its claim lapses.
-    Claimed(GameServerRecord),
+    /// The server is the caller's until its claim lapses; `replica` holds its SDK stream ('' for a server without
+    /// one), to be told of the claim.
+    Claimed { server: GameServerRecord, replica: String },
     /// No server is free.
     Exhausted,
     /// The named server is not registered.
@@ -384,7 +395,13 @@ pub async fn claim(store: &Store, claim: &Claim<'_>) -> Result<Claimed, StoreErr
         .arg(claim.claim_id);
     let reply = decode_reply(claim.fleet_id, store.invoke(&call).await?)?;
     match reply.outcome.as_str() {
-        "CLAIMED" => Ok(Claimed::Claimed(present(reply, "claim")?)),
+        "CLAIMED" => {
+            let replica = reply.field("replica").unwrap_or_default().to_owned();
+            Ok(Claimed::Claimed {
+                server: present(reply, "claim")?,
+                replica,
+            })
+        }
         "EXHAUSTED" => Ok(Claimed::Exhausted),
         "NOT_FOUND" => Ok(Claimed::NotFound),
         "CONFLICT" => Ok(Claimed::Conflict(present(reply, "claim")?)),

@@ -221,10 +221,15 @@ pub async fn supersede(store: &Store, replica: &str, fleet_id: &str, game_server
 }
 
 /// Tells `replica`, which holds the stream of a process, that its record was changed from outside the stream (a
-/// claim or an allocation), so that the process hears of it at once. Best effort: a process that missed it reads its
-/// record again when its stream resumes.
-pub async fn announce_change(store: &Store, replica: &str, fleet_id: &str, game_server_id: &str) {
-    publish(store, replica, fleet_id, game_server_id, "changed").await;
+/// claim or an allocation), so that the process hears of it at once; in the background, so that the caller who
+/// changed it is answered without waiting. Best effort: a process that missed it reads its record again when its
+/// stream resumes.
+pub fn announce_change(store: &Store, replica: String, fleet_id: &str, game_server_id: &str) {
+    if replica.is_empty() {
+        return;
+    }
+    let (store, fleet_id, game_server_id) = (store.clone(), fleet_id.to_owned(), game_server_id.to_owned());
+    tokio::spawn(async move { publish(&store, &replica, &fleet_id, &game_server_id, "changed").await });
 }
 
 async fn publish(store: &Store, replica: &str, fleet_id: &str, game_server_id: &str, what: &str) {

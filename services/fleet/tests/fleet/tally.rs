@@ -865,7 +865,7 @@ impl Run {
                 };
                 let outcome = pool::claim(store, &claim).await.unwrap();
                 let claimed = match &outcome {
-                    pool::Claimed::Claimed(record) => {
+                    pool::Claimed::Claimed { server: record, .. } => {
                         self.claims.insert(record.game_server_id.clone(), claim_id);
                         record.game_server_id.clone()
                     }
