@@ -2,8 +2,9 @@
 # `make run`: Berth on this machine. Starts a redis-server when none answers on BERTH_REDIS_URL, builds and starts
 # the four services (logs in .run/), checks that each is SERVING and lists its services by reflection, then runs
 # a demo fleet and matchmaker whose pool you can watch; the fleet service launches the demo's SDK game servers
-# itself (process provisioner), and a matchmaker places matches through a queue over two of those fleets in two
-# locations. Ctrl-C stops everything it started.
+# itself (process provisioner), a matchmaker places matches through a queue over two of those fleets in two
+# locations, and another allocates through Agones' allocation API from a fleet of Agones game servers under
+# berth-agent. Ctrl-C stops everything it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
@@ -28,6 +29,7 @@ cleanup() {
   # The game servers berth-fleet launched outlive it by design (as instances outlive a control plane); the demo's
   # go with it.
   pkill -f "$PWD/target/release/berth-example-game-server" 2>/dev/null || true
+  pkill -f "$PWD/target/release/berth-agent" 2>/dev/null || true
 }
 trap cleanup EXIT INT TERM
 
@@ -43,6 +45,7 @@ fi
 echo "Building (release)…"
 cargo build --release --locked --quiet --bins -p berth-placement -p berth-session -p berth-fleet -p berth-health -p berth-runtime -p berth-sdk
 cargo build --release --locked -p berth-sdk --example demo_fleet --quiet
+cargo build --release --locked --quiet -p berth-agent --bin berth-agent --example agones_game_server
 
 declare -A grpc=([placement]=7101 [session]=7102 [fleet]=7103 [health]=7104)
 declare -A metrics=([placement]=9101 [session]=9102 [fleet]=9103 [health]=9104)
@@ -71,11 +74,15 @@ done
 cat <<HINT
   Fleet demo-sdk: 3 example game servers (berth-example-game-server) launched by berth-fleet; logs .run/i-*.log
   Fleets demo-eu (eu-local) and demo-us (us-local): 2 example game servers each, behind queue demo-queue
+  Fleet demo-agones: 3 game servers written against Agones' SDK, each under berth-agent; a matchmaker allocates
+    from it through Agones' allocation API (allocation.AllocationService on the placement port)
 
 Tokens: target/release/berth-token --key-file $BERTH_AUTH_KEY_FILE --role operator   (or client, game-server)
 
 HINT
 target/release/examples/demo_fleet --services "$services" --auth-key-file "$BERTH_AUTH_KEY_FILE" \
-  --sdk-launch-path "$PWD/target/release/berth-example-game-server" --sdk-servers 3 --placement-instances 2 &
+  --sdk-launch-path "$PWD/target/release/berth-example-game-server" --sdk-servers 3 --placement-instances 2 \
+  --agent-path "$PWD/target/release/berth-agent" \
+  --agones-server-path "$PWD/target/release/examples/agones_game_server" &
 pids+=($!)
 wait "${pids[-1]}"

@@ -4,13 +4,16 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use berth_proto::agones::sdk::alpha::sdk_server::SdkServer as AlphaServer;
+use berth_proto::agones::sdk::beta::sdk_server::SdkServer as BetaServer;
 use berth_proto::agones::sdk::sdk_server::SdkServer;
+use berth_proto::health::v1::UpdateServer;
 use berth_sdk::game_server::GameServerConfig;
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::TcpListenerStream;
 use tracing::warn;
 
+use crate::counters::AgonesCounters;
 use crate::link::Link;
 use crate::players::AgonesPlayers;
 use crate::sdk::AgonesSdk;
@@ -41,8 +44,13 @@ pub struct Agent {
 
 impl Agent {
     /// Serves the Agones SDK over gRPC on `grpc` and over HTTP on `http` (port 0: any free one), and registers with
-    /// Berth as `config` says, in the background.
-    pub async fn start(config: GameServerConfig, grpc: SocketAddr, http: SocketAddr) -> Result<Agent, AgentError> {
+    /// Berth as `config` says, in the background, with the counters and lists `declared`.
+    pub async fn start(
+        config: GameServerConfig,
+        declared: UpdateServer,
+        grpc: SocketAddr,
+        http: SocketAddr,
+    ) -> Result<Agent, AgentError> {
         let (grpc_listener, grpc) = bind(grpc).await?;
         let (http_listener, http) = bind(http).await?;
         // As Berth reads max_players: 0 means 1000.
@@ -51,24 +59,27 @@ impl Agent {
         } else {
             config.max_players
         };
-        let (link, mut registered) = Link::open(config);
+        let (link, mut registered) = Link::open(config, declared);
         let view = Arc::new(View::new(i64::from(capacity)));
         let (end_sender, end_child) = mpsc::channel(1);
         let sdk = Arc::new(AgonesSdk::new(link.clone(), view.clone(), end_sender.clone()));
         let players = Arc::new(AgonesPlayers::new(link.clone(), view.clone()));
+        let counters = Arc::new(AgonesCounters::new(link.clone(), view.clone()));
         let service = SdkServer::from_arc(sdk.clone());
         let alpha = AlphaServer::from_arc(players.clone());
+        let beta = BetaServer::from_arc(counters.clone());
         tokio::spawn(async move {
             let serving = tonic::transport::Server::builder()
                 .add_service(service)
                 .add_service(alpha)
+                .add_service(beta)
                 .serve_with_incoming(TcpListenerStream::new(grpc_listener));
             if let Err(error) = serving.await {
                 warn!(%error, "the Agones SDK's gRPC server stopped");
             }
         });
         tokio::spawn(async move {
-            if let Err(error) = axum::serve(http_listener, http::router(sdk, players)).await {
+            if let Err(error) = axum::serve(http_listener, http::router(sdk, players, counters)).await {
                 warn!(%error, "the Agones SDK's HTTP server stopped");
             }
         });

@@ -7,12 +7,17 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::{Path, State};
+use axum::extract::{Path, RawQuery, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use berth_proto::agones::sdk::alpha::sdk_server::Sdk as Alpha;
 use berth_proto::agones::sdk::alpha::{self, Count, PlayerId};
+use berth_proto::agones::sdk::beta::sdk_server::Sdk as Beta;
+use berth_proto::agones::sdk::beta::{
+    AddListValueRequest, CounterUpdateRequest, GetCounterRequest, GetListRequest, List, RemoveListValueRequest,
+    UpdateCounterRequest, UpdateListRequest,
+};
 use berth_proto::agones::sdk::sdk_server::Sdk;
 use berth_proto::agones::sdk::{Duration, Empty, KeyValue};
 use berth_proto::json;
@@ -20,11 +25,19 @@ use prost::{Message, Name};
 use tokio_stream::StreamExt;
 use tonic::{Request, Status};
 
+use crate::counters::AgonesCounters;
 use crate::players::AgonesPlayers;
 use crate::sdk::AgonesSdk;
 
-/// The routes of the stable SDK and of player tracking.
-pub fn router(sdk: Arc<AgonesSdk>, players: Arc<AgonesPlayers>) -> Router {
+/// The routes of the stable SDK, player tracking, and counters and lists.
+pub fn router(sdk: Arc<AgonesSdk>, players: Arc<AgonesPlayers>, counters: Arc<AgonesCounters>) -> Router {
+    let beta = Router::new()
+        .route("/v1beta1/counters/{name}", get(get_counter).patch(update_counter))
+        .route(
+            "/v1beta1/lists/{name}",
+            get(get_list).patch(update_list).post(list_value),
+        )
+        .with_state(counters);
     let alpha = Router::new()
         .route("/alpha/player/connect", post(player_connect))
         .route("/alpha/player/disconnect", post(player_disconnect))
@@ -45,6 +58,7 @@ pub fn router(sdk: Arc<AgonesSdk>, players: Arc<AgonesPlayers>) -> Router {
         .route("/reserve", post(reserve))
         .with_state(sdk)
         .merge(alpha)
+        .merge(beta)
         .fallback(|| async { error(&Status::not_found("Not Found")) })
         .method_not_allowed_fallback(|| async { error(&Status::unimplemented("Method Not Allowed")) })
 }
@@ -166,4 +180,101 @@ async fn connected_players(State(players): State<Arc<AgonesPlayers>>) -> Respons
 
 async fn player_connected(State(players): State<Arc<AgonesPlayers>>, Path(player_id): Path<String>) -> Response {
     message(players.is_player_connected(Request::new(PlayerId { player_id })).await)
+}
+
+async fn get_counter(State(counters): State<Arc<AgonesCounters>>, Path(name): Path<String>) -> Response {
+    message(counters.get_counter(Request::new(GetCounterRequest { name })).await)
+}
+
+/// The body is the CounterUpdateRequest; its name is the path's.
+async fn update_counter(
+    State(counters): State<Arc<AgonesCounters>>,
+    Path(name): Path<String>,
+    bytes: Bytes,
+) -> Response {
+    call::<CounterUpdateRequest, _, _>(&bytes, |request| {
+        let update = CounterUpdateRequest {
+            name,
+            ..request.into_inner()
+        };
+        let request = UpdateCounterRequest {
+            counter_update_request: Some(update),
+        };
+        async move { counters.update_counter(Request::new(request)).await }
+    })
+    .await
+}
+
+async fn get_list(State(counters): State<Arc<AgonesCounters>>, Path(name): Path<String>) -> Response {
+    message(counters.get_list(Request::new(GetListRequest { name })).await)
+}
+
+/// The body is the List; the fields to set come as the query's updateMask (comma-separated), as the gateway reads a
+/// FieldMask outside the body.
+async fn update_list(
+    State(counters): State<Arc<AgonesCounters>>,
+    Path(name): Path<String>,
+    RawQuery(query): RawQuery,
+    bytes: Bytes,
+) -> Response {
+    let paths: Vec<String> = query
+        .unwrap_or_default()
+        .split('&')
+        .filter_map(|pair| pair.split_once('='))
+        .filter(|(key, _)| *key == "updateMask" || *key == "update_mask")
+        .flat_map(|(_, value)| {
+            value
+                .split(',')
+                .map(|path| path.replace("%2C", ","))
+                .collect::<Vec<_>>()
+        })
+        .filter(|path| !path.is_empty())
+        .collect();
+    call::<List, _, _>(&bytes, |request| {
+        let list = List {
+            name,
+            ..request.into_inner()
+        };
+        let request = UpdateListRequest {
+            list: Some(list),
+            update_mask: Some(prost_types::FieldMask { paths }),
+        };
+        async move { counters.update_list(Request::new(request)).await }
+    })
+    .await
+}
+
+/// `POST /v1beta1/lists/{name}:addValue` and `:removeValue`, the body `{"value": …}`.
+async fn list_value(
+    State(counters): State<Arc<AgonesCounters>>,
+    Path(name_and_verb): Path<String>,
+    bytes: Bytes,
+) -> Response {
+    let Some((name, verb)) = name_and_verb.rsplit_once(':') else {
+        return error(&Status::not_found("Not Found"));
+    };
+    let name = name.to_owned();
+    match verb {
+        "addValue" => {
+            call::<AddListValueRequest, _, _>(&bytes, |request| {
+                let request = AddListValueRequest {
+                    name,
+                    ..request.into_inner()
+                };
+                async move { counters.add_list_value(Request::new(request)).await }
+            })
+            .await
+        }
+        "removeValue" => {
+            call::<RemoveListValueRequest, _, _>(&bytes, |request| {
+                let request = RemoveListValueRequest {
+                    name,
+                    ..request.into_inner()
+                };
+                async move { counters.remove_list_value(Request::new(request)).await }
+            })
+            .await
+        }
+        _ => error(&Status::not_found("Not Found")),
+    }
 }

@@ -7,6 +7,7 @@
 mod agent;
 pub mod args;
 pub mod child;
+mod counters;
 mod events;
 mod http;
 mod link;

@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use berth_proto::health::v1::UpdateServer;
 use berth_sdk::ClientError;
 use berth_sdk::SdkError;
 use berth_sdk::game_server::{Events, GameServer, GameServerConfig};
@@ -58,16 +59,22 @@ fn final_refusal(error: &SdkError) -> Option<Status> {
 }
 
 impl Link {
-    /// Starts registering with `config` in the background, retrying until it succeeds or is refused for good; the
-    /// server's events come out of the receiver once it has registered, which closes without them on a final
-    /// refusal.
-    pub fn open(config: GameServerConfig) -> (Link, mpsc::Receiver<Events>) {
+    /// Starts registering with `config` in the background, retrying until it succeeds or is refused for good, and
+    /// then sets the counters and lists `declared` (as an Agones GameServer's spec declares them); the server's
+    /// events come out of the receiver once it has registered, which closes without them on a final refusal.
+    pub fn open(config: GameServerConfig, declared: UpdateServer) -> (Link, mpsc::Receiver<Events>) {
         let (publish, linked) = watch::channel(Linked::Connecting);
         let (events_out, events_in) = mpsc::channel(1);
         tokio::spawn(async move {
             loop {
                 match GameServer::connect(config.clone()).await {
                     Ok((server, events)) => {
+                        // Before any call sees the server, so that none finds a declared counter missing.
+                        if (!declared.counters.is_empty() || !declared.lists.is_empty())
+                            && let Err(refused) = server.update_server(declared.clone()).await
+                        {
+                            error!(%refused, "Berth refused the declared counters and lists");
+                        }
                         publish.send_replace(Linked::Up(server));
                         let _ = events_out.send(events).await;
                         return;

@@ -34,7 +34,7 @@ async fn run(args: Args) -> Result<u8, String> {
     let config = GameServerConfig::from_env().map_err(|error| error.to_string())?;
     let grpc = SocketAddr::new(args.bind, args.grpc_port);
     let http = SocketAddr::new(args.bind, args.http_port);
-    let mut agent = Agent::start(config, grpc, http)
+    let mut agent = Agent::start(config, args.declared(), grpc, http)
         .await
         .map_err(|error| error.to_string())?;
     let mut game = child::spawn(&args.command, agent.grpc_address().port(), agent.http_address().port())

@@ -151,7 +151,17 @@ pub fn game_server(
                 ids: agent.players.iter().map(|player| player.id.clone()).collect(),
             }),
             counters,
-            lists: HashMap::new(),
+            lists: description
+                .lists
+                .iter()
+                .map(|list| {
+                    let status = status::ListStatus {
+                        capacity: list.capacity,
+                        values: list.values.clone(),
+                    };
+                    (list.name.clone(), status)
+                })
+                .collect(),
         }),
     }
 }

@@ -8,7 +8,9 @@ use agones::Sdk;
 use berth_agent::Agent;
 use berth_agent::record::SESSION_ID;
 use berth_proto::agones::allocation::allocation_service_client::AllocationServiceClient;
-use berth_proto::agones::allocation::{AllocationRequest, GameServerSelector, MetaPatch};
+use berth_proto::agones::allocation::{
+    AllocationRequest, CounterAction, CounterSelector, GameServerSelector, ListAction, ListSelector, MetaPatch,
+};
 use berth_runtime::auth::Role;
 use berth_store::Store;
 use berth_testkit::{
@@ -33,7 +35,7 @@ async fn health(redis: &TestRedis) -> (Store, RunningService) {
 /// An agent serving both faces of the SDK on free loopback ports.
 async fn start_agent(config: berth_sdk::GameServerConfig) -> Agent {
     let any = "127.0.0.1:0".parse().unwrap();
-    Agent::start(config, any, any).await.unwrap()
+    Agent::start(config, Default::default(), any, any).await.unwrap()
 }
 
 /// An agent for server `id` and the official SDK connected to it.
@@ -598,4 +600,215 @@ async fn reserve_holds_a_server_out_of_a_burst_of_allocations() {
         "one allocation, of the server not reserved"
     );
     assert_eq!(state(&reserved.get_gameserver().await.unwrap()), "Reserved");
+}
+
+/// An agent for server `id` declaring a counter `rooms` (0 of `rooms`) and an empty list `players` of capacity
+/// `players`, as --counter and --list do.
+async fn counting_agent(health: &RunningService, id: &str, rooms: i64, players: i64) -> Agent {
+    let config = game_server_config(&health.endpoint(), FLEET, id, "local", 1, 0);
+    let declared = berth_proto::health::v1::UpdateServer {
+        counters: vec![berth_proto::health::v1::ServerCounter {
+            name: "rooms".into(),
+            count: 0,
+            capacity: rooms,
+        }],
+        lists: vec![berth_proto::health::v1::ServerList {
+            name: "players".into(),
+            capacity: players,
+            values: Vec::new(),
+        }],
+        ..Default::default()
+    };
+    let any = "127.0.0.1:0".parse().unwrap();
+    Agent::start(config, declared, any, any).await.unwrap()
+}
+
+/// Counters and lists declared at the agent's start live with the Berth process: the server changes them through
+/// Agones' beta SDK, an allocation selects on them and changes them, and each side sees the other's change; errors
+/// are Agones' (code UNKNOWN, its words).
+#[tokio::test]
+async fn counters_and_lists_are_shared_by_the_server_and_allocations() {
+    let redis = TestRedis::single();
+    let (store, health) = health(&redis).await;
+    let (_placement, mut allocator) = allocator(&store, 60_000).await;
+    let agent = counting_agent(&health, "gs-agones-14", 3, 2).await;
+    let sdk = Sdk::new_with_host(Some("http://127.0.0.1".into()), Some(agent.grpc_address().port()), None)
+        .await
+        .unwrap();
+    let mut beta = sdk.beta().clone();
+    let mut ready = sdk.clone();
+    ready.ready().await.unwrap();
+
+    beta.increment_counter("rooms", 2).await.unwrap();
+    assert_eq!(beta.get_counter_count("rooms").await.unwrap(), 2);
+    let past = format!("{:?}", beta.increment_counter("rooms", 2).await.unwrap_err());
+    assert!(past.contains("out of range"), "{past}");
+    assert_eq!(
+        beta.get_counter_count("rooms").await.unwrap(),
+        2,
+        "a refused change changes nothing"
+    );
+    let missing = format!("{:?}", beta.get_counter_count("seats").await.unwrap_err());
+    assert!(missing.contains("counter not found"), "{missing}");
+
+    beta.append_list_value("players", "p1").await.unwrap();
+    let twice = format!("{:?}", beta.append_list_value("players", "p1").await.unwrap_err());
+    assert!(twice.contains("already exists"), "{twice}");
+
+    // The allocation finds it by its room and its list, and takes the last room and the last place.
+    let mut request = allocation(&[]);
+    request.game_server_selectors[0].counters = HashMap::from([(
+        "rooms".to_owned(),
+        CounterSelector {
+            min_available: 1,
+            ..Default::default()
+        },
+    )]);
+    request.game_server_selectors[0].lists = HashMap::from([(
+        "players".to_owned(),
+        ListSelector {
+            contains_value: "p1".into(),
+            ..Default::default()
+        },
+    )]);
+    request.counters = HashMap::from([(
+        "rooms".to_owned(),
+        CounterAction {
+            action: Some("Increment".into()),
+            amount: Some(1),
+            capacity: None,
+        },
+    )]);
+    request.lists = HashMap::from([(
+        "players".to_owned(),
+        ListAction {
+            add_values: vec!["p2".into()],
+            ..Default::default()
+        },
+    )]);
+    let answer = allocator.allocate(request).await.unwrap().into_inner();
+    assert_eq!(answer.game_server_name, "gs-agones-14");
+    assert_eq!(beta.get_counter_count("rooms").await.unwrap(), 3);
+    assert_eq!(beta.get_list_values("players").await.unwrap(), ["p1", "p2"]);
+    let full = format!("{:?}", beta.append_list_value("players", "p3").await.unwrap_err());
+    assert!(full.contains("out of range"), "{full}");
+    beta.delete_list_value("players", "p1").await.unwrap();
+    beta.set_list_capacity("players", 5).await.unwrap();
+    assert_eq!(beta.get_list_capacity("players").await.unwrap(), 5);
+    assert!(!beta.list_contains("players", "p1").await.unwrap());
+    let gone = format!("{:?}", beta.delete_list_value("players", "p1").await.unwrap_err());
+    assert!(gone.contains("not found"), "{gone}");
+}
+
+/// A server speaking only HTTP is allocated by a label it set, sees it through its watch, and keeps its counters
+/// and lists through the beta paths, with Agones' errors.
+#[tokio::test]
+async fn a_server_speaking_only_http_is_allocated_by_label_and_counts() {
+    let redis = TestRedis::single();
+    let (store, health) = health(&redis).await;
+    let (_placement, mut allocator) = allocator(&store, 60_000).await;
+    let agent = counting_agent(&health, "gs-agones-15", 4, 1).await;
+    let base = format!("http://{}", agent.http_address());
+    let client = reqwest::Client::new();
+    use reqwest::Method;
+
+    assert_eq!(
+        http_call(&client, Method::POST, format!("{base}/ready"), "{}").await.0,
+        200
+    );
+    let label = r#"{"key": "mode", "value": "ranked"}"#;
+    assert_eq!(
+        http_call(&client, Method::PUT, format!("{base}/metadata/label"), label)
+            .await
+            .0,
+        200
+    );
+    let mut watch = client.get(format!("{base}/watch/gameserver")).send().await.unwrap();
+    let mut request = allocation(&[("agones.dev/sdk-mode", "ranked")]);
+    request.metadata = Some(MetaPatch {
+        labels: HashMap::new(),
+        annotations: HashMap::from([("match".to_owned(), "m-9".to_owned())]),
+    });
+    let answer = allocator.allocate(request).await.unwrap().into_inner();
+    assert_eq!(answer.game_server_name, "gs-agones-15");
+    tokio::time::timeout(Duration::from_secs(5), async {
+        let mut pending = Vec::new();
+        loop {
+            let chunk = watch.chunk().await.unwrap().expect("the watch goes on");
+            pending.extend_from_slice(&chunk);
+            while let Some(end) = pending.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = pending.drain(..=end).collect();
+                let seen: serde_json::Value = serde_json::from_slice(&line).unwrap();
+                if seen["result"]["status"]["state"] == "Allocated" {
+                    assert_eq!(seen["result"]["object_meta"]["annotations"]["match"], "m-9");
+                    return;
+                }
+            }
+        }
+    })
+    .await
+    .expect("the HTTP watch shows the allocation");
+
+    let (code, counter) = http_call(
+        &client,
+        Method::PATCH,
+        format!("{base}/v1beta1/counters/rooms"),
+        r#"{"countDiff": "3"}"#,
+    )
+    .await;
+    assert_eq!(code, 200, "{counter}");
+    assert_eq!(counter["count"], "3");
+    let (code, error) = http_call(
+        &client,
+        Method::PATCH,
+        format!("{base}/v1beta1/counters/rooms"),
+        r#"{"countDiff": "2"}"#,
+    )
+    .await;
+    assert_eq!((code, error["code"].clone()), (500, serde_json::json!(2)), "{error}");
+    assert!(
+        error["message"].as_str().unwrap().starts_with("out of range"),
+        "{error}"
+    );
+    let (_, counter) = http_call(&client, Method::GET, format!("{base}/v1beta1/counters/rooms"), "").await;
+    assert_eq!(counter["count"], "3", "a refused change changes nothing");
+
+    let add = r#"{"value": "p1"}"#;
+    let (code, list) = http_call(
+        &client,
+        Method::POST,
+        format!("{base}/v1beta1/lists/players:addValue"),
+        add,
+    )
+    .await;
+    assert_eq!(code, 200, "{list}");
+    assert_eq!(list["values"], serde_json::json!(["p1"]));
+    let (code, error) = http_call(
+        &client,
+        Method::POST,
+        format!("{base}/v1beta1/lists/players:addValue"),
+        add,
+    )
+    .await;
+    assert_eq!(code, 500);
+    assert!(
+        error["message"].as_str().unwrap().starts_with("already exists"),
+        "{error}"
+    );
+    let (code, list) = http_call(
+        &client,
+        Method::PATCH,
+        format!("{base}/v1beta1/lists/players?updateMask=capacity"),
+        r#"{"capacity": "3"}"#,
+    )
+    .await;
+    assert_eq!(code, 200, "{list}");
+    assert_eq!(list["capacity"], "3");
+    assert_eq!(list["values"], serde_json::json!(["p1"]), "values are left as they are");
+    let (code, error) = http_call(&client, Method::GET, format!("{base}/v1beta1/counters/seats"), "").await;
+    assert_eq!(code, 500);
+    assert!(
+        error["message"].as_str().unwrap().starts_with("counter not found"),
+        "{error}"
+    );
 }

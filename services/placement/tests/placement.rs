@@ -761,6 +761,7 @@ async fn serves_health_reflection_and_shuts_down_gracefully() {
     assert_serves(
         &endpoint,
         &[
+            "allocation.AllocationService",
             CLAIMS,
             "berth.placement.v1.PlacementService",
             "berth.placement.v1.QueueService",

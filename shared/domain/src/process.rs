@@ -324,7 +324,77 @@ pub fn check_update_server(req: &pb::UpdateServer) -> Result<(), Status> {
         let most = list.capacity.clamp(0, LIST_CAPACITY_MAX) as usize;
         check_list_values(&mut v, &format!("{field}.values"), &list.values, most);
     }
+    check_changes(&mut v, req);
     v.into_result()
+}
+
+/// Checks the counter and list changes of an UpdateServer; whether each can be made is known only where they are
+/// stored.
+fn check_changes(v: &mut Violations, req: &pb::UpdateServer) {
+    for (field, count) in [
+        ("update_server.counter_changes", req.counter_changes.len()),
+        ("update_server.list_changes", req.list_changes.len()),
+    ] {
+        if count > COUNTERS_MAX {
+            v.add(field, format!("must have at most {COUNTERS_MAX} entries, got {count}"));
+        }
+    }
+    for (i, change) in req.counter_changes.iter().enumerate().take(COUNTERS_MAX) {
+        let field = format!("update_server.counter_changes[{i}]");
+        v.id(&format!("{field}.name"), &change.name, NAME_LEN.0, NAME_LEN.1);
+        for (part, value) in [("capacity", change.capacity), ("count", change.count)] {
+            if value.is_some_and(|value| !(0..=COUNTER_MAX).contains(&value)) {
+                v.add(
+                    &format!("{field}.{part}"),
+                    format!("must be 0 to 2^62, got {}", value.unwrap_or_default()),
+                );
+            }
+        }
+        if !(-COUNTER_MAX..=COUNTER_MAX).contains(&change.count_diff) {
+            v.add(
+                &format!("{field}.count_diff"),
+                format!("must be -2^62 to 2^62, got {}", change.count_diff),
+            );
+        }
+    }
+    let most = LIST_CAPACITY_MAX as usize;
+    for (i, change) in req.list_changes.iter().enumerate().take(COUNTERS_MAX) {
+        let field = format!("update_server.list_changes[{i}]");
+        v.id(&format!("{field}.name"), &change.name, NAME_LEN.0, NAME_LEN.1);
+        if change
+            .capacity
+            .is_some_and(|capacity| !(0..=LIST_CAPACITY_MAX).contains(&capacity))
+        {
+            v.add(
+                &format!("{field}.capacity"),
+                format!(
+                    "must be 0 to {LIST_CAPACITY_MAX}, got {}",
+                    change.capacity.unwrap_or_default()
+                ),
+            );
+        }
+        if !change.replace_values && !change.values.is_empty() {
+            v.add(&format!("{field}.values"), "must be empty unless replace_values is set");
+        }
+        // Repeats are dropped when values replace a list, so only their count and length are checked.
+        if change.values.len() > most {
+            v.add(
+                &format!("{field}.values"),
+                format!("must have at most {most} entries, got {}", change.values.len()),
+            );
+        }
+        for (i, value) in change.values.iter().enumerate().take(most) {
+            let len = value.chars().count();
+            if !(1..=LIST_VALUE_MAX).contains(&len) {
+                v.add(
+                    &format!("{field}.values[{i}]"),
+                    format!("must be 1 to {LIST_VALUE_MAX} characters long, got {len}"),
+                );
+            }
+        }
+        check_list_values(v, &format!("{field}.add_values"), &change.add_values, most);
+        check_list_values(v, &format!("{field}.remove_values"), &change.remove_values, most);
+    }
 }
 
 #[cfg(test)]

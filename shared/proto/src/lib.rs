@@ -68,5 +68,10 @@ pub mod agones {
         pub mod alpha {
             tonic::include_proto!("agones.dev.sdk.alpha");
         }
+
+        /// Its beta surface: counters and lists (package `agones.dev.sdk.beta`).
+        pub mod beta {
+            tonic::include_proto!("agones.dev.sdk.beta");
+        }
     }
 }

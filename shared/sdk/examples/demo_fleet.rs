@@ -23,6 +23,8 @@
 //! A status line every second shows the FleetIQ pool and that of the SDK processes (one of which is told to
 //! terminate now and then), and under it the session side; every few seconds a line shows the queue's metrics.
 
+#[path = "demo/agones.rs"]
+mod agones;
 #[path = "demo/placements.rs"]
 mod placements;
 
@@ -33,6 +35,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
+use berth_proto::agones::allocation::allocation_service_client::AllocationServiceClient;
 use berth_proto::common::v1::{Endpoint, KeyValue};
 use berth_proto::fleet::v1 as fpb;
 use berth_proto::fleet::v1::fleet_service_client::FleetServiceClient;
@@ -115,6 +118,19 @@ struct Cli {
     /// How often the placement matchmaker starts a placement in the queue, in ms.
     #[arg(long, default_value_t = 3000)]
     placement_every_ms: u64,
+    /// berth-agent, for the fleet of game servers written against Agones' SDK (an absolute path); with
+    /// --agones-server-path, that fleet runs and a matchmaker allocates from it through Agones' allocation API.
+    #[arg(long)]
+    agent_path: Option<String>,
+    /// The game server written against Agones' SDK that berth-agent runs (an absolute path).
+    #[arg(long)]
+    agones_server_path: Option<String>,
+    /// Instances of the Agones fleet (one game server each).
+    #[arg(long, default_value_t = 3)]
+    agones_servers: u32,
+    /// How often the Agones matchmaker allocates a server for a match, in ms.
+    #[arg(long, default_value_t = 5000)]
+    allocate_every_ms: u64,
     /// Stop after this many seconds (0: run until interrupted).
     #[arg(long, default_value_t = 0)]
     duration_seconds: u64,
@@ -836,6 +852,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     .await?;
     let placement_channel = berth_sdk::connect(placement, &mint(&key, Role::Client, None)).await?;
     let mut matchmaker = ClaimServiceClient::new(placement_channel.clone());
+    let allocating = match (&cli.agent_path, &cli.agones_server_path) {
+        (Some(agent), Some(server)) => {
+            agones::create_fleet(&mut fleets, agent, server, cli.agones_servers).await?;
+            Some(agones::AllocatingMatchmaker {
+                allocator: AllocationServiceClient::new(placement_channel.clone()),
+            })
+        }
+        _ => None,
+    };
     let session = endpoint_of(&services, "session");
     let session_channel = berth_sdk::connect(session, &mint(&key, Role::Client, None)).await?;
     let mut game_sessions = GameSessionServiceClient::new(session_channel.clone());
@@ -907,6 +932,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut status_tick = tokio::time::interval(Duration::from_secs(1));
     let mut session_tick = tokio::time::interval(Duration::from_millis(cli.session_every_ms));
     let mut placement_tick = tokio::time::interval(Duration::from_millis(cli.placement_every_ms));
+    let mut allocate_tick = tokio::time::interval(Duration::from_millis(cli.allocate_every_ms));
+    let mut allocations = 0u64;
     let (mut matches, mut abandoned, mut refused, mut session_matches) = (0u64, 0u64, 0u64, 0u64);
     let mut placements_started = 0u64;
     loop {
@@ -934,13 +961,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 if elapsed > 0 && elapsed.is_multiple_of(QUEUE_STATUS_EVERY_SECONDS) {
                     println!("{}", queue_matchmaker.metrics_line().await);
                 }
-                for fleet_id in std::iter::once(cli.sdk_fleet.as_str()).chain(placements::fleet_ids()) {
+                let agones_fleet = allocating.as_ref().map(|_| agones::FLEET);
+                for fleet_id in std::iter::once(cli.sdk_fleet.as_str()).chain(placements::fleet_ids()).chain(agones_fleet) {
                     print_fleet_events(&mut fleets, fleet_id, &mut fleet_events).await;
                 }
             }
             _ = session_tick.tick() => {
                 session_matches += 1;
                 tokio::spawn(session_matchmaker.clone().play(session_matches));
+            }
+            _ = allocate_tick.tick(), if allocating.is_some() => {
+                allocations += 1;
+                if let Some(matchmaker) = allocating.clone() {
+                    tokio::spawn(matchmaker.allocate(allocations));
+                }
             }
             _ = placement_tick.tick() => {
                 placements_started += 1;

@@ -2,6 +2,7 @@
 //! (`pool/allocate.lua`), which claims the server it finds and writes the allocation's metadata and counter and list
 //! actions on it in the same step.
 
+use crate::codec::field;
 use crate::keys::FleetKeys;
 use crate::pool::decode_reply;
 use crate::processes::{Described, described};
@@ -50,8 +51,7 @@ pub async fn allocate(store: &Store, allocate: &Allocate<'_>) -> Result<Allocate
         .arg(LABELS_MAX)
         .arg(LABELS_MAX);
     let reply = decode_reply(allocate.fleet_id, store.invoke(&call).await?)?;
-    let replica = reply.field("replica").unwrap_or_default().to_owned();
-    let id = reply.field("id").unwrap_or_default().to_owned();
+    let (replica, id) = (field(&reply.fields, "replica"), field(&reply.fields, "id"));
     match reply.outcome.clone().as_str() {
         "ALLOCATED" => Ok(Allocated::Allocated {
             server: Box::new(described(reply, "allocate")?),

@@ -71,16 +71,6 @@ fn flag(on: bool) -> &'static str {
     if on { "1" } else { "0" }
 }
 
-impl Reply {
-    /// A field of the server's hash, as the script read it.
-    pub(crate) fn field(&self, name: &str) -> Option<&str> {
-        self.fields
-            .chunks_exact(2)
-            .find(|pair| pair[0] == name)
-            .map(|pair| pair[1].as_str())
-    }
-}
-
 pub(crate) fn present(reply: Reply, script: &str) -> Result<GameServerRecord, StoreError> {
     reply
         .server
@@ -201,6 +191,10 @@ pub(crate) struct Metadata<'a> {
     pub(crate) counters: &'a str,
     /// Merged into the lists (`[[name, capacity, [value, ...]], ...]`); empty for none.
     pub(crate) lists: &'a str,
+    /// Changes to counters (`[[name, capacity, count, difference], ...]`, -1 for unset); empty for none.
+    pub(crate) counter_changes: &'a str,
+    /// Changes to lists (`[[name, capacity, replace, values, add, remove], ...]`); empty for none.
+    pub(crate) list_changes: &'a str,
 }
 
 /// A JSON list of changes, `[]` when none was given.
@@ -238,7 +232,9 @@ pub(crate) async fn update_call(
         .arg(COUNTERS_MAX)
         .arg(flag(metadata.annotations.is_some()))
         .arg(metadata.annotations.unwrap_or(""))
-        .arg(none_if_empty(metadata.lists));
+        .arg(none_if_empty(metadata.lists))
+        .arg(none_if_empty(metadata.counter_changes))
+        .arg(none_if_empty(metadata.list_changes));
     decode_reply(update.fleet_id, store.invoke(&call).await?)
 }
 
@@ -396,7 +392,7 @@ pub async fn claim(store: &Store, claim: &Claim<'_>) -> Result<Claimed, StoreErr
     let reply = decode_reply(claim.fleet_id, store.invoke(&call).await?)?;
     match reply.outcome.as_str() {
         "CLAIMED" => {
-            let replica = reply.field("replica").unwrap_or_default().to_owned();
+            let replica = field(&reply.fields, "replica");
             Ok(Claimed::Claimed {
                 server: present(reply, "claim")?,
                 replica,

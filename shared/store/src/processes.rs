@@ -141,41 +141,138 @@ pub enum ProcessUpdated {
     TooManyCounters,
     /// Likewise the lists.
     TooManyLists,
+    /// A counter or list change could not be made; nothing changed.
+    Refused(ChangeRefused),
 }
 
-/// Changes a process's own record (UpdateServer): data and utilization as [`crate::pool::update`] does,
-/// labels and annotations replaced when given, counters merged (a count and capacity of 0 removes one), lists
-/// merged (a capacity of 0 and no values removes one).
-pub async fn update(
-    store: &Store,
-    update: &Update<'_>,
-    labels: Option<&[(String, String)]>,
-    annotations: Option<&[(String, String)]>,
-    counters: &[(String, i64, i64)],
-    lists: &[(String, i64, Vec<String>)],
-) -> Result<ProcessUpdated, StoreError> {
-    let bad = |err: serde_json::Error| unexpected("update", err.to_string());
-    let labels = labels.map(serde_json::to_string).transpose().map_err(bad)?;
-    let annotations = annotations.map(serde_json::to_string).transpose().map_err(bad)?;
-    let counters: Vec<(&str, String, String)> = counters
+/// What a process changes of its own record beside its data and utilization.
+#[derive(Clone, Debug, Default)]
+pub struct RecordChanges {
+    /// Replace the labels.
+    pub labels: Option<Vec<(String, String)>>,
+    /// Replace the annotations.
+    pub annotations: Option<Vec<(String, String)>>,
+    /// Counters to set whole: name, count, capacity (count and capacity 0 remove one).
+    pub counters: Vec<(String, i64, i64)>,
+    /// Lists to set whole: name, capacity, values (capacity 0 and no values remove one).
+    pub lists: Vec<(String, i64, Vec<String>)>,
+    /// Changes to counters it has, made where they are stored.
+    pub counter_changes: Vec<CounterChange>,
+    /// Changes to lists it has, likewise.
+    pub list_changes: Vec<ListChange>,
+}
+
+/// A change to one counter: its capacity set, then its count, then `diff` added.
+#[derive(Clone, Debug, Default)]
+pub struct CounterChange {
+    pub name: String,
+    pub capacity: Option<i64>,
+    pub count: Option<i64>,
+    pub diff: i64,
+}
+
+/// A change to one list: its capacity set, its values replaced, values added, then values removed.
+#[derive(Clone, Debug, Default)]
+pub struct ListChange {
+    pub name: String,
+    pub capacity: Option<i64>,
+    pub values: Option<Vec<String>>,
+    pub add: Vec<String>,
+    pub remove: Vec<String>,
+}
+
+/// Why a counter or list change could not be made (nothing changed).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ChangeRefused {
+    /// The process has no counter of this name.
+    NoCounter(String),
+    /// It has no list of this name.
+    NoList(String),
+    /// The counter's count would leave its range, or the list is full: its name.
+    OutOfRange(String),
+    /// The value to add is in the list already: the list's name and the value.
+    ValueExists(String, String),
+    /// The value to remove is not in the list: the list's name and the value.
+    NoValue(String, String),
+}
+
+/// Changes a process's own record (UpdateServer): data and utilization as [`crate::pool::update`] does, the rest
+/// as `changes` says, all or nothing.
+pub async fn update(store: &Store, update: &Update<'_>, changes: &RecordChanges) -> Result<ProcessUpdated, StoreError> {
+    let labels = changes
+        .labels
+        .as_ref()
+        .map(|labels| serde_json::json!(labels).to_string());
+    let annotations = changes
+        .annotations
+        .as_ref()
+        .map(|annotations| serde_json::json!(annotations).to_string());
+    let counters: Vec<(&str, String, String)> = changes
+        .counters
         .iter()
         .map(|(name, count, capacity)| (name.as_str(), count.to_string(), capacity.to_string()))
         .collect();
-    let counters = serde_json::to_string(&counters).map_err(bad)?;
-    let lists = serde_json::to_string(lists).map_err(bad)?;
+    let counter_changes: Vec<_> = changes
+        .counter_changes
+        .iter()
+        .map(|c| serde_json::json!([c.name, c.capacity.unwrap_or(-1), c.count.unwrap_or(-1), c.diff]))
+        .collect();
+    let list_changes: Vec<_> = changes
+        .list_changes
+        .iter()
+        .map(|l| {
+            let values = l.values.clone().unwrap_or_default();
+            serde_json::json!([
+                l.name,
+                l.capacity.unwrap_or(-1),
+                l.values.is_some(),
+                values,
+                l.add,
+                l.remove
+            ])
+        })
+        .collect();
+    let (counters, lists) = (
+        serde_json::json!(counters).to_string(),
+        serde_json::json!(changes.lists).to_string(),
+    );
+    let (counter_changes, list_changes) = (
+        serde_json::json!(counter_changes).to_string(),
+        serde_json::json!(list_changes).to_string(),
+    );
     let metadata = Metadata {
         labels: labels.as_deref(),
         annotations: annotations.as_deref(),
         counters: &counters,
         lists: &lists,
+        counter_changes: &counter_changes,
+        list_changes: &list_changes,
     };
     let reply = update_call(store, update, &metadata).await?;
-    match reply.outcome.as_str() {
+    let detail = || {
+        let detail = field(&reply.fields, "detail");
+        match detail.split_once('\n') {
+            Some((name, value)) => (name.to_owned(), value.to_owned()),
+            None => (detail, String::new()),
+        }
+    };
+    let refused = match reply.outcome.as_str() {
         "TOO_MANY_COUNTERS" => return Ok(ProcessUpdated::TooManyCounters),
         "TOO_MANY_LISTS" => return Ok(ProcessUpdated::TooManyLists),
-        _ => {}
-    }
-    updated(reply, |reply| described(reply, "update").map(Box::new)).map(ProcessUpdated::Updated)
+        "NO_COUNTER" => ChangeRefused::NoCounter(detail().0),
+        "NO_LIST" => ChangeRefused::NoList(detail().0),
+        "OUT_OF_RANGE" => ChangeRefused::OutOfRange(detail().0),
+        "VALUE_EXISTS" => {
+            let (name, value) = detail();
+            ChangeRefused::ValueExists(name, value)
+        }
+        "NO_VALUE" => {
+            let (name, value) = detail();
+            ChangeRefused::NoValue(name, value)
+        }
+        _ => return updated(reply, |reply| described(reply, "update").map(Box::new)).map(ProcessUpdated::Updated),
+    };
+    Ok(ProcessUpdated::Refused(refused))
 }
 
 pub(crate) fn number<T: std::str::FromStr>(script: &str, text: &str) -> Result<T, StoreError> {

@@ -8,7 +8,9 @@ use berth_domain::validate::invalid;
 use berth_proto::common::v1::{Endpoint, KeyValue};
 use berth_proto::health::v1 as pb;
 use berth_store::pool::{Update, Updated};
-use berth_store::processes::{self as store, Described, ProcessUpdated, Reservation};
+use berth_store::processes::{
+    self as store, ChangeRefused, CounterChange, Described, ListChange, ProcessUpdated, RecordChanges, Reservation,
+};
 use tonic::{Code, Status};
 
 use super::{ProcessStream, refusal, reply};
@@ -160,26 +162,42 @@ impl ProcessStream {
         let pairs = |pairs: Vec<KeyValue>| -> Vec<(String, String)> {
             pairs.into_iter().map(|pair| (pair.key, pair.value)).collect()
         };
-        let labels = update.labels.map(|labels| pairs(labels.labels));
-        let annotations = update.annotations.map(|annotations| pairs(annotations.annotations));
-        let counters: Vec<(String, i64, i64)> = update
-            .counters
-            .into_iter()
-            .map(|counter| (counter.name, counter.count, counter.capacity))
-            .collect();
-        let lists: Vec<(String, i64, Vec<String>)> = update
-            .lists
-            .into_iter()
-            .map(|list| (list.name, list.capacity, list.values))
-            .collect();
-        let updated = store::update(
-            &self.context.store,
-            &change,
-            labels.as_deref(),
-            annotations.as_deref(),
-            &counters,
-            &lists,
-        );
+        let changes = RecordChanges {
+            labels: update.labels.map(|labels| pairs(labels.labels)),
+            annotations: update.annotations.map(|annotations| pairs(annotations.annotations)),
+            counters: update
+                .counters
+                .into_iter()
+                .map(|counter| (counter.name, counter.count, counter.capacity))
+                .collect(),
+            lists: update
+                .lists
+                .into_iter()
+                .map(|list| (list.name, list.capacity, list.values))
+                .collect(),
+            counter_changes: update
+                .counter_changes
+                .into_iter()
+                .map(|change| CounterChange {
+                    name: change.name,
+                    capacity: change.capacity,
+                    count: change.count,
+                    diff: change.count_diff,
+                })
+                .collect(),
+            list_changes: update
+                .list_changes
+                .into_iter()
+                .map(|change| ListChange {
+                    name: change.name,
+                    capacity: change.capacity,
+                    values: change.replace_values.then_some(change.values),
+                    add: change.add_values,
+                    remove: change.remove_values,
+                })
+                .collect(),
+        };
+        let updated = store::update(&self.context.store, &change, &changes);
         match updated.await {
             Ok(ProcessUpdated::Updated(Updated::Done(server))) => self.described(id, *server).await,
             Ok(ProcessUpdated::Updated(Updated::NotFound)) => {
@@ -214,6 +232,25 @@ impl ProcessStream {
                     ),
                 ),
             ),
+            Ok(ProcessUpdated::Refused(refused)) => {
+                let (code, message) = match refused {
+                    ChangeRefused::NoCounter(name) => (Code::NotFound, format!("this process has no counter {name:?}")),
+                    ChangeRefused::NoList(name) => (Code::NotFound, format!("this process has no list {name:?}")),
+                    ChangeRefused::OutOfRange(name) => (
+                        Code::OutOfRange,
+                        format!(
+                            "{name:?} would leave its range: a count within 0 and the capacity, a list within its capacity"
+                        ),
+                    ),
+                    ChangeRefused::ValueExists(name, value) => {
+                        (Code::AlreadyExists, format!("list {name:?} holds {value:?} already"))
+                    }
+                    ChangeRefused::NoValue(name, value) => {
+                        (Code::NotFound, format!("list {name:?} does not hold {value:?}"))
+                    }
+                };
+                reply(id, code, message, None)
+            }
             Err(err) => reply(id, Code::Unavailable, err.to_string(), None),
         }
     }

@@ -97,6 +97,14 @@ local function lapse_claims(k, pool, claims, now, limit)
   return #ids
 end
 
+-- The entry of `entries` (counters or lists as the record keeps them) keyed `name`, if any.
+local function entry_of(entries, name)
+  for _, entry in ipairs(entries) do
+    if entry[1] == name then return entry end
+  end
+  return nil
+end
+
 -- Merges `changes` into `stored` (entries, each keyed by its first element, as the record keeps counters and lists):
 -- a change replaces the entry of its key, or takes it out when `removes(change)` holds; the others stay.
 local function merge_entries(stored, changes, removes)

@@ -8,9 +8,12 @@
 -- [[name, count, capacity], ...], numbers as strings since they exceed a double's precision; capacity and count
 -- '0' remove one), ARGV[11] most counters (and most lists) a server may keep, ARGV[12] '1' to replace the
 -- annotations with ARGV[13] (JSON as the labels), ARGV[14] lists to set (JSON [[name, capacity, [value, ...]], ...];
--- capacity 0 and no values remove one).
+-- capacity 0 and no values remove one), ARGV[15] counter changes (JSON [[name, capacity, count, difference], ...],
+-- -1 for a capacity or count not set), ARGV[16] list changes (JSON [[name, capacity (-1: not set), replace,
+-- values, add, remove], ...]).
 -- Reply: {UPDATED | NOT_FOUND | NOT_CLAIMANT | LAPSED | UTILIZED | TOO_MANY_COUNTERS | TOO_MANY_LISTS, now_ms,
--- fields...}.
+-- fields...}, or {NO_COUNTER | NO_LIST | OUT_OF_RANGE | VALUE_EXISTS | NO_VALUE, now_ms, 'detail', name} (the value
+-- after the name and a newline, for the last two) when a change cannot be made; nothing is written then.
 -- NOT_CLAIMANT: a claim id was given, or had to be, and it is not the server's live claim (or the claim that made
 -- it UTILIZED). LAPSED: the claim made on it lapsed and it went back to the pool, so it may not be marked UTILIZED
 -- without a new claim. UTILIZED: AVAILABLE was asked of a server that is UTILIZED, which never goes back.
@@ -40,6 +43,49 @@ if #changes > 0 then
   lists = merge_entries(cjson.decode(redis.call('HGET', KEYS[1], 'lists') or '[]'), changes,
     function(l) return l[2] == 0 and #l[3] == 0 end)
   if #lists > tonumber(ARGV[11]) then return reply('TOO_MANY_LISTS', now, KEYS[1]) end
+end
+-- Counter changes: capacity, then count, then the difference, which must leave the count in range.
+changes = cjson.decode(ARGV[15])
+if #changes > 0 then
+  counters = counters or cjson.decode(redis.call('HGET', KEYS[1], 'counters') or '[]')
+  for _, change in ipairs(changes) do
+    local c = entry_of(counters, change[1])
+    if not c then return {'NO_COUNTER', tostring(now), 'detail', change[1]} end
+    local capacity = change[2] >= 0 and change[2] or tonumber(c[3])
+    local count = (change[3] >= 0 and change[3] or tonumber(c[2])) + change[4]
+    if count < 0 or count > (capacity == 0 and 2 ^ 62 or capacity) then
+      return {'OUT_OF_RANGE', tostring(now), 'detail', change[1]}
+    end
+    c[2], c[3] = score_str(count), score_str(capacity)
+  end
+end
+-- List changes: capacity (cutting the values), replaced values, values added, values removed.
+changes = cjson.decode(ARGV[16])
+if #changes > 0 then
+  lists = lists or cjson.decode(redis.call('HGET', KEYS[1], 'lists') or '[]')
+  for _, change in ipairs(changes) do
+    local l = entry_of(lists, change[1])
+    if not l then return {'NO_LIST', tostring(now), 'detail', change[1]} end
+    if change[2] >= 0 then l[2] = change[2] end
+    local values = change[3] and change[4] or l[3]
+    local kept, held = {}, {}
+    for _, v in ipairs(values) do
+      if not held[v] and #kept < l[2] then kept[#kept + 1], held[v] = v, true end
+    end
+    for _, v in ipairs(change[5]) do
+      if held[v] then return {'VALUE_EXISTS', tostring(now), 'detail', change[1] .. '\n' .. v} end
+      if #kept >= l[2] then return {'OUT_OF_RANGE', tostring(now), 'detail', change[1]} end
+      kept[#kept + 1], held[v] = v, true
+    end
+    for _, v in ipairs(change[6]) do
+      if not held[v] then return {'NO_VALUE', tostring(now), 'detail', change[1] .. '\n' .. v} end
+      held[v] = nil
+      for i, kept_value in ipairs(kept) do
+        if kept_value == v then table.remove(kept, i) break end
+      end
+    end
+    l[3] = kept
+  end
 end
 if utilize then
   redis.call('HSET', KEYS[1], 'util', S.UTILIZED, 'util_ms', now)
