@@ -200,6 +200,26 @@ async fn http_call(
     )
 }
 
+/// The first record the HTTP watch (`GET /watch/gameserver`, a JSON object a line) shows Allocated, within 10 s.
+async fn allocated_over_http(watch: &mut reqwest::Response) -> serde_json::Value {
+    tokio::time::timeout(Duration::from_secs(10), async {
+        let mut pending = Vec::new();
+        loop {
+            let chunk = watch.chunk().await.unwrap().expect("the watch goes on");
+            pending.extend_from_slice(&chunk);
+            while let Some(end) = pending.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = pending.drain(..=end).collect();
+                let seen: serde_json::Value = serde_json::from_slice(&line).unwrap();
+                if seen["result"]["status"]["state"] == "Allocated" {
+                    return seen;
+                }
+            }
+        }
+    })
+    .await
+    .expect("the HTTP watch shows the server Allocated")
+}
+
 /// A server written against the HTTP face alone (as with Agones' REST SDK) lives the same life: Ready, placed on
 /// and seen Allocated through the watch stream, a label, Shutdown; malformed JSON is a 400 naming the problem and
 /// an unknown path a 404, in the gateway's error shape.
@@ -230,22 +250,7 @@ async fn a_server_speaking_only_http_lives_its_life_on_berth() {
 
     let mut watch = client.get(format!("{base}/watch/gameserver")).send().await.unwrap();
     let game_session_id = place_game_session(&store, FLEET, "gs-agones-4", 4).await;
-    let allocated = tokio::time::timeout(Duration::from_secs(10), async {
-        let mut pending = Vec::new();
-        loop {
-            let chunk = watch.chunk().await.unwrap().expect("the watch goes on");
-            pending.extend_from_slice(&chunk);
-            while let Some(end) = pending.iter().position(|b| *b == b'\n') {
-                let line: Vec<u8> = pending.drain(..=end).collect();
-                let seen: serde_json::Value = serde_json::from_slice(&line).unwrap();
-                if seen["result"]["status"]["state"] == "Allocated" {
-                    return seen;
-                }
-            }
-        }
-    })
-    .await
-    .expect("the HTTP watch shows the server Allocated");
+    let allocated = allocated_over_http(&mut watch).await;
     assert_eq!(
         allocated["result"]["object_meta"]["annotations"][SESSION_ID],
         game_session_id.as_str()
@@ -731,23 +736,8 @@ async fn a_server_speaking_only_http_is_allocated_by_label_and_counts() {
     });
     let answer = allocator.allocate(request).await.unwrap().into_inner();
     assert_eq!(answer.game_server_name, "gs-agones-15");
-    tokio::time::timeout(Duration::from_secs(5), async {
-        let mut pending = Vec::new();
-        loop {
-            let chunk = watch.chunk().await.unwrap().expect("the watch goes on");
-            pending.extend_from_slice(&chunk);
-            while let Some(end) = pending.iter().position(|b| *b == b'\n') {
-                let line: Vec<u8> = pending.drain(..=end).collect();
-                let seen: serde_json::Value = serde_json::from_slice(&line).unwrap();
-                if seen["result"]["status"]["state"] == "Allocated" {
-                    assert_eq!(seen["result"]["object_meta"]["annotations"]["match"], "m-9");
-                    return;
-                }
-            }
-        }
-    })
-    .await
-    .expect("the HTTP watch shows the allocation");
+    let allocated = allocated_over_http(&mut watch).await;
+    assert_eq!(allocated["result"]["object_meta"]["annotations"]["match"], "m-9");
 
     let (code, counter) = http_call(
         &client,
