@@ -2,6 +2,7 @@
 //! answers with [`Findings`]; the stack, the driver, the floors and the report are shared, so a new scenario
 //! (player sessions, …) is a module and a variant here.
 
+mod agones;
 mod claim;
 mod fleets;
 mod heartbeats;
@@ -35,6 +36,9 @@ pub enum Scenario {
     /// and time each from its start to its FULFILLED event: the rate sustained, and latency at a fixed offered
     /// rate, beside the direct claim.
     Placements,
+    /// Agones' faces: Allocate beside ClaimGameServer, berth-agent's memory and CPU per ping and SetLabel beside a
+    /// native heartbeat, and the time from a placed session to WatchGameServer showing Allocated.
+    Agones,
 }
 
 impl Scenario {
@@ -48,7 +52,9 @@ impl Scenario {
     /// The HTTP/2 connections it opens per service: `--connections`, or more when the scenario needs them.
     pub fn connections(self, args: &Args) -> u16 {
         match self {
-            Scenario::Claim | Scenario::Sessions | Scenario::Fleet | Scenario::Placements => args.connections,
+            Scenario::Claim | Scenario::Sessions | Scenario::Fleet | Scenario::Placements | Scenario::Agones => {
+                args.connections
+            }
             Scenario::Heartbeats => crate::sdk_stream::connections(args.servers, args.connections),
         }
     }
@@ -61,6 +67,7 @@ impl Scenario {
             Scenario::Sessions => sessions::run(stack, args).await,
             Scenario::Fleet => fleets::run(stack, args).await,
             Scenario::Placements => placements::run(stack, args).await,
+            Scenario::Agones => agones::run(stack, args).await,
         }
     }
 }

@@ -66,6 +66,17 @@ pub trait Provisioner: Send + Sync {
 }
 
 /// A port free on this host now, for a game server to listen on.
+/// The ports a game-server process finds in its environment, each picked free on this host so that processes
+/// sharing it never share one: its game port (`BERTH_SDK_PORT`), and the pair berth-agent serves Agones' SDK on and
+/// passes to the server it runs (`AGONES_SDK_GRPC_PORT`, `AGONES_SDK_HTTP_PORT`).
+fn process_ports() -> Result<[(String, String); 3], ProvisionError> {
+    Ok([
+        ("BERTH_SDK_PORT".to_owned(), free_port()?.to_string()),
+        ("AGONES_SDK_GRPC_PORT".to_owned(), free_port()?.to_string()),
+        ("AGONES_SDK_HTTP_PORT".to_owned(), free_port()?.to_string()),
+    ])
+}
+
 fn free_port() -> Result<u16, ProvisionError> {
     TcpListener::bind("0.0.0.0:0")
         .and_then(|listener| listener.local_addr())

@@ -24,7 +24,8 @@
 //!             return Ok(());
 //!         }
 //!         Event::Lost { status } => return Err(status.into()),
-//!         Event::UpdateGameSession { .. } => {}
+//!         // A game session changed; the server was claimed or allocated (players are on their way).
+//!         Event::UpdateGameSession { .. } | Event::ServerChanged { .. } => {}
 //!     }
 //! }
 //! # Ok(()) }

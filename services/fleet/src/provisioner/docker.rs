@@ -21,8 +21,9 @@
 //! container is created, while a name can; a reused container is renamed after its new instance, so that the
 //! instance it served before, if still recorded, counts no process in it.
 //!
-//! Game ports are picked free on this replica's host, and the network is the host's unless the fleet names another:
-//! right when the engine runs on the replica's host, as in the tests and a single-host deployment.
+//! Game ports (and each process's pair of Agones SDK ports) are picked free on this replica's host, and the network
+//! is the host's unless the fleet names another: right when the engine runs on the replica's host, as in the tests
+//! and a single-host deployment.
 
 use std::collections::HashMap;
 
@@ -43,7 +44,7 @@ use futures::{FutureExt, StreamExt};
 use sha2::{Digest, Sha256};
 use tokio::sync::{Mutex, OnceCell};
 
-use super::{Instance, LaunchSpec, ProvisionError, Provisioner, free_port};
+use super::{Instance, LaunchSpec, ProvisionError, Provisioner, process_ports};
 
 /// Label of a container's fleet.
 pub const FLEET_LABEL: &str = "berth.fleet_id";
@@ -371,13 +372,9 @@ fn identity_archive(spec: &LaunchSpec) -> Result<Vec<u8>, DockerFailure> {
         .append_data(&mut directory, format!("{IDENTITY_DIR}/"), std::io::empty())
         .map_err(|err| failed(first, err.to_string()))?;
     for (n, process) in spec.processes.iter().enumerate() {
-        let port = free_port().map_err(|err| failed(&process.game_server_id, err.0))?;
+        let ports = process_ports().map_err(|err| failed(&process.game_server_id, err.0))?;
         let mut text = String::new();
-        for (name, value) in process
-            .env
-            .iter()
-            .chain([&("BERTH_SDK_PORT".to_owned(), port.to_string())])
-        {
+        for (name, value) in process.env.iter().chain(&ports) {
             if name.contains(['=', '\n']) || value.contains('\n') {
                 return Err(failed(
                     &process.game_server_id,

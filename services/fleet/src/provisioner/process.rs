@@ -1,5 +1,6 @@
 //! The `process` provisioner: an instance is a group of local OS processes, `server_processes_per_instance` of the
-//! fleet's launch path, each with its own game port and the SDK's environment. It is what `make run` and the tests
+//! fleet's launch path, each with its own game port, its own pair of Agones SDK ports (for berth-agent) and the
+//! SDK's environment. It is what `make run` and the tests
 //! use, and what a studio runs on a bare-metal host with one fleet replica per machine.
 //!
 //! The handle of an instance lists its processes as `pid:start`, the start time (in clock ticks since boot, from
@@ -22,7 +23,7 @@ use berth_runtime::sync::lock;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 
-use super::{Instance, LaunchSpec, ProvisionError, Provisioner, free_port};
+use super::{Instance, LaunchSpec, ProvisionError, Provisioner, process_ports};
 
 /// How many exits a provisioner remembers: those of the processes it launched that ended lately, enough for the
 /// reconciler to read each before it is forgotten, bounded whatever a crash loop does.
@@ -82,13 +83,12 @@ impl ProcessProvisioner {
         env: &[(String, String)],
     ) -> Result<Pid, ProvisionError> {
         let launch_path = &spec.launch.launch_path;
-        let port = free_port()?;
         let mut command = tokio::process::Command::new(launch_path);
         command
             .args(spec.launch.parameters.split_whitespace())
             .envs(&settings.env)
             .envs(env.iter().map(|(k, v)| (k, v)))
-            .env("BERTH_SDK_PORT", port.to_string())
+            .envs(process_ports()?)
             .stdin(Stdio::null());
         if let Some(dir) = &settings.working_directory {
             command.current_dir(dir);
