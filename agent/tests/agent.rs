@@ -802,3 +802,25 @@ async fn a_server_speaking_only_http_is_allocated_by_label_and_counts() {
         "{error}"
     );
 }
+
+/// A server setting labels as fast as it can is paced under the stream's message-rate limit rather than cut off:
+/// every call succeeds and the server is still Ready after.
+#[tokio::test]
+async fn a_burst_of_sdk_calls_is_paced_not_cut_off() {
+    let redis = TestRedis::single();
+    let (_store, health) = health(&redis).await;
+    let (_agent, mut sdk) = agones_server(&health, "gs-agones-16").await;
+    sdk.ready().await.unwrap();
+    let burst: Vec<_> = (0..60)
+        .map(|i| {
+            let mut sdk = sdk.clone();
+            tokio::spawn(async move { sdk.set_label(format!("k{i}"), "v").await })
+        })
+        .collect();
+    for call in burst {
+        call.await.unwrap().unwrap();
+    }
+    let server = sdk.get_gameserver().await.unwrap();
+    assert_eq!(state(&server), "Ready");
+    assert_eq!(server.object_meta.unwrap().labels.len(), 60);
+}

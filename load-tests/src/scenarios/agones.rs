@@ -48,11 +48,12 @@ const AGENTS: u64 = 20;
 const WATCHERS: u64 = 2_000;
 /// Pings and SetLabel calls sent to one agent.
 const PINGS: u64 = 20_000;
-const LABELS: u64 = 2_000;
+const LABELS: u64 = 200;
 /// How long the agents are left idle, heartbeating, to cost a native heartbeat.
-const IDLE: Duration = Duration::from_secs(5);
-/// The fleets' heartbeat period and threshold: brisk, so that an idle window holds many heartbeats.
-const HEARTBEAT: (u32, u32) = (100, 3);
+const IDLE: Duration = Duration::from_secs(10);
+/// The fleets' heartbeat period and threshold: the briskest a fleet takes, so that the idle window holds the most
+/// heartbeats.
+const HEARTBEAT: (u32, u32) = (1000, 3);
 /// The targets, and the rate its latency target is stated at.
 const ALLOCATE_SHARE: f64 = 0.8;
 const RSS_TARGET_KIB: f64 = 8.0 * 1024.0;

@@ -37,6 +37,7 @@
 
 mod config;
 mod driver;
+mod pacer;
 mod reconcile;
 #[cfg(test)]
 mod stream_tests;
@@ -164,6 +165,8 @@ struct Shared {
     status: Mutex<ProcessStatus>,
     /// Wakes the task to heartbeat at once when the reported state changed.
     changed: Notify,
+    /// Keeps the requests under the stream's message-rate limit.
+    pacer: pacer::Pacer,
 }
 
 /// How often the process heartbeats and how many missed or UNHEALTHY heartbeats end it: its fleet's
@@ -205,6 +208,7 @@ impl Shared {
                 health_check: None,
             }),
             changed: Notify::new(),
+            pacer: pacer::Pacer::default(),
         }
     }
 
@@ -456,6 +460,7 @@ impl GameServer {
     }
 
     async fn request(&self, kind: RequestKind) -> Result<Option<ReplyResult>, SdkError> {
+        self.shared.pacer.wait_turn().await;
         let (reply, answer) = oneshot::channel();
         self.commands
             .send(Command { kind, reply })
