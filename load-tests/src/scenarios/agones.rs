@@ -23,6 +23,7 @@ use berth_proto::agones::sdk::{Empty, KeyValue};
 use berth_proto::health::v1::RegisterGameServerRequest;
 use berth_proto::health::v1::game_server_service_client::GameServerServiceClient;
 use berth_runtime::auth::Role;
+use berth_store::processes;
 use berth_store::sessions::{Created, NewGameSession, create_game_session};
 use berth_testkit::{game_server_config, token};
 use tokio::task::JoinSet;
@@ -47,7 +48,7 @@ const AGENTS: u64 = 20;
 /// Most in-process agents the placed → Allocated loop places on (each takes one session).
 const WATCHERS: u64 = 2_000;
 /// Pings and SetLabel calls sent to one agent.
-const PINGS: u64 = 20_000;
+const PINGS: u64 = 200_000;
 const LABELS: u64 = 200;
 /// How long the agents are left idle, heartbeating, to cost a native heartbeat.
 const IDLE: Duration = Duration::from_secs(10);
@@ -222,6 +223,17 @@ async fn agent_costs(agents: &[AgentProcess], findings: &mut Findings) -> Result
     let mean = rss.iter().sum::<u64>() as f64 / rss.len().max(1) as f64;
 
     let (pid, mut sdk) = (pids[0], sdk_client(agents[0].port).await?);
+    // SetLabel first: once pings begin they must go on, or the agent reports the server UNHEALTHY, as on Agones.
+    let before = procfs::cpu_seconds(pid)?;
+    for index in 0..LABELS {
+        let label = KeyValue {
+            key: "round".into(),
+            value: index.to_string(),
+        };
+        sdk.set_label(label).await?;
+    }
+    let per_label = (procfs::cpu_seconds(pid)? - before) / LABELS as f64 * 1e6;
+
     let before = procfs::cpu_seconds(pid)?;
     let (pings, sent) = tokio::sync::mpsc::channel(1024);
     let stream = tokio_stream::wrappers::ReceiverStream::new(sent);
@@ -235,16 +247,6 @@ async fn agent_costs(agents: &[AgentProcess], findings: &mut Findings) -> Result
     drop(pings);
     health.await??;
     let per_ping = (procfs::cpu_seconds(pid)? - before) / PINGS as f64 * 1e6;
-    let before = procfs::cpu_seconds(pid)?;
-    for index in 0..LABELS {
-        let label = KeyValue {
-            key: "round".into(),
-            value: index.to_string(),
-        };
-        sdk.set_label(label).await?;
-    }
-    let per_label = (procfs::cpu_seconds(pid)? - before) / LABELS as f64 * 1e6;
-
     findings.figures.extend([
         Figure::new("berth-agent resident memory, mean", mean, "KiB"),
         Figure::new("berth-agent CPU per Agones health ping", per_ping, "µs"),
@@ -319,10 +321,14 @@ async fn placed_to_allocated(stack: &Stack, health: &str, args: &Args) -> Result
             if let Ok(mut placed) = placed.lock() {
                 placed.insert(id.clone(), Instant::now());
             }
-            !matches!(
-                create_game_session(&store, &new, &berth_testkit::SESSION_TIMINGS).await,
-                Ok(Created::Created(..))
-            )
+            // Announced to the server's health replica as CreateGameSession does, which pushes it to the process.
+            match create_game_session(&store, &new, &berth_testkit::SESSION_TIMINGS).await {
+                Ok(Created::Created(record, routing)) => {
+                    processes::announce(&store, &routing, WATCH_FLEET, &record.game_server_id).await;
+                    false
+                }
+                _ => true,
+            }
         });
     }
     let mut unplaced = 0;

@@ -80,16 +80,17 @@ local function match(id)
   return {id = id, labels = f[1], counters = counters, lists = lists}
 end
 
--- The candidates, in the order they are looked at: the pool's (tier, then longest idle) for READY; for ALLOCATED
--- the live claims by when they lapse, then the UTILIZED servers by when they became so. At most CANDIDATES_LOOKED.
-local function candidates()
+-- The candidates from `offset` on, in the order they are looked at: `count` of the pool's (tier, then longest idle)
+-- for READY; for ALLOCATED, all at once (offset 0) up to CANDIDATES_LOOKED, the live claims by when they lapse,
+-- then the UTILIZED servers by when they became so.
+local function candidates(offset, count)
+  local out = {}
   if not a.allocated then
-    local ids = redis.call('ZRANGE', k.pool, 0, CANDIDATES_LOOKED - 1, 'WITHSCORES')
-    local out = {}
+    local ids = redis.call('ZRANGE', k.pool, offset, offset + count - 1, 'WITHSCORES')
     for i = 1, #ids, 2 do out[#out + 1] = {ids[i], math.floor(tonumber(ids[i + 1]) / TIER_SPAN)} end
     return out
   end
-  local out = {}
+  if offset > 0 then return out end
   for _, id in ipairs(redis.call('ZRANGEBYSCORE', k.claims, '(' .. now, '+inf', 'LIMIT', 0, CANDIDATES_LOOKED)) do
     if redis.call('HGET', k.gs .. id, 'claim_id') ~= RESERVATION then out[#out + 1] = {id, 0} end
   end
@@ -127,15 +128,22 @@ end
 local chosen = nil
 local ordered = #a.priorities > 0 or a.distributed
 if a.distributed then math.randomseed(tonumber(ARGV[4])) end
-for position, candidate in ipairs(candidates()) do
-  local server = match(candidate[1])
-  if server then
-    server.tier, server.position = candidate[2], position
-    if a.distributed then server.draw = math.random() end
-    if not chosen or before(server, chosen) then chosen = server end
-    -- Packed without priorities takes the first match, which no later one goes before.
-    if not ordered then break end
+-- Read a batch at a time: Packed without priorities takes the first match, which no later one goes before, so it
+-- mostly reads one batch; an ordered allocation looks at up to CANDIDATES_LOOKED.
+local position = 0
+while position < CANDIDATES_LOOKED and not (chosen and not ordered) do
+  local batch = candidates(position, CANDIDATES_BATCH)
+  for _, candidate in ipairs(batch) do
+    position = position + 1
+    local server = match(candidate[1])
+    if server then
+      server.tier, server.position = candidate[2], position
+      if a.distributed then server.draw = math.random() end
+      if not chosen or before(server, chosen) then chosen = server end
+      if not ordered then break end
+    end
   end
+  if #batch < CANDIDATES_BATCH then break end
 end
 if not chosen then return reply('EXHAUSTED', now) end
 local id, key = chosen.id, k.gs .. chosen.id
