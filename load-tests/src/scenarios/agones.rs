@@ -347,12 +347,13 @@ async fn placed_to_allocated(stack: &Stack, health: &str, args: &Args) -> Result
         .map(|mut tally| std::mem::take(&mut *tally))
         .unwrap_or_default();
     // A session placed that its server's watch never showed within the wait, or one not placed at all.
-    tally.record_n(
-        Duration::from_secs(10),
-        count - heard - unplaced,
-        Err(Code::DeadlineExceeded),
-    );
-    tally.record_n(Duration::ZERO, unplaced, Err(Code::ResourceExhausted));
+    let unheard = count - heard - unplaced;
+    if unheard > 0 {
+        tally.record_n(Duration::from_secs(10), unheard, Err(Code::DeadlineExceeded));
+    }
+    if unplaced > 0 {
+        tally.record_n(Duration::ZERO, unplaced, Err(Code::ResourceExhausted));
+    }
     Ok(Line::new(
         &format!("placed → Allocated, {}/s offered", args.rate),
         &tally,
