@@ -223,10 +223,8 @@ async fn update_list(
         .filter_map(|pair| pair.split_once('='))
         .filter(|(key, _)| *key == "updateMask" || *key == "update_mask")
         .flat_map(|(_, value)| {
-            value
-                .split(',')
-                .map(|path| path.replace("%2C", ","))
-                .collect::<Vec<_>>()
+            let value = value.replace("%2C", ",").replace("%2c", ",");
+            value.split(',').map(str::to_owned).collect::<Vec<_>>()
         })
         .filter(|path| !path.is_empty())
         .collect();

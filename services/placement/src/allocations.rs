@@ -40,8 +40,9 @@ impl Allocations {
         Allocations { store, timeout_ms }
     }
 
-    /// Tries each selector in order against each fleet it names; the first server found is the answer.
-    async fn find(&self, allocation: &Allocation, claim_id: &str) -> Result<Option<Box<Described>>, Status> {
+    /// Tries each selector in order against each fleet it names; the first server found is the answer, with the
+    /// health replica holding its stream ('' for none).
+    async fn find(&self, allocation: &Allocation, claim_id: &str) -> Result<Option<(Box<Described>, String)>, Status> {
         let mut every_fleet: Option<Vec<String>> = None;
         for selector in &allocation.selectors {
             let fleets = match &selector.fleet {
@@ -65,10 +66,7 @@ impl Allocations {
                     seed: rand::random(),
                 };
                 match store::allocate(&self.store, &attempt).await.map_err(unavailable)? {
-                    Allocated::Allocated { server, replica } => {
-                        processes::announce_change(&self.store, replica, fleet_id, &server.record.game_server_id);
-                        return Ok(Some(server));
-                    }
+                    Allocated::Allocated { server, replica } => return Ok(Some((server, replica))),
                     Allocated::Exhausted => {}
                     Allocated::TooManyLabels(id) => {
                         return Err(Status::failed_precondition(format!(
@@ -107,18 +105,25 @@ impl Allocations {
                 let _ = answer.send(Ok(None));
                 return;
             }
-            let found = this.find(&allocation, &claim_id).await;
-            let hand_back = match &found {
-                Ok(Some(server)) if late() => Some(server.clone()),
-                _ => None,
+            let (server, replica) = match this.find(&allocation, &claim_id).await {
+                Ok(Some(found)) => found,
+                nothing => {
+                    let _ = answer.send(nothing.map(|_| None));
+                    return;
+                }
             };
-            let found = if hand_back.is_some() { Ok(None) } else { found };
-            let unheard = match answer.send(found) {
-                Err(Ok(Some(server))) => Some(server),
-                _ => hand_back,
-            };
-            if let Some(server) = unheard {
+            if late() {
+                let _ = answer.send(Ok(None));
                 this.hand_back(&server, &claim_id).await;
+                return;
+            }
+            let (fleet_id, game_server_id) = (server.record.fleet_id.clone(), server.record.game_server_id.clone());
+            // The process is told only once the caller has its answer: told first, it would make the allocation
+            // its own (UTILIZED), and one the caller never heard of could no longer be handed back.
+            match answer.send(Ok(Some(server))) {
+                Ok(()) => processes::announce_change(&this.store, replica, &fleet_id, &game_server_id),
+                Err(Ok(Some(server))) => this.hand_back(&server, &claim_id).await,
+                Err(_) => {}
             }
         });
         let found = answered

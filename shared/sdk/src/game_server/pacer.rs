@@ -29,9 +29,12 @@ impl Pacer {
             sent.pop_front();
         }
         if sent.len() >= REQUESTS_PER_SECOND
-            && let Some(oldest) = sent.pop_front()
+            && let Some(oldest) = sent.front().copied()
         {
+            // Counted out only once the wait is over, so that a caller giving up while it waits leaves the count
+            // as it was.
             tokio::time::sleep_until(oldest + SECOND).await;
+            sent.pop_front();
         }
         sent.push_back(Instant::now());
     }

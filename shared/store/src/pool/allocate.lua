@@ -94,7 +94,9 @@ local function candidates(offset, count)
   for _, id in ipairs(redis.call('ZRANGEBYSCORE', k.claims, '(' .. now, '+inf', 'LIMIT', 0, CANDIDATES_LOOKED)) do
     if redis.call('HGET', k.gs .. id, 'claim_id') ~= RESERVATION then out[#out + 1] = {id, 0} end
   end
-  for _, id in ipairs(redis.call('ZRANGE', k.utilized, 0, CANDIDATES_LOOKED - #out - 1)) do out[#out + 1] = {id, 0} end
+  if #out < CANDIDATES_LOOKED then
+    for _, id in ipairs(redis.call('ZRANGE', k.utilized, 0, CANDIDATES_LOOKED - #out - 1)) do out[#out + 1] = {id, 0} end
+  end
   return out
 end
 
