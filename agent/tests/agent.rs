@@ -794,7 +794,11 @@ async fn a_server_speaking_only_http_is_allocated_by_label_and_counts() {
     .await;
     assert_eq!(code, 200, "{list}");
     assert_eq!(list["capacity"], "3");
-    assert_eq!(list["values"], serde_json::json!(["p1", "p2"]), "the values replaced, repeats dropped");
+    assert_eq!(
+        list["values"],
+        serde_json::json!(["p1", "p2"]),
+        "the values replaced, repeats dropped"
+    );
     let (code, error) = http_call(&client, Method::GET, format!("{base}/v1beta1/counters/seats"), "").await;
     assert_eq!(code, 500);
     assert!(
