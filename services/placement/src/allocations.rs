@@ -20,7 +20,7 @@ use berth_proto::json;
 use berth_runtime::deadline::caller_deadline;
 use berth_store::allocations::{self as store, Allocate, Allocated};
 use berth_store::processes::{self, Described};
-use berth_store::{Store, StoreError, fleets, pool};
+use berth_store::{Store, fleets, pool};
 use tonic::{Request, Response as GrpcResponse, Status};
 
 /// The handlers, over the shared store.
@@ -49,7 +49,7 @@ impl Allocations {
                 Some(fleet) => vec![fleet.clone()],
                 None => {
                     if every_fleet.is_none() {
-                        let mut all = fleets::fleets(&self.store).await.map_err(unavailable)?;
+                        let mut all = fleets::fleets(&self.store).await?;
                         all.sort();
                         every_fleet = Some(all);
                     }
@@ -65,7 +65,7 @@ impl Allocations {
                     claim_id,
                     seed: rand::random(),
                 };
-                match store::allocate(&self.store, &attempt).await.map_err(unavailable)? {
+                match store::allocate(&self.store, &attempt).await? {
                     Allocated::Allocated { server, replica } => return Ok(Some((server, replica))),
                     Allocated::Exhausted => {}
                     Allocated::TooManyLabels(id) => {
@@ -161,10 +161,6 @@ impl Allocations {
             tracing::warn!(fleet = %record.fleet_id, error = %err, "an allocation nobody heard of lapses with its claim");
         }
     }
-}
-
-fn unavailable(err: StoreError) -> Status {
-    Status::from(err)
 }
 
 /// The answer: where the server is, its metadata, counters and lists after the allocation.
