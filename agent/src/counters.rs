@@ -71,17 +71,22 @@ impl AgonesCounters {
             list_changes: vec![change],
             ..Default::default()
         };
-        let changed = self.change(update, full).await?;
+        let changed = self.change(update, full, None).await?;
         Ok(Response::new(list_of(&changed, &name)?))
     }
 
     /// Makes `update` and answers the record after it; Berth's refusals in Agones' words, `what` naming the counter
-    /// or list.
-    async fn change(&self, update: UpdateServer, what: &str) -> Result<ServerDescription, Status> {
+    /// or list, and `missing` the words for a NOT_FOUND when Agones has its own.
+    async fn change(
+        &self,
+        update: UpdateServer,
+        what: &str,
+        missing: Option<String>,
+    ) -> Result<ServerDescription, Status> {
         let server = self.link.server().await?;
         let changed = server.update_server(update).await.map_err(|error| match error {
             SdkError::Refused { code, message, .. } => match code {
-                Code::NotFound => agones_error(format!("not found. {message}")),
+                Code::NotFound => agones_error(missing.unwrap_or_else(|| format!("not found. {message}"))),
                 Code::OutOfRange => agones_error(format!("out of range. {what}: {message}")),
                 Code::AlreadyExists => agones_error(format!("already exists. {message}")),
                 Code::InvalidArgument => agones_error(format!("invalid argument. {message}")),
@@ -113,9 +118,6 @@ impl Sdk for AgonesCounters {
                 update.name
             )));
         }
-        // Missing is "counter not found", as Agones answers, rather than the list's wording.
-        let description = self.describe().await?;
-        counter_of(&description, &update.name)?;
         let change = CounterChange {
             name: update.name.clone(),
             capacity: update.capacity,
@@ -129,6 +131,7 @@ impl Sdk for AgonesCounters {
                     ..Default::default()
                 },
                 "Count must stay within [0, Capacity]",
+                Some(format!("counter not found: {}", update.name)),
             )
             .await?;
         Ok(Response::new(counter_of(&changed, &update.name)?))

@@ -18,6 +18,10 @@ use berth_testkit::{
     process_events, spawn_service, token,
 };
 
+mod agent {
+    mod fleet;
+}
+
 const FLEET: &str = "agones-fleet";
 
 /// A health replica over `redis` with the fleet created (ANYWHERE, in "local").
@@ -74,16 +78,7 @@ async fn an_agones_server_lives_its_life_on_berth(redis: TestRedis) {
     assert_eq!(status.ports[0].port, 7777);
 
     let game_session_id = place_game_session(&store, FLEET, "gs-agones-1", 4).await;
-    let allocated = tokio::time::timeout(Duration::from_secs(10), async {
-        loop {
-            let seen = watch.message().await.unwrap().expect("the watch goes on");
-            if state(&seen) == "Allocated" {
-                return seen;
-            }
-        }
-    })
-    .await
-    .expect("the watch shows the server Allocated once a game session is placed on it");
+    let allocated = allocated_over_grpc(&mut watch).await;
     let annotations = allocated.object_meta.unwrap().annotations;
     assert_eq!(annotations.get(SESSION_ID), Some(&game_session_id));
 
@@ -200,6 +195,23 @@ async fn http_call(
     )
 }
 
+/// The first record WatchGameServer shows Allocated, within 10 s.
+async fn allocated_over_grpc<E: std::fmt::Debug>(
+    watch: &mut (impl tokio_stream::Stream<Item = Result<agones::GameServer, E>> + Unpin),
+) -> agones::GameServer {
+    use tokio_stream::StreamExt;
+    tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let seen = watch.next().await.expect("the watch goes on").unwrap();
+            if state(&seen) == "Allocated" {
+                return seen;
+            }
+        }
+    })
+    .await
+    .expect("WatchGameServer shows the server Allocated")
+}
+
 /// The first record the HTTP watch (`GET /watch/gameserver`, a JSON object a line) shows Allocated, within 10 s.
 async fn allocated_over_http(watch: &mut reqwest::Response) -> serde_json::Value {
     tokio::time::timeout(Duration::from_secs(10), async {
@@ -304,8 +316,8 @@ async fn a_server_speaking_only_http_lives_its_life_on_berth() {
 }
 
 /// The status of player session `id` as Berth stores it ("RESERVED", "ACTIVE", "COMPLETED", …).
-async fn player_session_status(store: &Store, id: &str) -> String {
-    berth_store::sessions::read_player_sessions(store, FLEET, &[id])
+async fn player_session_status(store: &Store, fleet_id: &str, id: &str) -> String {
+    berth_store::sessions::read_player_sessions(store, fleet_id, &[id])
         .await
         .unwrap()
         .pop()
@@ -351,7 +363,7 @@ async fn player_tracking_follows_the_players_and_their_reservations() {
         "the process's max_players"
     );
     assert!(alpha.player_connect("p1").await.unwrap());
-    assert_eq!(player_session_status(&store, &p1_session).await, "ACTIVE");
+    assert_eq!(player_session_status(&store, FLEET, &p1_session).await, "ACTIVE");
     assert!(!alpha.player_connect("p1").await.unwrap(), "already connected");
     assert!(
         alpha.player_connect("p2").await.unwrap(),
@@ -369,7 +381,7 @@ async fn player_tracking_follows_the_players_and_their_reservations() {
     assert_eq!((players.count, players.capacity), (2, 2));
 
     assert!(alpha.player_disconnect("p1").await.unwrap());
-    assert_eq!(player_session_status(&store, &p1_session).await, "COMPLETED");
+    assert_eq!(player_session_status(&store, FLEET, &p1_session).await, "COMPLETED");
     assert!(!alpha.player_disconnect("p1").await.unwrap(), "no longer connected");
     assert_eq!(alpha.get_player_count().await.unwrap(), 1);
 }
@@ -538,16 +550,7 @@ async fn an_agones_allocation_by_label_reaches_the_server(redis: TestRedis) {
     assert_eq!(answer.address, "10.0.0.7");
     assert_eq!(answer.ports[0].port, 7777);
 
-    let allocated = tokio::time::timeout(Duration::from_secs(5), async {
-        loop {
-            let seen = watch.message().await.unwrap().expect("the watch goes on");
-            if state(&seen) == "Allocated" {
-                return seen;
-            }
-        }
-    })
-    .await
-    .expect("the watch shows the server Allocated once it is allocated");
+    let allocated = allocated_over_grpc(&mut watch).await;
     let meta = allocated.object_meta.unwrap();
     assert_eq!(meta.annotations.get("map").map(String::as_str), Some("dust"));
     assert_eq!(meta.labels.get("match").map(String::as_str), Some("m-1"));
@@ -655,6 +658,8 @@ async fn counters_and_lists_are_shared_by_the_server_and_allocations() {
     );
     let missing = format!("{:?}", beta.get_counter_count("seats").await.unwrap_err());
     assert!(missing.contains("counter not found"), "{missing}");
+    let missing = format!("{:?}", beta.increment_counter("seats", 1).await.unwrap_err());
+    assert!(missing.contains("counter not found: seats"), "{missing}");
 
     beta.append_list_value("players", "p1").await.unwrap();
     let twice = format!("{:?}", beta.append_list_value("players", "p1").await.unwrap_err());
