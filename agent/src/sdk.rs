@@ -8,10 +8,10 @@ use std::time::Duration;
 use berth_proto::agones::sdk::sdk_server::Sdk;
 use berth_proto::agones::sdk::{self as agones, Empty, KeyValue};
 use berth_proto::common::v1;
-use berth_proto::health::v1::{ServerAnnotations, ServerDescription, ServerLabels, UpdateServer};
+use berth_proto::health::v1::{ServerDescription, UpdateServer};
 use berth_sdk::SdkError;
 use berth_sdk::game_server::GameServer;
-use tokio::sync::{Mutex, mpsc};
+use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
@@ -28,8 +28,6 @@ pub struct AgonesSdk {
     view: Arc<View>,
     /// Told when the child must end (after Shutdown, as Agones deletes the pod).
     end_child: mpsc::Sender<()>,
-    /// Serializes the read-modify-write of labels and annotations (Berth replaces each set whole).
-    metadata: Arc<Mutex<()>>,
     /// The record as last read, shown once the stream to Berth is over (after Shutdown).
     last: Arc<std::sync::Mutex<Option<ServerDescription>>>,
 }
@@ -56,7 +54,6 @@ impl AgonesSdk {
             link,
             view,
             end_child,
-            metadata: Arc::new(Mutex::new(())),
             last: Arc::new(std::sync::Mutex::new(None)),
         }
     }
@@ -86,14 +83,23 @@ impl AgonesSdk {
             server.heartbeat_settings(),
         ))
     }
+
+    /// Sets labels or annotations by key, in Redis where they are stored: one round trip, and a change racing it
+    /// (an allocation's metadata) is kept.
+    async fn set_metadata(&self, update: UpdateServer) -> Result<Response<Empty>, Status> {
+        let server = self.link.server().await?;
+        server.update_server(update).await.map_err(status)?;
+        self.view.touch();
+        Ok(Response::new(Empty {}))
+    }
 }
 
-/// `pairs` with `set` in it, its key under the prefix Agones gives what the SDK sets, replacing one of the same key.
-fn with_pair(mut pairs: Vec<v1::KeyValue>, set: KeyValue) -> Vec<v1::KeyValue> {
-    let key = format!("{SDK_PREFIX}{}", set.key);
-    pairs.retain(|existing| existing.key != key);
-    pairs.push(v1::KeyValue { key, value: set.value });
-    pairs
+/// A label or annotation the server sets, under Agones' prefix for those the SDK sets.
+fn sdk_pair(set: KeyValue) -> v1::KeyValue {
+    v1::KeyValue {
+        key: format!("{SDK_PREFIX}{}", set.key),
+        value: set.value,
+    }
 }
 
 type GameServerStream = Pin<Box<dyn Stream<Item = Result<agones::GameServer, Status>> + Send>>;
@@ -178,31 +184,19 @@ impl Sdk for AgonesSdk {
     }
 
     async fn set_label(&self, request: Request<KeyValue>) -> Result<Response<Empty>, Status> {
-        let label = request.into_inner();
-        let server = self.link.server().await?;
-        let _serial = self.metadata.lock().await;
-        let labels = with_pair(server.describe_server().await.map_err(status)?.labels, label);
         let update = UpdateServer {
-            labels: Some(ServerLabels { labels }),
+            set_labels: vec![sdk_pair(request.into_inner())],
             ..Default::default()
         };
-        server.update_server(update).await.map_err(status)?;
-        self.view.touch();
-        Ok(Response::new(Empty {}))
+        self.set_metadata(update).await
     }
 
     async fn set_annotation(&self, request: Request<KeyValue>) -> Result<Response<Empty>, Status> {
-        let annotation = request.into_inner();
-        let server = self.link.server().await?;
-        let _serial = self.metadata.lock().await;
-        let annotations = with_pair(server.describe_server().await.map_err(status)?.annotations, annotation);
         let update = UpdateServer {
-            annotations: Some(ServerAnnotations { annotations }),
+            set_annotations: vec![sdk_pair(request.into_inner())],
             ..Default::default()
         };
-        server.update_server(update).await.map_err(status)?;
-        self.view.touch();
-        Ok(Response::new(Empty {}))
+        self.set_metadata(update).await
     }
 
     async fn reserve(&self, request: Request<agones::Duration>) -> Result<Response<Empty>, Status> {

@@ -612,6 +612,61 @@ async fn reserve_holds_a_server_out_of_a_burst_of_allocations() {
 
 /// An agent for server `id` declaring a counter `rooms` (0 of `rooms`) and an empty list `players` of capacity
 /// `players`, as --counter and --list do.
+/// Labels the server sets while allocations write theirs on it are all kept: each is set where the labels are
+/// stored, so neither side's write replaces the other's.
+#[tokio::test]
+async fn labels_set_by_the_server_and_by_allocations_at_once_are_all_kept() {
+    let redis = TestRedis::single();
+    let (store, health) = health(&redis).await;
+    let (_placement, allocator) = allocator(&store, 60_000).await;
+    let (_agent, mut sdk) = agones_server(&health, "gs-agones-16").await;
+    sdk.ready().await.unwrap();
+    let patched = |label: String| {
+        let mut request = allocation(&[]);
+        request.metadata = Some(MetaPatch {
+            labels: HashMap::from([(label, "x".to_owned())]),
+            annotations: HashMap::new(),
+        });
+        request
+    };
+    allocator.clone().allocate(patched("first".into())).await.unwrap();
+    let mut tasks = tokio::task::JoinSet::new();
+    // The agent paces SDK calls (45 a second): the allocations are spread over the same time.
+    for i in 0..30 {
+        let mut sdk = sdk.clone();
+        tasks.spawn(async move {
+            sdk.set_label(&format!("s{i}"), "x")
+                .await
+                .map(|_| ())
+                .map_err(|e| format!("{e:?}"))
+        });
+        let mut allocator = allocator.clone();
+        let mut again = patched(format!("a{i}"));
+        again.game_server_selectors[0].game_server_state =
+            berth_proto::agones::allocation::game_server_selector::GameServerState::Allocated as i32;
+        tasks.spawn(async move {
+            tokio::time::sleep(Duration::from_millis(20 * i)).await;
+            allocator
+                .allocate(again)
+                .await
+                .map(|_| ())
+                .map_err(|e| format!("{e:?}"))
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done.unwrap().unwrap();
+    }
+    let labels = sdk.get_gameserver().await.unwrap().object_meta.unwrap().labels;
+    for i in 0..30 {
+        assert!(
+            labels.contains_key(&format!("agones.dev/sdk-s{i}")),
+            "s{i} lost: {labels:?}"
+        );
+        assert!(labels.contains_key(&format!("a{i}")), "a{i} lost: {labels:?}");
+    }
+    assert!(labels.contains_key("first"));
+}
+
 async fn counting_agent(health: &RunningService, id: &str, rooms: i64, players: i64) -> Agent {
     let config = game_server_config(&health.endpoint(), FLEET, id, "local", 1, 0);
     let declared = berth_proto::health::v1::UpdateServer {

@@ -268,6 +268,14 @@ pub fn check_update_server(req: &pb::UpdateServer) -> Result<(), Status> {
             ANNOTATION_VALUE_MAX,
         );
     }
+    check_labels(&mut v, "update_server.set_labels", &req.set_labels, LABELS_MAX);
+    check_pairs(
+        &mut v,
+        "update_server.set_annotations",
+        &req.set_annotations,
+        LABELS_MAX,
+        ANNOTATION_VALUE_MAX,
+    );
     if req.counters.len() > COUNTERS_MAX {
         v.add(
             "update_server.counters",

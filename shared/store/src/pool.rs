@@ -3,7 +3,7 @@
 //! here in one place. Processes build on it (an SDK process is a game server too).
 
 use berth_domain::game_server::{ClaimTiers, GameServerRecord, InstanceStatus, UtilizationChange};
-use berth_domain::process::COUNTERS_MAX;
+use berth_domain::process::{COUNTERS_MAX, LABELS_MAX};
 use berth_domain::stored::Utilization;
 
 use crate::codec::{field, unexpected};
@@ -195,6 +195,10 @@ pub(crate) struct Metadata<'a> {
     pub(crate) counter_changes: &'a str,
     /// Changes to lists (`[[name, capacity, replace, values, add, remove], ...]`); empty for none.
     pub(crate) list_changes: &'a str,
+    /// Labels set by key after `labels` (`[[key, value], ...]`); empty for none.
+    pub(crate) set_labels: &'a str,
+    /// Annotations set by key after `annotations`, likewise.
+    pub(crate) set_annotations: &'a str,
 }
 
 /// A JSON list of changes, `[]` when none was given.
@@ -234,7 +238,10 @@ pub(crate) async fn update_call(
         .arg(metadata.annotations.unwrap_or(""))
         .arg(none_if_empty(metadata.lists))
         .arg(none_if_empty(metadata.counter_changes))
-        .arg(none_if_empty(metadata.list_changes));
+        .arg(none_if_empty(metadata.list_changes))
+        .arg(none_if_empty(metadata.set_labels))
+        .arg(none_if_empty(metadata.set_annotations))
+        .arg(LABELS_MAX);
     decode_reply(update.fleet_id, store.invoke(&call).await?)
 }
 

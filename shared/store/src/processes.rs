@@ -141,6 +141,10 @@ pub enum ProcessUpdated {
     TooManyCounters,
     /// Likewise the lists.
     TooManyLists,
+    /// Likewise the labels.
+    TooManyLabels,
+    /// Likewise the annotations.
+    TooManyAnnotations,
     /// A counter or list change could not be made; nothing changed.
     Refused(ChangeRefused),
 }
@@ -152,6 +156,10 @@ pub struct RecordChanges {
     pub labels: Option<Vec<(String, String)>>,
     /// Replace the annotations.
     pub annotations: Option<Vec<(String, String)>>,
+    /// Labels to set by key, after `labels`, made where they are stored.
+    pub set_labels: Vec<(String, String)>,
+    /// Annotations to set by key, likewise.
+    pub set_annotations: Vec<(String, String)>,
     /// Counters to set whole: name, count, capacity (count and capacity 0 remove one).
     pub counters: Vec<(String, i64, i64)>,
     /// Lists to set whole: name, capacity, values (capacity 0 and no values remove one).
@@ -240,6 +248,10 @@ pub async fn update(store: &Store, update: &Update<'_>, changes: &RecordChanges)
         serde_json::json!(counter_changes).to_string(),
         serde_json::json!(list_changes).to_string(),
     );
+    let (set_labels, set_annotations) = (
+        serde_json::json!(changes.set_labels).to_string(),
+        serde_json::json!(changes.set_annotations).to_string(),
+    );
     let metadata = Metadata {
         labels: labels.as_deref(),
         annotations: annotations.as_deref(),
@@ -247,6 +259,8 @@ pub async fn update(store: &Store, update: &Update<'_>, changes: &RecordChanges)
         lists: &lists,
         counter_changes: &counter_changes,
         list_changes: &list_changes,
+        set_labels: &set_labels,
+        set_annotations: &set_annotations,
     };
     let reply = update_call(store, update, &metadata).await?;
     let detail = || {
@@ -259,6 +273,8 @@ pub async fn update(store: &Store, update: &Update<'_>, changes: &RecordChanges)
     let refused = match reply.outcome.as_str() {
         "TOO_MANY_COUNTERS" => return Ok(ProcessUpdated::TooManyCounters),
         "TOO_MANY_LISTS" => return Ok(ProcessUpdated::TooManyLists),
+        "TOO_MANY_LABELS" => return Ok(ProcessUpdated::TooManyLabels),
+        "TOO_MANY_ANNOTATIONS" => return Ok(ProcessUpdated::TooManyAnnotations),
         "NO_COUNTER" => ChangeRefused::NoCounter(detail().0),
         "NO_LIST" => ChangeRefused::NoList(detail().0),
         "OUT_OF_RANGE" => ChangeRefused::OutOfRange(detail().0),

@@ -165,6 +165,8 @@ impl ProcessStream {
         let changes = RecordChanges {
             labels: update.labels.map(|labels| pairs(labels.labels)),
             annotations: update.annotations.map(|annotations| pairs(annotations.annotations)),
+            set_labels: pairs(update.set_labels),
+            set_annotations: pairs(update.set_annotations),
             counters: update
                 .counters
                 .into_iter()
@@ -229,6 +231,26 @@ impl ProcessStream {
                     format!(
                         "would leave the server more than {} lists; remove some (capacity 0 and no values)",
                         berth_domain::process::COUNTERS_MAX
+                    ),
+                ),
+            ),
+            Ok(ProcessUpdated::TooManyLabels) => refusal(
+                id,
+                &invalid(
+                    "update_server.set_labels",
+                    format!(
+                        "would leave the server more than {} labels",
+                        berth_domain::process::LABELS_MAX
+                    ),
+                ),
+            ),
+            Ok(ProcessUpdated::TooManyAnnotations) => refusal(
+                id,
+                &invalid(
+                    "update_server.set_annotations",
+                    format!(
+                        "would leave the server more than {} annotations",
+                        berth_domain::process::LABELS_MAX
                     ),
                 ),
             ),

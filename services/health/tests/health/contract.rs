@@ -260,6 +260,35 @@ async fn describe_and_update(redis: TestRedis) {
     assert_eq!(violations(&answer), ["update_server.counters"]);
     let described = description(process.ask(Ask::DescribeServer(pb::DescribeServer {})).await.unwrap());
     assert_eq!(described.counters.len(), 11);
+
+    // Labels and annotations set by key join those there, replacing only their own key's value.
+    let pair = |key: String, value: &str| KeyValue {
+        key,
+        value: value.into(),
+    };
+    let set = pb::UpdateServer {
+        set_labels: vec![pair("mode".into(), "ranked"), pair("map".into(), "dust")],
+        set_annotations: vec![pair("note".into(), "hi")],
+        ..Default::default()
+    };
+    let updated = description(process.ask(Ask::UpdateServer(set)).await.unwrap());
+    let keyed = |pairs: &[KeyValue]| -> Vec<(String, String)> {
+        pairs.iter().map(|p| (p.key.clone(), p.value.clone())).collect()
+    };
+    assert_eq!(
+        keyed(&updated.labels),
+        [("mode".into(), "ranked".into()), ("map".into(), "dust".into())]
+    );
+    assert_eq!(updated.annotations.len(), 2, "{:?}", updated.annotations);
+    // Past 64 labels on the process: refused by field, nothing changed.
+    let many = pb::UpdateServer {
+        set_labels: (0..63).map(|i| pair(format!("k{i}"), "v")).collect(),
+        ..Default::default()
+    };
+    let answer = process.ask(Ask::UpdateServer(many)).await.unwrap();
+    assert_eq!(violations(&answer), ["update_server.set_labels"]);
+    let described = description(process.ask(Ask::DescribeServer(pb::DescribeServer {})).await.unwrap());
+    assert_eq!(described.labels.len(), 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

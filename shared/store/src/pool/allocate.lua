@@ -43,26 +43,43 @@ local function within(value, least, most)
   return value >= least and (most == 0 or value <= most)
 end
 
+-- The fleet's label is the fleet's own: matched once here rather than on every server.
+local labels_asked = {}
+for _, l in ipairs(a.labels) do
+  if l[1] ~= 'agones.dev/fleet' then
+    labels_asked[#labels_asked + 1] = l
+  elseif l[2] ~= fleet then
+    return reply('EXHAUSTED', now)
+  end
+end
+-- What a server's stored JSON is decoded for: the labels when the selector looks at them, the counters and lists
+-- when it or a priority does.
+local by_labels = #labels_asked > 0 or #a.exprs > 0
+local by_counts = #a.counters > 0 or #a.lists > 0 or #a.priorities > 0
+
 -- What a server is, if it matches the selector: its labels, counters and lists as read.
 local function match(id)
   local f = redis.call('HMGET', k.gs .. id, 'labels', 'counters', 'lists', 'max_players', 'players', 'health', 'pstate')
   if f[6] == S.UNHEALTHY or f[7] == S.TERMINATING or f[7] == S.LOST then return nil end
-  local labels = pairs_of(f[1])
-  labels['agones.dev/fleet'] = fleet
-  for _, l in ipairs(a.labels) do
-    if labels[l[1]] ~= l[2] then return nil end
-  end
-  for _, e in ipairs(a.exprs) do
-    local value, found = labels[e[1]], false
-    for _, v in ipairs(e[3]) do if v == value then found = true end end
-    if (e[2] == 'In' and not found) or (e[2] == 'NotIn' and found) or (e[2] == 'Exists' and value == nil)
-      or (e[2] == 'DoesNotExist' and value ~= nil) then return nil end
+  if by_labels then
+    local labels = pairs_of(f[1])
+    labels['agones.dev/fleet'] = fleet
+    for _, l in ipairs(labels_asked) do
+      if labels[l[1]] ~= l[2] then return nil end
+    end
+    for _, e in ipairs(a.exprs) do
+      local value, found = labels[e[1]], false
+      for _, v in ipairs(e[3]) do if v == value then found = true end end
+      if (e[2] == 'In' and not found) or (e[2] == 'NotIn' and found) or (e[2] == 'Exists' and value == nil)
+        or (e[2] == 'DoesNotExist' and value ~= nil) then return nil end
+    end
   end
   -- A server that does not track players passes, as on Agones.
   if a.players ~= cjson.null and f[4] then
     local room = tonumber(f[4]) - tonumber(f[5] or '0')
     if not within(room, a.players[1], a.players[2]) then return nil end
   end
+  if not by_counts then return {id = id, labels = f[1]} end
   local counters, lists = counters_of(f[2]), lists_of(f[3])
   for _, s in ipairs(a.counters) do
     local c = counters[s[1]]
@@ -168,7 +185,10 @@ local function patched(text, patch, most)
 end
 local labels = patched(chosen.labels, a.patch_labels, tonumber(ARGV[5]))
 if labels == false then return reply('TOO_MANY_LABELS', now, key) end
-local annotations = patched(redis.call('HGET', key, 'annotations'), a.patch_annotations, tonumber(ARGV[6]))
+local annotations = nil
+if #a.patch_annotations > 0 then
+  annotations = patched(redis.call('HGET', key, 'annotations'), a.patch_annotations, tonumber(ARGV[6]))
+end
 if annotations == false then return reply('TOO_MANY_ANNOTATIONS', now, key) end
 
 if not a.allocated then

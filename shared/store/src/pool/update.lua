@@ -10,9 +10,10 @@
 -- annotations with ARGV[13] (JSON as the labels), ARGV[14] lists to set (JSON [[name, capacity, [value, ...]], ...];
 -- capacity 0 and no values remove one), ARGV[15] counter changes (JSON [[name, capacity, count, difference], ...],
 -- -1 for a capacity or count not set), ARGV[16] list changes (JSON [[name, capacity (-1: not set), replace,
--- values, add, remove], ...]).
--- Reply: {UPDATED | NOT_FOUND | NOT_CLAIMANT | LAPSED | UTILIZED | TOO_MANY_COUNTERS | TOO_MANY_LISTS, now_ms,
--- fields...}, or {NO_COUNTER | NO_LIST | OUT_OF_RANGE | VALUE_EXISTS | NO_VALUE, now_ms, 'detail', name} (the value
+-- values, add, remove], ...]), ARGV[17] labels and ARGV[18] annotations to set by key (JSON as the labels),
+-- ARGV[19] most labels (and most annotations) a server may keep.
+-- Reply: {UPDATED | NOT_FOUND | NOT_CLAIMANT | LAPSED | UTILIZED | TOO_MANY_COUNTERS | TOO_MANY_LISTS |
+-- TOO_MANY_LABELS | TOO_MANY_ANNOTATIONS, now_ms, fields...}, or {NO_COUNTER | NO_LIST | OUT_OF_RANGE | VALUE_EXISTS | NO_VALUE, now_ms, 'detail', name} (the value
 -- after the name and a newline, for the last two) when a change cannot be made; nothing is written then.
 -- NOT_CLAIMANT: a claim id was given, or had to be, and it is not the server's live claim (or the claim that made
 -- it UTILIZED). LAPSED: the claim made on it lapsed and it went back to the pool, so it may not be marked UTILIZED
@@ -44,6 +45,20 @@ if #changes > 0 then
     function(l) return l[2] == 0 and #l[3] == 0 end)
   if #lists > tonumber(ARGV[11]) then return reply('TOO_MANY_LISTS', now, KEYS[1]) end
 end
+-- Labels or annotations (`field`) after `replace` (JSON; nil keeps those stored) and then the keys `set` (JSON)
+-- gives: nil when neither changes them, false when there would be more than ARGV[19].
+local function pairs_after(field, replace, set)
+  local keys = cjson.decode(set)
+  if #keys == 0 then return replace end
+  local merged = merge_entries(cjson.decode(replace or redis.call('HGET', KEYS[1], field) or '[]'), keys,
+    function() return false end)
+  if #merged > tonumber(ARGV[19]) then return false end
+  return cjson.encode(merged)
+end
+local labels = pairs_after('labels', ARGV[8] == '1' and ARGV[9] or nil, ARGV[17])
+if labels == false then return reply('TOO_MANY_LABELS', now, KEYS[1]) end
+local annotations = pairs_after('annotations', ARGV[12] == '1' and ARGV[13] or nil, ARGV[18])
+if annotations == false then return reply('TOO_MANY_ANNOTATIONS', now, KEYS[1]) end
 -- Counter changes: capacity, then count, then the difference, which must leave the count in range.
 changes = cjson.decode(ARGV[15])
 if #changes > 0 then
@@ -98,8 +113,8 @@ if utilize then
 end
 if ARGV[2] == '1' then redis.call('HSET', KEYS[1], 'data', ARGV[3]) end
 if ARGV[5] == '1' then redis.call('HSET', KEYS[1], 'hc_ms', now) end
-if ARGV[8] == '1' then redis.call('HSET', KEYS[1], 'labels', ARGV[9]) end
-if ARGV[12] == '1' then redis.call('HSET', KEYS[1], 'annotations', ARGV[13]) end
+if labels then redis.call('HSET', KEYS[1], 'labels', labels) end
+if annotations then redis.call('HSET', KEYS[1], 'annotations', annotations) end
 -- cjson writes an empty table as an object; the record keeps a list.
 if counters then redis.call('HSET', KEYS[1], 'counters', #counters > 0 and cjson.encode(counters) or '[]') end
 if lists then redis.call('HSET', KEYS[1], 'lists', encode_lists(lists)) end
