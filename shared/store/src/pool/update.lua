@@ -32,35 +32,28 @@ end
 if ARGV[4] == S.AVAILABLE and util == S.UTILIZED then return reply(S.UTILIZED, now, KEYS[1]) end
 local utilize = ARGV[4] == S.UTILIZED and util == S.AVAILABLE
 if utilize and claimed_once and not live then return reply('LAPSED', now, KEYS[1]) end
-local counters, lists
-local changes = cjson.decode(ARGV[10])
-if #changes > 0 then
-  counters = merge_entries(cjson.decode(redis.call('HGET', KEYS[1], 'counters') or '[]'), changes,
-    function(c) return c[2] == '0' and c[3] == '0' end)
-  if #counters > tonumber(ARGV[11]) then return reply('TOO_MANY_COUNTERS', now, KEYS[1]) end
+-- `field`'s entries ([[key, ...], ...]: those stored, or those of `replace` when given) with the entries of `set`
+-- merged in by key, one that `removes` holds of taking its key out: nil when neither changes them, false when more
+-- than `most` would be kept.
+local function merged(field, replace, set, removes, most)
+  local changes = cjson.decode(set)
+  if #changes == 0 then return replace and cjson.decode(replace) end
+  local entries = merge_entries(cjson.decode(replace or redis.call('HGET', KEYS[1], field) or '[]'), changes, removes)
+  if #entries > most then return false end
+  return entries
 end
-changes = cjson.decode(ARGV[14])
-if #changes > 0 then
-  lists = merge_entries(cjson.decode(redis.call('HGET', KEYS[1], 'lists') or '[]'), changes,
-    function(l) return l[2] == 0 and #l[3] == 0 end)
-  if #lists > tonumber(ARGV[11]) then return reply('TOO_MANY_LISTS', now, KEYS[1]) end
-end
--- Labels or annotations (`field`) after `replace` (JSON; nil keeps those stored) and then the keys `set` (JSON)
--- gives: nil when neither changes them, false when there would be more than ARGV[19].
-local function pairs_after(field, replace, set)
-  local keys = cjson.decode(set)
-  if #keys == 0 then return replace end
-  local merged = merge_entries(cjson.decode(replace or redis.call('HGET', KEYS[1], field) or '[]'), keys,
-    function() return false end)
-  if #merged > tonumber(ARGV[19]) then return false end
-  return cjson.encode(merged)
-end
-local labels = pairs_after('labels', ARGV[8] == '1' and ARGV[9] or nil, ARGV[17])
+local function never() return false end
+local counters = merged('counters', nil, ARGV[10], function(c) return c[2] == '0' and c[3] == '0' end,
+  tonumber(ARGV[11]))
+if counters == false then return reply('TOO_MANY_COUNTERS', now, KEYS[1]) end
+local lists = merged('lists', nil, ARGV[14], function(l) return l[2] == 0 and #l[3] == 0 end, tonumber(ARGV[11]))
+if lists == false then return reply('TOO_MANY_LISTS', now, KEYS[1]) end
+local labels = merged('labels', ARGV[8] == '1' and ARGV[9] or nil, ARGV[17], never, tonumber(ARGV[19]))
 if labels == false then return reply('TOO_MANY_LABELS', now, KEYS[1]) end
-local annotations = pairs_after('annotations', ARGV[12] == '1' and ARGV[13] or nil, ARGV[18])
+local annotations = merged('annotations', ARGV[12] == '1' and ARGV[13] or nil, ARGV[18], never, tonumber(ARGV[19]))
 if annotations == false then return reply('TOO_MANY_ANNOTATIONS', now, KEYS[1]) end
 -- Counter changes: capacity, then count, then the difference, which must leave the count in range.
-changes = cjson.decode(ARGV[15])
+local changes = cjson.decode(ARGV[15])
 if #changes > 0 then
   counters = counters or cjson.decode(redis.call('HGET', KEYS[1], 'counters') or '[]')
   for _, change in ipairs(changes) do
@@ -113,9 +106,10 @@ if utilize then
 end
 if ARGV[2] == '1' then redis.call('HSET', KEYS[1], 'data', ARGV[3]) end
 if ARGV[5] == '1' then redis.call('HSET', KEYS[1], 'hc_ms', now) end
-if labels then redis.call('HSET', KEYS[1], 'labels', labels) end
-if annotations then redis.call('HSET', KEYS[1], 'annotations', annotations) end
 -- cjson writes an empty table as an object; the record keeps a list.
-if counters then redis.call('HSET', KEYS[1], 'counters', #counters > 0 and cjson.encode(counters) or '[]') end
+local function encoded(entries) return #entries > 0 and cjson.encode(entries) or '[]' end
+if labels then redis.call('HSET', KEYS[1], 'labels', encoded(labels)) end
+if annotations then redis.call('HSET', KEYS[1], 'annotations', encoded(annotations)) end
+if counters then redis.call('HSET', KEYS[1], 'counters', encoded(counters)) end
 if lists then redis.call('HSET', KEYS[1], 'lists', encode_lists(lists)) end
 return reply('UPDATED', now, KEYS[1])
