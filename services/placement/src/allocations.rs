@@ -1,7 +1,8 @@
 //! Agones' allocation API (`allocation.AllocationService/Allocate`, and `POST /gameserverallocation` as JSON on the
 //! same port): a second face of claims, for matchmakers built on Agones' allocator. Each selector is tried in order
 //! against the fleets it names, each try one atomic script; like a claim, the allocation is made apart from the
-//! call, and one whose caller gave up before hearing of it is handed straight back to the pool.
+//! call (`apart`), and one whose caller gave up before hearing of it is handed straight back to the pool. The metadata
+//! and actions it wrote stay, as any write to a server does.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -19,9 +20,11 @@ use berth_proto::agones::allocation::{self as pb};
 use berth_proto::json;
 use berth_runtime::deadline::caller_deadline;
 use berth_store::allocations::{self as store, Allocate, Allocated};
-use berth_store::processes::{self, Described};
+use berth_store::processes::Described;
 use berth_store::{Store, fleets, pool};
 use tonic::{Request, Response as GrpcResponse, Status};
+
+use crate::apart::{Taken, made_apart};
 
 /// The handlers, over the shared store.
 #[derive(Clone)]
@@ -96,39 +99,32 @@ impl Allocations {
         let allocation = check_allocation(&req)?;
         let claim_id = uuid::Uuid::now_v7().to_string();
         let late = move || deadline.is_some_and(|at| Instant::now() >= at);
-        // Made apart from this call, which the server drops when the caller gives up: an allocation made in that
-        // moment is then handed back rather than kept for nobody.
-        let (answer, answered) = tokio::sync::oneshot::channel();
         let this = self.clone();
-        tokio::spawn(async move {
+        let making = async move {
             if late() {
-                let _ = answer.send(Ok(None));
-                return;
+                return Ok(None);
             }
-            let (server, replica) = match this.find(&allocation, &claim_id).await {
-                Ok(Some(found)) => found,
-                nothing => {
-                    let _ = answer.send(nothing.map(|_| None));
-                    return;
-                }
+            let Some((server, replica)) = this.find(&allocation, &claim_id).await? else {
+                return Ok(None);
             };
+            let record = &server.record;
+            // A server allocated from ALLOCATED holds no claim of this one: there is none to hand back.
+            let claim_id = Some(claim_id).filter(|id| record.claim_id.as_ref() == Some(id));
             if late() {
-                let _ = answer.send(Ok(None));
-                this.hand_back(&server, &claim_id).await;
-                return;
+                if let Some(claim_id) = &claim_id {
+                    pool::release_claim(&this.store, &record.fleet_id, &record.game_server_id, claim_id).await?;
+                }
+                return Ok(None);
             }
-            let (fleet_id, game_server_id) = (server.record.fleet_id.clone(), server.record.game_server_id.clone());
-            // The process is told only once the caller has its answer: told first, it would make the allocation
-            // its own (UTILIZED), and one the caller never heard of could no longer be handed back.
-            match answer.send(Ok(Some(server))) {
-                Ok(()) => processes::announce_change(&this.store, replica, &fleet_id, &game_server_id),
-                Err(Ok(Some(server))) => this.hand_back(&server, &claim_id).await,
-                Err(_) => {}
-            }
-        });
-        let found = answered
-            .await
-            .map_err(|_| Status::internal("the allocation was not made: its task ended"))??;
+            let taken = Taken {
+                fleet_id: record.fleet_id.clone(),
+                game_server_id: record.game_server_id.clone(),
+                claim_id,
+                replica,
+            };
+            Ok::<_, Status>(Some((server, Some(taken))))
+        };
+        let found = made_apart(self.store.clone(), making).await??;
         match found {
             Some(server) => {
                 count("allocated");
@@ -147,18 +143,6 @@ impl Allocations {
                      for some to be ready, or widen the selectors",
                 ))
             }
-        }
-    }
-
-    /// Releases the claim an allocation made on a READY server that nobody heard of. The metadata and actions it
-    /// wrote stay, as any write to a server does; a server allocated from ALLOCATED holds no claim of this one.
-    async fn hand_back(&self, server: &Described, claim_id: &str) {
-        let record = &server.record;
-        if record.claim_id.as_deref() != Some(claim_id) {
-            return;
-        }
-        if let Err(err) = pool::release_claim(&self.store, &record.fleet_id, &record.game_server_id, claim_id).await {
-            tracing::warn!(fleet = %record.fleet_id, error = %err, "an allocation nobody heard of lapses with its claim");
         }
     }
 }

@@ -1,7 +1,7 @@
 //! ClaimService: hands one free game server of a fleet to one caller, atomically, for the claim timeout. A claim
 //! is answered within the caller's deadline or not made: one that would start after it is refused, and one whose
-//! answer comes too late is handed straight back to the pool, so that no server waits a whole claim timeout for a
-//! caller that gave up.
+//! answer comes too late is handed straight back to the pool (`apart`), so that no server waits a whole claim timeout
+//! for a caller that gave up.
 
 use std::time::Instant;
 
@@ -10,8 +10,10 @@ use berth_proto::placement::v1 as pb;
 use berth_proto::placement::v1::claim_service_server::ClaimService;
 use berth_runtime::deadline::caller_deadline;
 use berth_store::pool::{self as store, Claim, Claimed};
-use berth_store::{Store, StoreError, processes};
+use berth_store::{Store, StoreError};
 use tonic::{Request, Response, Status};
+
+use crate::apart::{Taken, made_apart};
 
 /// The handlers, over the shared store.
 pub struct Claims {
@@ -31,14 +33,14 @@ fn count(outcome: &'static str) {
 }
 
 /// Makes a claim (`claim`: its timeout in ms and its id) unless `deadline` passed already, and hands it back when it
-/// was made too late for the caller to hear of it; `None` then.
+/// was made too late for the caller to hear of it; `None` then. A server taken comes with what to announce.
 async fn claim_in_time(
     store: Store,
     req: pb::ClaimGameServerRequest,
     tiers: ClaimTiers,
     (timeout_ms, claim_id): (u64, String),
     deadline: Option<Instant>,
-) -> Result<Option<Claimed>, StoreError> {
+) -> Result<Option<(Claimed, Option<Taken>)>, StoreError> {
     let late = || deadline.is_some_and(|at| Instant::now() >= at);
     if late() {
         return Ok(None);
@@ -52,13 +54,20 @@ async fn claim_in_time(
         claim_id: &claim_id,
     };
     let claimed = store::claim(&store, &claim).await?;
-    if let Claimed::Claimed { server, .. } = &claimed
-        && late()
-    {
+    let Claimed::Claimed { server, replica } = &claimed else {
+        return Ok(Some((claimed, None)));
+    };
+    if late() {
         store::release_claim(&store, &req.fleet_id, &server.game_server_id, &claim_id).await?;
         return Ok(None);
     }
-    Ok(Some(claimed))
+    let taken = Taken {
+        fleet_id: req.fleet_id.clone(),
+        game_server_id: server.game_server_id.clone(),
+        claim_id: Some(claim_id.clone()),
+        replica: replica.clone(),
+    };
+    Ok(Some((claimed, Some(taken))))
 }
 
 #[tonic::async_trait]
@@ -71,28 +80,14 @@ impl ClaimService for Claims {
         let req = request.into_inner();
         let tiers = domain::check_claim(&req)?;
         let claim_id = uuid::Uuid::now_v7().to_string();
-        // Made apart from this call, which the server drops when the caller gives up (its deadline, a reset): a
-        // claim made in that moment is then handed back rather than kept for nobody.
-        let (answer, answered) = tokio::sync::oneshot::channel();
-        let (store, fleet_id, kept_id) = (self.store.clone(), req.fleet_id.clone(), claim_id.clone());
         let making = claim_in_time(
-            store.clone(),
+            self.store.clone(),
             req.clone(),
             tiers,
             (self.timeout_ms, claim_id.clone()),
             deadline,
         );
-        tokio::spawn(async move {
-            if let Err(Ok(Some(Claimed::Claimed { server, .. }))) = answer.send(making.await) {
-                let released = store::release_claim(&store, &fleet_id, &server.game_server_id, &kept_id).await;
-                if let Err(err) = released {
-                    tracing::warn!(fleet = %fleet_id, error = %err, "a claim nobody heard of lapses with its timeout");
-                }
-            }
-        });
-        let claimed = answered
-            .await
-            .map_err(|_| Status::internal("the claim was not made: its task ended"))??;
+        let claimed = made_apart(self.store.clone(), making).await??;
         let Some(claimed) = claimed else {
             count("too_late");
             return Err(Status::deadline_exceeded(
@@ -100,9 +95,8 @@ impl ClaimService for Claims {
             ));
         };
         match claimed {
-            Claimed::Claimed { server, replica } => {
+            Claimed::Claimed { server, .. } => {
                 count("claimed");
-                processes::announce_change(&self.store, replica, &req.fleet_id, &server.game_server_id);
                 Ok(Response::new(pb::ClaimGameServerResponse {
                     game_server: Some(server.into()),
                     claim_id,

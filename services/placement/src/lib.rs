@@ -5,6 +5,7 @@
 
 mod activations;
 mod allocations;
+mod apart;
 mod capacity;
 mod claims;
 mod expiry;
