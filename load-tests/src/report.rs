@@ -388,8 +388,10 @@ impl<'a> Report<'a> {
                 .as_ref()
                 .map(|note| format!(" ({note})"))
                 .unwrap_or_default();
+            // A ratio near its target needs its second decimal: 0.75 is no 0.8.
+            let decimals = if target.measured.abs() < 10.0 { 2 } else { 1 };
             println!(
-                "target {} {sign} {} {}: {:.1} {}, {verdict}{note}",
+                "target {} {sign} {} {}: {:.decimals$} {}, {verdict}{note}",
                 target.name, target.target, target.unit, target.measured, target.unit
             );
         }

@@ -1,7 +1,8 @@
 //! Agones' faces of Berth under load, each beside the native path it maps onto, in one run:
 //! - **allocate** through Agones' allocation API (a selector naming the fleet) and **claim** through
 //!   ClaimGameServer, each emptying a fleet of `--servers` registered servers with `--concurrency` callers: the
-//!   allocation's rate as a fraction of the claim's (target at least 0.8);
+//!   allocation's rate as a fraction of the claim's (target at least 0.8), and what each call costs Redis (round
+//!   trips, commands, time in scripts);
 //! - `AGENTS` real `berth-agent` processes, each wrapping an idle child (`sleep`), registered with an in-process
 //!   health service: their resident memory each (target at most 8 MiB), and the agent's CPU per Agones health ping
 //!   and per SetLabel, beside its CPU per native heartbeat (what it spends holding the Berth SDK stream alone);
@@ -20,7 +21,6 @@ use berth_proto::agones::allocation::allocation_service_client::AllocationServic
 use berth_proto::agones::allocation::{AllocationRequest, GameServerSelector};
 use berth_proto::agones::sdk::sdk_client::SdkClient;
 use berth_proto::agones::sdk::{Empty, KeyValue};
-use berth_proto::health::v1::RegisterGameServerRequest;
 use berth_proto::health::v1::game_server_service_client::GameServerServiceClient;
 use berth_runtime::auth::Role;
 use berth_store::processes;
@@ -34,6 +34,7 @@ use crate::args::Args;
 use crate::connections::Rotation;
 use crate::driver::{self, outcome};
 use crate::procfs;
+use crate::redis_stats::RedisStats;
 use crate::replica::beside_the_bench;
 use crate::report::{Figure, Findings, Line, Ratio, Tally, Target};
 use crate::stack::Stack;
@@ -61,17 +62,6 @@ const RSS_TARGET_KIB: f64 = 8.0 * 1024.0;
 const P99_TARGET_MS: f64 = 50.0;
 const TARGET_RATE: u64 = 500;
 
-fn registration(fleet_id: &str, index: u64) -> RegisterGameServerRequest {
-    let server = fleet::server(index);
-    RegisterGameServerRequest {
-        fleet_id: fleet_id.into(),
-        game_server_id: server.id,
-        instance_id: server.instance,
-        connection_info: server.connection_info,
-        game_server_data: String::new(),
-    }
-}
-
 fn allocation(fleet_id: &str) -> AllocationRequest {
     AllocationRequest {
         game_server_selectors: vec![GameServerSelector {
@@ -97,18 +87,50 @@ pub async fn run(stack: &Stack, args: &Args) -> Result<Findings, Failure> {
         let registry = Rotation::new(operator.iter().cloned().map(GameServerServiceClient::new));
         driver::run(&format!("register in {fleet_id}"), servers, concurrency, move |index| {
             let mut client = registry.next();
-            async move { outcome(client.register_game_server(registration(fleet_id, index)).await) }
+            async move {
+                outcome(
+                    client
+                        .register_game_server(super::claim::registration(fleet_id, index))
+                        .await,
+                )
+            }
         })
         .await;
     }
     let placement = stack.channels(&services.placement, Role::Client).await?;
+    let before_claims = RedisStats::read(&stack.store).await?;
     let claim = super::claim::claims(&placement, CLAIM_FLEET, servers, concurrency).await;
+    let before_allocations = RedisStats::read(&stack.store).await?;
     let allocators = Rotation::new(placement.iter().cloned().map(AllocationServiceClient::new));
     let allocate = driver::run("allocate (Agones)", servers, concurrency, move |_| {
         let mut client = allocators.next();
         async move { outcome(client.allocate(allocation(ALLOCATE_FLEET)).await) }
     })
     .await;
+    let after = RedisStats::read(&stack.store).await?;
+    let nothing_else = RedisStats::default();
+    for (name, cost) in [
+        ("claim", before_allocations.per(&before_claims, &nothing_else, servers)),
+        ("allocate", after.per(&before_allocations, &nothing_else, servers)),
+    ] {
+        findings.figures.extend([
+            Figure::new(
+                &format!("{name}: Redis round trips per call"),
+                cost.function_calls(),
+                "calls",
+            ),
+            Figure::new(
+                &format!("{name}: Redis commands per call"),
+                cost.commands_run(),
+                "commands",
+            ),
+            Figure::new(
+                &format!("{name}: Redis µs in scripts per call"),
+                cost.function_micros(),
+                "µs",
+            ),
+        ]);
+    }
     let mut after_last = AllocationServiceClient::new(placement[0].clone());
     if !matches!(after_last.allocate(allocation(ALLOCATE_FLEET)).await, Err(status) if status.code() == Code::ResourceExhausted)
     {

@@ -22,10 +22,11 @@ use crate::{fleet, floors};
 
 const FLEET: &str = "bench-claim";
 
-fn registration(index: u64) -> RegisterGameServerRequest {
+/// The registration of the `index`th bench server in `fleet_id`.
+pub(super) fn registration(fleet_id: &str, index: u64) -> RegisterGameServerRequest {
     let server = fleet::server(index);
     RegisterGameServerRequest {
-        fleet_id: FLEET.into(),
+        fleet_id: fleet_id.into(),
         game_server_id: server.id,
         instance_id: server.instance,
         connection_info: server.connection_info,
@@ -69,7 +70,7 @@ pub async fn run(stack: &Stack, args: &Args) -> Result<Findings, Failure> {
 
     let register = driver::run("register", servers, concurrency, move |index| {
         let mut client = registry.next();
-        async move { outcome(client.register_game_server(registration(index)).await) }
+        async move { outcome(client.register_game_server(registration(FLEET, index)).await) }
     })
     .await;
     let claim = claims(&placement, FLEET, servers, concurrency).await;

@@ -147,11 +147,12 @@ end
 local chosen = nil
 local ordered = #a.priorities > 0 or a.distributed
 if a.distributed then math.randomseed(tonumber(ARGV[4])) end
--- Read a batch at a time: Packed without priorities takes the first match, which no later one goes before, so it
--- mostly reads one batch; an ordered allocation looks at up to CANDIDATES_LOOKED.
-local position = 0
+-- Read a batch at a time: Packed without priorities takes the first match, which no later one goes before, so its
+-- batches start at one server and grow (the first mostly matches); an ordered allocation reads whole batches, and
+-- looks at up to CANDIDATES_LOOKED.
+local position, size = 0, ordered and CANDIDATES_BATCH or 1
 while position < CANDIDATES_LOOKED and not (chosen and not ordered) do
-  local batch = candidates(position, CANDIDATES_BATCH)
+  local batch = candidates(position, size)
   for _, candidate in ipairs(batch) do
     position = position + 1
     local server = match(candidate[1])
@@ -162,7 +163,8 @@ while position < CANDIDATES_LOOKED and not (chosen and not ordered) do
       if not ordered then break end
     end
   end
-  if #batch < CANDIDATES_BATCH then break end
+  if #batch < size then break end
+  size = math.min(size * 4, CANDIDATES_BATCH)
 end
 if not chosen then return reply('EXHAUSTED', now) end
 local id, key = chosen.id, k.gs .. chosen.id
