@@ -2,6 +2,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use berth_proto::agones::sdk::alpha::sdk_server::SdkServer as AlphaServer;
 use berth_proto::agones::sdk::beta::sdk_server::SdkServer as BetaServer;
@@ -32,6 +33,9 @@ pub enum AgentError {
         source: std::io::Error,
     },
 }
+
+/// How long an agent whose server exited tries to tell Berth before exiting all the same.
+const ENDING_TOLD_WITHIN: Duration = Duration::from_secs(10);
 
 /// A running agent.
 pub struct Agent {
@@ -127,10 +131,18 @@ impl Agent {
             return;
         }
         self.view.change(|state| state.shutdown = true);
-        if let Ok(server) = self.link.server().await
-            && let Err(error) = server.process_ending(format!("the game server exited: {how}")).await
-        {
-            warn!(%error, "telling Berth that the process ended failed");
+        let told = async {
+            let server = self.link.server().await.map_err(|status| status.message().to_owned())?;
+            server
+                .process_ending(format!("the game server exited: {how}"))
+                .await
+                .map_err(|error| error.to_string())
+        };
+        // The agent exits with its server even when Berth cannot be told: its heartbeats stop, which Berth notices.
+        match tokio::time::timeout(ENDING_TOLD_WITHIN, told).await {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => warn!(%error, "telling Berth that the process ended failed"),
+            Err(_) => warn!(within = ?ENDING_TOLD_WITHIN, "Berth could not be told that the process ended"),
         }
     }
 }

@@ -179,6 +179,32 @@ async fn a_server_killed_is_reported_at_once_and_the_agent_exits_with_it() {
     );
 }
 
+/// An agent whose server exits while Berth is out of reach still exits with it (after trying to tell Berth for a
+/// bounded time): a fleet's instance is never held up by an agent waiting on a control plane that is gone.
+#[tokio::test]
+async fn the_agent_exits_with_its_server_while_berth_is_gone() {
+    let redis = TestRedis::single();
+    let (store, health) = health(&redis).await;
+    let mut agent = agent_binary(&health, "gs-agones-17", "sleep 3");
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while berth_store::processes::describe(&store, FLEET, "gs-agones-17")
+            .await
+            .unwrap()
+            .is_none()
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the agent registers its server");
+    health.shutdown().await;
+    let status = tokio::time::timeout(Duration::from_secs(30), agent.wait())
+        .await
+        .expect("the agent exits with its server")
+        .unwrap();
+    assert_eq!(status.code(), Some(0), "the server's own exit code");
+}
+
 /// A call of the HTTP face: its status and its body as JSON.
 async fn http_call(
     client: &reqwest::Client,
