@@ -43,7 +43,7 @@ if ! redis-cli -u "$BERTH_REDIS_URL" ping >/dev/null 2>&1; then
 fi
 
 echo "Building (release)…"
-cargo build --release --locked --quiet --bins -p berth-placement -p berth-session -p berth-fleet -p berth-health -p berth-runtime -p berth-sdk
+cargo build --release --locked --quiet --bins -p berth-placement -p berth-session -p berth-fleet -p berth-health -p berth-runtime -p berth-sdk -p berthctl
 cargo build --release --locked -p berth-sdk --example demo_fleet --quiet
 cargo build --release --locked --quiet -p berth-agent --bin berth-agent --example agones_game_server
 
@@ -78,6 +78,7 @@ cat <<HINT
     from it through Agones' allocation API (allocation.AllocationService on the placement port)
 
 Tokens: target/release/berth-token --key-file $BERTH_AUTH_KEY_FILE --role operator   (or client, game-server)
+berthctl: BERTH_AUTH_KEY_FILE=$BERTH_AUTH_KEY_FILE target/release/berthctl get fleets   (describe, place, scale, …; --help)
 
 HINT
 target/release/examples/demo_fleet --services "$services" --auth-key-file "$BERTH_AUTH_KEY_FILE" \

@@ -14,67 +14,36 @@ use berth_proto::agones::allocation::allocation_service_client::AllocationServic
 use berth_proto::agones::allocation::{AllocationRequest, GameServerSelector, MetaPatch};
 use berth_proto::common::v1::KeyValue;
 use berth_proto::fleet::v1 as fpb;
-use berth_proto::fleet::v1::fleet_service_client::FleetServiceClient;
 use berth_proto::placement::v1 as pb;
 use berth_proto::placement::v1::placement_service_client::PlacementServiceClient;
-use berth_proto::placement::v1::queue_service_client::QueueServiceClient;
-use berth_runtime::auth::{Role, TokenKey};
+use berth_runtime::auth::Role;
 use berth_sdk::AuthedChannel;
-use berth_store::Store;
 use berth_store::instances;
-use berth_testkit::{Reaper, RunningService, TEST_KEY, TestRedis, spawn_service, token};
+use berth_testkit::{Reaper, RunningService, TestRedis, token};
 use reqwest::Method;
 
 use crate::{allocated_over_grpc, allocated_over_http, http_call, player_session_status};
 
-/// Redis with a health, a fleet (reconciling every 100 ms) and a placement replica, and a fleet of this run's own
-/// whose servers are `berth-agent -- server.sh`, with a queue over it.
+/// The four services over one Redis, and a fleet of this run's own whose servers are `berth-agent -- server.sh`,
+/// with a queue over it.
 struct Stack {
-    store: Store,
+    services: berth_teststack::Stack,
     fleet_id: String,
     /// Where each server's script writes the SDK ports it was given, a file named by its game server id.
     ports: PathBuf,
-    _health: RunningService,
-    fleet: RunningService,
-    placement: RunningService,
     _reaper: Reaper,
 }
 
 impl Stack {
     async fn start(redis: &TestRedis, instances: u32) -> Stack {
-        let store = Store::connect(&redis.config()).await.unwrap();
-        let health = spawn_service(
-            berth_health::service(store.clone(), &berth_health::HealthArgs::default()),
-            store.clone(),
-        )
-        .await;
-        let fleet_args = berth_fleet::FleetArgs {
-            sdk_endpoint: health.endpoint(),
-            reconcile_ms: 100,
-            ..Default::default()
-        };
-        let key = TokenKey::new(TEST_KEY.to_vec()).unwrap();
-        let fleet = spawn_service(
-            berth_fleet::service(store.clone(), &fleet_args, Some(key)),
-            store.clone(),
-        )
-        .await;
-        let placement_args = berth_placement::PlacementArgs {
-            placement_retry_ms: 100,
-            ..Default::default()
-        };
-        let placement = spawn_service(berth_placement::service(store.clone(), &placement_args), store.clone()).await;
         let fleet_id = format!("agones-{:x}", uuid::Uuid::now_v7().simple());
         let ports = std::env::temp_dir().join(&fleet_id);
         std::fs::create_dir_all(&ports).unwrap();
         let stack = Stack {
-            store,
+            services: berth_teststack::Stack::start(redis).await,
             _reaper: Reaper(vec![fleet_id.clone()]),
             fleet_id,
             ports,
-            _health: health,
-            fleet,
-            placement,
         };
         stack.create_fleet(instances).await;
         stack
@@ -97,41 +66,13 @@ impl Stack {
         );
         std::fs::write(&script, body).unwrap();
         std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-        let request = fpb::CreateFleetRequest {
-            fleet_id: self.fleet_id.clone(),
-            provisioner: "process".into(),
-            launch_configuration: Some(fpb::ServerLaunchConfiguration {
-                launch_path: env!("CARGO_BIN_EXE_berth-agent").into(),
-                parameters: format!("--counter rooms=0/10 -- {}", script.display()),
-                ..Default::default()
-            }),
-            instance_definitions: vec![fpb::InstanceDefinition {
-                instance_type: "small".into(),
-                ..Default::default()
-            }],
-            locations: vec![fpb::LocationConfiguration {
-                location: "local".into(),
-                capacity: Some(fpb::FleetCapacity {
-                    minimum_instances: 0,
-                    maximum_instances: 10,
-                    desired_instances: instances,
-                }),
-                standby: None,
-            }],
+        let launch = fpb::ServerLaunchConfiguration {
+            launch_path: env!("CARGO_BIN_EXE_berth-agent").into(),
+            parameters: format!("--counter rooms=0/10 -- {}", script.display()),
             ..Default::default()
         };
-        let channel = Stack::channel(&self.fleet, Role::Operator).await;
-        FleetServiceClient::new(channel).create_fleet(request).await.unwrap();
-        let queue = pb::CreateQueueRequest {
-            name: self.fleet_id.clone(),
-            destinations: vec![pb::QueueDestination {
-                fleet_id: self.fleet_id.clone(),
-            }],
-            timeout_seconds: 60,
-            ..Default::default()
-        };
-        let channel = Stack::channel(&self.placement, Role::Operator).await;
-        QueueServiceClient::new(channel).create_queue(queue).await.unwrap();
+        let fleet = berth_teststack::process_fleet(&self.fleet_id, launch, instances);
+        self.services.fleet_and_queue(fleet).await;
     }
 
     /// The game servers launched so far and their SDK ports (gRPC, HTTP), once there are `count` (within 60 s).
@@ -153,7 +94,7 @@ impl Stack {
     /// Places a game session through the queue, with a game property, matchmaker data and a reserved player `p1`;
     /// the placement once it has ended (within 60 s).
     async fn place(&self, placement_id: &str) -> pb::GameSessionPlacement {
-        let mut placements = PlacementServiceClient::new(Stack::channel(&self.placement, Role::Client).await);
+        let mut placements = PlacementServiceClient::new(Stack::channel(&self.services.placement, Role::Client).await);
         let request = pb::StartGameSessionPlacementRequest {
             placement_id: placement_id.into(),
             queue_name: self.fleet_id.clone(),
@@ -193,7 +134,7 @@ impl Stack {
     /// Allocates, through Agones' allocation API, a server of the fleet labelled `agones.dev/sdk-face: face`, with
     /// a `match` annotation; the name of the server allocated.
     async fn allocate(&self, face: &str) -> String {
-        let channel = Stack::channel(&self.placement, Role::Client).await;
+        let channel = Stack::channel(&self.services.placement, Role::Client).await;
         let request = AllocationRequest {
             namespace: "default".into(),
             game_server_selectors: vec![GameServerSelector {
@@ -219,7 +160,7 @@ impl Stack {
 
     /// The instance server `id` runs on, if it still runs.
     async fn hosting(&self, id: &str) -> Option<instances::InstanceRecord> {
-        let location = instances::read_instances(&self.store, &self.fleet_id, "local")
+        let location = instances::read_instances(&self.services.store, &self.fleet_id, "local")
             .await
             .unwrap();
         location
@@ -374,7 +315,7 @@ async fn http_server_life(stack: &Stack, id: &str, http: u16, placed: Placed) ->
 /// Player `p1`, connected, holds its reservation in a game session placed through the queue.
 async fn reservation_accepted(stack: &Stack, queued: &Option<QueuePlacement>) {
     if let Some(placed) = queued {
-        let status = player_session_status(&stack.store, &stack.fleet_id, &placed.p1).await;
+        let status = player_session_status(&stack.services.store, &stack.fleet_id, &placed.p1).await;
         assert_eq!(status, "ACTIVE", "PlayerConnect accepts the player's reservation");
     }
 }
@@ -388,7 +329,7 @@ async fn place(stack: &Stack, id: &str, face: &str, placed: Placed) -> Option<Qu
             assert_eq!(placement.status(), pb::PlacementStatus::Fulfilled, "{placement:?}");
             let p1 = placement.placed_player_sessions[0].player_session_id.clone();
             assert_eq!(
-                player_session_status(&stack.store, &stack.fleet_id, &p1).await,
+                player_session_status(&stack.services.store, &stack.fleet_id, &p1).await,
                 "RESERVED"
             );
             Some(QueuePlacement {

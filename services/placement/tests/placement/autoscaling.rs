@@ -10,54 +10,19 @@ use berth_proto::fleet::v1::fleet_service_client::FleetServiceClient;
 use berth_proto::fleet::v1::scaling_service_client::ScalingServiceClient;
 use berth_proto::placement::v1 as pb;
 use berth_proto::placement::v1::placement_service_client::PlacementServiceClient;
-use berth_proto::placement::v1::queue_service_client::QueueServiceClient;
-use berth_runtime::auth::{Role, TokenKey};
+use berth_runtime::auth::Role;
 use berth_sdk::AuthedChannel;
-use berth_store::Store;
-use berth_testkit::{Reaper, RunningService, TEST_KEY, TestRedis, binary, spawn_service, token};
+use berth_testkit::{Reaper, RunningService, TestRedis, binary, token};
 
-/// Redis, with a health, a session, a fleet (reconciling every 100 ms) and a placement replica.
+/// Redis, with a health, a session, a fleet and a placement replica.
 struct Stack {
-    _health: RunningService,
-    _sessions: RunningService,
-    fleet: RunningService,
-    placement: RunningService,
+    services: berth_teststack::Stack,
 }
 
 impl Stack {
     async fn start(redis: &TestRedis) -> Stack {
-        let store = Store::connect(&redis.config()).await.unwrap();
-        let health = spawn_service(
-            berth_health::service(store.clone(), &berth_health::HealthArgs::default()),
-            store.clone(),
-        )
-        .await;
-        let sessions = spawn_service(
-            berth_session::service(store.clone(), &berth_session::SessionArgs::default()),
-            store.clone(),
-        )
-        .await;
-        let fleet_args = berth_fleet::FleetArgs {
-            sdk_endpoint: health.endpoint(),
-            reconcile_ms: 100,
-            ..Default::default()
-        };
-        let key = TokenKey::new(TEST_KEY.to_vec()).unwrap();
-        let fleet = spawn_service(
-            berth_fleet::service(store.clone(), &fleet_args, Some(key)),
-            store.clone(),
-        )
-        .await;
-        let placement_args = berth_placement::PlacementArgs {
-            placement_retry_ms: 100,
-            ..Default::default()
-        };
-        let placement = spawn_service(berth_placement::service(store.clone(), &placement_args), store.clone()).await;
         Stack {
-            _health: health,
-            _sessions: sessions,
-            fleet,
-            placement,
+            services: berth_teststack::Stack::start(redis).await,
         }
     }
 
@@ -67,35 +32,19 @@ impl Stack {
             .unwrap()
     }
 
-    /// A fleet of example game servers in location "local" with `desired` instances (deployed, when that is more
-    /// than 0), then put under a buffer policy that keeps `minimum_idle` idle servers (resting at zero when that is 0
-    /// and nothing is busy), and a queue over it.
+    /// A fleet of example game servers in location "local" with `desired` instances and a queue over it; once the
+    /// location is deployed (when `desired` is more than 0), a buffer policy that keeps `minimum_idle` idle servers
+    /// (resting at zero when that is 0 and nothing is busy).
     async fn fleet_and_queue(&self, fleet_id: &str, desired: u32, minimum_idle: u32) {
-        let channel = Stack::channel(&self.fleet, Role::Operator).await;
-        let mut fleets = FleetServiceClient::new(channel.clone());
-        let fleet = fpb::CreateFleetRequest {
-            fleet_id: fleet_id.into(),
-            provisioner: "process".into(),
-            launch_configuration: Some(fpb::ServerLaunchConfiguration {
-                launch_path: binary("berth-example-game-server").display().to_string(),
-                ..Default::default()
-            }),
-            instance_definitions: vec![fpb::InstanceDefinition {
-                instance_type: "small".into(),
-                ..Default::default()
-            }],
-            locations: vec![fpb::LocationConfiguration {
-                location: "local".into(),
-                capacity: Some(fpb::FleetCapacity {
-                    minimum_instances: 0,
-                    maximum_instances: 20,
-                    desired_instances: desired,
-                }),
-                standby: None,
-            }],
+        let launch = fpb::ServerLaunchConfiguration {
+            launch_path: binary("berth-example-game-server").display().to_string(),
             ..Default::default()
         };
-        fleets.create_fleet(fleet).await.unwrap();
+        self.services
+            .fleet_and_queue(berth_teststack::process_fleet(fleet_id, launch, desired))
+            .await;
+        let channel = Stack::channel(&self.services.fleet, Role::Operator).await;
+        let mut fleets = FleetServiceClient::new(channel.clone());
         // Only a DEPLOYED location takes placements: it is deployed before any policy may scale it.
         let until = tokio::time::Instant::now() + Duration::from_secs(60);
         loop {
@@ -131,20 +80,10 @@ impl Stack {
             .put_scaling_policy(policy)
             .await
             .unwrap();
-        let queue = pb::CreateQueueRequest {
-            name: fleet_id.into(),
-            destinations: vec![pb::QueueDestination {
-                fleet_id: fleet_id.into(),
-            }],
-            timeout_seconds: 120,
-            ..Default::default()
-        };
-        let channel = Stack::channel(&self.placement, Role::Operator).await;
-        QueueServiceClient::new(channel).create_queue(queue).await.unwrap();
     }
 
     async fn fleet_client(&self) -> FleetServiceClient<AuthedChannel> {
-        FleetServiceClient::new(Stack::channel(&self.fleet, Role::Operator).await)
+        FleetServiceClient::new(Stack::channel(&self.services.fleet, Role::Operator).await)
     }
 
     async fn desired(&self, fleet_id: &str) -> u32 {
@@ -177,7 +116,7 @@ impl Stack {
             maximum_player_session_count: 4,
             ..Default::default()
         };
-        let channel = Stack::channel(&self.placement, Role::Client).await;
+        let channel = Stack::channel(&self.services.placement, Role::Client).await;
         PlacementServiceClient::new(channel)
             .start_game_session_placement(request)
             .await
@@ -186,7 +125,7 @@ impl Stack {
 
     /// Placement `id` once it has ended (within 60 s).
     async fn ended(&self, id: &str) -> pb::GameSessionPlacement {
-        let mut placements = PlacementServiceClient::new(Stack::channel(&self.placement, Role::Client).await);
+        let mut placements = PlacementServiceClient::new(Stack::channel(&self.services.placement, Role::Client).await);
         let until = tokio::time::Instant::now() + Duration::from_secs(60);
         loop {
             let request = pb::DescribeGameSessionPlacementRequest {

@@ -1,0 +1,163 @@
+//! `berthctl get`: every record of one kind, read page by page until the last, printed as a table of the columns an
+//! operator scans first (or whole, as JSON or YAML).
+
+use std::future::Future;
+
+use berth_proto::fleet::v1 as fleet;
+use berth_proto::fleet::v1::fleet_service_client::FleetServiceClient;
+use berth_proto::fleet::v1::scaling_service_client::ScalingServiceClient;
+use berth_proto::health::v1 as health;
+use berth_proto::health::v1::game_server_service_client::GameServerServiceClient;
+use berth_proto::placement::v1 as placement;
+use berth_proto::placement::v1::queue_service_client::QueueServiceClient;
+use berth_proto::session::v1 as session;
+use berth_proto::session::v1::game_session_service_client::GameSessionServiceClient;
+
+use crate::cli::{GetKind, Output};
+use crate::context::{Context, Service};
+use crate::error::CtlError;
+use crate::output::{Column, print_list};
+
+/// Records a page at a time: `page` answers one page and the token of the next ('' after the last).
+async fn all_pages<T, F, Fut>(ctx: &Context, service: Service, mut page: F) -> Result<Vec<T>, CtlError>
+where
+    F: FnMut(String) -> Fut,
+    Fut: Future<Output = Result<(Vec<T>, String), tonic::Status>>,
+{
+    let mut records = Vec::new();
+    let mut token = String::new();
+    loop {
+        let (found, next) = page(token).await.map_err(ctx.refusal(service))?;
+        records.extend(found);
+        if next.is_empty() {
+            return Ok(records);
+        }
+        token = next;
+    }
+}
+
+/// Lists `kind` and prints it as `output` asks.
+pub async fn get(ctx: &Context, kind: GetKind, output: Output) -> Result<(), CtlError> {
+    match kind {
+        GetKind::Fleets => {
+            let client = FleetServiceClient::new(ctx.channel(Service::Fleet).await?);
+            let fleets = all_pages(ctx, Service::Fleet, |page_token| {
+                let mut client = client.clone();
+                async move {
+                    let request = fleet::ListFleetsRequest {
+                        page_token,
+                        ..Default::default()
+                    };
+                    let page = client.list_fleets(request).await?.into_inner();
+                    Ok((page.fleets, page.next_page_token))
+                }
+            })
+            .await?;
+            let columns = [
+                Column("FLEET", "fleetId"),
+                Column("STATUS", "status"),
+                Column("PROVISIONER", "provisioner"),
+                Column("LOCATIONS", "locations[].location"),
+                Column("DESIRED", "locations[].capacity.desiredInstances"),
+            ];
+            print_list(output, &fleets, &columns)
+        }
+        GetKind::Queues => {
+            let client = QueueServiceClient::new(ctx.channel(Service::Placement).await?);
+            let queues = all_pages(ctx, Service::Placement, |page_token| {
+                let mut client = client.clone();
+                async move {
+                    let request = placement::ListQueuesRequest {
+                        page_token,
+                        ..Default::default()
+                    };
+                    let page = client.list_queues(request).await?.into_inner();
+                    Ok((page.queues, page.next_page_token))
+                }
+            })
+            .await?;
+            let columns = [
+                Column("QUEUE", "name"),
+                Column("DESTINATIONS", "destinations[].fleetId"),
+                Column("TIMEOUT_S", "timeoutSeconds"),
+                Column("REVISION", "revision"),
+            ];
+            print_list(output, &queues, &columns)
+        }
+        GetKind::GameServers { fleet } => {
+            let client = GameServerServiceClient::new(ctx.channel(Service::Health).await?);
+            let servers = all_pages(ctx, Service::Health, |page_token| {
+                let (mut client, fleet_id) = (client.clone(), fleet.clone());
+                async move {
+                    let request = health::ListGameServersRequest {
+                        fleet_id,
+                        page_token,
+                        ..Default::default()
+                    };
+                    let page = client.list_game_servers(request).await?.into_inner();
+                    Ok((page.game_servers, page.next_page_token))
+                }
+            })
+            .await?;
+            let columns = [
+                Column("GAME_SERVER", "gameServerId"),
+                Column("INSTANCE", "instanceId"),
+                Column("UTILIZATION", "utilizationStatus"),
+                Column("CLAIM", "claimStatus"),
+                Column("INSTANCE_STATUS", "instanceStatus"),
+                Column("CONNECTION", "connectionInfo"),
+            ];
+            print_list(output, &servers, &columns)
+        }
+        GetKind::GameSessions { fleet, location } => {
+            let client = GameSessionServiceClient::new(ctx.channel(Service::Session).await?);
+            let sessions = all_pages(ctx, Service::Session, |page_token| {
+                let (mut client, fleet_id, location) = (client.clone(), fleet.clone(), location.clone());
+                async move {
+                    let request = session::ListGameSessionsRequest {
+                        fleet_id,
+                        location: location.unwrap_or_default(),
+                        page_token,
+                        ..Default::default()
+                    };
+                    let page = client.list_game_sessions(request).await?.into_inner();
+                    Ok((page.game_sessions, page.next_page_token))
+                }
+            })
+            .await?;
+            let columns = [
+                Column("GAME_SESSION", "gameSessionId"),
+                Column("STATUS", "status"),
+                Column("LOCATION", "location"),
+                Column("GAME_SERVER", "gameServerId"),
+                Column("PLAYERS", "currentPlayerSessionCount"),
+                Column("MAX", "maximumPlayerSessionCount"),
+            ];
+            print_list(output, &sessions, &columns)
+        }
+        GetKind::Policies { fleet } => {
+            let client = ScalingServiceClient::new(ctx.channel(Service::Fleet).await?);
+            let policies = all_pages(ctx, Service::Fleet, |page_token| {
+                let (mut client, fleet_id) = (client.clone(), fleet.clone());
+                async move {
+                    let request = fleet::DescribeScalingPoliciesRequest {
+                        fleet_id,
+                        page_token,
+                        ..Default::default()
+                    };
+                    let page = client.describe_scaling_policies(request).await?.into_inner();
+                    Ok((page.policies, page.next_page_token))
+                }
+            })
+            .await?;
+            let columns = [
+                Column("POLICY", "name"),
+                Column("LOCATION", "location"),
+                Column("STATUS", "status"),
+                Column("INTERVAL_S", "evaluationIntervalSeconds"),
+                Column("LAST_PROPOSED", "lastProposedInstances"),
+            ];
+            print_list(output, &policies, &columns)
+        }
+    }
+}

@@ -1,0 +1,240 @@
+//! `berthctl` as an operator and a script run it, against a running stack (the four services over a real Redis, a
+//! fleet of example game servers launched by the `process` provisioner): GameLift's game-session flow (seed 000),
+//! a placement through a queue, scaling, tokens, and failures read as one line with the exit code a script tests.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use berth_proto::fleet::v1 as fpb;
+use berth_runtime::auth::Role;
+use berth_testkit::{Reaper, TEST_KEY, TestRedis, binary, token};
+use serde_json::Value;
+
+/// The four services over one Redis, a fleet of example game servers and a queue over it, and the key file
+/// berthctl mints its tokens from.
+struct Stack {
+    services: berth_teststack::Stack,
+    fleet_id: String,
+    key_file: PathBuf,
+    _reaper: Reaper,
+}
+
+impl Stack {
+    async fn start(redis: &TestRedis) -> Stack {
+        let fleet_id = format!("ctl-{:x}", uuid::Uuid::now_v7().simple());
+        let key_file = std::env::temp_dir().join(format!("{fleet_id}.key"));
+        std::fs::write(&key_file, TEST_KEY).unwrap();
+        let stack = Stack {
+            services: berth_teststack::Stack::start(redis).await,
+            _reaper: Reaper(vec![fleet_id.clone()]),
+            fleet_id,
+            key_file,
+        };
+        stack.fleet_and_queue().await;
+        stack
+    }
+
+    /// One example game server in location "local", and a queue named as the fleet.
+    async fn fleet_and_queue(&self) {
+        let launch = fpb::ServerLaunchConfiguration {
+            launch_path: binary("berth-example-game-server").display().to_string(),
+            ..Default::default()
+        };
+        let fleet = berth_teststack::process_fleet(&self.fleet_id, launch, 1);
+        self.services.fleet_and_queue(fleet).await;
+    }
+
+    /// berthctl with `args`, pointed at this stack with an operator token minted from the key file, and no config
+    /// file (no HOME): its exit code, stdout and stderr.
+    async fn ctl(&self, args: &[&str]) -> (i32, String, String) {
+        self.ctl_with(args, &[]).await
+    }
+
+    async fn ctl_with(&self, args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_berthctl"));
+        command
+            .args(args)
+            .env_clear()
+            .env("BERTH_PLACEMENT_ENDPOINT", self.services.placement.endpoint())
+            .env("BERTH_SESSION_ENDPOINT", self.services.session.endpoint())
+            .env("BERTH_FLEET_ENDPOINT", self.services.fleet.endpoint())
+            .env("BERTH_HEALTH_ENDPOINT", self.services.health.endpoint())
+            .env("BERTH_AUTH_KEY_FILE", &self.key_file);
+        for (name, value) in env {
+            // An empty value takes the variable away.
+            if value.is_empty() {
+                command.env_remove(name);
+            } else {
+                command.env(name, value);
+            }
+        }
+        let output = command.output().await.expect("berthctl is built with the tests");
+        (
+            output.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    }
+
+    /// berthctl with `args` and `-o json`, which must succeed: its answer.
+    async fn json(&self, args: &[&str]) -> Value {
+        let mut with_json = args.to_vec();
+        with_json.extend(["-o", "json"]);
+        let (code, stdout, stderr) = self.ctl(&with_json).await;
+        assert_eq!(code, 0, "berthctl {args:?} failed: {stderr}");
+        serde_json::from_str(&stdout)
+            .unwrap_or_else(|err| panic!("berthctl {args:?} printed no JSON ({err}): {stdout}"))
+    }
+
+    /// `describe` of `what` once `done` holds of it (within 60 s).
+    async fn described_when(&self, what: &[&str], done: impl Fn(&Value) -> bool) -> Value {
+        let until = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let found = self.json(what).await;
+            if done(&found) {
+                return found;
+            }
+            assert!(tokio::time::Instant::now() < until, "{what:?} never got there: {found}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.key_file);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn berthctl_drives_the_game_session_flow_and_a_placement_through_a_queue() {
+    let redis = TestRedis::single();
+    let stack = Stack::start(&redis).await;
+    let fleet = stack.fleet_id.as_str();
+
+    let fleets = stack.json(&["get", "fleets"]).await;
+    assert!(
+        fleets.as_array().unwrap().iter().any(|f| f["fleetId"] == fleet),
+        "{fleets}"
+    );
+    let (code, table, _) = stack.ctl(&["get", "fleets"]).await;
+    assert_eq!(code, 0);
+    assert!(table.starts_with("FLEET"), "a table under its headers: {table}");
+    assert!(table.contains(fleet), "{table}");
+    stack
+        .described_when(&["describe", "fleet", fleet], |f| {
+            f["locations"][0]["status"] == "LOCATION_STATUS_DEPLOYED"
+        })
+        .await;
+
+    // Seed 000: a game session on a ready server, ACTIVE once the server activates it; a player's slot RESERVED;
+    // the session ended.
+    let created = stack
+        .json(&[
+            "create",
+            "game-session",
+            fleet,
+            "--max-players",
+            "4",
+            "--property",
+            "map=dust",
+        ])
+        .await;
+    let session_id = created["gameSession"]["gameSessionId"].as_str().unwrap().to_owned();
+    let active = stack
+        .described_when(&["describe", "game-session", &session_id], |s| {
+            s["status"] == "GAME_SESSION_STATUS_ACTIVE"
+        })
+        .await;
+    assert_eq!(active["gameProperties"][0]["value"], "dust");
+    let player = stack
+        .json(&["create", "player-session", &session_id, "--player", "p1"])
+        .await;
+    assert_eq!(player["playerSession"]["status"], "PLAYER_SESSION_STATUS_RESERVED");
+    let sessions = stack.json(&["get", "game-sessions", fleet]).await;
+    assert_eq!(sessions[0]["currentPlayerSessionCount"], 1, "{sessions}");
+    let ended = stack.json(&["terminate", "game-session", &session_id, "--force"]).await;
+    assert_eq!(ended["gameSession"]["status"], "GAME_SESSION_STATUS_TERMINATED");
+
+    // A placement through the queue, waited for, with a client's token minted by berthctl itself.
+    let (code, client_token, _) = stack.ctl(&["token", "--role", "client"]).await;
+    assert_eq!(code, 0);
+    let (code, stdout, stderr) = stack
+        .ctl_with(
+            &["place", "--queue", fleet, "--player", "p2", "-o", "json"],
+            &[("BERTH_TOKEN", client_token.trim())],
+        )
+        .await;
+    assert_eq!(code, 0, "{stderr}");
+    let placed: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(placed["status"], "PLACEMENT_STATUS_FULFILLED", "{placed}");
+    assert_eq!(placed["placedPlayerSessions"][0]["playerId"], "p2");
+    let servers = stack.json(&["get", "game-servers", fleet]).await;
+    assert!(!servers.as_array().unwrap().is_empty(), "{servers}");
+
+    let scaled = stack
+        .json(&["scale", fleet, "--location", "local", "--desired", "2"])
+        .await;
+    assert_eq!(scaled["capacity"]["desiredInstances"], 2, "{scaled}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failures_are_one_line_with_an_exit_code_a_script_can_test() {
+    let redis = TestRedis::single();
+    let stack = Stack::start(&redis).await;
+
+    // Refused: the gRPC code and Berth's own words, exit 1.
+    let (code, stdout, stderr) = stack.ctl(&["describe", "fleet", "no-such-fleet"]).await;
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stdout.is_empty());
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    assert!(
+        stderr.contains("NotFound") && stderr.contains("no-such-fleet"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = stack
+        .ctl(&["scale", &stack.fleet_id, "--location", "local", "--desired", "999"])
+        .await;
+    assert_eq!(code, 1);
+    assert!(stderr.contains("desired"), "names the field: {stderr}");
+
+    // Out of reach: which service, at which address, exit 3.
+    let (code, _, stderr) = stack
+        .ctl_with(&["get", "fleets"], &[("BERTH_FLEET_ENDPOINT", "http://127.0.0.1:9")])
+        .await;
+    assert_eq!(code, 3, "{stderr}");
+    assert!(
+        stderr.contains("fleet service did not answer at http://127.0.0.1:9"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"));
+
+    // No token and no way to mint one: configuration, exit 2; a token of the wrong role is refused.
+    let (code, _, stderr) = stack.ctl_with(&["get", "fleets"], &[("BERTH_AUTH_KEY_FILE", "")]).await;
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("no token"), "{stderr}");
+    let client = token(Role::Client, None);
+    let (code, _, stderr) = stack
+        .ctl_with(&["get", "fleets"], &[("BERTH_TOKEN", client.as_str())])
+        .await;
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("PermissionDenied"), "{stderr}");
+
+    // A named context that the config file lacks.
+    let config = std::env::temp_dir().join(format!("{}.yaml", stack.fleet_id));
+    std::fs::write(
+        &config,
+        "current-context: dev\ncontexts:\n  dev:\n    key-file: /nonexistent\n",
+    )
+    .unwrap();
+    let config_path = config.display().to_string();
+    let (code, _, stderr) = stack
+        .ctl_with(
+            &["get", "fleets", "--context", "prod"],
+            &[("BERTHCTL_CONFIG", config_path.as_str()), ("BERTH_AUTH_KEY_FILE", "")],
+        )
+        .await;
+    let _ = std::fs::remove_file(&config);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("no context \"prod\""), "{stderr}");
+}
