@@ -60,6 +60,8 @@ pub enum Output {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Makes the fleets and queues that manifests declare exist as declared.
+    Apply(ApplyArgs),
     /// Lists records of one kind.
     Get(Get),
     /// Shows one record whole.
@@ -81,6 +83,19 @@ pub enum Command {
         /// The shell.
         shell: clap_complete::Shell,
     },
+}
+
+#[derive(Debug, Args)]
+pub struct ApplyArgs {
+    /// A manifest, or a directory of them (.yaml, .yml, .json). Repeatable.
+    #[arg(short = 'f', long = "filename", required = true)]
+    pub files: Vec<PathBuf>,
+    /// Print the changes and make none.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Also delete the fleets and queues that no manifest names.
+    #[arg(long)]
+    pub prune: bool,
 }
 
 /// What `get` lists.

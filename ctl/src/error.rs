@@ -23,17 +23,24 @@ pub enum CtlError {
     /// The configuration (flags, environment, config file) does not say how to reach Berth or is malformed.
     #[error("{0}")]
     Config(String),
+    /// A manifest is malformed or breaks a limit: its file, line and field.
+    #[error("{0}")]
+    Manifest(String),
+    /// An apply stopped part way: what was made, where it failed, and that the rest was not made.
+    #[error("{0}")]
+    Partial(String),
     /// A placement ended without being fulfilled: its status and why.
     #[error("placement {id} ended {status}: {reason}")]
     NotFulfilled { id: String, status: String, reason: String },
 }
 
 impl CtlError {
-    /// The exit code: 1 refused, 2 bad usage or configuration (as clap's own), 3 unreachable, 4 not fulfilled.
+    /// The exit code: 1 refused (or an apply stopped part way), 2 bad usage, configuration or manifest (as clap's
+    /// own), 3 unreachable, 4 not fulfilled.
     pub fn exit_code(&self) -> ExitCode {
         ExitCode::from(match self {
-            CtlError::Refused { .. } => 1,
-            CtlError::Config(_) => 2,
+            CtlError::Refused { .. } | CtlError::Partial(_) => 1,
+            CtlError::Config(_) | CtlError::Manifest(_) => 2,
             CtlError::Unreachable { .. } => 3,
             CtlError::NotFulfilled { .. } => 4,
         })

@@ -1,16 +1,20 @@
 //! `berthctl`: Berth from the command line, as `kubectl` and the GameLift CLI are for theirs. It speaks the same
 //! gRPC contracts as any client, with the address and token from flags, the environment or a config file of named
 //! contexts; prints tables for people and JSON or YAML for scripts; and fails with one line and an exit code a script
-//! can test (1 refused, 2 bad usage or configuration, 3 a service out of reach, 4 a placement not fulfilled).
+//! can test (1 refused or an apply stopped part way, 2 bad usage, configuration or manifest, 3 a service out of
+//! reach, 4 a placement not fulfilled).
 
 mod cli;
 mod commands {
     pub mod act;
+    pub mod apply;
     pub mod describe;
     pub mod get;
 }
 mod context;
 mod error;
+mod lists;
+mod manifest;
 mod output;
 
 use std::process::ExitCode;
@@ -44,6 +48,14 @@ async fn run(cli: Cli) -> Result<(), CtlError> {
         command => {
             let ctx = Context::resolve(&cli.global)?;
             match command {
+                Command::Apply(args) => {
+                    let apply = commands::apply::Apply {
+                        files: args.files,
+                        dry_run: args.dry_run,
+                        prune: args.prune,
+                    };
+                    commands::apply::apply(&ctx, apply).await
+                }
                 Command::Get(get) => commands::get::get(&ctx, get.kind, output).await,
                 Command::Describe(describe) => commands::describe::describe(&ctx, describe.kind, output).await,
                 Command::Scale(scale) => commands::act::scale(&ctx, scale, output).await,

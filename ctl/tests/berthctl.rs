@@ -238,3 +238,151 @@ async fn failures_are_one_line_with_an_exit_code_a_script_can_test() {
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("no context \"prod\""), "{stderr}");
 }
+
+/// A manifest directory in a temporary directory of its own, removed when dropped.
+struct Manifests(PathBuf);
+
+impl Manifests {
+    fn new(name: &str) -> Manifests {
+        let dir = std::env::temp_dir().join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        Manifests(dir)
+    }
+
+    fn write(&self, file: &str, text: &str) {
+        std::fs::write(self.0.join(file), text).unwrap();
+    }
+
+    fn path(&self) -> String {
+        self.0.display().to_string()
+    }
+}
+
+impl Drop for Manifests {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn fleet_manifest(fleet: &str, maximum: u32) -> String {
+    format!(
+        "# the arena fleet\nkind: Fleet\nfleetId: {fleet}\nprovisioner: process\nlaunchConfiguration:\n  launchPath: \
+         /bin/true\ninstanceDefinitions:\n  - instanceType: small\nprocessTimeouts:\n  heartbeatIntervalMs: 2000\n\
+         locations:\n  - location: local\n    capacity: {{minimumInstances: 0, maximumInstances: {maximum}, \
+         desiredInstances: 0}}\nscalingPolicies:\n  - name: buffer\n    evaluationIntervalSeconds: 60\n    buffer: \
+         {{minimumIdleServers: 1}}\n"
+    )
+}
+
+fn queue_manifest(queue: &str, fleet: &str, timeout: u32) -> String {
+    format!("kind: Queue\nname: {queue}\ndestinations:\n  - fleetId: {fleet}\ntimeoutSeconds: {timeout}\n")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_makes_the_declared_records_once_and_plans_only_what_differs() {
+    let redis = TestRedis::single();
+    let stack = Stack::start(&redis).await;
+    let fleet = format!("{}-applied", stack.fleet_id);
+    let queue = format!("{}-q", stack.fleet_id);
+    let files = Manifests::new(&fleet);
+    files.write("fleets.yaml", &fleet_manifest(&fleet, 4));
+    files.write("queues.yml", &queue_manifest(&queue, &fleet, 60));
+    let dir = files.path();
+
+    // A dry run plans the three creations and makes none.
+    let (code, plan, stderr) = stack.ctl(&["apply", "-f", &dir, "--dry-run"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        plan,
+        format!(
+            "fleet/{fleet} created\nfleet/{fleet}: scaling policy buffer created\nqueue/{queue} created\ndry run: 3 \
+             changes planned, none made\n"
+        )
+    );
+    assert_eq!(stack.ctl(&["describe", "fleet", &fleet]).await.0, 1, "nothing was made");
+
+    // Applied, then applied again: nothing to do, and it says so.
+    let (code, made, stderr) = stack.ctl(&["apply", "-f", &dir]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(made.lines().count(), 3, "{made}");
+    let described = stack.json(&["describe", "fleet", &fleet]).await;
+    assert_eq!(described["processTimeouts"]["heartbeatIntervalMs"], 2000);
+    let policies = stack.json(&["get", "policies", &fleet]).await;
+    assert_eq!(policies[0]["name"], "buffer", "{policies}");
+    let (code, again, _) = stack.ctl(&["apply", "-f", &dir]).await;
+    assert_eq!(code, 0);
+    assert!(again.starts_with("no changes"), "{again}");
+
+    // Changed files: only what differs is planned, then made, and then nothing is left to do.
+    files.write("fleets.yaml", &fleet_manifest(&fleet, 5));
+    files.write("queues.yml", &queue_manifest(&queue, &fleet, 90));
+    let (code, plan, _) = stack.ctl(&["apply", "-f", &dir, "--dry-run"]).await;
+    assert_eq!(code, 0);
+    assert_eq!(
+        plan,
+        format!(
+            "fleet/{fleet}: location local capacity min/desired/max 0/0/4 → 0/0/5\nqueue/{queue} updated: \
+             timeoutSeconds: 60 → 90\ndry run: 2 changes planned, none made\n"
+        )
+    );
+    assert_eq!(stack.ctl(&["apply", "-f", &dir]).await.0, 0);
+    let (_, again, _) = stack.ctl(&["apply", "-f", &dir]).await;
+    assert!(again.starts_with("no changes"), "{again}");
+    let described = stack.json(&["describe", "queue", &queue]).await;
+    assert_eq!(described["timeoutSeconds"], 90);
+
+    // Prune: the fleet and queue of the stack itself are named by no file.
+    let (code, plan, _) = stack.ctl(&["apply", "-f", &dir, "--prune", "--dry-run"]).await;
+    assert_eq!(code, 0);
+    assert!(
+        plan.contains(&format!("queue/{} deleted (pruned)", stack.fleet_id)),
+        "{plan}"
+    );
+    assert!(
+        plan.contains(&format!("fleet/{} deleted (pruned)", stack.fleet_id)),
+        "{plan}"
+    );
+    assert!(!plan.contains(&format!("fleet/{fleet} deleted")), "{plan}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_manifest_is_named_by_file_line_and_field_and_nothing_is_applied() {
+    let redis = TestRedis::single();
+    let stack = Stack::start(&redis).await;
+    let fleet = format!("{}-bad", stack.fleet_id);
+    let queue = format!("{}-q", stack.fleet_id);
+    let files = Manifests::new(&fleet);
+    // The queue's file is good and is read first; the fleet's is not, so neither is applied.
+    files.write("a-queue.yaml", &queue_manifest(&queue, &stack.fleet_id, 60));
+    files.write(
+        "b-fleet.yaml",
+        &fleet_manifest(&fleet, 4).replace("processTimeouts", "processTimeout"),
+    );
+    let (code, stdout, stderr) = stack.ctl(&["apply", "-f", &files.path()]).await;
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stdout.is_empty(), "{stdout}");
+    assert!(
+        stderr.contains("b-fleet.yaml:9:") && stderr.contains("processTimeout"),
+        "{stderr}"
+    );
+    assert_eq!(
+        stack.ctl(&["describe", "queue", &queue]).await.0,
+        1,
+        "the good file was not applied either"
+    );
+
+    // A limit broken: the field the service would name, at its line.
+    files.write(
+        "b-fleet.yaml",
+        &fleet_manifest(&fleet, 4).replace("minimumInstances: 0", "minimumInstances: 9"),
+    );
+    let (code, _, stderr) = stack.ctl(&["apply", "-f", &files.path()]).await;
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("b-fleet.yaml:13: locations[0].capacity"), "{stderr}");
+
+    // Malformed YAML: its line.
+    files.write("b-fleet.yaml", "kind: Fleet\nfleetId: [unclosed\n");
+    let (code, _, stderr) = stack.ctl(&["apply", "-f", &files.path()]).await;
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("b-fleet.yaml:"), "{stderr}");
+}

@@ -1,14 +1,10 @@
-//! `berthctl get`: every record of one kind, read page by page until the last, printed as a table of the columns an
-//! operator scans first (or whole, as JSON or YAML).
+//! `berthctl get`: every record of one kind, printed as a table of the columns an operator scans first (or whole, as
+//! JSON or YAML).
 
-use std::future::Future;
-
-use berth_proto::fleet::v1 as fleet;
 use berth_proto::fleet::v1::fleet_service_client::FleetServiceClient;
 use berth_proto::fleet::v1::scaling_service_client::ScalingServiceClient;
 use berth_proto::health::v1 as health;
 use berth_proto::health::v1::game_server_service_client::GameServerServiceClient;
-use berth_proto::placement::v1 as placement;
 use berth_proto::placement::v1::queue_service_client::QueueServiceClient;
 use berth_proto::session::v1 as session;
 use berth_proto::session::v1::game_session_service_client::GameSessionServiceClient;
@@ -16,43 +12,15 @@ use berth_proto::session::v1::game_session_service_client::GameSessionServiceCli
 use crate::cli::{GetKind, Output};
 use crate::context::{Context, Service};
 use crate::error::CtlError;
+use crate::lists::{self, all_pages};
 use crate::output::{Column, print_list};
-
-/// Records a page at a time: `page` answers one page and the token of the next ('' after the last).
-async fn all_pages<T, F, Fut>(ctx: &Context, service: Service, mut page: F) -> Result<Vec<T>, CtlError>
-where
-    F: FnMut(String) -> Fut,
-    Fut: Future<Output = Result<(Vec<T>, String), tonic::Status>>,
-{
-    let mut records = Vec::new();
-    let mut token = String::new();
-    loop {
-        let (found, next) = page(token).await.map_err(ctx.refusal(service))?;
-        records.extend(found);
-        if next.is_empty() {
-            return Ok(records);
-        }
-        token = next;
-    }
-}
 
 /// Lists `kind` and prints it as `output` asks.
 pub async fn get(ctx: &Context, kind: GetKind, output: Output) -> Result<(), CtlError> {
     match kind {
         GetKind::Fleets => {
             let client = FleetServiceClient::new(ctx.channel(Service::Fleet).await?);
-            let fleets = all_pages(ctx, Service::Fleet, |page_token| {
-                let mut client = client.clone();
-                async move {
-                    let request = fleet::ListFleetsRequest {
-                        page_token,
-                        ..Default::default()
-                    };
-                    let page = client.list_fleets(request).await?.into_inner();
-                    Ok((page.fleets, page.next_page_token))
-                }
-            })
-            .await?;
+            let fleets = lists::fleets(ctx, &client).await?;
             let columns = [
                 Column("FLEET", "fleetId"),
                 Column("STATUS", "status"),
@@ -64,18 +32,7 @@ pub async fn get(ctx: &Context, kind: GetKind, output: Output) -> Result<(), Ctl
         }
         GetKind::Queues => {
             let client = QueueServiceClient::new(ctx.channel(Service::Placement).await?);
-            let queues = all_pages(ctx, Service::Placement, |page_token| {
-                let mut client = client.clone();
-                async move {
-                    let request = placement::ListQueuesRequest {
-                        page_token,
-                        ..Default::default()
-                    };
-                    let page = client.list_queues(request).await?.into_inner();
-                    Ok((page.queues, page.next_page_token))
-                }
-            })
-            .await?;
+            let queues = lists::queues(ctx, &client).await?;
             let columns = [
                 Column("QUEUE", "name"),
                 Column("DESTINATIONS", "destinations[].fleetId"),
@@ -137,19 +94,7 @@ pub async fn get(ctx: &Context, kind: GetKind, output: Output) -> Result<(), Ctl
         }
         GetKind::Policies { fleet } => {
             let client = ScalingServiceClient::new(ctx.channel(Service::Fleet).await?);
-            let policies = all_pages(ctx, Service::Fleet, |page_token| {
-                let (mut client, fleet_id) = (client.clone(), fleet.clone());
-                async move {
-                    let request = fleet::DescribeScalingPoliciesRequest {
-                        fleet_id,
-                        page_token,
-                        ..Default::default()
-                    };
-                    let page = client.describe_scaling_policies(request).await?.into_inner();
-                    Ok((page.policies, page.next_page_token))
-                }
-            })
-            .await?;
+            let policies = lists::policies(ctx, &client, &fleet).await?;
             let columns = [
                 Column("POLICY", "name"),
                 Column("LOCATION", "location"),

@@ -95,13 +95,23 @@ fn write<M: Message + Name>(message: &M, options: &SerializeOptions) -> Result<V
 /// The message `json` holds in proto3 JSON. Fields it does not know are skipped, so that the other side of a
 /// contract may send more than this build knows.
 pub fn from_json<M: Message + Name + Default>(json: &[u8]) -> Result<M, JsonError> {
+    read(json, false)
+}
+
+/// As [`from_json`], but a field the message does not have is an error: for text a person wrote (a manifest), where
+/// an unknown field is a typo to point out rather than something newer to pass over.
+pub fn from_json_strict<M: Message + Name + Default>(json: &[u8]) -> Result<M, JsonError> {
+    read(json, true)
+}
+
+fn read<M: Message + Name + Default>(json: &[u8], deny_unknown_fields: bool) -> Result<M, JsonError> {
     let descriptor = descriptor::<M>()?;
     let unreadable = |problem: String| JsonError::Unreadable {
         message: M::full_name(),
         problem,
     };
     let mut input = serde_json::Deserializer::from_slice(json);
-    let options = DeserializeOptions::new().deny_unknown_fields(false);
+    let options = DeserializeOptions::new().deny_unknown_fields(deny_unknown_fields);
     let dynamic = DynamicMessage::deserialize_with_options(descriptor, &mut input, &options)
         .map_err(|err| unreadable(err.to_string()))?;
     input.end().map_err(|err| unreadable(err.to_string()))?;
