@@ -66,8 +66,16 @@ pub enum Command {
     Get(Get),
     /// Shows one record whole.
     Describe(Describe),
+    /// Finds a fleet's game sessions with GameLift's search expressions.
+    Search(Search),
+    /// Prints events as they come: a fleet's, game sessions', or a queue's placements.
+    Events(Events),
     /// Sets a fleet location's capacity.
     Scale(Scale),
+    /// Stops a fleet's scaling policies from acting (in some locations, or all).
+    Suspend(Autoscaling),
+    /// Lets a fleet's scaling policies act again.
+    Resume(Autoscaling),
     /// Starts a placement through a queue and, unless told not to, waits for its outcome.
     Place(Place),
     /// Claims a game server of a fleet (FleetIQ ClaimGameServer).
@@ -150,6 +158,50 @@ pub enum DescribeKind {
     GameSession { id: String },
     /// A game server of a fleet.
     GameServer { fleet: String, id: String },
+}
+
+#[derive(Debug, Args)]
+pub struct Search {
+    /// The fleet.
+    pub fleet: String,
+    /// Only this location's game sessions.
+    #[arg(long)]
+    pub location: Option<String>,
+    /// Which game sessions, e.g. "playerSessionCount < 4 AND gameSessionProperties.map = 'dust'".
+    #[arg(long)]
+    pub filter: Option<String>,
+    /// Their order, e.g. "creationTimeMillis DESC".
+    #[arg(long)]
+    pub sort: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct Events {
+    #[command(subcommand)]
+    pub kind: EventsKind,
+    /// Keep printing events as they happen (reconnecting and resuming from the last one seen when the connection
+    /// breaks) rather than ending once the retained ones are printed.
+    #[arg(long, short = 'f', global = true)]
+    pub follow: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum EventsKind {
+    /// A fleet's events (launches, terminations, scaling actions, …).
+    Fleet { fleet: String },
+    /// The game and player session events of a fleet.
+    Sessions { fleet: String },
+    /// The outcomes of a queue's placements.
+    Placements { queue: String },
+}
+
+#[derive(Debug, Args)]
+pub struct Autoscaling {
+    /// The fleet.
+    pub fleet: String,
+    /// Only these locations [default: all of them].
+    #[arg(long = "location")]
+    pub locations: Vec<String>,
 }
 
 #[derive(Debug, Args)]

@@ -9,6 +9,7 @@ mod commands {
     pub mod act;
     pub mod apply;
     pub mod describe;
+    pub mod events;
     pub mod get;
 }
 mod context;
@@ -58,7 +59,11 @@ async fn run(cli: Cli) -> Result<(), CtlError> {
                 }
                 Command::Get(get) => commands::get::get(&ctx, get.kind, output).await,
                 Command::Describe(describe) => commands::describe::describe(&ctx, describe.kind, output).await,
+                Command::Search(search) => commands::get::search(&ctx, search, output).await,
+                Command::Events(events) => commands::events::events(&ctx, events.kind, events.follow, output).await,
                 Command::Scale(scale) => commands::act::scale(&ctx, scale, output).await,
+                Command::Suspend(which) => commands::act::autoscaling(&ctx, which, true, output).await,
+                Command::Resume(which) => commands::act::autoscaling(&ctx, which, false, output).await,
                 Command::Place(place) => commands::act::place(&ctx, place, output).await,
                 Command::Claim(claim) => commands::act::claim(&ctx, claim, output).await,
                 Command::Create(create) => commands::act::create(&ctx, create.kind, output).await,

@@ -46,7 +46,7 @@ fn yaml(value: &Value) -> Result<String, CtlError> {
 }
 
 /// The text at `path` in `value`: strings bare, lists joined with commas, absent as `-`.
-fn cell(value: &Value, path: &str) -> String {
+pub fn cell(value: &Value, path: &str) -> String {
     let mut found = vec![value];
     for step in path.split('.') {
         let (name, each) = match step.strip_suffix("[]") {

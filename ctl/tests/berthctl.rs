@@ -9,6 +9,7 @@ use berth_proto::fleet::v1 as fpb;
 use berth_runtime::auth::Role;
 use berth_testkit::{Reaper, TEST_KEY, TestRedis, binary, token};
 use serde_json::Value;
+use tokio::io::AsyncBufReadExt;
 
 /// The four services over one Redis, a fleet of example game servers and a queue over it, and the key file
 /// berthctl mints its tokens from.
@@ -153,6 +154,19 @@ async fn berthctl_drives_the_game_session_flow_and_a_placement_through_a_queue()
     assert_eq!(player["playerSession"]["status"], "PLAYER_SESSION_STATUS_RESERVED");
     let sessions = stack.json(&["get", "game-sessions", fleet]).await;
     assert_eq!(sessions[0]["currentPlayerSessionCount"], 1, "{sessions}");
+    let found = stack
+        .json(&[
+            "search",
+            fleet,
+            "--filter",
+            "playerSessionCount = 1 AND gameSessionProperties.map = 'dust'",
+        ])
+        .await;
+    assert_eq!(found[0]["gameSessionId"], session_id.as_str(), "{found}");
+    let none = stack
+        .json(&["search", fleet, "--filter", "playerSessionCount > 1"])
+        .await;
+    assert_eq!(none, serde_json::json!([]));
     let ended = stack.json(&["terminate", "game-session", &session_id, "--force"]).await;
     assert_eq!(ended["gameSession"]["status"], "GAME_SESSION_STATUS_TERMINATED");
 
@@ -176,6 +190,55 @@ async fn berthctl_drives_the_game_session_flow_and_a_placement_through_a_queue()
         .json(&["scale", fleet, "--location", "local", "--desired", "2"])
         .await;
     assert_eq!(scaled["capacity"]["desiredInstances"], 2, "{scaled}");
+    let suspended = stack.json(&["suspend", fleet]).await;
+    assert_eq!(suspended["locations"][0]["autoscalingSuspended"], true, "{suspended}");
+    let resumed = stack.json(&["resume", fleet, "--location", "local"]).await;
+    assert!(
+        resumed["locations"][0].get("autoscalingSuspended").is_none(),
+        "{resumed}"
+    );
+
+    // The retained events: the fleet's launches, the sessions' changes, the placement's outcome; each a line.
+    let (code, fleet_events, stderr) = stack.ctl(&["events", "fleet", fleet]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(fleet_events.contains("INSTANCE_LAUNCHED"), "{fleet_events}");
+    let (_, session_events, _) = stack.ctl(&["events", "sessions", fleet]).await;
+    assert!(session_events.contains(&session_id), "{session_events}");
+    let (_, placement_events, _) = stack.ctl(&["events", "placements", fleet, "-o", "json"]).await;
+    let outcome: Value = serde_json::from_str(placement_events.lines().next().unwrap()).unwrap();
+    assert_eq!(
+        outcome["eventType"], "PLACEMENT_EVENT_TYPE_FULFILLED",
+        "{placement_events}"
+    );
+
+    // Followed: an event that happens after the command started is printed as it comes.
+    let mut follower = tokio::process::Command::new(env!("CARGO_BIN_EXE_berthctl"))
+        .args(["events", "placements", fleet, "--follow"])
+        .env_clear()
+        .env("BERTH_PLACEMENT_ENDPOINT", stack.services.placement.endpoint())
+        .env("BERTH_AUTH_KEY_FILE", &stack.key_file)
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let (code, _, stderr) = stack
+        .ctl_with(
+            &["place", "--queue", fleet, "--id", "followed-1"],
+            &[("BERTH_TOKEN", client_token.trim())],
+        )
+        .await;
+    assert_eq!(code, 0, "{stderr}");
+    let mut lines = tokio::io::BufReader::new(follower.stdout.take().unwrap()).lines();
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if line.contains("followed-1") {
+                return;
+            }
+        }
+        panic!("the follower ended");
+    })
+    .await
+    .expect("the followed placement is printed");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,4 +1,4 @@
-//! The commands that change something: `scale` a location, `place` a game session through a queue (waiting for its
+//! The commands that change something: `scale` a location, `suspend` and `resume` its autoscaling, `place` a game session through a queue (waiting for its
 //! outcome, the placement described again every 200 ms), `claim` a game server, `create` a game or player session
 //! and `terminate` a game session.
 
@@ -15,7 +15,7 @@ use berth_proto::session::v1::game_session_service_client::GameSessionServiceCli
 use berth_proto::session::v1::player_session_service_client::PlayerSessionServiceClient;
 use placement::PlacementStatus;
 
-use crate::cli::{Claim, CreateKind, Output, Place, Scale, TerminateKind};
+use crate::cli::{Autoscaling, Claim, CreateKind, Output, Place, Scale, TerminateKind};
 use crate::context::{Context, Service};
 use crate::error::CtlError;
 use crate::output::print_one;
@@ -193,4 +193,26 @@ pub async fn terminate(ctx: &Context, kind: TerminateKind, output: Output) -> Re
         .await
         .map_err(ctx.refusal(Service::Session))?;
     print_one(output, &answer.into_inner())
+}
+
+/// Suspends (`suspend`) or resumes a fleet's autoscaling and prints the fleet after.
+pub async fn autoscaling(ctx: &Context, which: Autoscaling, suspend: bool, output: Output) -> Result<(), CtlError> {
+    let mut client = FleetServiceClient::new(ctx.channel(Service::Fleet).await?);
+    let answer = if suspend {
+        let request = fleet::SuspendAutoscalingRequest {
+            fleet_id: which.fleet,
+            locations: which.locations,
+        };
+        client.suspend_autoscaling(request).await.map(|a| a.into_inner().fleet)
+    } else {
+        let request = fleet::ResumeAutoscalingRequest {
+            fleet_id: which.fleet,
+            locations: which.locations,
+        };
+        client.resume_autoscaling(request).await.map(|a| a.into_inner().fleet)
+    };
+    match answer.map_err(ctx.refusal(Service::Fleet))? {
+        Some(fleet) => print_one(output, &fleet),
+        None => Ok(()),
+    }
 }

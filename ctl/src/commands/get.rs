@@ -1,5 +1,5 @@
-//! `berthctl get`: every record of one kind, printed as a table of the columns an operator scans first (or whole, as
-//! JSON or YAML).
+//! `berthctl get` and `search`: every record of one kind, or the game sessions a search finds, printed as a table
+//! of the columns an operator scans first (or whole, as JSON or YAML).
 
 use berth_proto::fleet::v1::fleet_service_client::FleetServiceClient;
 use berth_proto::fleet::v1::scaling_service_client::ScalingServiceClient;
@@ -9,11 +9,43 @@ use berth_proto::placement::v1::queue_service_client::QueueServiceClient;
 use berth_proto::session::v1 as session;
 use berth_proto::session::v1::game_session_service_client::GameSessionServiceClient;
 
-use crate::cli::{GetKind, Output};
+use crate::cli::{GetKind, Output, Search};
 use crate::context::{Context, Service};
 use crate::error::CtlError;
 use crate::lists::{self, all_pages};
 use crate::output::{Column, print_list};
+
+/// The columns of a game session in a table.
+const GAME_SESSION_COLUMNS: &[Column] = &[
+    Column("GAME_SESSION", "gameSessionId"),
+    Column("STATUS", "status"),
+    Column("LOCATION", "location"),
+    Column("GAME_SERVER", "gameServerId"),
+    Column("PLAYERS", "currentPlayerSessionCount"),
+    Column("MAX", "maximumPlayerSessionCount"),
+];
+
+/// Prints the game sessions a search finds, in the order it asks.
+pub async fn search(ctx: &Context, search: Search, output: Output) -> Result<(), CtlError> {
+    let client = GameSessionServiceClient::new(ctx.channel(Service::Session).await?);
+    let sessions = all_pages(ctx, Service::Session, |page_token| {
+        let mut client = client.clone();
+        let request = session::SearchGameSessionsRequest {
+            fleet_id: search.fleet.clone(),
+            location: search.location.clone().unwrap_or_default(),
+            filter_expression: search.filter.clone().unwrap_or_default(),
+            sort_expression: search.sort.clone().unwrap_or_default(),
+            page_token,
+            ..Default::default()
+        };
+        async move {
+            let page = client.search_game_sessions(request).await?.into_inner();
+            Ok((page.game_sessions, page.next_page_token))
+        }
+    })
+    .await?;
+    print_list(output, &sessions, GAME_SESSION_COLUMNS)
+}
 
 /// Lists `kind` and prints it as `output` asks.
 pub async fn get(ctx: &Context, kind: GetKind, output: Output) -> Result<(), CtlError> {
@@ -82,15 +114,7 @@ pub async fn get(ctx: &Context, kind: GetKind, output: Output) -> Result<(), Ctl
                 }
             })
             .await?;
-            let columns = [
-                Column("GAME_SESSION", "gameSessionId"),
-                Column("STATUS", "status"),
-                Column("LOCATION", "location"),
-                Column("GAME_SERVER", "gameServerId"),
-                Column("PLAYERS", "currentPlayerSessionCount"),
-                Column("MAX", "maximumPlayerSessionCount"),
-            ];
-            print_list(output, &sessions, &columns)
+            print_list(output, &sessions, GAME_SESSION_COLUMNS)
         }
         GetKind::Policies { fleet } => {
             let client = ScalingServiceClient::new(ctx.channel(Service::Fleet).await?);
