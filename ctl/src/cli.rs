@@ -70,6 +70,8 @@ pub enum Command {
     Search(Search),
     /// Prints events as they come: a fleet's, game sessions', or a queue's placements.
     Events(Events),
+    /// A live view of fleets, queues and scaling, redrawn in place.
+    Top(Top),
     /// Sets a fleet location's capacity.
     Scale(Scale),
     /// Stops a fleet's scaling policies from acting (in some locations, or all).
@@ -193,6 +195,16 @@ pub enum EventsKind {
     Sessions { fleet: String },
     /// The outcomes of a queue's placements.
     Placements { queue: String },
+}
+
+#[derive(Debug, Args)]
+pub struct Top {
+    /// Seconds between two frames.
+    #[arg(long, default_value_t = 2)]
+    pub interval_seconds: u64,
+    /// Print one frame and end.
+    #[arg(long)]
+    pub once: bool,
 }
 
 #[derive(Debug, Args)]

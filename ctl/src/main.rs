@@ -11,6 +11,7 @@ mod commands {
     pub mod describe;
     pub mod events;
     pub mod get;
+    pub mod top;
 }
 mod context;
 mod error;
@@ -61,6 +62,7 @@ async fn run(cli: Cli) -> Result<(), CtlError> {
                 Command::Describe(describe) => commands::describe::describe(&ctx, describe.kind, output).await,
                 Command::Search(search) => commands::get::search(&ctx, search, output).await,
                 Command::Events(events) => commands::events::events(&ctx, events.kind, events.follow, output).await,
+                Command::Top(top) => commands::top::top(&ctx, top, output).await,
                 Command::Scale(scale) => commands::act::scale(&ctx, scale, output).await,
                 Command::Suspend(which) => commands::act::autoscaling(&ctx, which, true, output).await,
                 Command::Resume(which) => commands::act::autoscaling(&ctx, which, false, output).await,

@@ -74,7 +74,7 @@ pub fn cell(value: &Value, path: &str) -> String {
 }
 
 /// `rows` as aligned columns under their headers.
-fn table(rows: &[Value], columns: &[Column]) -> String {
+pub fn table(rows: &[Value], columns: &[Column]) -> String {
     let cells: Vec<Vec<String>> = rows
         .iter()
         .map(|row| columns.iter().map(|Column(_, path)| cell(row, path)).collect())

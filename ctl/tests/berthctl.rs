@@ -198,6 +198,20 @@ async fn berthctl_drives_the_game_session_flow_and_a_placement_through_a_queue()
         "{resumed}"
     );
 
+    // One frame of top: the location with its capacity, the queue with its placements, the scaling it did not do.
+    let (code, frame, stderr) = stack.ctl(&["top", "--once"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(frame.starts_with("FLEET/LOCATION"), "{frame}");
+    assert!(frame.contains(&format!("{fleet}/local")), "{frame}");
+    let frame = stack.json(&["top", "--once"]).await;
+    let queue = frame["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["queueName"] == fleet)
+        .cloned();
+    assert_eq!(queue.unwrap()["placementsSucceeded"], "1", "{frame}");
+
     // The retained events: the fleet's launches, the sessions' changes, the placement's outcome; each a line.
     let (code, fleet_events, stderr) = stack.ctl(&["events", "fleet", fleet]).await;
     assert_eq!(code, 0, "{stderr}");
