@@ -13,11 +13,13 @@ test: deps
 	$(CARGO) test --workspace --all-targets --locked
 	$(CARGO) test --workspace --doc --locked
 
-## fmt, clippy with warnings as errors, and buf lint of the contracts.
+## fmt, clippy with warnings as errors, buf lint of the contracts, and the Kubernetes overlays rendered and
+## validated offline against a current release's schemas.
 lint: deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 	npx --no-install buf lint
+	bash scripts/lint-k8s.sh
 
 ## The load tests with short defaults; figures in load-tests/reports/latest.json. BERTH_BENCH_* variables choose
 ## the scenario and its size (load-tests/README.md); servers are 20,000 unless BERTH_BENCH_SERVERS says otherwise.

@@ -2,8 +2,8 @@
 # Installs what `make test`, `make lint`, `make run`, `make bench` and `make sim` need on a fresh machine:
 # redis-server (the tests start their own processes of it), protoc (Agones' Rust SDK, which berth-agent's tests speak
 # through, compiles its protos with it), the DejaVu fonts (the simulator's chart), a Docker engine (Debian's
-# docker.io, for the docker provisioner's tests, its daemon started when none answers) and buf (from the npm package
-# @bufbuild/buf, for `buf lint`).
+# docker.io, for the docker provisioner's tests, its daemon started when none answers), kubectl and
+# kubernetes-validate (the Kubernetes manifests' lint) and buf (from the npm package @bufbuild/buf, for `buf lint`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -52,6 +52,22 @@ if command -v dockerd >/dev/null && ! $sudo_cmd docker info >/dev/null 2>&1; the
   done
   $sudo_cmd docker info >/dev/null 2>&1 ||
     echo "warning: dockerd did not answer within 30 s (see $dockerd_log); the docker provisioner's tests will skip"
+fi
+
+# `make lint` renders the Kubernetes overlays with kubectl's built-in kustomize and validates them offline with
+# kubernetes-validate (PyPI), which carries the schemas of each Kubernetes release.
+if ! command -v kubectl >/dev/null; then
+  echo "installing kubectl"
+  apt_install kubectl || apt_install kubernetes-client
+fi
+if ! command -v kubernetes-validate >/dev/null; then
+  echo "installing kubernetes-validate from PyPI"
+  if ! command -v pip3 >/dev/null; then
+    apt_install python3-pip
+  fi
+  # A Debian-managed Python refuses system-wide installs (PEP 668) unless told it may.
+  pip3 install --quiet kubernetes-validate 2>/dev/null ||
+    pip3 install --quiet --break-system-packages kubernetes-validate
 fi
 
 if [ ! -x node_modules/.bin/buf ]; then
