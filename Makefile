@@ -2,7 +2,7 @@
 
 CARGO ?= cargo
 
-.PHONY: run test lint bench sim build deps fmt
+.PHONY: run test lint bench sim build image deps fmt
 
 ## Start Redis (when none answers), the four services and a demo fleet; Ctrl-C stops them.
 run:
@@ -34,6 +34,10 @@ sim: deps
 
 build:
 	$(CARGO) build --workspace --release --locked --bins
+
+## The container image berth:local, from this machine's release build (no registry needed; deploy/README.md).
+image: build
+	bash scripts/image.sh
 
 fmt:
 	$(CARGO) fmt --all
