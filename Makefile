@@ -19,7 +19,7 @@ lint: deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 	npx --no-install buf lint
-	bash scripts/lint-k8s.sh
+	bash scripts/lint-deploy.sh
 
 ## The load tests with short defaults; figures in load-tests/reports/latest.json. BERTH_BENCH_* variables choose
 ## the scenario and its size (load-tests/README.md); servers are 20,000 unless BERTH_BENCH_SERVERS says otherwise.

@@ -2,8 +2,8 @@
 # Installs what `make test`, `make lint`, `make run`, `make bench` and `make sim` need on a fresh machine:
 # redis-server (the tests start their own processes of it), protoc (Agones' Rust SDK, which berth-agent's tests speak
 # through, compiles its protos with it), the DejaVu fonts (the simulator's chart), a Docker engine (Debian's
-# docker.io, for the docker provisioner's tests, its daemon started when none answers), kubectl and
-# kubernetes-validate (the Kubernetes manifests' lint) and buf (from the npm package @bufbuild/buf, for `buf lint`).
+# docker.io, for the docker provisioner's tests, its daemon started when none answers), kubectl,
+# kubernetes-validate and docker-compose (the deployment files' lint) and buf (from the npm package @bufbuild/buf, for `buf lint`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -59,6 +59,10 @@ fi
 if ! command -v kubectl >/dev/null; then
   echo "installing kubectl"
   apt_install kubectl || apt_install kubernetes-client
+fi
+if ! command -v docker-compose >/dev/null; then
+  echo "installing docker-compose"
+  apt_install docker-compose
 fi
 if ! command -v kubernetes-validate >/dev/null; then
   echo "installing kubernetes-validate from PyPI"

@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
-# Renders each Kubernetes overlay (deploy/kubernetes/overlays/*) with kubectl's built-in kustomize, a throwaway
-# signing key standing in for the git-ignored secret, and validates every object it yields offline and strictly
-# (unknown fields are errors) against the schemas of a current Kubernetes release (kubernetes-validate).
+# Checks the deployment files: the Compose file with `docker-compose config` (Debian's docker-compose, the oldest
+# Compose a studio is likely to run), and each Kubernetes overlay (deploy/kubernetes/overlays/*) rendered with
+# kubectl's built-in kustomize, a throwaway signing key standing in for the git-ignored secret, every object it
+# yields validated offline and strictly (unknown fields are errors) against a current Kubernetes release's schemas
+# (kubernetes-validate).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 KUBERNETES_VERSION="${BERTH_LINT_KUBERNETES_VERSION:-1.33.0}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
+
+docker-compose -f deploy/compose.yaml config -q
+echo "deploy/compose.yaml: valid (docker-compose config)"
 
 cp -r deploy/kubernetes "$work/"
 head -c 48 /dev/urandom | base64 > "$work/kubernetes/base/secrets/auth-key"
