@@ -163,9 +163,7 @@ impl Autoscaler {
             Acted::Done(true) => {
                 let scaled = decided.desired();
                 tracing::info!(fleet = %fleet_id, location = %name, message = %decided.message, "scaled");
-                metrics::counter!("berth_scaling_actions_total",
-                    "direction" => if scaled > decided.from { "out" } else { "in" })
-                .increment(1);
+                crate::metrics::scaling_action(fleet_id, name, scaled > decided.from);
                 Scaled::Applied
             }
             Acted::Done(false) | Acted::Gone => Scaled::Kept,

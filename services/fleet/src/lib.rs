@@ -9,6 +9,7 @@
 
 mod autoscaler;
 mod fleets;
+mod metrics;
 pub mod provisioner;
 mod reconciler;
 mod scaling;
@@ -135,6 +136,7 @@ pub(crate) struct Context {
 /// The fleet service over `store`; `tokens` signs the tokens of the game servers it launches (none in an insecure
 /// deployment).
 pub fn service(store: Store, args: &FleetArgs, tokens: Option<TokenKey>) -> ServiceDef {
+    metrics::describe();
     let context = Arc::new(Context {
         store,
         args: args.clone(),

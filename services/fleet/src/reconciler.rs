@@ -87,6 +87,7 @@ impl Reconciler {
         if self.stopping.load(Ordering::Relaxed) {
             return Ok(());
         }
+        let started = std::time::Instant::now();
         let mut work = Vec::new();
         for fleet_id in fleets::fleets(&self.store).await? {
             match fleets::read_fleet(&self.store, &fleet_id).await {
@@ -108,6 +109,8 @@ impl Reconciler {
             }
         }
         futures::future::join_all(passes).await;
+        crate::metrics::reconcile_pass(started.elapsed());
+        crate::metrics::leases_held(self.leases().len());
         Ok(())
     }
 
@@ -127,6 +130,10 @@ impl Reconciler {
         let Some(survey) = self.gather(fleet, location, provisioner).await? else {
             return Ok(());
         };
+        if let Some(instances) = &survey.instances {
+            let states = instances.found.instances.iter().map(|instance| instance.state);
+            crate::metrics::instances(&fleet.config.fleet_id, location, states);
+        }
         let decision = decide::decide(&survey);
         self.act(&survey, decision, provisioner).await
     }
@@ -152,6 +159,7 @@ impl Reconciler {
             Lease::Held(lease) => {
                 if held.as_ref() != Some(&lease) {
                     tracing::info!(fleet = %fleet_id, %location, %lease, "took the location's lease");
+                    crate::metrics::lease_taken();
                 }
                 self.leases().insert(key, lease.clone());
                 Ok(Some(lease))
@@ -159,6 +167,7 @@ impl Reconciler {
             Lease::Taken(_) | Lease::NoLocation => {
                 if self.leases().remove(&key).is_some() {
                     tracing::warn!(fleet = %fleet_id, %location, "lost the location's lease");
+                    crate::metrics::lease_lost();
                 }
                 Ok(None)
             }

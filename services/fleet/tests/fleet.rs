@@ -117,24 +117,32 @@ async fn insecure_mode_listens_on_loopback_only_and_says_where() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_method_the_contracts_do_not_define_mints_no_metric_label() {
-    let redis = TestRedis::single();
+/// The berth-fleet binary over `redis` without auth, reconciling every 100 ms, serving: a channel to it, its metrics
+/// port, and the process.
+async fn metered_fleet(redis: &TestRedis) -> (tonic::transport::Channel, u16, BinaryProcess) {
     let metrics_port = free_port();
     let envs = [
         ("BERTH_INSECURE_NO_AUTH", "true".to_owned()),
         ("BERTH_REDIS_URL", redis.config().urls[0].clone()),
         ("BERTH_METRICS_LISTEN", format!("127.0.0.1:{metrics_port}")),
+        ("BERTH_RECONCILE_MS", "100".to_owned()),
     ];
     let fleet = BinaryProcess::spawn("berth-fleet", &envs);
     wait_for_health(&fleet.endpoint(), "", ServingStatus::Serving).await;
-    // A method the contract does not define is UNIMPLEMENTED and counted under `unknown`, not under a label of its
-    // own.
     let channel = tonic::transport::Endpoint::from_shared(fleet.endpoint())
         .unwrap()
         .connect()
         .await
         .unwrap();
+    (channel, metrics_port, fleet)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_method_the_contracts_do_not_define_mints_no_metric_label() {
+    let redis = TestRedis::single();
+    let (channel, metrics_port, _fleet) = metered_fleet(&redis).await;
+    // A method the contract does not define is UNIMPLEMENTED and counted under `unknown`, not under a label of its
+    // own.
     let mut grpc = tonic::client::Grpc::new(channel);
     grpc.ready().await.unwrap();
     let invented = http::uri::PathAndQuery::from_static("/berth.fleet.v1.FleetService/Invented4711");
@@ -144,4 +152,46 @@ async fn a_method_the_contracts_do_not_define_mints_no_metric_label() {
     let metrics = scrape(metrics_port).await;
     assert!(!metrics.contains("Invented4711"), "{metrics}");
     assert!(metrics.contains("method=\"unknown\""), "{metrics}");
+}
+
+/// The fleet binary's own metrics, scraped while it reconciles a process fleet: launches by outcome, instances by
+/// state, the leases it holds and took, and how long its passes take.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconciling_a_fleet_shows_in_its_metrics() {
+    let redis = TestRedis::single();
+    let fleet_id = format!("metrics-{:x}", std::process::id());
+    let _reaper = berth_testkit::Reaper(vec![fleet_id.clone()]);
+    let (channel, metrics_port, _fleet) = metered_fleet(&redis).await;
+    let launch = berth_proto::fleet::v1::ServerLaunchConfiguration {
+        launch_path: "/bin/sleep".into(),
+        parameters: "60".into(),
+        ..Default::default()
+    };
+    let request = berth_teststack::process_fleet(&fleet_id, launch, 1);
+    FleetServiceClient::new(channel).create_fleet(request).await.unwrap();
+
+    let wanted = [
+        format!("berth_instance_launches_total{{fleet=\"{fleet_id}\",location=\"local\",outcome=\"launched\"}} 1"),
+        format!("berth_instances{{fleet=\"{fleet_id}\",location=\"local\",state=\"RUNNING\"}} 1"),
+        "berth_location_leases_held 1".to_owned(),
+        "berth_location_leases_taken_total 1".to_owned(),
+        "berth_reconcile_pass_seconds_count".to_owned(),
+        "# HELP berth_instance_launches_total".to_owned(),
+    ];
+    let until = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let metrics = scrape(metrics_port).await;
+        let missing: Vec<&String> = wanted
+            .iter()
+            .filter(|series| !metrics.contains(series.as_str()))
+            .collect();
+        if missing.is_empty() {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < until,
+            "{missing:?} not in the scrape:\n{metrics}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }

@@ -54,7 +54,9 @@ impl Webhooks {
         calls.insert(asking, (Instant::now(), slot.clone()));
         let (webhooks, policy) = (self.clone(), policy.clone());
         tokio::spawn(async move {
+            let asked = Instant::now();
             let answer = webhooks.ask(&policy, &review).await;
+            crate::metrics::webhook_call(answer.is_ok(), asked.elapsed());
             *lock(&slot) = Some(answer);
         });
         None

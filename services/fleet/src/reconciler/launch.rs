@@ -91,6 +91,7 @@ impl Reconciler {
                 .collect(),
         };
         let launched = provisioner.launch(&spec).await;
+        crate::metrics::launch(leased.fleet_id, leased.location, launched.is_ok());
         let answer = match &launched {
             Ok(handle) => Ok(handle.as_str()),
             Err(err) => Err(err.0.as_str()),
