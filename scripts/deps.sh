@@ -3,7 +3,7 @@
 # redis-server (the tests start their own processes of it), protoc (Agones' Rust SDK, which berth-agent's tests speak
 # through, compiles its protos with it), the DejaVu fonts (the simulator's chart), a Docker engine (Debian's
 # docker.io, for the docker provisioner's tests, its daemon started when none answers), kubectl,
-# kubernetes-validate and docker-compose (the deployment files' lint) and buf (from the npm package @bufbuild/buf, for `buf lint`).
+# kubernetes-validate, docker-compose and promtool (the deployment files' lint) and buf (from the npm package @bufbuild/buf, for `buf lint`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -59,6 +59,10 @@ fi
 if ! command -v kubectl >/dev/null; then
   echo "installing kubectl"
   apt_install kubectl || apt_install kubernetes-client
+fi
+if ! command -v promtool >/dev/null; then
+  echo "installing prometheus (for promtool)"
+  apt_install --no-install-recommends prometheus
 fi
 if ! command -v docker-compose >/dev/null; then
   echo "installing docker-compose"

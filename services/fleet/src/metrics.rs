@@ -4,11 +4,12 @@
 
 use std::time::Duration;
 
-use berth_domain::stored::InstanceState;
+use berth_domain::stored::{InstanceState, LocationStatus};
 use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
 
 const LAUNCHES: &str = "berth_instance_launches_total";
 const INSTANCES: &str = "berth_instances";
+const LOCATION_STATUS: &str = "berth_location_status";
 const LEASES_HELD: &str = "berth_location_leases_held";
 const LEASES_TAKEN: &str = "berth_location_leases_taken_total";
 const LEASES_LOST: &str = "berth_location_leases_lost_total";
@@ -64,6 +65,15 @@ pub(crate) fn instances(fleet: &str, location: &str, states: impl Iterator<Item 
         let count = states.clone().filter(|found| found == state).count();
         gauge!(INSTANCES, "fleet" => fleet.to_owned(), "location" => location.to_owned(), "state" => state.as_str())
             .set(count as f64);
+    }
+}
+
+/// A location's status, as its lease holder last read it.
+pub(crate) fn location_status(fleet: &str, location: &str, status: LocationStatus) {
+    for each in LocationStatus::ALL {
+        let value = if *each == status { 1.0 } else { 0.0 };
+        gauge!(LOCATION_STATUS, "fleet" => fleet.to_owned(), "location" => location.to_owned(), "status" => each.as_str())
+            .set(value);
     }
 }
 

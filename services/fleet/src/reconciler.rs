@@ -130,6 +130,7 @@ impl Reconciler {
         let Some(survey) = self.gather(fleet, location, provisioner).await? else {
             return Ok(());
         };
+        crate::metrics::location_status(&fleet.config.fleet_id, location, survey.record.status);
         if let Some(instances) = &survey.instances {
             let states = instances.found.instances.iter().map(|instance| instance.state);
             crate::metrics::instances(&fleet.config.fleet_id, location, states);

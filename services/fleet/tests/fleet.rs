@@ -155,7 +155,8 @@ async fn a_method_the_contracts_do_not_define_mints_no_metric_label() {
 }
 
 /// The fleet binary's own metrics, scraped while it reconciles a process fleet: launches by outcome, instances by
-/// state, the leases it holds and took, and how long its passes take.
+/// state, the location's status, the leases it holds and took, how long its passes take, and Redis as its health
+/// probe finds it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reconciling_a_fleet_shows_in_its_metrics() {
     let redis = TestRedis::single();
@@ -173,7 +174,10 @@ async fn reconciling_a_fleet_shows_in_its_metrics() {
     let wanted = [
         format!("berth_instance_launches_total{{fleet=\"{fleet_id}\",location=\"local\",outcome=\"launched\"}} 1"),
         format!("berth_instances{{fleet=\"{fleet_id}\",location=\"local\",state=\"RUNNING\"}} 1"),
+        format!("berth_location_status{{fleet=\"{fleet_id}\",location=\"local\",status=\"DEPLOYING\"}} 1"),
         "berth_location_leases_held 1".to_owned(),
+        "berth_redis_up 1".to_owned(),
+        "berth_redis_writable 1".to_owned(),
         "berth_location_leases_taken_total 1".to_owned(),
         "berth_reconcile_pass_seconds_count".to_owned(),
         "# HELP berth_instance_launches_total".to_owned(),

@@ -57,8 +57,21 @@ pub(crate) const GRPC_REQUEST_DURATION: &str = "berth_grpc_request_duration_seco
 /// Background work for one fleet that failed, by task.
 const BACKGROUND_FLEET_FAILURES: &str = "berth_background_fleet_failures_total";
 
+/// Whether Redis answered the last health probe (1) or not (0).
+const REDIS_UP: &str = "berth_redis_up";
+/// Whether Redis took writes at the last probe (1), or was at its maxmemory or out of reach (0).
+const REDIS_WRITABLE: &str = "berth_redis_writable";
+
 /// The help text of the metrics the runtime records itself.
 fn describe() {
+    metrics::describe_gauge!(
+        REDIS_UP,
+        "1 while Redis answers this replica's health probe, 0 while it does not"
+    );
+    metrics::describe_gauge!(
+        REDIS_WRITABLE,
+        "1 while Redis takes this replica's writes, 0 while it is at its maxmemory or out of reach"
+    );
     metrics::describe_counter!(
         GRPC_REQUESTS,
         "gRPC requests, by method (one the contracts define, else unknown) and status code"
@@ -77,6 +90,12 @@ fn describe() {
 /// Counts background work that failed for one fleet.
 pub(crate) fn background_fleet_failure(task: &'static str) {
     metrics::counter!(BACKGROUND_FLEET_FAILURES, "task" => task).increment(1);
+}
+
+/// What the last health probe found of Redis.
+pub(crate) fn redis_probed(up: bool, writable: bool) {
+    metrics::gauge!(REDIS_UP).set(if up { 1.0 } else { 0.0 });
+    metrics::gauge!(REDIS_WRITABLE).set(if writable { 1.0 } else { 0.0 });
 }
 
 #[cfg(test)]

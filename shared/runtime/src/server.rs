@@ -192,6 +192,7 @@ async fn probe_redis(store: Store, reporter: HealthReporter, names: Vec<&'static
             }
             Some(Err(_)) | None => ServingStatus::NotServing,
         };
+        crate::metrics::redis_probed(reached.is_ok(), writes == ServingStatus::Serving);
         if last_writes != Some(writes) {
             reporter.set_service_status(WRITES, writes).await;
             last_writes = Some(writes);
