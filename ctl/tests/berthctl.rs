@@ -9,7 +9,8 @@ use berth_proto::fleet::v1 as fpb;
 use berth_runtime::auth::Role;
 use berth_testkit::{Reaper, TEST_KEY, TestRedis, binary, token};
 use serde_json::Value;
-use tokio::io::AsyncBufReadExt;
+use tokio::io::{AsyncBufReadExt, BufReader, Lines};
+use tokio::process::ChildStdout;
 
 /// The four services over one Redis, a fleet of example game servers and a queue over it, and the key file
 /// berthctl mints its tokens from.
@@ -75,6 +76,21 @@ impl Stack {
             String::from_utf8_lossy(&output.stdout).into_owned(),
             String::from_utf8_lossy(&output.stderr).into_owned(),
         )
+    }
+
+    /// berthctl with `args` left running (killed when the child is dropped): it and its output's lines.
+    fn follow(&self, args: &[&str]) -> (tokio::process::Child, Lines<BufReader<ChildStdout>>) {
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_berthctl"))
+            .args(args)
+            .env_clear()
+            .env("BERTH_PLACEMENT_ENDPOINT", self.services.placement.endpoint())
+            .env("BERTH_AUTH_KEY_FILE", &self.key_file)
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        (child, lines)
     }
 
     /// berthctl with `args` and `-o json`, which must succeed: its answer.
@@ -226,15 +242,7 @@ async fn berthctl_drives_the_game_session_flow_and_a_placement_through_a_queue()
     );
 
     // Followed: an event that happens after the command started is printed as it comes.
-    let mut follower = tokio::process::Command::new(env!("CARGO_BIN_EXE_berthctl"))
-        .args(["events", "placements", fleet, "--follow"])
-        .env_clear()
-        .env("BERTH_PLACEMENT_ENDPOINT", stack.services.placement.endpoint())
-        .env("BERTH_AUTH_KEY_FILE", &stack.key_file)
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let (_follower, mut lines) = stack.follow(&["events", "placements", fleet, "--follow"]);
     let (code, _, stderr) = stack
         .ctl_with(
             &["place", "--queue", fleet, "--id", "followed-1"],
@@ -242,7 +250,6 @@ async fn berthctl_drives_the_game_session_flow_and_a_placement_through_a_queue()
         )
         .await;
     assert_eq!(code, 0, "{stderr}");
-    let mut lines = tokio::io::BufReader::new(follower.stdout.take().unwrap()).lines();
     tokio::time::timeout(Duration::from_secs(30), async {
         while let Some(line) = lines.next_line().await.unwrap() {
             if line.contains("followed-1") {
@@ -462,4 +469,45 @@ async fn a_bad_manifest_is_named_by_file_line_and_field_and_nothing_is_applied()
     let (code, _, stderr) = stack.ctl(&["apply", "-f", &files.path()]).await;
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("b-fleet.yaml:"), "{stderr}");
+}
+
+/// A follower keeps following across a restart of the replica it watches: it reconnects, resumes after the last
+/// event it printed, and prints the next placement's outcome, each outcome once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_follow_on_across_a_restart_of_the_service() {
+    let redis = TestRedis::single();
+    let mut stack = Stack::start(&redis).await;
+    let fleet = stack.fleet_id.clone();
+    // A server for each placement: one hosts its match until the end of the test.
+    let scaled = stack
+        .json(&["scale", &fleet, "--location", "local", "--desired", "2"])
+        .await;
+    assert_eq!(scaled["capacity"]["desiredInstances"], 2);
+    stack
+        .described_when(&["describe", "fleet", &fleet], |f| {
+            f["locations"][0]["status"] == "LOCATION_STATUS_DEPLOYED"
+        })
+        .await;
+    let (_follower, mut lines) = stack.follow(&["events", "placements", &fleet, "--follow", "-o", "json"]);
+    let mut next_outcome = async || -> Value {
+        let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+            .await
+            .expect("an outcome is printed")
+            .unwrap()
+            .expect("the follower goes on");
+        serde_json::from_str(&line).unwrap()
+    };
+
+    let (code, _, stderr) = stack.ctl(&["place", "--queue", &fleet, "--id", "before-restart"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(next_outcome().await["placement"]["placementId"], "before-restart");
+
+    stack.services.restart_placement().await;
+    let (code, _, stderr) = stack.ctl(&["place", "--queue", &fleet, "--id", "after-restart"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    let outcome = next_outcome().await;
+    assert_eq!(
+        outcome["placement"]["placementId"], "after-restart",
+        "resumed after the last outcome printed, none again: {outcome}"
+    );
 }

@@ -17,5 +17,5 @@ pub use launched::Reaper;
 pub use process::{assert_serves, wait_for_health};
 pub use raw_call::unary_without_timer;
 pub use redis_server::{RedisCluster, RedisServer, TestRedis};
-pub use service::{RunningService, TEST_KEY, game_server_config, spawn_service, token};
+pub use service::{RunningService, TEST_KEY, game_server_config, spawn_service, spawn_service_at, token};
 pub use sessions::{SESSION_TIMINGS, game_session_status, place_game_session};

@@ -34,6 +34,11 @@ impl RunningService {
 
     /// Shuts it down gracefully and waits until it has stopped.
     pub async fn shutdown(mut self) {
+        self.stop().await;
+    }
+
+    /// Stops it as [`RunningService::shutdown`] does, leaving the value (for a replica started again in its place).
+    pub async fn stop(&mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
@@ -53,9 +58,12 @@ impl Drop for RunningService {
 
 /// Serves `def` on an ephemeral port with token auth ([`TEST_KEY`]), probing Redis every 100 ms.
 pub async fn spawn_service(def: ServiceDef, store: Store) -> RunningService {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("binding an ephemeral port");
+    spawn_service_at(def, store, "127.0.0.1:0".parse().expect("an address")).await
+}
+
+/// As [`spawn_service`], on `addr`: a replica started again where its clients already connect.
+pub async fn spawn_service_at(def: ServiceDef, store: Store, addr: std::net::SocketAddr) -> RunningService {
+    let listener = tokio::net::TcpListener::bind(addr).await.expect("binding the address");
     let addr = listener.local_addr().expect("local address");
     let options = ServeOptions {
         auth: AuthMode::Tokens(TokenKey::new(TEST_KEY.to_vec()).expect("test key is long enough")),

@@ -10,7 +10,7 @@ use berth_proto::placement::v1::queue_service_client::QueueServiceClient;
 use berth_runtime::auth::{Role, TokenKey};
 use berth_sdk::AuthedChannel;
 use berth_store::Store;
-use berth_testkit::{RunningService, TEST_KEY, TestRedis, spawn_service, token};
+use berth_testkit::{RunningService, TEST_KEY, TestRedis, spawn_service, spawn_service_at, token};
 
 /// A running stack.
 pub struct Stack {
@@ -46,11 +46,7 @@ impl Stack {
             store.clone(),
         )
         .await;
-        let placement_args = berth_placement::PlacementArgs {
-            placement_retry_ms: 100,
-            ..Default::default()
-        };
-        let placement = spawn_service(berth_placement::service(store.clone(), &placement_args), store.clone()).await;
+        let placement = spawn_service(placement(&store), store.clone()).await;
         Stack {
             store,
             health,
@@ -61,7 +57,24 @@ impl Stack {
     }
 }
 
+/// A placement replica retrying every 100 ms.
+fn placement(store: &Store) -> berth_runtime::server::ServiceDef {
+    let args = berth_placement::PlacementArgs {
+        placement_retry_ms: 100,
+        ..Default::default()
+    };
+    berth_placement::service(store.clone(), &args)
+}
+
 impl Stack {
+    /// Stops the placement replica (its calls drained, its watches ended UNAVAILABLE) and starts another at its
+    /// address, as a rolling restart does.
+    pub async fn restart_placement(&mut self) {
+        let addr = self.placement.addr;
+        self.placement.stop().await;
+        self.placement = spawn_service_at(placement(&self.store), self.store.clone(), addr).await;
+    }
+
     /// A channel to `service` with an operator's token.
     pub async fn operator(service: &RunningService) -> AuthedChannel {
         berth_sdk::connect(&service.endpoint(), &token(Role::Operator, None))
