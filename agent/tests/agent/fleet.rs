@@ -111,24 +111,7 @@ impl Stack {
             ..Default::default()
         };
         placements.start_game_session_placement(request).await.unwrap();
-        let until = tokio::time::Instant::now() + Duration::from_secs(60);
-        loop {
-            let request = pb::DescribeGameSessionPlacementRequest {
-                placement_id: placement_id.into(),
-            };
-            let placement = placements
-                .describe_game_session_placement(request)
-                .await
-                .unwrap()
-                .into_inner()
-                .placement
-                .unwrap();
-            if placement.status() != pb::PlacementStatus::Pending {
-                return placement;
-            }
-            assert!(tokio::time::Instant::now() < until, "{placement_id} still PENDING");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        self.services.placement_ended(placement_id).await
     }
 
     /// Allocates, through Agones' allocation API, a server of the fleet labelled `agones.dev/sdk-face: face`, with

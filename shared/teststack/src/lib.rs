@@ -6,6 +6,7 @@
 use berth_proto::fleet::v1 as fpb;
 use berth_proto::fleet::v1::fleet_service_client::FleetServiceClient;
 use berth_proto::placement::v1 as pb;
+use berth_proto::placement::v1::placement_service_client::PlacementServiceClient;
 use berth_proto::placement::v1::queue_service_client::QueueServiceClient;
 use berth_runtime::auth::{Role, TokenKey};
 use berth_sdk::AuthedChannel;
@@ -80,6 +81,35 @@ impl Stack {
         berth_sdk::connect(&service.endpoint(), &token(Role::Operator, None))
             .await
             .expect("the service answers")
+    }
+
+    /// Placement `id` once it has ended (within 60 s).
+    pub async fn placement_ended(&self, id: &str) -> pb::GameSessionPlacement {
+        let channel = berth_sdk::connect(&self.placement.endpoint(), &token(Role::Client, None))
+            .await
+            .expect("the service answers");
+        let mut placements = PlacementServiceClient::new(channel);
+        let until = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let request = pb::DescribeGameSessionPlacementRequest {
+                placement_id: id.into(),
+            };
+            let placement = placements
+                .describe_game_session_placement(request)
+                .await
+                .expect("the placement is described")
+                .into_inner()
+                .placement
+                .expect("the answer holds the placement");
+            if placement.status() != pb::PlacementStatus::Pending {
+                return placement;
+            }
+            assert!(
+                tokio::time::Instant::now() < until,
+                "placement {id} still PENDING after 60 s"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
     }
 
     /// Creates `fleet`, and a queue of the same name over it (placements time out after 120 s).

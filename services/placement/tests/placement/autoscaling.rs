@@ -123,32 +123,6 @@ impl Stack {
             .unwrap();
     }
 
-    /// Placement `id` once it has ended (within 60 s).
-    async fn ended(&self, id: &str) -> pb::GameSessionPlacement {
-        let mut placements = PlacementServiceClient::new(Stack::channel(&self.services.placement, Role::Client).await);
-        let until = tokio::time::Instant::now() + Duration::from_secs(60);
-        loop {
-            let request = pb::DescribeGameSessionPlacementRequest {
-                placement_id: id.into(),
-            };
-            let placement = placements
-                .describe_game_session_placement(request)
-                .await
-                .unwrap()
-                .into_inner()
-                .placement
-                .unwrap();
-            if placement.status() != pb::PlacementStatus::Pending {
-                return placement;
-            }
-            assert!(
-                tokio::time::Instant::now() < until,
-                "placement {id} still PENDING after 60 s"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
     async fn scaling_actions(&self, fleet_id: &str) -> Vec<(u32, u32)> {
         let request = fpb::ListFleetEventsRequest {
             fleet_id: fleet_id.into(),
@@ -189,7 +163,7 @@ async fn a_burst_of_placements_scales_its_fleet_up_at_once(redis: TestRedis) {
         stack.place(fleet, id).await;
     }
     for id in &burst {
-        let placement = stack.ended(id).await;
+        let placement = stack.services.placement_ended(id).await;
         assert_eq!(placement.status(), pb::PlacementStatus::Fulfilled, "{placement:?}");
     }
     let actions = stack.scaling_actions(fleet).await;
@@ -219,7 +193,7 @@ async fn a_location_at_zero_is_woken_by_a_placement_that_is_then_fulfilled(redis
     stack.desired_reaches(fleet, 0).await;
     let placement_id = format!("{fleet}-wake");
     stack.place(fleet, &placement_id).await;
-    let placement = stack.ended(&placement_id).await;
+    let placement = stack.services.placement_ended(&placement_id).await;
     assert_eq!(placement.status(), pb::PlacementStatus::Fulfilled, "{placement:?}");
     assert_eq!(placement.fleet_id, *fleet);
     let actions = stack.scaling_actions(fleet).await;
