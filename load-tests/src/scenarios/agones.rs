@@ -346,7 +346,7 @@ async fn placed_to_allocated(stack: &Stack, health: &str, args: &Args) -> Result
             // Announced to the server's health replica as CreateGameSession does, which pushes it to the process.
             match create_game_session(&store, &new, &berth_testkit::SESSION_TIMINGS).await {
                 Ok(Created::Created(record, routing)) => {
-                    processes::announce(&store, &routing, WATCH_FLEET, &record.game_server_id).await;
+                    processes::announce(&store, &routing, WATCH_FLEET, &record.game_server_id, None).await;
                     false
                 }
                 _ => true,

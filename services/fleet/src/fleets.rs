@@ -68,7 +68,14 @@ impl Fleets {
     /// Tells the health replicas of the processes a deletion asked to end, and answers the fleet as it is now.
     async fn told_to_end(&self, fleet_id: &str, told: &[(String, Routing)]) -> Result<FleetRecord, Status> {
         for (game_server_id, routing) in told {
-            processes::announce(&self.context.store, routing, fleet_id, game_server_id).await;
+            processes::announce(
+                &self.context.store,
+                routing,
+                fleet_id,
+                game_server_id,
+                berth_runtime::telemetry::traceparent().as_deref(),
+            )
+            .await;
         }
         self.fleet(fleet_id).await
     }

@@ -16,14 +16,29 @@ use crate::streams::Command;
 /// Tells the replica holding a process's stream that its desired state moved to `routing.version`.
 pub(crate) async fn announce(context: &Context, routing: &Routing, fleet_id: &str, game_server_id: &str) {
     if routing.replica == context.replica {
+        let span = push_span(game_server_id);
         let command = match routing.desired_state() {
-            Some(desired) => Command::State(Box::new(desired)),
-            None => Command::Announce(routing.version),
+            Some(desired) => Command::State(Box::new(desired), span),
+            None => Command::Announce(routing.version, span),
         };
         context.streams.tell(fleet_id, game_server_id, command);
         return;
     }
-    processes::announce(&context.store, routing, fleet_id, game_server_id).await;
+    let traceparent = berth_runtime::telemetry::traceparent();
+    processes::announce(
+        &context.store,
+        routing,
+        fleet_id,
+        game_server_id,
+        traceparent.as_deref(),
+    )
+    .await;
+}
+
+/// The span of a push to a process of the state something moved: a child of the span that moved it, here or, with
+/// the trace context an announcement carried, on another replica.
+fn push_span(game_server_id: &str) -> tracing::Span {
+    tracing::info_span!("push", otel.name = "health.push", game_server = game_server_id)
 }
 
 /// Listens on this replica's channel and hands each announcement to the stream it names.
@@ -40,15 +55,25 @@ pub(crate) async fn listen(context: Arc<Context>) {
         };
         while let Some(payload) = subscription.next().await {
             let payload = String::from_utf8_lossy(&payload);
-            if let Some((fleet_id, game_server_id, what)) = processes::parse_announcement(&payload) {
-                let command = match what {
-                    Announcement::Version(version) => Command::Announce(version),
-                    Announcement::State(desired) => Command::State(desired),
-                    Announcement::Superseded(attach) => Command::Superseded(attach),
-                    Announcement::Changed => Command::Changed,
-                };
-                context.streams.tell(fleet_id, game_server_id, command);
-            }
+            let Some(announced) = processes::parse_announcement(&payload) else {
+                continue;
+            };
+            let pushed = || {
+                let span = push_span(announced.game_server_id);
+                if let Some(traceparent) = announced.traceparent {
+                    berth_runtime::telemetry::continue_trace(&span, traceparent);
+                }
+                span
+            };
+            let command = match announced.what {
+                Announcement::Version(version) => Command::Announce(version, pushed()),
+                Announcement::State(desired) => Command::State(desired, pushed()),
+                Announcement::Superseded(attach) => Command::Superseded(attach),
+                Announcement::Changed => Command::Changed,
+            };
+            context
+                .streams
+                .tell(announced.fleet_id, announced.game_server_id, command);
         }
     }
 }

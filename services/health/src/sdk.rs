@@ -21,6 +21,7 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::{Stream, StreamExt};
 use tonic::{Code, Request, Response, Status, Streaming};
+use tracing::Instrument;
 
 use crate::Context;
 use berth_domain::game_server::timestamp;
@@ -393,13 +394,21 @@ impl ProcessStream {
 
     async fn command(&mut self, command: Command) -> Flow {
         match command {
-            Command::Announce(version) if version > self.pushed_version => match self.desired().await {
-                Ok(Some(desired)) => self.push(&desired).await,
-                Ok(None) | Err(_) => Flow::Continue,
-            },
-            Command::Announce(_) => Flow::Continue,
-            Command::State(desired) if desired.version > self.pushed_version => self.push(&desired).await,
-            Command::State(_) => Flow::Continue,
+            Command::Announce(version, span) if version > self.pushed_version => {
+                async {
+                    match self.desired().await {
+                        Ok(Some(desired)) => self.push(&desired).await,
+                        Ok(None) | Err(_) => Flow::Continue,
+                    }
+                }
+                .instrument(span)
+                .await
+            }
+            Command::Announce(..) => Flow::Continue,
+            Command::State(desired, span) if desired.version > self.pushed_version => {
+                self.push(&desired).instrument(span).await
+            }
+            Command::State(..) => Flow::Continue,
             Command::HeartbeatSettings(settings) if settings != self.told => {
                 self.told = settings;
                 let change = pb::HeartbeatIntervalChange {

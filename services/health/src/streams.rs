@@ -14,10 +14,10 @@ use tokio::sync::mpsc;
 /// What a stream's task is told from outside the stream.
 #[derive(Debug)]
 pub(crate) enum Command {
-    /// The process's desired state reached this version: push what is new.
-    Announce(u64),
-    /// The process's desired state reached this one, carried whole: push what is new.
-    State(Box<Desired>),
+    /// The process's desired state reached this version: push what is new, in the span given.
+    Announce(u64, tracing::Span),
+    /// The process's desired state reached this one, carried whole: push what is new, in the span given.
+    State(Box<Desired>, tracing::Span),
     /// A heartbeat was recorded while the process is behind its desired state: ack it with the whole state.
     Behind {
         request_id: String,

@@ -4,6 +4,7 @@
 //! it would make the claim its own (UTILIZED), and one that nobody heard of could no longer be handed back.
 
 use std::future::Future;
+use tracing::Instrument;
 
 use berth_store::{Store, pool, processes};
 use tonic::Status;
@@ -51,7 +52,7 @@ where
                 tracing::warn!(fleet = %taken.fleet_id, error = %err, "a claim nobody heard of lapses with its timeout");
             }
         }
-    });
+    }.in_current_span());
     answered
         .await
         .map_err(|_| Status::internal("nothing was taken: the task making it ended"))

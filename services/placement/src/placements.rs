@@ -18,6 +18,7 @@ use berth_store::{EventsRead, Store, StoreError};
 use prost::Message;
 use tokio::sync::watch as signal;
 use tonic::{Request, Response, Status};
+use tracing::Instrument;
 
 /// The handlers, over the shared store.
 pub struct Placements {
@@ -88,7 +89,14 @@ async fn start_in_time(
     if passed() {
         return refused(late()).await;
     }
-    match store::start_placement(&store, &req, &digest).await? {
+    match store::start_placement(
+        &store,
+        &req,
+        &digest,
+        berth_runtime::telemetry::traceparent().as_deref(),
+    )
+    .await?
+    {
         Started::Created(record) => {
             crate::metrics::placement_started(queue);
             Ok(record.placement)
@@ -116,7 +124,8 @@ impl PlacementService for Placements {
         check::check_start(&req)?;
         // Made apart from this call, which the server drops when the caller gives up (its deadline, a reset): a
         // hold on the id made in that moment is then let go of rather than kept for a placement never started.
-        let starting = tokio::spawn(start_in_time(self.store.clone(), req, self.id_held_ms(), deadline));
+        let starting =
+            tokio::spawn(start_in_time(self.store.clone(), req, self.id_held_ms(), deadline).in_current_span());
         let placement = starting
             .await
             .map_err(|_| Status::internal("the placement was not started: its task ended"))??;

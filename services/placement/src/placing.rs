@@ -19,7 +19,7 @@ use std::time::Duration;
 use berth_domain::game_session::{GameSessionRecord, player_session_id};
 use berth_domain::queue::order::{Candidate, Candidates, Order, order};
 use berth_domain::stored::{GameSessionStatus, PlacementStatus, PlacementStatusReason};
-use berth_store::processes::announce;
+use berth_store::processes::{self, Routing};
 use berth_store::queues::placements::{
     self as store, AttemptRecorded, Finish, Finished, Fulfilment, PlacementRecord, Request,
 };
@@ -27,6 +27,7 @@ use berth_store::sessions::placements::{Attempt, AttemptSession, PlacementAttemp
 use berth_store::sessions::{self, Created, NewGameSession, SessionTimings};
 use berth_store::{Store, StoreError};
 use tokio::sync::broadcast;
+use tracing::Instrument;
 
 use crate::activations::{Activations, Waiting};
 use crate::capacity::Capacity;
@@ -51,22 +52,36 @@ pub(crate) struct Placer {
 const AFTER_FAILURE: Duration = Duration::from_millis(250);
 
 /// Works `request` of `queue_name` until its placement has ended and nothing it started is left behind.
+/// Its span continues the trace of the call that started the placement, which the request carried.
 pub(crate) async fn run(placer: Arc<Placer>, queue_name: String, views: Views, request: Request) {
+    let span = tracing::info_span!(
+        "placement",
+        otel.name = "placement.work",
+        placement = %request.placement_id,
+        queue = %queue_name
+    );
+    if let Some(traceparent) = &request.traceparent {
+        berth_runtime::telemetry::continue_trace(&span, traceparent);
+    }
     let placement = Placement {
         placer: &placer,
         queue_name: &queue_name,
         views: &views,
         request: &request,
     };
-    loop {
-        match placement.work().await {
-            Ok(()) => return,
-            Err(err) => {
-                tracing::debug!(placement = %request.placement_id, error = %err, "placement step failed; starting over");
-                tokio::time::sleep(AFTER_FAILURE).await;
+    async {
+        loop {
+            match placement.work().await {
+                Ok(()) => return,
+                Err(err) => {
+                    tracing::debug!(error = %err, "placement step failed; starting over");
+                    tokio::time::sleep(AFTER_FAILURE).await;
+                }
             }
         }
     }
+    .instrument(span)
+    .await
 }
 
 /// A game session an attempt created, as the placement needs it to be fulfilled.
@@ -110,6 +125,12 @@ struct Placement<'a> {
 impl Placement<'_> {
     fn store(&self) -> &Store {
         &self.placer.store
+    }
+
+    /// Tells a session's server that its desired state moved, within this placement's trace.
+    async fn announce(&self, routing: &Routing, fleet_id: &str, game_server_id: &str) {
+        let traceparent = berth_runtime::telemetry::traceparent();
+        processes::announce(self.store(), routing, fleet_id, game_server_id, traceparent.as_deref()).await;
     }
 
     fn id(&self) -> &str {
@@ -276,7 +297,8 @@ impl Placement<'_> {
             };
             match sessions::create_game_session(self.store(), &new, &timings).await? {
                 Created::Created(session, routing) => {
-                    announce(self.store(), &routing, &candidate.fleet_id, &session.game_server_id).await;
+                    self.announce(&routing, &candidate.fleet_id, &session.game_server_id)
+                        .await;
                     let placed = players
                         .iter()
                         .zip(1..)
@@ -525,7 +547,8 @@ impl Placement<'_> {
             if let AttemptSession::Found(session, _, routing) =
                 placement_attempt(self.store(), &candidate.fleet_id, &attempt, true).await?
             {
-                announce(self.store(), &routing, &candidate.fleet_id, &session.game_server_id).await;
+                self.announce(&routing, &candidate.fleet_id, &session.game_server_id)
+                    .await;
             }
         }
         store::placement_done(self.store(), self.queue_name, self.id(), &self.request.entry).await

@@ -96,7 +96,14 @@ impl GameSessionService for GameSessions {
         let session = match store::create_game_session(&context.store, &new, &context.timings).await? {
             Created::Created(record, routing) => {
                 crate::metrics::game_session_created();
-                announce(&context.store, &routing, &req.fleet_id, &record.game_server_id).await;
+                announce(
+                    &context.store,
+                    &routing,
+                    &req.fleet_id,
+                    &record.game_server_id,
+                    berth_runtime::telemetry::traceparent().as_deref(),
+                )
+                .await;
                 *record
             }
             Created::Existing(record) => *record,
@@ -247,7 +254,14 @@ impl GameSessionService for GameSessions {
         let store = &self.context.store;
         match store::update_game_session(store, fleet_id, &change).await? {
             Updated::Updated(record, routing) => {
-                announce(store, &routing, fleet_id, &record.game_server_id).await;
+                announce(
+                    store,
+                    &routing,
+                    fleet_id,
+                    &record.game_server_id,
+                    berth_runtime::telemetry::traceparent().as_deref(),
+                )
+                .await;
                 Ok(Response::new(pb::UpdateGameSessionResponse {
                     game_session: Some((*record).into()),
                 }))
@@ -286,7 +300,14 @@ impl GameSessionService for GameSessions {
         let store = &self.context.store;
         match terminate_game_session(store, fleet_id, &req.game_session_id, force).await? {
             Terminated::Done(record, game_server_id, routing) => {
-                announce(store, &routing, fleet_id, &game_server_id).await;
+                announce(
+                    store,
+                    &routing,
+                    fleet_id,
+                    &game_server_id,
+                    berth_runtime::telemetry::traceparent().as_deref(),
+                )
+                .await;
                 Ok(Response::new(pb::TerminateGameSessionResponse {
                     game_session: Some((*record).into()),
                 }))

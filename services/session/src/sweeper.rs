@@ -24,7 +24,14 @@ pub(crate) async fn sweep(context: Arc<Context>) -> Result<(), berth_store::Stor
         let swept = sessions::sweep(store, &fleet, SWEEP_LIMIT, events).await?;
         crate::metrics::swept(&swept);
         for (game_server_id, routing) in &swept.moved {
-            announce(store, routing, &fleet, game_server_id).await;
+            announce(
+                store,
+                routing,
+                &fleet,
+                game_server_id,
+                berth_runtime::telemetry::traceparent().as_deref(),
+            )
+            .await;
         }
         Ok(())
     })

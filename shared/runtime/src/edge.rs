@@ -117,7 +117,16 @@ where
         Box::pin(async move {
             let path = request.uri().path().to_owned();
             let method = method_label(&path);
-            let span = tracing::info_span!("rpc", service = config.service, path = %path);
+            // Named as OpenTelemetry names RPC spans (`package.Service/Method`); a path no service serves is
+            // "unknown", so that span names stay few.
+            let span = tracing::info_span!(
+                "rpc",
+                otel.name = method.trim_start_matches('/'),
+                otel.kind = "server",
+                rpc.system = "grpc",
+                service = config.service,
+                path = %path
+            );
             adopt_remote_parent(&span, request.headers());
             let started = Instant::now();
             async move {

@@ -1,14 +1,20 @@
 //! Logs and traces. Logs go to stderr as text or JSON; traces go over OTLP when an endpoint is configured.
 //! Trace context crosses services in gRPC metadata (W3C `traceparent`): the edge adopts the caller's, and
 //! `berth-sdk` clients send the current span's, so one placement can be followed through every service it touches.
+//! Where a hop goes through Redis instead (a request taken from a queue's stream, an announcement to the health
+//! replica holding a game server's stream), the sender writes [`traceparent`] beside what it sends and the receiver
+//! [`continue_trace`]s from it.
 
-use opentelemetry::propagation::Extractor;
+use std::collections::HashMap;
+
+use opentelemetry::propagation::{Extractor, Injector};
 use opentelemetry::trace::TracerProvider;
 use opentelemetry_otlp::WithExportConfig;
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
+use tracing_subscriber::filter::LevelFilter;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
@@ -81,12 +87,14 @@ pub fn init(service: &'static str, args: &CommonArgs) -> Result<Telemetry, Telem
             )
         }
     };
-    let otel = provider
-        .as_ref()
-        .map(|provider| tracing_opentelemetry::layer().with_tracer(provider.tracer(service)));
+    // BERTH_LOG chooses what is logged, not what is traced: a quiet log must not cut the traces short.
+    let otel = provider.as_ref().map(|provider| {
+        tracing_opentelemetry::layer()
+            .with_tracer(provider.tracer(service))
+            .with_filter(LevelFilter::INFO)
+    });
     tracing_subscriber::registry()
-        .with(filter)
-        .with(fmt)
+        .with(fmt.with_filter(filter))
         .with(otel)
         .try_init()?;
     Ok(Telemetry { provider })
@@ -112,6 +120,42 @@ pub(crate) fn adopt_remote_parent(span: &tracing::Span, headers: &http::HeaderMa
     let _ = span.set_parent(parent);
 }
 
+struct Carried(HashMap<String, String>);
+
+impl Injector for Carried {
+    fn set(&mut self, key: &str, value: String) {
+        self.0.insert(key.to_owned(), value);
+    }
+}
+
+impl Extractor for Carried {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).map(String::as_str)
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        self.0.keys().map(String::as_str).collect()
+    }
+}
+
+/// The current span's trace context as a W3C `traceparent` value, to write beside a message that crosses Redis;
+/// `None` when the span is in no trace (no exporter is configured, or the trace is not sampled).
+pub fn traceparent() -> Option<String> {
+    let context = tracing::Span::current().context();
+    let mut carried = Carried(HashMap::new());
+    opentelemetry::global::get_text_map_propagator(|propagator| propagator.inject_context(&context, &mut carried));
+    carried.0.remove("traceparent")
+}
+
+/// Makes `span` a child of the span whose [`traceparent`] a message carried across Redis. A value that does not
+/// read leaves `span` where it was.
+pub fn continue_trace(span: &tracing::Span, traceparent: &str) {
+    let carried = Carried(HashMap::from([("traceparent".to_owned(), traceparent.to_owned())]));
+    let parent = opentelemetry::global::get_text_map_propagator(|propagator| propagator.extract(&carried));
+    // Only fails when no OpenTelemetry layer is installed, in which case there is nothing to link.
+    let _ = span.set_parent(parent);
+}
+
 #[cfg(test)]
 mod tests {
     use opentelemetry::trace::TraceContextExt;
@@ -133,5 +177,31 @@ mod tests {
             let trace_id = span.context().span().span_context().trace_id();
             assert_eq!(trace_id.to_string(), "4bf92f3577b34da6a3ce929d0e0e4736");
         });
+    }
+
+    #[test]
+    fn a_trace_carried_across_redis_continues_where_it_left() {
+        opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
+        let provider = SdkTracerProvider::builder().build();
+        let subscriber =
+            tracing_subscriber::registry().with(tracing_opentelemetry::layer().with_tracer(provider.tracer("test")));
+        tracing::subscriber::with_default(subscriber, || {
+            let sender = tracing::info_span!("sender");
+            let carried = sender
+                .in_scope(traceparent)
+                .expect("a span of a sampled trace has a context");
+            let receiver = tracing::info_span!("receiver");
+            continue_trace(&receiver, &carried);
+            let (sent, received) = (sender.context(), receiver.context());
+            assert_eq!(
+                received.span().span_context().trace_id(),
+                sent.span().span_context().trace_id()
+            );
+            assert_ne!(
+                received.span().span_context().span_id(),
+                sent.span().span_context().span_id()
+            );
+        });
+        assert_eq!(traceparent(), None, "outside any trace there is nothing to carry");
     }
 }

@@ -310,14 +310,36 @@ pub enum Announcement {
 }
 
 /// Tells the health replica holding a process's stream, through its channel, that the process's desired state
-/// moved to `routing.version`, with that state when the script that moved it knew it whole. Best effort: a lost
-/// announcement is carried by the process's next heartbeat ack.
-pub async fn announce(store: &Store, routing: &Routing, fleet_id: &str, game_server_id: &str) {
-    let what = match &routing.desired {
-        Some(desired) => format!("{}\n{desired}", routing.version),
-        None => routing.version.to_string(),
-    };
-    publish(store, &routing.replica, fleet_id, game_server_id, &what).await;
+/// moved to `routing.version`, with that state when the script that moved it knew it whole, and the trace context
+/// of what moved it (W3C traceparent) for the push to continue. Best effort: a lost announcement is carried by the
+/// process's next heartbeat ack.
+pub async fn announce(
+    store: &Store,
+    routing: &Routing,
+    fleet_id: &str,
+    game_server_id: &str,
+    traceparent: Option<&str>,
+) {
+    publish(
+        store,
+        &routing.replica,
+        fleet_id,
+        game_server_id,
+        &announced_state_move(routing, traceparent),
+    )
+    .await;
+}
+
+/// What [`announce`] sends after the process's ids (see [`Announced`]).
+fn announced_state_move(routing: &Routing, traceparent: Option<&str>) -> String {
+    let mut what = routing.version.to_string();
+    if routing.desired.is_some() || traceparent.is_some() {
+        what = format!("{what}\n{}", routing.desired.as_deref().unwrap_or_default());
+    }
+    if let Some(traceparent) = traceparent {
+        what = format!("{what}\n{traceparent}");
+    }
+    what
 }
 
 /// Tells `replica` that a stream with attach number `attach` resumed the registration of a process whose stream it
@@ -355,23 +377,46 @@ async fn publish(store: &Store, replica: &str, fleet_id: &str, game_server_id: &
     }
 }
 
-/// An announcement as [`announce`] and [`supersede`] send it: (fleet id, game-server id, what). A desired state
-/// carried whole that does not read is announced as its version alone, which the replica reads.
-pub fn parse_announcement(payload: &str) -> Option<(&str, &str, Announcement)> {
+/// An announcement as [`announce`], [`supersede`] and [`announce_change`] send it:
+/// `fleet id \n game-server id \n what [\n desired state [\n traceparent]]`, where what is a version, `superseded
+/// <attach>` or `changed`. The desired state is JSON, which holds no line break; one that does not read is
+/// announced as its version alone, which the replica reads.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Announced<'a> {
+    pub fleet_id: &'a str,
+    pub game_server_id: &'a str,
+    pub what: Announcement,
+    /// The trace context of what moved the desired state, for the push to continue.
+    pub traceparent: Option<&'a str>,
+}
+
+/// Reads an announcement (see [`Announced`]); `None` when it does not read.
+pub fn parse_announcement(payload: &str) -> Option<Announced<'_>> {
     let mut parts = payload.splitn(4, '\n');
     let (fleet_id, game_server_id, what) = (parts.next()?, parts.next()?, parts.next()?);
-    if what == "changed" {
-        return Some((fleet_id, game_server_id, Announcement::Changed));
-    }
-    let what = match (what.strip_prefix("superseded "), parts.next()) {
-        (Some(attach), _) => Announcement::Superseded(attach.parse().ok()?),
-        (None, Some(desired)) => match announced_state(desired) {
+    let (desired, traceparent) = match parts.next() {
+        None => (None, None),
+        Some(rest) => match rest.split_once('\n') {
+            Some((desired, traceparent)) => (Some(desired), Some(traceparent)),
+            None => (Some(rest), None),
+        },
+    };
+    let what = if what == "changed" {
+        Announcement::Changed
+    } else if let Some(attach) = what.strip_prefix("superseded ") {
+        Announcement::Superseded(attach.parse().ok()?)
+    } else {
+        match desired.and_then(announced_state) {
             Some(desired) => Announcement::State(Box::new(desired)),
             None => Announcement::Version(what.parse().ok()?),
-        },
-        (None, None) => Announcement::Version(what.parse().ok()?),
+        }
     };
-    Some((fleet_id, game_server_id, what))
+    Some(Announced {
+        fleet_id,
+        game_server_id,
+        what,
+        traceparent,
+    })
 }
 
 /// Where a process's stream is held and how far its desired state has moved.
@@ -795,7 +840,7 @@ mod tests {
 
     #[test]
     fn an_announcement_reads_as_it_was_sent_and_a_state_that_does_not_read_as_its_version() {
-        let parsed = |payload: &'static str| parse_announcement(payload).map(|(_, _, what)| what);
+        let parsed = |payload: &'static str| parse_announcement(payload).map(|announced| announced.what);
         assert_eq!(parsed("arena\ngs-1\n7"), Some(Announcement::Version(7)));
         assert_eq!(parsed("arena\ngs-1\nsuperseded 3"), Some(Announcement::Superseded(3)));
         assert_eq!(parsed("arena\ngs-1\nchanged"), Some(Announcement::Changed));
@@ -807,7 +852,12 @@ mod tests {
         };
         assert_eq!(
             parse_announcement("arena\ngs-1\n8\n[8,\"STANDING_BY\",\"\",\"0\",\"0\"]"),
-            Some(("arena", "gs-1", Announcement::State(Box::new(idle))))
+            Some(Announced {
+                fleet_id: "arena",
+                game_server_id: "gs-1",
+                what: Announcement::State(Box::new(idle)),
+                traceparent: None,
+            })
         );
         assert_eq!(
             parsed("arena\ngs-1\n8\n[8,\"STANDING_BY\""),
@@ -815,5 +865,32 @@ mod tests {
         );
         assert_eq!(parsed("arena\ngs-1\n8\n{}"), Some(Announcement::Version(8)));
         assert_eq!(parsed("arena\ngs-1\nlater"), None);
+    }
+
+    #[test]
+    fn an_announcement_carries_the_trace_of_what_moved_the_state_with_or_without_the_state() {
+        let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let idle = "[8,\"STANDING_BY\",\"\",\"0\",\"0\"]";
+        for (desired, traced) in [
+            (None, None),
+            (None, Some(traceparent)),
+            (Some(idle), None),
+            (Some(idle), Some(traceparent)),
+        ] {
+            let routing = Routing {
+                replica: "r".into(),
+                version: 8,
+                desired: desired.map(str::to_owned),
+            };
+            let payload = format!("arena\ngs-1\n{}", announced_state_move(&routing, traced));
+            let announced = parse_announcement(&payload).expect("it reads");
+            assert_eq!(announced.traceparent, traced, "{payload:?}");
+            assert_eq!(
+                matches!(announced.what, Announcement::State(_)),
+                desired.is_some(),
+                "{payload:?}"
+            );
+            assert_eq!(announced.game_server_id, "gs-1");
+        }
     }
 }

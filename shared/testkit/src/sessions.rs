@@ -24,7 +24,7 @@ pub async fn place_game_session(store: &Store, fleet_id: &str, game_server_id: &
         .unwrap()
     {
         Created::Created(record, routing) => {
-            announce(store, &routing, fleet_id, &record.game_server_id).await;
+            announce(store, &routing, fleet_id, &record.game_server_id, None).await;
             game_session_id
         }
         other => panic!("cannot place a game session on {game_server_id}: {other:?}"),

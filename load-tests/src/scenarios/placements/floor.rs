@@ -151,7 +151,10 @@ async fn placed(store: &Store, view: &View, index: u64, players: u64, mut meter:
         Err(err) => return Err(code(err)),
     }
     mark(&mut meter, store, "hold the placement id").await?;
-    let started = match store::start_placement(store, &request, &digest).await.map_err(code)? {
+    let started = match store::start_placement(store, &request, &digest, None)
+        .await
+        .map_err(code)?
+    {
         Started::Created(record) => record,
         _ => return Err(Code::AlreadyExists),
     };
@@ -234,7 +237,7 @@ async fn hosted(
     };
     mark(&mut meter, store, "create the game session").await?;
     let server = session.game_server_id.as_str();
-    announce(store, &routing, fleet_id, server).await;
+    announce(store, &routing, fleet_id, server, None).await;
     mark(&mut meter, store, "announce it").await?;
     match sessions::activate_game_session(store, fleet_id, server, &game_session_id).await {
         Ok(Activated::Active(_)) => {}

@@ -233,7 +233,14 @@ impl Reconciler {
         match acted {
             Acted::Done(told) => {
                 for (game_server_id, routing) in &told {
-                    processes::announce(&self.store, routing, fleet_id, game_server_id).await;
+                    processes::announce(
+                        &self.store,
+                        routing,
+                        fleet_id,
+                        game_server_id,
+                        berth_runtime::telemetry::traceparent().as_deref(),
+                    )
+                    .await;
                 }
                 true
             }

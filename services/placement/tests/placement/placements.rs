@@ -642,7 +642,7 @@ async fn a_worker_dying_between_any_two_steps_leaves_one_session(redis: TestRedi
             assert!(create_game_session(store, &new, &timings).await.is_err());
             match create(EU).await {
                 Created::Created(session, routing) => {
-                    berth_store::processes::announce(&stack.store, &routing, EU.0, &session.game_server_id).await;
+                    berth_store::processes::announce(&stack.store, &routing, EU.0, &session.game_server_id, None).await;
                     ghost_session = Some(session.game_session_id);
                 }
                 other => panic!("the dead worker's create: {other:?}"),

@@ -308,15 +308,19 @@ pub enum Started {
     Full(u32),
 }
 
-/// Starts a placement of a checked request, whose digest is `digest`.
+/// Starts a placement of a checked request, whose digest is `digest`; `traceparent` goes with it to the worker.
 pub async fn start_placement(
     store: &Store,
     request: &pb::StartGameSessionPlacementRequest,
     digest: &str,
+    traceparent: Option<&str>,
 ) -> Result<Started, StoreError> {
     const SCRIPT: &str = "start_placement";
     let mut call = queue_call(&scripts().start_placement, &request.queue_name);
-    call.arg(&request.placement_id).arg(digest).arg(stored_request(request));
+    call.arg(&request.placement_id)
+        .arg(digest)
+        .arg(stored_request(request))
+        .arg(traceparent.unwrap_or_default());
     let raw: Vec<Value> = store.invoke(&call).await?;
     let (outcome, detail, placement) = decode(SCRIPT, &raw)?;
     Ok(match outcome.as_str() {
@@ -528,6 +532,8 @@ pub struct Request {
     pub placement_id: String,
     /// When the placement times out, ms since the epoch (Redis' clock).
     pub deadline_ms: i64,
+    /// The trace context of the call that started it (W3C traceparent), when it was traced.
+    pub traceparent: Option<String>,
 }
 
 fn request_of(entry: &StreamId) -> Option<Request> {
@@ -536,6 +542,7 @@ fn request_of(entry: &StreamId) -> Option<Request> {
         entry: entry.id.clone(),
         placement_id: text("id")?,
         deadline_ms: text("dl_ms")?.parse().ok()?,
+        traceparent: text("tp"),
     })
 }
 

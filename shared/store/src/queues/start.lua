@@ -3,7 +3,7 @@
 -- and the minute's count tells GetQueueMetrics). A placement of the same id already here, PENDING or ended, is
 -- returned as it stands when the request is the same (a retry), and refused when it is another.
 -- KEYS: the queue's (queues/lib.lua). ARGV[1] placement id, ARGV[2] digest of the request, ARGV[3] the request
--- (encoded).
+-- (encoded), ARGV[4] the caller's trace context (W3C traceparent, '' for none), for the worker to continue.
 -- Reply: {outcome, now_ms, detail, placement fields...}. Outcomes: CREATED; EXISTING; TOKEN_REUSED (the id is in use
 -- with another request); NOT_FOUND (no such queue); FULL (detail: the queue's maximum_pending_placements).
 local now = now_ms()
@@ -25,6 +25,10 @@ local record = {'id', id, 'queue', string.match(KEYS[1], '{q:([^}]*)}'), 'req', 
 redis.call('HSET', key, unpack(record))
 redis.call('ZADD', q.pending, now, id)
 redis.call('HINCRBY', q.record, 'psum', now)
-redis.call('XADD', q.requests, '*', 'id', id, 'dl_ms', deadline)
+if ARGV[4] == '' then
+  redis.call('XADD', q.requests, '*', 'id', id, 'dl_ms', deadline)
+else
+  redis.call('XADD', q.requests, '*', 'id', id, 'dl_ms', deadline, 'tp', ARGV[4])
+end
 count_minute(q, now, {S.STARTED})
 return placement_reply('CREATED', now, '', record)
