@@ -1,7 +1,8 @@
 //! Every series the Grafana dashboard (`deploy/grafana/berth.json`) and the alerting rules
 //! (`deploy/prometheus/rules.yaml`) query exists, under that name and with the labels they select and group by, in
 //! the metrics the four services record while they work: a process fleet of example game servers launched,
-//! autoscaled and one of them frozen, a placement through a queue, a claim.
+//! autoscaled and one of them frozen, a placement through a queue, a claim, a refused call. Then a real Prometheus
+//! (Debian's package) scrapes them, and each of the dashboard's queries answers with at least one series.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -22,15 +23,7 @@ const ADDED_BY_PROMETHEUS: [&str; 3] = ["job", "instance", "le"];
 /// The queries of the dashboard's panels and of the rules.
 fn queries() -> Vec<String> {
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy");
-    let dashboard: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(format!("{root}/grafana/berth.json")).unwrap()).unwrap();
-    let mut found: Vec<String> = dashboard["panels"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|panel| panel["targets"].as_array().cloned().unwrap_or_default())
-        .map(|target| target["expr"].as_str().unwrap().to_owned())
-        .collect();
+    let mut found = panel_queries();
     let rules: serde_yaml::Value =
         serde_yaml::from_str(&std::fs::read_to_string(format!("{root}/prometheus/rules.yaml")).unwrap()).unwrap();
     for group in rules["groups"].as_sequence().unwrap() {
@@ -192,6 +185,14 @@ async fn the_dashboard_and_the_rules_query_series_the_services_record() {
         .start_game_session_placement(placement)
         .await
         .unwrap();
+    // A call refused, for the errors panel.
+    let unknown = pb::DescribeGameSessionPlacementRequest {
+        placement_id: format!("{fleet_id}-never-started"),
+    };
+    let refused = PlacementServiceClient::new(client.clone())
+        .describe_game_session_placement(unknown)
+        .await;
+    assert_eq!(refused.unwrap_err().code(), tonic::Code::NotFound);
 
     let until = tokio::time::Instant::now() + Duration::from_secs(90);
     let (mut claimed, mut killed) = (false, false);
@@ -223,12 +224,110 @@ async fn the_dashboard_and_the_rules_query_series_the_services_record() {
         }
         let lacking = missing(&scrape(port).await);
         if lacking.is_empty() && killed {
-            return;
+            break;
         }
         assert!(
             tokio::time::Instant::now() < until,
             "series the dashboard or the rules query are not recorded:\n{}",
             lacking.join("\n")
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    every_panel_answers(port).await;
+}
+
+/// The dashboard's queries.
+fn panel_queries() -> Vec<String> {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy");
+    let dashboard: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(format!("{root}/grafana/berth.json")).unwrap()).unwrap();
+    dashboard["panels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|panel| panel["targets"].as_array().cloned().unwrap_or_default())
+        .map(|target| target["expr"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// A Prometheus server on a free port scraping `127.0.0.1:<metrics>` every second, killed (and its data removed)
+/// when dropped.
+struct Prometheus {
+    child: std::process::Child,
+    port: u16,
+    dir: std::path::PathBuf,
+}
+
+impl Prometheus {
+    fn start(metrics: u16) -> Prometheus {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let dir = std::env::temp_dir().join(format!("berth-prometheus-{}-{port}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let config = format!(
+            "global: {{scrape_interval: 1s, evaluation_interval: 1s}}\n\
+             scrape_configs:\n  - job_name: berth\n    static_configs: [{{targets: ['127.0.0.1:{metrics}']}}]\n"
+        );
+        std::fs::write(dir.join("prometheus.yml"), config).unwrap();
+        let child = std::process::Command::new("prometheus")
+            .arg(format!("--config.file={}", dir.join("prometheus.yml").display()))
+            .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .arg("--log.level=warn")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("prometheus (Debian's package, which `make test` installs through scripts/deps.sh) runs");
+        Prometheus { child, port, dir }
+    }
+
+    /// The series `expr` answers with now; `None` while Prometheus does not answer yet.
+    async fn query(&self, expr: &str) -> Option<Vec<serde_json::Value>> {
+        let answer = reqwest::Client::new()
+            .get(format!("http://127.0.0.1:{}/api/v1/query", self.port))
+            .query(&[("query", expr)])
+            .send()
+            .await
+            .ok()?
+            .text()
+            .await
+            .ok()?;
+        let answer: serde_json::Value = serde_json::from_str(&answer).ok()?;
+        assert_eq!(answer["status"], "success", "`{expr}` does not evaluate: {answer}");
+        answer["data"]["result"].as_array().cloned()
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Every panel's query, evaluated by a real Prometheus scraping the services, answers with a series (within 60 s:
+/// the rates need two scrapes).
+async fn every_panel_answers(metrics: u16) {
+    let prometheus = Prometheus::start(metrics);
+    let until = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let mut empty = Vec::new();
+        for expr in panel_queries() {
+            if prometheus.query(&expr).await.is_none_or(|series| series.is_empty()) {
+                empty.push(expr);
+            }
+        }
+        if empty.is_empty() {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < until,
+            "panels whose query Prometheus answers with nothing:\n{}",
+            empty.join("\n")
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
