@@ -61,7 +61,7 @@ if ! command -v kubectl >/dev/null; then
   apt_install kubectl || apt_install kubernetes-client
 fi
 if ! command -v promtool >/dev/null; then
-  echo "installing prometheus (for promtool)"
+  echo "installing prometheus (promtool, and the server the deployment test scrapes with)"
   apt_install --no-install-recommends prometheus
 fi
 if ! command -v docker-compose >/dev/null; then

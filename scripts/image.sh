@@ -6,6 +6,7 @@
 #   BERTH_IMAGE           the image's name (default berth:local)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/rootfs.sh
 
 bins="${BERTH_IMAGE_BINARIES:-target/release}"
 image="${BERTH_IMAGE:-berth:local}"
@@ -20,11 +21,7 @@ for name in berth-placement berth-session berth-fleet berth-health berth-token b
     echo "berth-token is not built in $bins: left out (berthctl token mints the same tokens)"
     continue
   fi
-  strip --strip-debug -o "$root/usr/local/bin/$name" "$bins/$name"
-  # Every library the binary loads, the dynamic loader among them, at its own path.
-  ldd "$bins/$name" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}' | while read -r library; do
-    cp --parents -L -n "$library" "$root/"
-  done
+  rootfs_binary "$root" "$bins/$name" "usr/local/bin/$name"
 done
 cp -L /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/"
 printf 'root:x:0:0::/root:/usr/sbin/nologin\nberth:x:10001:10001::/nonexistent:/usr/sbin/nologin\n' > "$root/etc/passwd"

@@ -1,12 +1,14 @@
 //! The container image as an operator builds it (`scripts/image.sh`, from the binaries the tests were built with),
 //! run: the four services started from it against a real Redis, each answering SERVING; the image runs as a
-//! non-root user and holds the services and nothing to build with. Skipped, saying so, where no Docker engine
-//! answers (`make deps` installs docker.io and starts dockerd).
+//! non-root user and holds the services and nothing to build with. Then the whole stack brought up from
+//! `deploy/compose.yaml` with Debian's docker-compose (its Redis image built from the host's, as no registry is
+//! reachable), each service answering SERVING and serving its metrics on its published ports. Skipped, saying so,
+//! where no Docker engine answers (`make deps` installs docker.io and starts dockerd).
 
 use std::net::TcpListener;
 use std::process::Command;
 
-use berth_testkit::{TestRedis, binary, wait_for_health};
+use berth_testkit::{TestRedis, binary};
 use tonic_health::pb::health_check_response::ServingStatus;
 
 const IMAGE: &str = "berth-test/berth:latest";
@@ -34,6 +36,21 @@ impl Drop for Containers {
             let _ = docker(&["rm", "-f", name]);
         }
     }
+}
+
+/// Whether the process at `endpoint` answers SERVING within `seconds` (a container may take a while to start).
+async fn serving_within(endpoint: &str, seconds: u64) -> bool {
+    let until = tokio::time::Instant::now() + std::time::Duration::from_secs(seconds);
+    let endpoint = tonic::transport::Endpoint::from_shared(endpoint.to_owned()).unwrap();
+    while tokio::time::Instant::now() < until {
+        if let Ok(channel) = endpoint.connect().await
+            && let Ok(ServingStatus::Serving) = berth_sdk::probe::serving_status(channel, "").await
+        {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    false
 }
 
 fn free_port() -> u16 {
@@ -126,16 +143,103 @@ async fn the_image_runs_the_four_services_as_a_non_root_user() {
         endpoints.push((service, name, format!("http://127.0.0.1:{port}")));
     }
     for (service, name, endpoint) in &endpoints {
-        let serving = tokio::time::timeout(
-            std::time::Duration::from_secs(60),
-            wait_for_health(endpoint, "", ServingStatus::Serving),
-        )
-        .await;
         let logs = || docker(&["logs", name]).unwrap_or_else(|err| err);
         assert!(
-            serving.is_ok(),
+            serving_within(endpoint, 60).await,
             "berth-{service} from the image never served: {}",
             logs()
+        );
+    }
+    compose_up().await;
+}
+
+/// A compose project, taken down with its volumes when dropped.
+struct Project {
+    name: String,
+    file: std::path::PathBuf,
+    dir: std::path::PathBuf,
+}
+
+impl Project {
+    fn compose(&self, args: &[&str], envs: &[(String, String)]) -> std::process::Output {
+        Command::new("docker-compose")
+            .arg("-p")
+            .arg(&self.name)
+            .arg("-f")
+            .arg(&self.file)
+            .args(args)
+            .envs(envs.iter().map(|(key, value)| (key, value)))
+            .output()
+            .expect("docker-compose (Debian's package, which make deps installs) runs")
+    }
+}
+
+impl Drop for Project {
+    fn drop(&mut self) {
+        let _ = self.compose(&["down", "-v", "--timeout", "5"], &[]);
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// `deploy/compose.yaml` as an operator runs it, with its secret beside it, the image just built, a Redis image built
+/// from the host's, and every port published on a free one.
+async fn compose_up() {
+    let redis_image = "berth-test/redis:latest";
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/redis-image.sh");
+    let built = Command::new("bash")
+        .arg(script)
+        .env("BERTH_REDIS_IMAGE", redis_image)
+        .output()
+        .unwrap();
+    assert!(
+        built.status.success(),
+        "scripts/redis-image.sh failed: {}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let dir = std::env::temp_dir().join(format!("berth-compose-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("secrets")).unwrap();
+    let compose = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/compose.yaml");
+    std::fs::copy(compose, dir.join("compose.yaml")).unwrap();
+    std::fs::write(dir.join("secrets/auth-key"), berth_testkit::TEST_KEY).unwrap();
+    let project = Project {
+        name: format!("berth-test-{}", std::process::id()),
+        file: dir.join("compose.yaml"),
+        dir,
+    };
+    let mut envs = vec![
+        ("BERTH_IMAGE".to_owned(), IMAGE.to_owned()),
+        ("BERTH_REDIS_IMAGE".to_owned(), redis_image.to_owned()),
+        ("BERTH_REDIS_PORT".to_owned(), free_port().to_string()),
+    ];
+    let mut published = Vec::new();
+    for service in ["PLACEMENT", "SESSION", "FLEET", "HEALTH"] {
+        let (grpc, metrics) = (free_port(), free_port());
+        envs.push((format!("BERTH_{service}_PORT"), grpc.to_string()));
+        envs.push((format!("BERTH_{service}_METRICS_PORT"), metrics.to_string()));
+        published.push((service, grpc, metrics));
+    }
+    let up = project.compose(&["up", "-d", "--no-build"], &envs);
+    assert!(
+        up.status.success(),
+        "docker-compose up failed: {}",
+        String::from_utf8_lossy(&up.stderr)
+    );
+    for (service, grpc, metrics) in published {
+        let logs = || String::from_utf8_lossy(&project.compose(&["logs", "--no-color"], &envs).stdout).into_owned();
+        assert!(
+            serving_within(&format!("http://127.0.0.1:{grpc}"), 60).await,
+            "{service} from compose never served: {}",
+            logs()
+        );
+        let scraped = reqwest::get(format!("http://127.0.0.1:{metrics}/metrics"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(
+            scraped.contains("berth_redis_up 1"),
+            "{service}'s metrics from compose: {scraped}"
         );
     }
 }
