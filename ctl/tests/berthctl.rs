@@ -429,6 +429,86 @@ async fn apply_makes_the_declared_records_once_and_plans_only_what_differs() {
     assert!(!plan.contains(&format!("fleet/{fleet} deleted")), "{plan}");
 }
 
+/// Operators applying different files to one fleet at once: each update carries the revision its plan read, so of
+/// two plans that read the same revision one is refused (ABORTED, exit 1) rather than overwriting the other. Raced
+/// in rounds of eight until a conflict is seen (a blind overwrite never refuses); in every round the fleet ends as
+/// one of the applies that succeeded left it, having moved one revision for each of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn applies_that_race_on_one_fleet_conflict_rather_than_overwrite() {
+    let redis = TestRedis::single();
+    let stack = Stack::start(&redis).await;
+    let fleet = format!("{}-raced", stack.fleet_id);
+    let files: Vec<Manifests> = (0..8).map(|k| Manifests::new(&format!("{fleet}-{k}"))).collect();
+    files[0].write("fleet.yaml", &fleet_manifest(&fleet, 4));
+    assert_eq!(stack.ctl(&["apply", "-f", &files[0].path()]).await.0, 0);
+    // A deadline the files do not name, set apart from them.
+    let timeouts = fpb::ProcessTimeouts {
+        heartbeat_interval_ms: 2000,
+        unhealthy_after_missed_heartbeats: 5,
+        ..Default::default()
+    };
+    let update = fpb::UpdateFleetRequest {
+        fleet_id: fleet.clone(),
+        process_timeouts: Some(timeouts),
+        ..Default::default()
+    };
+    fpb::fleet_service_client::FleetServiceClient::new(berth_teststack::Stack::operator(&stack.services.fleet).await)
+        .update_fleet(update)
+        .await
+        .unwrap();
+    let revision = |described: &Value| described["revision"].as_str().unwrap().parse::<u64>().unwrap();
+    let mut conflicts = 0;
+    for round in 1..=10 {
+        let before = revision(&stack.json(&["describe", "fleet", &fleet]).await);
+        let interval = |k: usize| 2000 + round * 1000 + k * 10;
+        for (k, dir) in files.iter().enumerate() {
+            let manifest = fleet_manifest(&fleet, 4).replace(
+                "heartbeatIntervalMs: 2000",
+                &format!("heartbeatIntervalMs: {}", interval(k)),
+            );
+            dir.write("fleet.yaml", &manifest);
+        }
+        let stack = &stack;
+        let applies = files.iter().map(|dir| {
+            let path = dir.path();
+            async move { stack.ctl(&["apply", "-f", &path]).await }
+        });
+        let outcomes = futures::future::join_all(applies).await;
+        let mut applied = Vec::new();
+        for (k, (code, stdout, stderr)) in outcomes.into_iter().enumerate() {
+            if code == 0 {
+                assert!(stdout.contains(&format!("fleet/{fleet} updated")), "{stdout}");
+                applied.push(interval(k));
+            } else {
+                assert_eq!(code, 1, "{stderr}");
+                assert!(
+                    stderr.contains("0 of 1 changes made")
+                        && stderr.contains("(Aborted)")
+                        && stderr.contains("not the expected"),
+                    "a refused apply says it changed nothing and names the conflict: {stderr}"
+                );
+                conflicts += 1;
+            }
+        }
+        let after = stack.json(&["describe", "fleet", &fleet]).await;
+        let interval_now = after["processTimeouts"]["heartbeatIntervalMs"].as_u64().unwrap() as usize;
+        assert_eq!(
+            after["processTimeouts"]["unhealthyAfterMissedHeartbeats"], 5,
+            "a deadline the manifest leaves out stays as it was"
+        );
+        assert!(applied.contains(&interval_now), "{interval_now} is none of {applied:?}");
+        assert_eq!(
+            revision(&after),
+            before + applied.len() as u64,
+            "one revision per apply made"
+        );
+        if conflicts > 0 {
+            return;
+        }
+    }
+    panic!("ten rounds of eight concurrent applies never conflicted: updates do not check the revision they read");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bad_manifest_is_named_by_file_line_and_field_and_nothing_is_applied() {
     let redis = TestRedis::single();

@@ -124,18 +124,51 @@ fn changed_fields(
                 "{name}: {key} cannot change once created ({have} → {want}); delete it and apply again"
             )));
         }
-        changed.insert(key, want.clone());
+        changed.insert(key, overlaid(want, have));
     }
     Ok(changed)
 }
 
-/// `changed` as the summary line of a plan: each field with its value before and after.
+/// `want` laid over `have`: an object field by field, so that what a manifest leaves out of a message (which an
+/// update replaces whole) stays as it is, as the plan compared it; anything else whole.
+fn overlaid(want: &Value, have: &Value) -> Value {
+    match (want, have) {
+        (Value::Object(want), Value::Object(have)) => {
+            let mut out = have.clone();
+            for (key, value) in want {
+                out.insert(key.clone(), overlaid(value, have.get(key).unwrap_or(&Value::Null)));
+            }
+            Value::Object(out)
+        }
+        _ => want.clone(),
+    }
+}
+
+/// Where `want` differs from `have`, as `path: before → after`, down to the fields of messages.
+fn differences(path: &str, want: &Value, have: &Value, out: &mut Vec<String>) {
+    match (want, have) {
+        (Value::Object(want), Value::Object(have)) => {
+            for (key, value) in want {
+                differences(
+                    &format!("{path}.{key}"),
+                    value,
+                    have.get(key).unwrap_or(&Value::Null),
+                    out,
+                );
+            }
+        }
+        _ if want != have => out.push(format!("{path}: {have} → {want}")),
+        _ => {}
+    }
+}
+
+/// `changed` as the summary line of a plan: each field that changes with its value before and after.
 fn summary(changed: &Map<String, Value>, current: &Value) -> String {
-    changed
-        .iter()
-        .map(|(key, want)| format!("{key}: {} → {want}", current.get(key).unwrap_or(&Value::Null)))
-        .collect::<Vec<_>>()
-        .join("; ")
+    let mut out = Vec::new();
+    for (key, want) in changed {
+        differences(key, want, current.get(key).unwrap_or(&Value::Null), &mut out);
+    }
+    out.join("; ")
 }
 
 /// A message from JSON built here (never a person's typo): a failure is a bug of berthctl, said as such.
