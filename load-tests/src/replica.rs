@@ -14,9 +14,17 @@ use tonic::transport::Endpoint;
 use tonic_health::pb::health_check_response::ServingStatus;
 
 use crate::Failure;
+use crate::procfs;
+use crate::report::Figure;
 
 /// How long the replica has to report SERVING: it starts in well under a second.
 const START_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// A replica's CPU time so far and resident memory.
+pub struct Usage {
+    cpu_seconds: f64,
+    rss_kib: u64,
+}
 
 /// A running replica, killed when dropped (also when the bench panics), so that no replica outlives a run.
 pub struct Replica {
@@ -67,6 +75,38 @@ impl Replica {
     /// Its process id.
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// Its CPU time and resident memory now, to measure a line against.
+    pub fn usage(&self) -> Result<Usage, Failure> {
+        Ok(Usage {
+            cpu_seconds: procfs::cpu_seconds(self.pid())?,
+            rss_kib: procfs::rss_kib(self.pid())?,
+        })
+    }
+
+    /// What it cost since `before` over `calls` calls: its CPU per call and its resident memory before and after,
+    /// as figures of `service` per `call`.
+    pub fn cost_since(&self, before: &Usage, calls: u64, service: &str, call: &str) -> Result<Vec<Figure>, Failure> {
+        let now = self.usage()?;
+        let mib = |kib: u64| kib as f64 / 1024.0;
+        Ok(vec![
+            Figure::new(
+                &format!("{service} replica CPU per {call}"),
+                (now.cpu_seconds - before.cpu_seconds) * 1e6 / calls.max(1) as f64,
+                "µs",
+            ),
+            Figure::new(
+                &format!("{service} replica resident memory, before"),
+                mib(before.rss_kib),
+                "MiB",
+            ),
+            Figure::new(
+                &format!("{service} replica resident memory, after"),
+                mib(now.rss_kib),
+                "MiB",
+            ),
+        ])
     }
 
     /// Its `http://` endpoint.

@@ -86,10 +86,15 @@ impl Stack {
 
     /// Opens the configured number of connections to `service`, each presenting a token for `role`.
     pub async fn channels(&self, service: &RunningService, role: Role) -> Result<Vec<AuthedChannel>, Failure> {
+        self.channels_at(&service.endpoint(), role).await
+    }
+
+    /// Opens the configured number of connections to the service at `endpoint` (a replica process, say).
+    pub async fn channels_at(&self, endpoint: &str, role: Role) -> Result<Vec<AuthedChannel>, Failure> {
         let token = token(role, None);
         let mut channels = Vec::with_capacity(usize::from(self.connections));
         for _ in 0..self.connections {
-            channels.push(berth_sdk::connect(&service.endpoint(), &token).await?);
+            channels.push(berth_sdk::connect(endpoint, &token).await?);
         }
         Ok(channels)
     }

@@ -25,7 +25,7 @@ use crate::args::Args;
 use crate::connections::Rotation;
 use crate::driver::{self, outcome};
 use crate::fleet::LOCATIONS;
-use crate::procfs::cpu_seconds;
+use crate::procfs::{cpu_seconds, rss_kib};
 use crate::replica::{Replica, beside_the_bench};
 use crate::report::{Figure, Findings, Line, Ratio, Target};
 use crate::stack::Stack;
@@ -316,6 +316,11 @@ async fn scale(stack: &Stack, instances: u32) -> Result<Vec<Figure>, Failure> {
             "fleet replica CPU per instance launched and removed",
             cpu * 1000.0 / f64::from(instances.max(1)),
             "ms",
+        ),
+        Figure::new(
+            "fleet replica resident memory, after the scale-in",
+            rss_kib(replica.pid())? as f64 / 1024.0,
+            "MiB",
         ),
     ])
 }

@@ -66,6 +66,7 @@ use crate::connections::Rotation;
 use crate::driver::{self, Outcome, outcome};
 use crate::fleet::LOCATION;
 use crate::redis_stats::{RedisStats, used_memory};
+use crate::replica::Replica;
 use crate::report::{Figure, Findings, Line, Ratio, Target};
 use crate::stack::Stack;
 use crate::{Failure, fleet, floors, procfs};
@@ -145,6 +146,7 @@ const BATCH_PLAYERS: u32 = 2;
 const RAW_SINGLE_PLAYERS: u32 = 3;
 const RAW_BATCH_PLAYERS: u32 = 4;
 const SEARCH_PLAYERS: u32 = 5;
+const REPLICA_PLAYERS: u32 = 6;
 
 /// Registers process `index` of `fleet_id` and marks it ready, as a health replica records an SDK process that
 /// can host `max_sessions` game sessions of up to [`MAX_PLAYERS`] players.
@@ -252,11 +254,11 @@ fn slots<T>(count: u64) -> Slots<T> {
     Arc::new((0..count).map(|_| OnceLock::new()).collect())
 }
 
-/// Player session `index` of the single line: its player and session.
-fn player_request(hosted: &[Hosted], index: u64) -> CreatePlayerSessionRequest {
+/// Player session `index` of a single-player line (`line` names its players): its player and session.
+fn player_request(hosted: &[Hosted], line: u32, index: u64) -> CreatePlayerSessionRequest {
     CreatePlayerSessionRequest {
         game_session_id: hosted[(index % hosted.len() as u64) as usize].game_session_id.clone(),
-        player_id: player_id(SINGLE_PLAYERS, index),
+        player_id: player_id(line, index),
         player_data: String::new(),
     }
 }
@@ -375,7 +377,9 @@ pub async fn run(stack: &Stack, args: &Args) -> Result<Findings, Failure> {
                 move |index| {
                     let (mut client, hosted, reserved) = (clients.next(), hosted.clone(), reserved.clone());
                     async move {
-                        let reply = client.create_player_session(player_request(&hosted, index)).await;
+                        let reply = client
+                            .create_player_session(player_request(&hosted, SINGLE_PLAYERS, index))
+                            .await;
                         let session = reply.map_err(|status| status.code())?.into_inner().player_session;
                         let _ = reserved[index as usize].set(session.ok_or(Code::Internal)?.player_session_id);
                         Ok(())
@@ -447,6 +451,9 @@ pub async fn run(stack: &Stack, args: &Args) -> Result<Findings, Failure> {
         "per second",
     ));
 
+    let (replica_player, replica_figures) = through_replica(stack, &hosted, servers, concurrency).await?;
+    extras.figures.extend(replica_figures);
+
     // The floors.
     let noop = floors::noop_grpc(&channels, servers, concurrency).await;
     let raw_create_game = meter
@@ -484,7 +491,7 @@ pub async fn run(stack: &Stack, args: &Args) -> Result<Findings, Failure> {
         .measure(floors::minimal_player_session(store, servers, concurrency))
         .await?;
     // Every player line counted in its sessions, no more and no fewer.
-    let expected = [&create_player, &raw_create_player]
+    let expected = [&create_player, &replica_player, &raw_create_player]
         .iter()
         .map(|line| succeeded(line))
         .chain(
@@ -536,6 +543,7 @@ pub async fn run(stack: &Stack, args: &Args) -> Result<Findings, Failure> {
         create_player,
         create_players,
         accept,
+        replica_player,
         noop,
         raw_create_game,
         raw_create_player,
@@ -551,6 +559,40 @@ pub async fn run(stack: &Stack, args: &Args) -> Result<Findings, Failure> {
         targets: extras.targets,
         failed_checks: extras.failed_checks,
     })
+}
+
+/// CreatePlayerSession through a `berth-session` replica process of its own, `servers` new players into the
+/// `hosted` sessions: the line "create player session (session replica process)", and what the replica costs apart
+/// from the load generator: CPU per call, and resident memory before and after (what a deployment's requests are
+/// set from).
+async fn through_replica(
+    stack: &Stack,
+    hosted: &Arc<Vec<Hosted>>,
+    servers: u64,
+    concurrency: u16,
+) -> Result<(Line, Vec<Figure>), Failure> {
+    let replica = Replica::start("berth-session", stack.store.config(), &[]).await?;
+    let channels = stack.channels_at(&replica.endpoint(), Role::Client).await?;
+    let clients = Arc::new(Rotation::new(channels.into_iter().map(PlayerSessionServiceClient::new)));
+    let before = replica.usage()?;
+    let hosted = hosted.clone();
+    let line = driver::run(
+        "create player session (session replica process)",
+        servers,
+        concurrency,
+        move |index| {
+            let (mut client, hosted) = (clients.next(), hosted.clone());
+            async move {
+                let reply = client
+                    .create_player_session(player_request(&hosted, REPLICA_PLAYERS, index))
+                    .await;
+                reply.map(|_| ()).map_err(|status| status.code())
+            }
+        },
+    )
+    .await;
+    let figures = replica.cost_since(&before, servers, "session", "CreatePlayerSession")?;
+    Ok((line, figures))
 }
 
 /// Calls of `line` that succeeded.
