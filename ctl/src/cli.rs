@@ -139,6 +139,32 @@ pub enum GetKind {
         /// The fleet.
         fleet: String,
     },
+    /// A fleet's locations: status, capacity and instances.
+    Locations {
+        /// The fleet.
+        fleet: String,
+    },
+    /// The instances of a fleet's location, with their servers.
+    Instances {
+        /// The fleet.
+        fleet: String,
+        /// The location.
+        location: String,
+    },
+    /// The player sessions of a game session, or of a player.
+    PlayerSessions {
+        /// The game session.
+        #[arg(long, required_unless_present = "player", conflicts_with = "player")]
+        game_session: Option<String>,
+        /// The player.
+        #[arg(long)]
+        player: Option<String>,
+    },
+    /// A queue's PENDING placements, the longest waiting first.
+    Placements {
+        /// The queue.
+        queue: String,
+    },
 }
 
 /// What `describe` shows.
@@ -160,6 +186,18 @@ pub enum DescribeKind {
     GameSession { id: String },
     /// A game server of a fleet.
     GameServer { fleet: String, id: String },
+    /// A location of a fleet, with its utilization.
+    Location { fleet: String, location: String },
+    /// An instance of a fleet's location, with its servers.
+    Instance {
+        fleet: String,
+        location: String,
+        id: String,
+    },
+    /// A player session.
+    PlayerSession { id: String },
+    /// A scaling policy of a fleet.
+    Policy { fleet: String, name: String },
 }
 
 #[derive(Debug, Args)]

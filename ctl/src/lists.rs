@@ -1,4 +1,5 @@
-//! Every record of a kind, read page by page until the last: what `get` prints and what `apply` compares with.
+//! The records `get`, `describe` and `apply` read: every record of a kind, page by page until the last, or one
+//! record whole.
 
 use std::future::Future;
 
@@ -7,6 +8,9 @@ use berth_proto::fleet::v1::fleet_service_client::FleetServiceClient;
 use berth_proto::fleet::v1::scaling_service_client::ScalingServiceClient;
 use berth_proto::placement::v1 as placement;
 use berth_proto::placement::v1::queue_service_client::QueueServiceClient;
+use berth_proto::session::v1 as session;
+use berth_proto::session::v1::describe_player_sessions_request::Selector;
+use berth_proto::session::v1::player_session_service_client::PlayerSessionServiceClient;
 use berth_sdk::AuthedChannel;
 
 use crate::context::{Context, Service};
@@ -84,4 +88,67 @@ pub async fn policies(
         }
     })
     .await
+}
+
+/// One fleet, as DescribeFleet answers it.
+pub async fn fleet(ctx: &Context, fleet_id: &str) -> Result<fleet::Fleet, CtlError> {
+    let mut client = FleetServiceClient::new(ctx.channel(Service::Fleet).await?);
+    let request = fleet::DescribeFleetRequest {
+        fleet_id: fleet_id.to_owned(),
+    };
+    let answer = client
+        .describe_fleet(request)
+        .await
+        .map_err(ctx.refusal(Service::Fleet))?;
+    answer
+        .into_inner()
+        .fleet
+        .ok_or_else(|| missing(Service::Fleet, "fleet"))
+}
+
+/// The instances of a fleet's location (only `instance_id`, when it names one).
+pub async fn instances(
+    ctx: &Context,
+    fleet_id: &str,
+    location: &str,
+    instance_id: String,
+) -> Result<Vec<fleet::Instance>, CtlError> {
+    let mut client = FleetServiceClient::new(ctx.channel(Service::Fleet).await?);
+    let request = fleet::DescribeInstancesRequest {
+        fleet_id: fleet_id.to_owned(),
+        location: location.to_owned(),
+        instance_id,
+    };
+    let answer = client
+        .describe_instances(request)
+        .await
+        .map_err(ctx.refusal(Service::Fleet))?;
+    Ok(answer.into_inner().instances)
+}
+
+/// Every player session `selector` picks, every page read.
+pub async fn player_sessions(ctx: &Context, selector: Selector) -> Result<Vec<session::PlayerSession>, CtlError> {
+    let client = PlayerSessionServiceClient::new(ctx.channel(Service::Session).await?);
+    all_pages(ctx, Service::Session, |page_token| {
+        let (mut client, selector) = (client.clone(), selector.clone());
+        async move {
+            let request = session::DescribePlayerSessionsRequest {
+                selector: Some(selector),
+                page_token,
+                ..Default::default()
+            };
+            let page = client.describe_player_sessions(request).await?.into_inner();
+            Ok((page.player_sessions, page.next_page_token))
+        }
+    })
+    .await
+}
+
+/// A record the service should have sent and did not: a fault of the service, said as such.
+pub fn missing(service: Service, what: &str) -> CtlError {
+    CtlError::Refused {
+        service: service.name(),
+        code: tonic::Code::Internal,
+        message: format!("the answer holds no {what}"),
+    }
 }

@@ -29,10 +29,14 @@ pub fn print_list<M: Message + Name>(output: Output, records: &[M], columns: &[C
 
 /// Prints one record whole; as a table, one line per field.
 pub fn print_one<M: Message + Name>(output: Output, record: &M) -> Result<(), CtlError> {
-    let value = json_of(record)?;
+    print_value(output, &json_of(record)?)
+}
+
+/// Prints a record already as JSON (one joined from several answers), as [`print_one`] does.
+pub fn print_value(output: Output, value: &Value) -> Result<(), CtlError> {
     match output {
-        Output::Json => println!("{}", pretty(&value)),
-        Output::Yaml | Output::Table => print!("{}", yaml(&value)?),
+        Output::Json => println!("{}", pretty(value)),
+        Output::Yaml | Output::Table => print!("{}", yaml(value)?),
     }
     Ok(())
 }

@@ -168,6 +168,15 @@ async fn berthctl_drives_the_game_session_flow_and_a_placement_through_a_queue()
         .json(&["create", "player-session", &session_id, "--player", "p1"])
         .await;
     assert_eq!(player["playerSession"]["status"], "PLAYER_SESSION_STATUS_RESERVED");
+    let player_session_id = player["playerSession"]["playerSessionId"].as_str().unwrap();
+    let of_session = stack
+        .json(&["get", "player-sessions", "--game-session", &session_id])
+        .await;
+    assert_eq!(of_session[0]["playerSessionId"], player_session_id, "{of_session}");
+    let of_player = stack.json(&["get", "player-sessions", "--player", "p1"]).await;
+    assert_eq!(of_player[0]["gameSessionId"], session_id.as_str(), "{of_player}");
+    let described = stack.json(&["describe", "player-session", player_session_id]).await;
+    assert_eq!(described["playerId"], "p1", "{described}");
     let sessions = stack.json(&["get", "game-sessions", fleet]).await;
     assert_eq!(sessions[0]["currentPlayerSessionCount"], 1, "{sessions}");
     let found = stack
@@ -201,6 +210,27 @@ async fn berthctl_drives_the_game_session_flow_and_a_placement_through_a_queue()
     assert_eq!(placed["placedPlayerSessions"][0]["playerId"], "p2");
     let servers = stack.json(&["get", "game-servers", fleet]).await;
     assert!(!servers.as_array().unwrap().is_empty(), "{servers}");
+
+    // Where it ran: the location, its instances and their servers; nothing left waiting in the queue.
+    let locations = stack.json(&["get", "locations", fleet]).await;
+    assert_eq!(locations[0]["location"], "local", "{locations}");
+    let location = stack.json(&["describe", "location", fleet, "local"]).await;
+    assert_eq!(location["status"], "LOCATION_STATUS_DEPLOYED", "{location}");
+    assert!(location["utilization"]["instanceCounts"].is_object(), "{location}");
+    let instances = stack.json(&["get", "instances", fleet, "local"]).await;
+    let instance = &instances[0];
+    assert_eq!(instance["state"], "INSTANCE_STATE_RUNNING", "{instances}");
+    assert_eq!(
+        instance["processes"][0]["gameServerId"], servers[0]["gameServerId"],
+        "{instances}"
+    );
+    let instance_id = instance["instanceId"].as_str().unwrap();
+    let one = stack.json(&["describe", "instance", fleet, "local", instance_id]).await;
+    assert_eq!(one["instanceId"], instance_id);
+    let (code, _, stderr) = stack.ctl(&["describe", "instance", fleet, "local", "i-none"]).await;
+    assert_eq!(code, 1);
+    assert!(stderr.contains("fleet refused (NotFound)"), "{stderr}");
+    assert_eq!(stack.json(&["get", "placements", fleet]).await, serde_json::json!([]));
 
     let scaled = stack
         .json(&["scale", fleet, "--location", "local", "--desired", "2"])
@@ -393,6 +423,8 @@ async fn apply_makes_the_declared_records_once_and_plans_only_what_differs() {
     assert_eq!(described["processTimeouts"]["heartbeatIntervalMs"], 2000);
     let policies = stack.json(&["get", "policies", &fleet]).await;
     assert_eq!(policies[0]["name"], "buffer", "{policies}");
+    let policy = stack.json(&["describe", "policy", &fleet, "buffer"]).await;
+    assert_eq!(policy["buffer"]["minimumIdleServers"], 1, "{policy}");
     let (code, again, _) = stack.ctl(&["apply", "-f", &dir]).await;
     assert_eq!(code, 0);
     assert!(again.starts_with("no changes"), "{again}");

@@ -5,8 +5,11 @@ use berth_proto::fleet::v1::fleet_service_client::FleetServiceClient;
 use berth_proto::fleet::v1::scaling_service_client::ScalingServiceClient;
 use berth_proto::health::v1 as health;
 use berth_proto::health::v1::game_server_service_client::GameServerServiceClient;
+use berth_proto::placement::v1 as placement;
+use berth_proto::placement::v1::placement_service_client::PlacementServiceClient;
 use berth_proto::placement::v1::queue_service_client::QueueServiceClient;
 use berth_proto::session::v1 as session;
+use berth_proto::session::v1::describe_player_sessions_request::Selector;
 use berth_proto::session::v1::game_session_service_client::GameSessionServiceClient;
 
 use crate::cli::{GetKind, Output, Search};
@@ -128,5 +131,74 @@ pub async fn get(ctx: &Context, kind: GetKind, output: Output) -> Result<(), Ctl
             ];
             print_list(output, &policies, &columns)
         }
+        GetKind::Locations { fleet } => {
+            let described = lists::fleet(ctx, &fleet).await?;
+            let columns = [
+                Column("LOCATION", "location"),
+                Column("STATUS", "status"),
+                Column("MIN", "capacity.minimumInstances"),
+                Column("DESIRED", "capacity.desiredInstances"),
+                Column("MAX", "capacity.maximumInstances"),
+                Column("ACTIVE", "instanceCounts.active"),
+                Column("IDLE", "instanceCounts.idle"),
+                Column("AVAILABLE", "gameServerCounts.available"),
+                Column("UTILIZED", "gameServerCounts.utilized"),
+            ];
+            print_list(output, &described.locations, &columns)
+        }
+        GetKind::Instances { fleet, location } => {
+            let instances = lists::instances(ctx, &fleet, &location, String::new()).await?;
+            let columns = [
+                Column("INSTANCE", "instanceId"),
+                Column("TYPE", "instanceType"),
+                Column("STATE", "state"),
+                Column("LAUNCHED", "launchTime"),
+                Column("PROCESSES", "processes[].state"),
+                Column("HANDLE", "provisionerHandle"),
+            ];
+            print_list(output, &instances, &columns)
+        }
+        GetKind::PlayerSessions { game_session, player } => {
+            let selector = match (game_session, player) {
+                (Some(id), _) => Selector::GameSessionId(id),
+                (None, Some(player)) => Selector::PlayerId(player),
+                (None, None) => unreachable!("clap requires one of --game-session and --player"),
+            };
+            let sessions = lists::player_sessions(ctx, selector).await?;
+            print_list(output, &sessions, PLAYER_SESSION_COLUMNS)
+        }
+        GetKind::Placements { queue } => {
+            let client = PlacementServiceClient::new(ctx.channel(Service::Placement).await?);
+            let placements = all_pages(ctx, Service::Placement, |page_token| {
+                let (mut client, queue_name) = (client.clone(), queue.clone());
+                async move {
+                    let request = placement::ListGameSessionPlacementsRequest {
+                        queue_name,
+                        page_token,
+                        ..Default::default()
+                    };
+                    let page = client.list_game_session_placements(request).await?.into_inner();
+                    Ok((page.placements, page.next_page_token))
+                }
+            })
+            .await?;
+            let columns = [
+                Column("PLACEMENT", "placementId"),
+                Column("STATUS", "status"),
+                Column("STARTED", "startTime"),
+                Column("ATTEMPTS", "attemptCount"),
+                Column("MAX_PLAYERS", "maximumPlayerSessionCount"),
+            ];
+            print_list(output, &placements, &columns)
+        }
     }
 }
+
+/// The columns of a player session in a table.
+pub const PLAYER_SESSION_COLUMNS: &[Column] = &[
+    Column("PLAYER_SESSION", "playerSessionId"),
+    Column("PLAYER", "playerId"),
+    Column("STATUS", "status"),
+    Column("GAME_SESSION", "gameSessionId"),
+    Column("CREATED", "creationTime"),
+];

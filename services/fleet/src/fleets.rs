@@ -8,7 +8,7 @@ use berth_domain::fleet::utilization::fleet_utilization;
 use berth_domain::fleet::{FleetRecord, LocationRecord};
 use berth_domain::game_server::timestamp;
 use berth_domain::page_token::{digest, issue, redeem};
-use berth_domain::stored::{FleetEventCode, FleetStatus, LocationStatus};
+use berth_domain::stored::{FleetEventCode, FleetStatus, LocationStatus, ProcessState};
 use berth_domain::validate::invalid;
 use berth_proto::fleet::v1 as pb;
 use berth_proto::fleet::v1::fleet_service_server::FleetService;
@@ -16,6 +16,7 @@ use berth_store::endings::{self, Deleted, LocationsDeleted};
 use berth_store::fleets::{
     self as store, CapacityUpdated, Created, FleetChange, FleetEventEntry, LocationsAdded, Written,
 };
+use berth_store::instances::{InstanceRecord, read_instances};
 use berth_store::processes::{self, Routing};
 use berth_store::utilization::{UtilizationRead, read_utilization};
 use tonic::{Request, Response, Status};
@@ -613,6 +614,64 @@ impl FleetService for Fleets {
                 req.fleet_id, req.location
             ))),
         }
+    }
+
+    async fn describe_instances(
+        &self,
+        request: Request<pb::DescribeInstancesRequest>,
+    ) -> Result<Response<pb::DescribeInstancesResponse>, Status> {
+        let req = request.into_inner();
+        check::check_describe_instances(&req)?;
+        let fleet = self.fleet(&req.fleet_id).await?;
+        if !fleet.locations.iter().any(|location| location.location == req.location) {
+            return Err(Status::not_found(format!(
+                "fleet {:?} has no location {:?}",
+                req.fleet_id, req.location
+            )));
+        }
+        let read = read_instances(&self.context.store, &req.fleet_id, &req.location).await?;
+        let instances: Vec<pb::Instance> = read
+            .instances
+            .into_iter()
+            .filter(|instance| req.instance_id.is_empty() || instance.id == req.instance_id)
+            .map(|instance| shown_instance(instance, &req.location))
+            .collect();
+        if instances.is_empty() && !req.instance_id.is_empty() {
+            return Err(Status::not_found(format!(
+                "location {:?} of fleet {:?} has no instance {:?}",
+                req.location, req.fleet_id, req.instance_id
+            )));
+        }
+        Ok(Response::new(pb::DescribeInstancesResponse { instances }))
+    }
+}
+
+/// An instance as DescribeInstances shows it, its processes in id order.
+fn shown_instance(instance: InstanceRecord, location: &str) -> pb::Instance {
+    let mut processes: Vec<pb::InstanceProcess> = instance
+        .servers
+        .into_iter()
+        .map(|server| pb::InstanceProcess {
+            state: server
+                .process
+                .map_or(pb::ProcessState::Unspecified, ProcessState::to_proto) as i32,
+            register_time: server.registered_ms.map(timestamp),
+            game_sessions: server.sessions,
+            claimed: server.held,
+            protected: server.protected,
+            game_server_id: server.id,
+        })
+        .collect();
+    processes.sort_by(|a, b| a.game_server_id.cmp(&b.game_server_id));
+    pb::Instance {
+        instance_id: instance.id,
+        location: location.to_owned(),
+        instance_type: instance.instance_type,
+        state: instance.state.to_proto() as i32,
+        launch_time: Some(timestamp(instance.launch_ms)),
+        kill_time: instance.kill_ms.map(timestamp),
+        provisioner_handle: instance.handle,
+        processes,
     }
 }
 

@@ -6,9 +6,10 @@
 
 use std::time::Instant;
 
-use berth_domain::page_token::digest;
+use berth_domain::page_token::{digest, issue, redeem};
 use berth_domain::placement::{self as check, metrics};
 use berth_domain::stored::{PlacementEventType, PlacementStatus, PlacementStatusReason};
+use berth_domain::validate::invalid;
 use berth_proto::placement::v1::placement_service_server::PlacementService;
 use berth_proto::placement::v1::{self as pb, watch_game_session_placements_response::Kind};
 use berth_runtime::deadline::caller_deadline;
@@ -180,6 +181,43 @@ impl PlacementService for Placements {
             .ok_or_else(|| not_found(&req.placement_id))?;
         Ok(Response::new(pb::DescribeGameSessionPlacementResponse {
             placement: Some(record.placement),
+        }))
+    }
+
+    async fn list_game_session_placements(
+        &self,
+        request: Request<pb::ListGameSessionPlacementsRequest>,
+    ) -> Result<Response<pb::ListGameSessionPlacementsResponse>, Status> {
+        let req = request.into_inner();
+        let size = check::check_list(&req)?;
+        // A token names the last placement of its page, by start ms and id, and serves this queue's listing only.
+        let selection = digest(&[b"pending", req.queue_name.as_bytes()]);
+        let bad_token = || {
+            invalid(
+                "page_token",
+                "was not issued by this call for this queue; start again without it",
+            )
+        };
+        let after = match redeem(&selection, &req.page_token)? {
+            None => None,
+            Some(position) => {
+                let (started, id) = position.split_once(':').ok_or_else(bad_token)?;
+                Some((started.parse::<i64>().map_err(|_| bad_token())?, id))
+            }
+        };
+        let placements = store::pending_placements(&self.store, &req.queue_name, after, size)
+            .await?
+            .ok_or_else(|| Status::not_found(format!("no queue {:?}", req.queue_name)))?;
+        let next = (placements.len() == size)
+            .then(|| {
+                placements
+                    .last()
+                    .map(|last| format!("{}:{}", last.start_ms, last.placement.placement_id))
+            })
+            .flatten();
+        Ok(Response::new(pb::ListGameSessionPlacementsResponse {
+            placements: placements.into_iter().map(|record| record.placement).collect(),
+            next_page_token: issue(&selection, next),
         }))
     }
 

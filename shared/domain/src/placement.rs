@@ -7,12 +7,13 @@ use std::collections::HashSet;
 use berth_proto::placement::v1 as pb;
 use tonic::Status;
 
+use crate::game_server::{PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX};
 use crate::game_session::check::{
     NAME_MAX, PLAYER_DATA_MAX, check_data, check_game_properties, check_maximum_players, check_player_id,
 };
 use crate::process::LOCATION_LEN;
 use crate::queue::check_name;
-use crate::validate::{Violations, check_count, checked_entries};
+use crate::validate::{Violations, check_count, check_page_size, checked_entries};
 use crate::watch::{check_event_types, check_watch_start};
 
 pub mod metrics;
@@ -63,6 +64,14 @@ pub fn check_stop(req: &pb::StopGameSessionPlacementRequest) -> Result<(), Statu
     let mut v = Violations::new();
     check_placement_id(&mut v, "placement_id", &req.placement_id);
     v.into_result()
+}
+
+/// Checks a ListGameSessionPlacementsRequest; the page size to serve (the token is checked where it is redeemed).
+pub fn check_list(req: &pb::ListGameSessionPlacementsRequest) -> Result<usize, Status> {
+    let mut v = Violations::new();
+    check_name(&mut v, "queue_name", &req.queue_name);
+    let size = check_page_size(&mut v, req.page_size, PAGE_SIZE_MAX, PAGE_SIZE_DEFAULT);
+    v.into_result().map(|()| size)
 }
 
 /// Checks a DescribeGameSessionPlacementRequest.

@@ -282,36 +282,36 @@ stored! {
 }
 
 stored! {
-    /// Where an instance a provisioner runs for a fleet is in its life, as its reconciler records it. The contract
-    /// counts instances by what their servers do (pending, active, idle), so this has no contract value of its own.
-    InstanceState: stored only {
+    /// Where an instance a provisioner runs for a fleet is in its life, as its reconciler records it (shown by
+    /// DescribeInstances; the counts of the contract group instances by what their servers do instead).
+    InstanceState: fleet::InstanceState, unset Unspecified {
         /// Recorded before the provisioner was asked to launch it, so that a reconciler that dies in between leaves
         /// a record for the next one to find.
-        Launching = "LAUNCHING",
+        Launching = "LAUNCHING" => Launching,
         /// The provisioner launched it.
-        Running = "RUNNING",
+        Running = "RUNNING" => Running,
         /// Its instance type is not viable: its servers are used last and it goes once it holds no protected
         /// gameplay and its replacements run.
-        Draining = "DRAINING",
+        Draining = "DRAINING" => Draining,
         /// Being stopped: its processes were told to end, and it is killed when its deadline passes.
-        Terminating = "TERMINATING",
+        Terminating = "TERMINATING" => Terminating,
     }
 }
 
 stored! {
-    /// Where an SDK process is in its life; the contracts show it through other fields (utilization, the game
-    /// sessions it hosts, fleet events), so it has no contract value of its own.
-    ProcessState: stored only {
+    /// Where an SDK process is in its life (shown by DescribeInstances; the other contracts show it through other
+    /// fields: utilization, the game sessions it hosts, fleet events).
+    ProcessState: fleet::ProcessState, unset Unspecified {
         /// Registered, not ready yet.
-        Initializing = "INITIALIZING",
+        Initializing = "INITIALIZING" => Initializing,
         /// Ready and idle: in the pool.
-        StandingBy = "STANDING_BY",
+        StandingBy = "STANDING_BY" => StandingBy,
         /// Hosting game sessions.
-        Active = "ACTIVE",
+        Active = "ACTIVE" => Active,
         /// Told to end; ProcessEnding is due.
-        Terminating = "TERMINATING",
+        Terminating = "TERMINATING" => Terminating,
         /// Declared lost; its record is kept a while so that a process coming back learns why.
-        Lost = "LOST",
+        Lost = "LOST" => Lost,
     }
 }
 

@@ -35,6 +35,7 @@ pub(crate) const LUA: Area = Area {
         ("queue_metrics", include_str!("queues/metrics.lua"), true),
         ("queues_now", include_str!("queues/now.lua"), true),
         ("read_placement", include_str!("queues/read.lua"), true),
+        ("list_pending_placements", include_str!("queues/list_pending.lua"), true),
         ("read_placement_events", include_str!("queues/read_events.lua"), true),
     ],
 };

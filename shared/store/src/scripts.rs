@@ -148,6 +148,8 @@ pub struct Scripts {
     pub queues_now: LuaScript,
     /// Reads a placement with its node's clock.
     pub read_placement: LuaScript,
+    /// Lists a queue's PENDING placements, a page at a time.
+    pub list_pending_placements: LuaScript,
     /// Reads a queue's placement events, each joined with its placement, with the node's clock.
     pub read_placement_events: LuaScript,
     /// Creates or replaces a scaling policy.
@@ -439,6 +441,7 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
         queue_metrics: function("queue_metrics"),
         queues_now: function("queues_now"),
         read_placement: function("read_placement"),
+        list_pending_placements: function("list_pending_placements"),
         read_placement_events: function("read_placement_events"),
         put_scaling_policy: function("put_scaling_policy"),
         delete_scaling_policy: function("delete_scaling_policy"),

@@ -405,6 +405,51 @@ async fn a_non_viable_instance_type_drains_and_is_replaced_first(redis: TestRedi
     let kept: Vec<_> = after.iter().filter(|i| i.instance_type == "small").collect();
     assert_eq!(kept[0].id, small[0].id);
     assert_eq!(kept[0].state, berth_domain::stored::InstanceState::Draining);
+
+    // DescribeInstances shows the same: the drained instance with its protected gameplay, its replacements running
+    // with idle servers.
+    let describe = |instance_id: &str, location: &str| pb::DescribeInstancesRequest {
+        fleet_id: spot.into(),
+        location: location.into(),
+        instance_id: instance_id.into(),
+    };
+    let shown = fleets
+        .describe_instances(describe("", "local"))
+        .await
+        .unwrap()
+        .into_inner()
+        .instances;
+    assert_eq!(shown.len(), 3, "{shown:?}");
+    let drained = shown.iter().find(|i| i.instance_id == small[0].id).unwrap();
+    assert_eq!(drained.state(), pb::InstanceState::Draining);
+    let hosting = drained.processes.iter().find(|p| p.game_server_id == playing).unwrap();
+    assert_eq!((hosting.game_sessions, hosting.protected), (1, true), "{hosting:?}");
+    for replacement in shown.iter().filter(|i| i.instance_type == "large") {
+        assert_eq!(replacement.state(), pb::InstanceState::Running);
+        assert!(!replacement.provisioner_handle.is_empty());
+        assert!(
+            replacement
+                .processes
+                .iter()
+                .all(|p| p.state() == pb::ProcessState::StandingBy && p.register_time.is_some())
+        );
+    }
+    let one = fleets
+        .describe_instances(describe(&small[0].id, "local"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(one.instances.len(), 1);
+    let unknown = fleets
+        .describe_instances(describe("i-unknown", "local"))
+        .await
+        .unwrap_err();
+    assert_eq!(unknown.code(), tonic::Code::NotFound);
+    let elsewhere = fleets.describe_instances(describe("", "mars")).await.unwrap_err();
+    assert_eq!(elsewhere.code(), tonic::Code::NotFound, "{elsewhere:?}");
+    let unnamed = fleets.describe_instances(describe("", "")).await.unwrap_err();
+    assert_eq!(unnamed.code(), tonic::Code::InvalidArgument);
+    assert!(unnamed.message().contains("location"), "{unnamed:?}");
     let seen = events(&mut fleets, spot).await;
     assert_eq!(count(&seen, pb::FleetEventCode::InstanceDraining), 2);
     let first_launch_of_large = seen

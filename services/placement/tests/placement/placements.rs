@@ -413,6 +413,102 @@ async fn no_capacity_times_out_on_time_then_servers_fulfil_on_a_cluster() {
 
 /// A server that never activates the session it was given: the attempt is abandoned when the fleet's activation
 /// timeout ends the session, and the placement is fulfilled on the other fleet; the abandoned session is ended.
+/// ListGameSessionPlacements pages through what a queue holds PENDING, longest waiting first; a placement that ended
+/// is not listed, and a page token serves only the listing it came from.
+async fn a_queues_pending_placements_are_listed_a_page_at_a_time(redis: TestRedis) {
+    let stack = Stack::start(redis).await;
+    stack.queue("lobby", 60_000, |_| {}).await;
+    stack.queue("other", 60_000, |_| {}).await;
+    let mut placements = stack.placements().await;
+    let ids: Vec<String> = (1..=5).map(|n| format!("wait-{n}")).collect();
+    for id in &ids {
+        placements
+            .start_game_session_placement(start(id, "lobby"))
+            .await
+            .unwrap();
+    }
+    let list = |queue: &str, page_size: u32, page_token: String| pb::ListGameSessionPlacementsRequest {
+        queue_name: queue.into(),
+        page_size,
+        page_token,
+    };
+    let mut listed = Vec::new();
+    let mut sizes = Vec::new();
+    let mut token = String::new();
+    loop {
+        let page = placements
+            .list_game_session_placements(list("lobby", 2, token))
+            .await
+            .unwrap()
+            .into_inner();
+        sizes.push(page.placements.len());
+        assert!(
+            page.placements
+                .iter()
+                .all(|p| p.status() == pb::PlacementStatus::Pending)
+        );
+        listed.extend(page.placements.into_iter().map(|p| p.placement_id));
+        token = page.next_page_token;
+        if token.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(listed, ids, "longest waiting first, each once");
+    assert_eq!(sizes, [2, 2, 1]);
+
+    placements
+        .stop_game_session_placement(pb::StopGameSessionPlacementRequest {
+            placement_id: "wait-3".into(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        ended(&stack, "wait-3", Duration::from_secs(5)).await.status(),
+        pb::PlacementStatus::Cancelled
+    );
+    let all = placements
+        .list_game_session_placements(list("lobby", 0, String::new()))
+        .await
+        .unwrap()
+        .into_inner();
+    let left: Vec<_> = all.placements.iter().map(|p| p.placement_id.as_str()).collect();
+    assert_eq!(left, ["wait-1", "wait-2", "wait-4", "wait-5"]);
+    assert!(all.next_page_token.is_empty());
+
+    let first = placements
+        .list_game_session_placements(list("lobby", 1, String::new()))
+        .await
+        .unwrap()
+        .into_inner();
+    let elsewhere = placements
+        .list_game_session_placements(list("other", 1, first.next_page_token))
+        .await
+        .unwrap_err();
+    assert_eq!(elsewhere.code(), tonic::Code::InvalidArgument);
+    assert!(elsewhere.message().contains("page_token"), "{elsewhere:?}");
+    let unknown = placements
+        .list_game_session_placements(list("nowhere", 0, String::new()))
+        .await
+        .unwrap_err();
+    assert_eq!(unknown.code(), tonic::Code::NotFound);
+    let too_many = placements
+        .list_game_session_placements(list("lobby", 1001, String::new()))
+        .await
+        .unwrap_err();
+    assert_eq!(too_many.code(), tonic::Code::InvalidArgument);
+    assert!(too_many.message().contains("page_size"), "{too_many:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_queues_pending_placements_are_listed_a_page_at_a_time_on_a_single_node() {
+    a_queues_pending_placements_are_listed_a_page_at_a_time(TestRedis::single()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_queues_pending_placements_are_listed_a_page_at_a_time_on_a_cluster() {
+    a_queues_pending_placements_are_listed_a_page_at_a_time(TestRedis::cluster()).await;
+}
+
 async fn a_server_that_never_activates_sends_the_placement_elsewhere(redis: TestRedis) {
     let stack = Stack::start(redis).await;
     let mut settings = fast_settings();

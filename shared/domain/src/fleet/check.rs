@@ -12,7 +12,7 @@ use prost_types::value::Kind;
 use tonic::Status;
 
 use super::{defaults, parameters};
-use crate::game_server::{PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX, check_fleet_id};
+use crate::game_server::{INSTANCE_ID_LEN, PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX, check_fleet_id};
 use crate::process::LOCATION_LEN;
 use crate::stored::{FleetEventCode, FleetStatus};
 use crate::validate::{Violations, check_count, check_labels, check_page_size, checked_entries};
@@ -535,6 +535,17 @@ pub fn check_utilization(req: &pb::GetFleetUtilizationRequest) -> Result<(), Sta
     let mut v = Violations::new();
     check_fleet_id(&mut v, &req.fleet_id);
     check_location(&mut v, "location", &req.location);
+    v.into_result()
+}
+
+/// Checks a DescribeInstances request: a fleet, a location, and an instance id when one is named.
+pub fn check_describe_instances(req: &pb::DescribeInstancesRequest) -> Result<(), Status> {
+    let mut v = Violations::new();
+    check_fleet_id(&mut v, &req.fleet_id);
+    v.id("location", &req.location, LOCATION_LEN.0, LOCATION_LEN.1);
+    if !req.instance_id.is_empty() {
+        v.id("instance_id", &req.instance_id, INSTANCE_ID_LEN.0, INSTANCE_ID_LEN.1);
+    }
     v.into_result()
 }
 

@@ -347,6 +347,46 @@ pub async fn read_placement(store: &Store, queue_name: &str, id: &str) -> Result
     }
 }
 
+/// Up to `limit` of a queue's PENDING placements in the order they started, after the placement that started at
+/// `after` (its start ms and id; `None` for the first page); `None` when there is no such queue.
+pub async fn pending_placements(
+    store: &Store,
+    queue_name: &str,
+    after: Option<(i64, &str)>,
+    limit: usize,
+) -> Result<Option<Vec<PlacementRecord>>, StoreError> {
+    const SCRIPT: &str = "list_pending_placements";
+    let mut call = queue_call(&scripts().list_pending_placements, queue_name);
+    match after {
+        Some((started_ms, id)) => call.arg(started_ms).arg(id),
+        None => call.arg("").arg(""),
+    };
+    call.arg(limit);
+    let raw: Vec<Value> = store.invoke(&call).await?;
+    let [outcome, now, placements @ ..] = raw.as_slice() else {
+        return Err(unexpected(SCRIPT, "a short reply"));
+    };
+    let text = |value: &Value| -> Result<String, StoreError> {
+        redis::from_redis_value_ref(value).map_err(|_| unexpected(SCRIPT, "a malformed reply"))
+    };
+    match text(outcome)?.as_str() {
+        "FOUND" => {}
+        "NOT_FOUND" => return Ok(None),
+        other => return Err(unexpected(SCRIPT, other)),
+    }
+    let now = text(now)?;
+    let now_ms = now.parse().map_err(|_| unexpected(SCRIPT, &now))?;
+    placements
+        .iter()
+        .map(|fields| {
+            let fields: Vec<Value> =
+                redis::from_redis_value_ref(fields).map_err(|_| unexpected(SCRIPT, "a malformed placement"))?;
+            record(SCRIPT, &binary_fields(SCRIPT, &fields)?, now_ms)
+        })
+        .collect::<Result<_, _>>()
+        .map(Some)
+}
+
 /// A placement by id alone; `None` when there is none.
 pub async fn find_placement(store: &Store, id: &str) -> Result<Option<PlacementRecord>, StoreError> {
     let held: Option<String> = store.query(redis::cmd("GET").arg(placement_id(id))).await?;
