@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use berth_store::Durability;
 use clap::Parser;
 use serde::Serialize;
 
@@ -93,7 +94,25 @@ pub struct Args {
     /// Run against a 3-master Redis Cluster instead of a single redis-server.
     #[arg(long, env = "BERTH_BENCH_CLUSTER")]
     pub cluster: bool,
+    /// When the services' acknowledged writes count as made (BERTH_REDIS_DURABILITY): `replica` starts a replica
+    /// of the bench's redis-server beside it, which must confirm each (single node only).
+    #[arg(
+        long,
+        env = "BERTH_BENCH_DURABILITY",
+        value_enum,
+        default_value = "none",
+        conflicts_with = "cluster"
+    )]
+    #[serde(serialize_with = "durability_name")]
+    pub durability: Durability,
     /// Where to write every figure as JSON (its directory is created).
     #[arg(long, env = "BERTH_BENCH_JSON", default_value = "load-tests/reports/latest.json")]
     pub json: PathBuf,
+}
+
+/// The durability as its flag names it, in the report's settings.
+fn durability_name<S: serde::Serializer>(durability: &Durability, serializer: S) -> Result<S::Ok, S::Error> {
+    use clap::ValueEnum;
+    let name = durability.to_possible_value().map(|value| value.get_name().to_owned());
+    serializer.serialize_str(&name.unwrap_or_default())
 }

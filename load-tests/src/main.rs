@@ -17,7 +17,8 @@ mod stack;
 
 use std::process::ExitCode;
 
-use berth_testkit::TestRedis;
+use berth_store::Durability;
+use berth_testkit::{RedisServer, TestRedis};
 use clap::Parser;
 
 // As the services' binaries: the stack this process runs in-process allocates as they do.
@@ -42,9 +43,13 @@ fn main() -> ExitCode {
     } else {
         TestRedis::single()
     };
+    let replica = match (&redis, args.durability) {
+        (TestRedis::Single(primary), Durability::Replica) => Some(RedisServer::replica_of(primary)),
+        _ => None,
+    };
     let outcome = tokio::runtime::Runtime::new()
         .map_err(Failure::from)
-        .and_then(|runtime| runtime.block_on(run(&args, redis)));
+        .and_then(|runtime| runtime.block_on(run(&args, redis, replica)));
     match outcome {
         Ok(report) if report.passed() => ExitCode::SUCCESS,
         Ok(_) => ExitCode::FAILURE,
@@ -55,8 +60,8 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run(args: &Args, redis: TestRedis) -> Result<Report<'_>, Failure> {
-    let stack = Stack::start(redis, args.connections).await?;
+async fn run(args: &Args, redis: TestRedis, replica: Option<RedisServer>) -> Result<Report<'_>, Failure> {
+    let stack = Stack::start(redis, replica, args).await?;
     let findings = args.scenario.run(&stack, args).await?;
     let report = Report::new(args, findings);
     report.print();

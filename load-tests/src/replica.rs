@@ -49,6 +49,10 @@ impl Replica {
         // between, which the start-up check below would report.
         let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
         let mode = redis.mode.to_possible_value().map(|value| value.get_name().to_owned());
+        let durability = redis
+            .durability
+            .to_possible_value()
+            .map(|value| value.get_name().to_owned());
         let key = std::str::from_utf8(TEST_KEY)?;
         let child = Command::new(&path)
             .envs(settings.iter().map(|(name, value)| (*name, value.as_str())))
@@ -56,6 +60,11 @@ impl Replica {
             .env("BERTH_METRICS_LISTEN", "off")
             .env("BERTH_REDIS_URL", redis.urls.join(","))
             .env("BERTH_REDIS_MODE", mode.unwrap_or_default())
+            .env("BERTH_REDIS_DURABILITY", durability.unwrap_or_default())
+            .env(
+                "BERTH_REDIS_DURABILITY_TIMEOUT_MS",
+                redis.durability_timeout.as_millis().to_string(),
+            )
             // The testkit's key, so that the tokens `berth_testkit::token` signs verify.
             .env("BERTH_AUTH_KEY", key)
             .env_remove("BERTH_AUTH_KEY_FILE")

@@ -10,9 +10,10 @@ use berth_runtime::auth::Role;
 use berth_sdk::AuthedChannel;
 use berth_session::SessionArgs;
 use berth_store::{RedisConfig, Store};
-use berth_testkit::{RunningService, TestRedis, spawn_service, token};
+use berth_testkit::{RedisServer, RunningService, TestRedis, spawn_service, token};
 
 use crate::Failure;
+use crate::args::Args;
 
 /// How long a claim holds its server: longer than any run, so that no claim lapses back into the pool while it
 /// is measured and the claim after the last server must find the fleet exhausted.
@@ -23,7 +24,8 @@ pub struct Stack {
     /// A handle on the services' Redis, for floors and checks that bypass gRPC.
     pub store: Store,
     connections: u16,
-    // Declared last so that it is dropped last: whatever uses Redis stops before it does.
+    // Declared last so that they are dropped last: whatever uses Redis stops before it does.
+    _replica: Option<RedisServer>,
     _redis: TestRedis,
 }
 
@@ -36,13 +38,17 @@ pub struct InProcess {
 }
 
 impl Stack {
-    /// Connects to `redis`, which the stack then owns; channels will number `connections`.
-    pub async fn start(redis: TestRedis, connections: u16) -> Result<Stack, Failure> {
-        // The services' own defaults (BERTH_REDIS_CONNECTIONS, BERTH_REDIS_TIMEOUT_MS) rather than the testkit's
-        // leaner ones, so the figures are those of a service as deployed.
+    /// Connects to `redis` (and its `replica`, when the run's durability asks for one), which the stack then owns;
+    /// channels will number the run's connections.
+    pub async fn start(redis: TestRedis, replica: Option<RedisServer>, args: &Args) -> Result<Stack, Failure> {
+        // The services' own defaults (BERTH_REDIS_CONNECTIONS, BERTH_REDIS_TIMEOUT_MS,
+        // BERTH_REDIS_DURABILITY_TIMEOUT_MS) rather than the testkit's leaner ones, so the figures are those of a
+        // service as deployed.
         let config = RedisConfig {
             connections: 4,
             response_timeout: Duration::from_secs(1),
+            durability: args.durability,
+            durability_timeout: Duration::from_millis(500),
             ..redis.config()
         };
         let store = Store::connect(&config).await?;
@@ -50,7 +56,8 @@ impl Stack {
         berth_store::scripts::preload(&store).await?;
         Ok(Stack {
             store,
-            connections,
+            connections: args.connections,
+            _replica: replica,
             _redis: redis,
         })
     }

@@ -1,13 +1,15 @@
 //! The placement service through real gRPC against a real Redis (single node and a 3-master cluster): direct
 //! claims end to end, their races, lapses, draining order, bad input, auth and Redis outages; Agones' allocation API
 //! in `placement/allocations.rs`; queues as records in
-//! `placement/queues.rs`; placements through them in `placement/placements.rs`, and the fleets they scale in
-//! `placement/autoscaling.rs`.
+//! `placement/queues.rs`; placements through them in `placement/placements.rs`, the fleets they scale in
+//! `placement/autoscaling.rs`, and `replica` durability in `placement/durability.rs`.
 
 #[path = "placement/allocations.rs"]
 mod allocations;
 #[path = "placement/autoscaling.rs"]
 mod autoscaling;
+#[path = "placement/durability.rs"]
+mod durability;
 #[path = "placement/placements.rs"]
 mod placements;
 #[path = "placement/queues.rs"]

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use berth_store::{RedisConfig, RedisMode};
+use berth_store::{Durability, RedisConfig, RedisMode};
 use clap::{Args, ValueEnum};
 
 /// Flags every Berth service takes.
@@ -29,6 +29,13 @@ pub struct CommonArgs {
     /// How long one Redis command may take before the request fails with UNAVAILABLE, in ms.
     #[arg(long, env = "BERTH_REDIS_TIMEOUT_MS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
     pub redis_timeout_ms: u64,
+    /// When a write a caller is told of counts as made: `none`, once its primary has made it (a failover can lose
+    /// the last such writes); `replica`, once a replica has it too (WAIT 1), else the call answers UNAVAILABLE.
+    #[arg(long, env = "BERTH_REDIS_DURABILITY", value_enum, default_value = "none")]
+    pub redis_durability: Durability,
+    /// How long a replica has to confirm a write under `replica` durability, in ms.
+    #[arg(long, env = "BERTH_REDIS_DURABILITY_TIMEOUT_MS", default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..))]
+    pub redis_durability_timeout_ms: u64,
     /// How often Redis is checked for the gRPC health status, in ms.
     #[arg(long, env = "BERTH_HEALTH_PROBE_MS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
     pub health_probe_ms: u64,
@@ -82,6 +89,8 @@ impl CommonArgs {
             connections: usize::from(self.redis_connections),
             connect_timeout: Duration::from_millis(self.redis_timeout_ms),
             response_timeout: Duration::from_millis(self.redis_timeout_ms),
+            durability: self.redis_durability,
+            durability_timeout: Duration::from_millis(self.redis_durability_timeout_ms),
         }
     }
 }

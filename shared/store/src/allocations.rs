@@ -50,7 +50,7 @@ pub async fn allocate(store: &Store, allocate: &Allocate<'_>) -> Result<Allocate
         .arg(allocate.seed)
         .arg(LABELS_MAX)
         .arg(LABELS_MAX);
-    let reply = decode_reply(allocate.fleet_id, store.invoke(&call).await?)?;
+    let reply = decode_reply(allocate.fleet_id, store.invoke_acknowledged(&call).await?)?;
     let (replica, id) = (field(&reply.fields, "replica"), field(&reply.fields, "id"));
     match reply.outcome.clone().as_str() {
         "ALLOCATED" => Ok(Allocated::Allocated {

@@ -28,6 +28,18 @@ pub enum RedisMode {
     Cluster,
 }
 
+/// When a write a caller is told of counts as made.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Durability {
+    /// Once its primary has made it. Replication is asynchronous, so a failover can lose the last writes the
+    /// promoted replica had not received.
+    #[default]
+    None,
+    /// Once a replica of its primary has it too (`WAIT 1`): a write no replica confirms within the durability
+    /// timeout is answered UNAVAILABLE, saying it may or may not have landed.
+    Replica,
+}
+
 /// How to reach Redis.
 #[derive(Clone, Debug)]
 pub struct RedisConfig {
@@ -42,6 +54,9 @@ pub struct RedisConfig {
     pub connect_timeout: Duration,
     /// How long to wait for an answer to one command before calling Redis unavailable.
     pub response_timeout: Duration,
+    /// When an acknowledged write counts as made, and how long a replica has to confirm it.
+    pub durability: Durability,
+    pub durability_timeout: Duration,
 }
 
 #[derive(Clone)]
@@ -195,17 +210,52 @@ impl Store {
         let cmd = call.command();
         let reloads = self.inner.reloads.load(Ordering::Acquire);
         let mut conn = self.connection().await?;
-        match self.within_timeout(cmd.query_async(&mut conn)).await? {
+        match self.within_timeout(Duration::ZERO, cmd.query_async(&mut conn)).await? {
             Err(err) if is_missing_function(&err) => {
-                let _one_at_a_time = self.inner.reloading.lock().await;
-                if self.inner.reloads.load(Ordering::Acquire) == reloads {
-                    self.load_library().await?;
-                    self.inner.reloads.fetch_add(1, Ordering::AcqRel);
-                }
+                self.reload_library(reloads).await?;
                 self.bounded(cmd.query_async(&mut conn)).await
             }
             result => result.map_err(StoreError::from),
         }
+    }
+
+    /// Runs a function whose success a caller is told of (a claim, a placement started or ended, a game or player
+    /// session created, a fleet changed), as [`Store::invoke`] does. With [`Durability::Replica`] the call goes in one
+    /// round trip with `WAIT 1`, and is answered only once a replica holds what it wrote: `Unconfirmed` when none
+    /// confirms within the durability timeout (the write stays on the primary, where a retry finds it).
+    pub async fn invoke_acknowledged<T: FromRedisValue>(&self, call: &FunctionCall<'_>) -> Result<T, StoreError> {
+        let config = &self.inner.config;
+        if config.durability == Durability::None {
+            return self.invoke(call).await;
+        }
+        let wait_ms = u64::try_from(config.durability_timeout.as_millis()).unwrap_or(u64::MAX);
+        let mut pipe = redis::pipe();
+        pipe.add_command(call.command()).cmd("WAIT").arg(1).arg(wait_ms);
+        let reloads = self.inner.reloads.load(Ordering::Acquire);
+        let mut conn = self.connection().await?;
+        let sent = async |conn: &mut Connection| pipe.query_async(conn).await.map_err(failure_of_call);
+        let (made, confirmed): (T, i64) = match self.within_timeout(config.durability_timeout, sent(&mut conn)).await? {
+            Err(err) if is_missing_function(&err) => {
+                self.reload_library(reloads).await?;
+                self.within_timeout(config.durability_timeout, sent(&mut conn))
+                    .await??
+            }
+            result => result?,
+        };
+        if confirmed < 1 {
+            return Err(StoreError::Unconfirmed(wait_ms));
+        }
+        Ok(made)
+    }
+
+    /// Loads the library once for every call that found it missing since `seen` reloads.
+    async fn reload_library(&self, seen: u64) -> Result<(), StoreError> {
+        let _one_at_a_time = self.inner.reloading.lock().await;
+        if self.inner.reloads.load(Ordering::Acquire) == seen {
+            self.load_library().await?;
+            self.inner.reloads.fetch_add(1, Ordering::AcqRel);
+        }
+        Ok(())
     }
 
     /// Loads the library: on a cluster, on every primary. A library of the same name is the same code (the name
@@ -243,18 +293,35 @@ impl Store {
     }
 
     async fn bounded<T>(&self, call: impl Future<Output = redis::RedisResult<T>>) -> Result<T, StoreError> {
-        self.within_timeout(call).await?.map_err(StoreError::from)
+        self.within_timeout(Duration::ZERO, call)
+            .await?
+            .map_err(StoreError::from)
     }
 
-    /// Redis' answer, or UNAVAILABLE when none came within the response timeout.
+    /// Redis' answer, or UNAVAILABLE when none came within the response timeout and `waited` (what the call itself
+    /// asks Redis to wait, a WAIT's timeout).
     async fn within_timeout<T>(
         &self,
+        waited: Duration,
         call: impl Future<Output = redis::RedisResult<T>>,
     ) -> Result<redis::RedisResult<T>, StoreError> {
-        let timeout = self.inner.config.response_timeout;
+        let timeout = self.inner.config.response_timeout + waited;
         tokio::time::timeout(timeout, call)
             .await
             .map_err(|_| StoreError::Unavailable(format!("no answer within {} ms", timeout.as_millis())))
+    }
+}
+
+/// A pipeline's failure as the failure of the call it carries (its first command), so that it reads as that call's
+/// own would: a missing function, a Redis out of memory, a cluster moving.
+fn failure_of_call(err: redis::RedisError) -> redis::RedisError {
+    match err
+        .clone()
+        .into_server_errors()
+        .and_then(|failed| failed.first().cloned())
+    {
+        Some((0, failure)) => redis::RedisError::from(failure),
+        _ => err,
     }
 }
 

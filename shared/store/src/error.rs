@@ -1,6 +1,6 @@
-//! Redis failures as the services report them. An unreachable, overloaded or failing-over Redis is
-//! `UNAVAILABLE` (the client may retry, perhaps elsewhere); a Redis out of memory is `RESOURCE_EXHAUSTED`;
-//! anything else is a bug on our side and `INTERNAL`.
+//! Redis failures as the services report them. An unreachable, overloaded or failing-over Redis, and a write no
+//! replica confirmed when one must, are `UNAVAILABLE` (the client may retry, perhaps elsewhere); a Redis out of
+//! memory is `RESOURCE_EXHAUSTED`; anything else is a bug on our side and `INTERNAL`.
 
 use redis::{ErrorKind, RedisError, RetryMethod};
 
@@ -16,6 +16,13 @@ pub enum StoreError {
     /// Redis answered with something Berth did not expect.
     #[error("redis answered unexpectedly: {0}")]
     Unexpected(String),
+    /// No replica confirmed a write within the durability timeout, in ms (BERTH_REDIS_DURABILITY=replica).
+    #[error(
+        "no redis replica confirmed this write within {0} ms: it may or may not have landed, and may be lost if \
+         redis fails over now; retrying with the same id or idempotency token is safe (it finds what landed \
+         rather than making it twice)"
+    )]
+    Unconfirmed(u64),
 }
 
 /// Server error codes that mean "not now" rather than "never": a script running long (BUSY), a replica still
@@ -49,7 +56,7 @@ impl From<RedisError> for StoreError {
 impl From<StoreError> for tonic::Status {
     fn from(err: StoreError) -> Self {
         match &err {
-            StoreError::Unavailable(_) => tonic::Status::unavailable(err.to_string()),
+            StoreError::Unavailable(_) | StoreError::Unconfirmed(_) => tonic::Status::unavailable(err.to_string()),
             StoreError::OutOfMemory(_) => tonic::Status::resource_exhausted(err.to_string()),
             StoreError::Unexpected(_) => tonic::Status::internal(err.to_string()),
         }

@@ -27,7 +27,7 @@ pub mod sessions;
 pub mod utilization;
 
 pub use codec::{EventsRead, parse_position};
-pub use connection::{RedisConfig, RedisMode, Store};
+pub use connection::{Durability, RedisConfig, RedisMode, Store};
 pub use error::StoreError;
 pub use pubsub::Subscription;
 

@@ -396,7 +396,7 @@ pub async fn claim(store: &Store, claim: &Claim<'_>) -> Result<Claimed, StoreErr
         .arg(flag(claim.game_server_data.is_some()))
         .arg(claim.game_server_data.unwrap_or(""))
         .arg(claim.claim_id);
-    let reply = decode_reply(claim.fleet_id, store.invoke(&call).await?)?;
+    let reply = decode_reply(claim.fleet_id, store.invoke_acknowledged(&call).await?)?;
     match reply.outcome.as_str() {
         "CLAIMED" => {
             let replica = field(&reply.fields, "replica");

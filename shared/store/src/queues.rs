@@ -77,7 +77,7 @@ pub async fn create_queue(store: &Store, config: &pb::Queue) -> Result<QueueCrea
     let mut call = queue_call(&scripts().create_queue, &config.name);
     call.arg(stored(config));
     settings(config, &mut call);
-    let raw: Vec<Value> = store.invoke(&call).await?;
+    let raw: Vec<Value> = store.invoke_acknowledged(&call).await?;
     let (outcome, _, record) = outcome_detail(SCRIPT, &raw)?;
     match outcome.as_str() {
         "CREATED" => {
@@ -120,7 +120,7 @@ pub async fn write_queue(store: &Store, config: &pb::Queue, from_revision: u64) 
     let mut call = queue_call(&scripts().write_queue, &config.name);
     call.arg(from_revision).arg(stored(config));
     settings(config, &mut call);
-    let raw: Vec<Value> = store.invoke(&call).await?;
+    let raw: Vec<Value> = store.invoke_acknowledged(&call).await?;
     let (outcome, detail, record) = outcome_detail(SCRIPT, &raw)?;
     match outcome.as_str() {
         "WRITTEN" => Ok(QueueWritten::Written(Box::new(decode(SCRIPT, record)?))),
@@ -156,7 +156,7 @@ pub async fn delete_queue(
     call.arg(expected_revision)
         .arg(if force { "1" } else { "0" })
         .arg(retention_ms);
-    let raw: Vec<Value> = store.invoke(&call).await?;
+    let raw: Vec<Value> = store.invoke_acknowledged(&call).await?;
     let (outcome, detail, rest) = outcome_detail(SCRIPT, &raw)?;
     let count = |text: &str| text.parse::<u32>().map_err(|_| unexpected(SCRIPT, text));
     let deleted = match outcome.as_str() {

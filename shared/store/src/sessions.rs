@@ -222,7 +222,7 @@ pub async fn create_game_session(
             call.arg("").arg("").arg("").arg("").arg("");
         }
     }
-    let raw: Vec<String> = store.invoke(&call).await?;
+    let raw: Vec<String> = store.invoke_acknowledged(&call).await?;
     let (outcome, routing, detail, session) = routed_session(SCRIPT, &raw)?;
     let present =
         |session: Option<GameSessionRecord>| session.map(Box::new).ok_or_else(|| unexpected(SCRIPT, &outcome));

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use berth_store::{RedisConfig, RedisMode};
+use berth_store::{Durability, RedisConfig, RedisMode};
 
 /// A redis-server process.
 pub struct RedisServer {
@@ -14,6 +14,8 @@ pub struct RedisServer {
     dir: PathBuf,
     child: Option<Child>,
     cluster: bool,
+    /// The port of the primary it replicates, for a replica.
+    primary: Option<u16>,
 }
 
 /// Offset of a cluster node's bus port from its client port, as Redis fixes it.
@@ -80,16 +82,27 @@ fn wait_until(what: &str, timeout: Duration, mut ready: impl FnMut() -> bool) {
 impl RedisServer {
     /// Starts a single-node redis-server on a free port.
     pub fn start() -> RedisServer {
-        RedisServer::start_with(false)
+        RedisServer::start_with(false, None)
     }
 
-    fn start_with(cluster: bool) -> RedisServer {
+    /// Starts a replica of `primary` on a free port, and waits until it has the primary's data and follows it.
+    pub fn replica_of(primary: &RedisServer) -> RedisServer {
+        let replica = RedisServer::start_with(false, Some(primary.port));
+        let port = replica.port;
+        wait_until("the replica's link to its primary", Duration::from_secs(10), || {
+            redis_cli(port, &["INFO", "replication"]).is_some_and(|info| info.contains("master_link_status:up"))
+        });
+        replica
+    }
+
+    fn start_with(cluster: bool, primary: Option<u16>) -> RedisServer {
         let port = free_port(cluster);
         let mut server = RedisServer {
             port,
             dir: scratch_dir(port),
             child: None,
             cluster,
+            primary,
         };
         server.spawn();
         server
@@ -104,6 +117,9 @@ impl RedisServer {
             .arg(&self.dir)
             .stdout(Stdio::null())
             .stderr(Stdio::null());
+        if let Some(primary) = self.primary {
+            command.args(["--replicaof", "127.0.0.1", &primary.to_string()]);
+        }
         if self.cluster {
             command.args(["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"]);
             command.arg("--cluster-config-file").arg(self.dir.join("nodes.conf"));
@@ -171,6 +187,8 @@ impl RedisServer {
             connections: 2,
             connect_timeout: Duration::from_millis(500),
             response_timeout: RESPONSE_TIMEOUT,
+            durability: Durability::None,
+            durability_timeout: Duration::from_millis(300),
         }
     }
 }
@@ -190,7 +208,7 @@ pub struct RedisCluster {
 impl RedisCluster {
     /// Starts three cluster-enabled nodes and joins them into one cluster covering all 16384 slots.
     pub fn start() -> RedisCluster {
-        let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start_with(true)).collect();
+        let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start_with(true, None)).collect();
         let addresses: Vec<String> = nodes.iter().map(|node| format!("127.0.0.1:{}", node.port)).collect();
         let mut args = vec!["--cluster", "create"];
         args.extend(addresses.iter().map(String::as_str));
@@ -231,6 +249,8 @@ impl RedisCluster {
             connections: 2,
             connect_timeout: Duration::from_millis(500),
             response_timeout: RESPONSE_TIMEOUT,
+            durability: Durability::None,
+            durability_timeout: Duration::from_millis(300),
         }
     }
 }

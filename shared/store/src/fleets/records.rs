@@ -44,7 +44,7 @@ pub async fn create_fleet(store: &Store, fleet: &NewFleet, retention_ms: u64) ->
         .arg(fleet.config.max_concurrent_game_session_activations)
         .arg(FleetSettings::of(&fleet.config).encode());
     new_locations(&mut call, &fleet.locations);
-    let raw: Vec<Value> = store.invoke(&call).await?;
+    let raw: Vec<Value> = store.invoke_acknowledged(&call).await?;
     let (outcome, _, record) = outcome_detail(SCRIPT, &raw)?;
     match outcome.as_str() {
         "CREATED" => Ok(Created::Created(Box::new(decode(SCRIPT, record)?))),
@@ -99,7 +99,7 @@ pub async fn update_capacity(
         .arg(given(change.minimum))
         .arg(given(change.maximum))
         .arg(given(change.desired));
-    let raw: Vec<Value> = store.invoke(&call).await?;
+    let raw: Vec<Value> = store.invoke_acknowledged(&call).await?;
     let (outcome, detail, record) = outcome_detail(SCRIPT, &raw)?;
     Ok(match outcome.as_str() {
         "CHANGED" => CapacityUpdated::Changed(Box::new(decode(SCRIPT, record)?)),
@@ -176,7 +176,7 @@ pub async fn write_fleet(store: &Store, fleet_id: &str, change: &FleetChange) ->
     for (code, location, message) in &change.events {
         call.arg(code.as_str()).arg(location).arg(message);
     }
-    let raw: Vec<Value> = store.invoke(&call).await?;
+    let raw: Vec<Value> = store.invoke_acknowledged(&call).await?;
     let (outcome, detail, record) = outcome_detail(SCRIPT, &raw)?;
     Ok(match outcome.as_str() {
         "WRITTEN" => Written::Written(Box::new(decode(SCRIPT, record)?)),
@@ -227,7 +227,7 @@ pub async fn add_locations(
     let mut call = scripts().add_fleet_locations.for_fleet(&keys);
     call.arg(max);
     new_locations(&mut call, locations);
-    let raw: Vec<Value> = store.invoke(&call).await?;
+    let raw: Vec<Value> = store.invoke_acknowledged(&call).await?;
     let (outcome, detail, record) = outcome_detail(SCRIPT, &raw)?;
     Ok(match outcome.as_str() {
         "ADDED" => LocationsAdded::Added(Box::new(decode(SCRIPT, record)?)),

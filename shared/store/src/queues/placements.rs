@@ -321,7 +321,7 @@ pub async fn start_placement(
         .arg(digest)
         .arg(stored_request(request))
         .arg(traceparent.unwrap_or_default());
-    let raw: Vec<Value> = store.invoke(&call).await?;
+    let raw: Vec<Value> = store.invoke_acknowledged(&call).await?;
     let (outcome, detail, placement) = decode(SCRIPT, &raw)?;
     Ok(match outcome.as_str() {
         "CREATED" => Started::Created(present(SCRIPT, placement)?),
@@ -553,7 +553,7 @@ pub async fn finish_placement(
             .arg("lp")
             .arg(if f.lowest_price { "1" } else { "0" });
     }
-    let raw: Vec<Value> = store.invoke(&call).await?;
+    let raw: Vec<Value> = store.invoke_acknowledged(&call).await?;
     let (outcome, detail, placement) = decode(SCRIPT, &raw)?;
     Ok(match outcome.as_str() {
         "FINISHED" => Finished::Finished(present(SCRIPT, placement)?),

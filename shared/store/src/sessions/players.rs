@@ -64,7 +64,7 @@ pub async fn create_player_sessions(
     for (player_id, data) in players {
         call.arg(*player_id).arg(*data);
     }
-    let raw: Vec<Value> = store.invoke(&call).await?;
+    let raw: Vec<Value> = store.invoke_acknowledged(&call).await?;
     let (outcome, detail, records) = decode(SCRIPT, fleet_id, &raw)?;
     Ok(match outcome.as_str() {
         "CREATED" if records.len() == players.len() => PlayersCreated::Created(records),

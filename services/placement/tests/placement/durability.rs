@@ -1,0 +1,82 @@
+//! `replica` durability (BERTH_REDIS_DURABILITY): a placement's start is answered only once a replica of the
+//! primary holds it. With the replica frozen, StartGameSessionPlacement answers UNAVAILABLE saying the start may or
+//! may not have landed and that a retry with the same id is safe; once the replica is back, that retry returns the
+//! one placement the first call made, never a second.
+
+use berth_proto::placement::v1 as pb;
+use berth_proto::placement::v1::placement_service_client::PlacementServiceClient;
+use berth_proto::placement::v1::queue_service_client::QueueServiceClient;
+use berth_runtime::auth::Role;
+use berth_store::{Durability, RedisConfig, Store};
+use berth_testkit::{RedisServer, anywhere_fleet, spawn_service, token};
+use tonic::Code;
+
+const QUEUE: &str = "durable";
+
+fn start(id: &str) -> pb::StartGameSessionPlacementRequest {
+    pb::StartGameSessionPlacementRequest {
+        placement_id: id.into(),
+        queue_name: QUEUE.into(),
+        maximum_player_session_count: 4,
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_start_no_replica_confirms_answers_unavailable_and_its_retry_finds_it() {
+    let primary = RedisServer::start();
+    let replica = RedisServer::replica_of(&primary);
+    let config = RedisConfig {
+        durability: Durability::Replica,
+        ..primary.config()
+    };
+    let store = Store::connect(&config).await.unwrap();
+    anywhere_fleet(&store, QUEUE, &["local"]).await;
+    let args = berth_placement::PlacementArgs::default();
+    let service = spawn_service(berth_placement::service(store.clone(), &args), store.clone()).await;
+    let operator = berth_sdk::connect(&service.endpoint(), &token(Role::Operator, None))
+        .await
+        .unwrap();
+    let queue = pb::CreateQueueRequest {
+        name: QUEUE.into(),
+        destinations: vec![pb::QueueDestination { fleet_id: QUEUE.into() }],
+        timeout_seconds: 600,
+        ..Default::default()
+    };
+    QueueServiceClient::new(operator).create_queue(queue).await.unwrap();
+    let client = berth_sdk::connect(&service.endpoint(), &token(Role::Client, None))
+        .await
+        .unwrap();
+    let mut placements = PlacementServiceClient::new(client);
+    placements.start_game_session_placement(start("first")).await.unwrap();
+
+    replica.pause();
+    let unconfirmed = placements
+        .start_game_session_placement(start("second"))
+        .await
+        .unwrap_err();
+    replica.resume();
+    assert_eq!(unconfirmed.code(), Code::Unavailable, "{unconfirmed:?}");
+    for says in ["may or may not have landed", "retrying with the same id"] {
+        assert!(unconfirmed.message().contains(says), "{unconfirmed:?}");
+    }
+
+    let retried = placements
+        .start_game_session_placement(start("second"))
+        .await
+        .unwrap()
+        .into_inner()
+        .placement
+        .unwrap();
+    assert_eq!(retried.status(), pb::PlacementStatus::Pending);
+    let listed = placements
+        .list_game_session_placements(pb::ListGameSessionPlacementsRequest {
+            queue_name: QUEUE.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let ids: Vec<_> = listed.placements.iter().map(|p| p.placement_id.as_str()).collect();
+    assert_eq!(ids, ["first", "second"], "the retry made no second placement");
+}
