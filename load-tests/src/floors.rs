@@ -123,6 +123,7 @@ async fn claimed(store: &Store, index: u64) -> Outcome {
         tiers: check_claim_filter(&mut Violations::new(), &[]),
         timeout_ms: CLAIM_TIMEOUT_MS,
         claim_id: &claim_id,
+        token: "",
     };
     // Codes as the claim service answers them, so error columns read the same in both lines.
     match store::claim(store, &claim).await {

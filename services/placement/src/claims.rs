@@ -52,19 +52,22 @@ async fn claim_in_time(
         tiers,
         timeout_ms,
         claim_id: &claim_id,
+        token: &req.idempotency_token,
     };
     let claimed = store::claim(&store, &claim).await?;
     let Claimed::Claimed { server, replica } = &claimed else {
         return Ok(Some((claimed, None)));
     };
+    // The claim made now, or the one an earlier call made under the same token.
+    let made = server.claim_id.clone().unwrap_or(claim_id);
     if late() {
-        store::release_claim(&store, &req.fleet_id, &server.game_server_id, &claim_id).await?;
+        store::release_claim(&store, &req.fleet_id, &server.game_server_id, &made).await?;
         return Ok(None);
     }
     let taken = Taken {
         fleet_id: req.fleet_id.clone(),
         game_server_id: server.game_server_id.clone(),
-        claim_id: Some(claim_id.clone()),
+        claim_id: Some(made),
         replica: replica.clone(),
     };
     Ok(Some((claimed, Some(taken))))
@@ -98,8 +101,8 @@ impl ClaimService for Claims {
             Claimed::Claimed { server, .. } => {
                 count("claimed");
                 Ok(Response::new(pb::ClaimGameServerResponse {
+                    claim_id: server.claim_id.clone().unwrap_or(claim_id),
                     game_server: Some(server.into()),
-                    claim_id,
                 }))
             }
             Claimed::Exhausted => {

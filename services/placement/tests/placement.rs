@@ -50,8 +50,9 @@ struct Stack {
 }
 
 /// The fleets these tests register servers in, one or two per test, created first as an operator would.
-const FLEETS: [&str; 14] = [
-    "again", "arena", "bad", "drain", "f", "lapse", "late", "lost", "mine", "named", "outage", "race", "spot", "util",
+const FLEETS: [&str; 15] = [
+    "again", "arena", "bad", "drain", "f", "lapse", "late", "lost", "mine", "named", "outage", "race", "spot", "token",
+    "util",
 ];
 
 async fn stack(config: &berth_store::RedisConfig, claim_timeout_ms: u64) -> Stack {
@@ -288,6 +289,56 @@ async fn claim_race(redis: TestRedis) {
     }
     assert_eq!(won.len(), 50);
     assert_eq!(exhausted, 150);
+}
+
+/// A claim retried with its idempotency token answers the server and claim the first call made, however many
+/// retries race; another token claims another server; a malformed token is refused naming the field.
+async fn a_claim_retried_with_its_token_answers_that_claim(redis: TestRedis) {
+    let mut s = stack(&redis.config(), 60_000).await;
+    for i in 0..3 {
+        s.registry
+            .register_game_server(registration("token", &format!("gs-{i}"), "i-1"))
+            .await
+            .unwrap();
+    }
+    let with_token = |token: &str| ClaimGameServerRequest {
+        idempotency_token: token.into(),
+        ..claim_any("token")
+    };
+    let retries: Vec<_> = (0..20)
+        .map(|_| {
+            let (mut client, claim) = (s.claims.clone(), with_token("match-7"));
+            tokio::spawn(async move { client.claim_game_server(claim).await.unwrap().into_inner() })
+        })
+        .collect();
+    let mut answered = HashSet::new();
+    for retry in retries {
+        let claimed = retry.await.unwrap();
+        answered.insert((claimed.game_server.unwrap().game_server_id, claimed.claim_id));
+    }
+    assert_eq!(answered.len(), 1, "every retry answers the one claim: {answered:?}");
+    let (first, _) = answered.into_iter().next().unwrap();
+    let other = s
+        .claims
+        .claim_game_server(with_token("match-8"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_ne!(other.game_server.unwrap().game_server_id, first);
+    assert_eq!(berth_store::pool::pool_sizes(&s.store, "token").await.unwrap(), (1, 2));
+    let bad = s.claims.claim_game_server(with_token("match.9")).await.unwrap_err();
+    assert_eq!(bad.code(), Code::InvalidArgument);
+    assert!(bad.message().contains("idempotency_token"), "{bad:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_retried_with_its_token_answers_that_claim_on_a_single_node() {
+    a_claim_retried_with_its_token_answers_that_claim(TestRedis::single()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_retried_with_its_token_answers_that_claim_on_a_cluster() {
+    a_claim_retried_with_its_token_answers_that_claim(TestRedis::cluster()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -622,6 +673,7 @@ async fn bad_claims_name_the_field_and_change_nothing() {
         filter: Some(ClaimFilter {
             instance_statuses: vec![hpb::InstanceStatus::SpotTerminating as i32],
         }),
+        idempotency_token: "not.a.token".into(),
     };
     let err = s.claims.claim_game_server(bad).await.unwrap_err();
     assert_eq!(err.code(), Code::InvalidArgument);
@@ -632,7 +684,10 @@ async fn bad_claims_name_the_field_and_change_nothing() {
         .into_iter()
         .map(|violation| violation.field)
         .collect();
-    assert_eq!(fields, ["game_server_data", "filter.instance_statuses"]);
+    assert_eq!(
+        fields,
+        ["game_server_data", "idempotency_token", "filter.instance_statuses"]
+    );
     let server = s
         .registry
         .describe_game_server(describe("bad", "gs-1"))

@@ -317,6 +317,7 @@ pub fn check_claim(req: &berth_proto::placement::v1::ClaimGameServerRequest) -> 
     if let Some(data) = &req.game_server_data {
         v.text("game_server_data", data, GAME_SERVER_DATA_MAX);
     }
+    crate::game_session::check::check_idempotency_token(&mut v, &req.idempotency_token);
     let statuses = req
         .filter
         .as_ref()

@@ -97,7 +97,7 @@ pub const CAPACITY_CHANNEL: &str = "berth:capacity";
 /// Every key of a fleet: the name its Lua reads it by (`k.<name>`, see `scripts.rs`) and what follows the fleet's
 /// tag. A suffix ending in ':' starts the keys of a kind of record, each followed by its record's id; the others are
 /// the fleet's fixed keys, which a function declares at its top (`-- KEYS: k.pool, …`) and receives in KEYS.
-pub(crate) const FLEET_KEYS: [(&str, &str); 43] = [
+pub(crate) const FLEET_KEYS: [(&str, &str); 44] = [
     // The fleet (fleets/lib.lua): its record, and its event stream, which every area appends to.
     ("fleet", ":fleet"),
     ("events", ":events"),
@@ -130,6 +130,8 @@ pub(crate) const FLEET_KEYS: [(&str, &str); 43] = [
     // clears those marks and no others.
     ("waits", ":waits:"),
     ("claims", ":claims"),
+    // Each claim made under a caller's idempotency token: the server and claim it made, while the claim lasts.
+    ("ctok", ":ctok:"),
     ("utilized", ":utilized"),
     ("inst", ":inst:"),
     ("inst_status", ":inst-status"),

@@ -366,6 +366,8 @@ pub struct Claim<'a> {
     pub timeout_ms: u64,
     /// Id of the new claim, which the claimer presents to act on the server.
     pub claim_id: &'a str,
+    /// The caller's idempotency token ('' for none): a claim made under it that still holds is answered again.
+    pub token: &'a str,
 }
 
 /// The outcome of a claim.
@@ -395,7 +397,8 @@ pub async fn claim(store: &Store, claim: &Claim<'_>) -> Result<Claimed, StoreErr
         .arg(claim.tiers.highest)
         .arg(flag(claim.game_server_data.is_some()))
         .arg(claim.game_server_data.unwrap_or(""))
-        .arg(claim.claim_id);
+        .arg(claim.claim_id)
+        .arg(claim.token);
     let reply = decode_reply(claim.fleet_id, store.invoke_acknowledged(&call).await?)?;
     match reply.outcome.as_str() {
         "CLAIMED" => {

@@ -862,6 +862,7 @@ impl Run {
                     },
                     timeout_ms,
                     claim_id: &claim_id,
+                    token: "",
                 };
                 let outcome = pool::claim(store, &claim).await.unwrap();
                 let claimed = match &outcome {

@@ -356,7 +356,7 @@ pub(crate) fn check_player_id(v: &mut Violations, field: &str, player_id: &str) 
 }
 
 /// Unlike ids, tokens may not hold `.`, as GameLift's.
-fn check_idempotency_token(v: &mut Violations, token: &str) {
+pub(crate) fn check_idempotency_token(v: &mut Violations, token: &str) {
     let len = token.chars().count();
     if len > IDEMPOTENCY_TOKEN_MAX {
         v.add(

@@ -3,11 +3,21 @@
 -- KEYS[1] pool, KEYS[2] claims
 -- ARGV[1] server hash key prefix, ARGV[2] claim timeout ms, ARGV[3] game-server id ('' for any),
 -- ARGV[4] lowest tier allowed, ARGV[5] highest tier allowed (0 ACTIVE, 1 DRAINING),
--- ARGV[6] '1' to set the game-server data to ARGV[7], ARGV[8] id of the new claim
+-- ARGV[6] '1' to set the game-server data to ARGV[7], ARGV[8] id of the new claim, ARGV[9] the caller's
+-- idempotency token ('' for none): the claim made under it, while it holds, is answered again instead of another.
 -- Reply: {CLAIMED | EXHAUSTED | NOT_FOUND | CONFLICT, now_ms, fields...}. CONFLICT: the named server is
 -- claimed, UTILIZED, or on an instance the filter excludes; its fields say which.
 local now = now_ms()
 lapse_claims(k, KEYS[1], KEYS[2], now, 100)
+local token = ARGV[9]
+if token ~= '' then
+  local made = redis.call('GET', k.ctok .. token)
+  if made then
+    local server, claim = string.match(made, '^(.-)\n(.*)$')
+    local key = ARGV[1] .. server
+    if redis.call('HGET', key, 'claim_id') == claim then return reply('CLAIMED', now, key) end
+  end
+end
 local lowest, highest = tonumber(ARGV[4]), tonumber(ARGV[5])
 local id = ARGV[3]
 if id ~= '' then
@@ -32,4 +42,5 @@ redis.call('ZADD', KEYS[2], expires, id)
 redis.call('HSET', key, 'claim_ms', now, 'claim_exp_ms', expires, 'claim_id', ARGV[8])
 if ARGV[6] == '1' then redis.call('HSET', key, 'data', ARGV[7]) end
 tally_server(k, id)
+if token ~= '' then redis.call('SET', k.ctok .. token, id .. '\n' .. ARGV[8], 'PX', ARGV[2]) end
 return reply('CLAIMED', now, key)
