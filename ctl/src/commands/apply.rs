@@ -81,12 +81,25 @@ const QUEUE_UPDATABLE: &[&str] = &[
     "maximumPendingPlacements",
 ];
 
+/// Fields that are values rather than messages (a map, free-form JSON): compared and replaced whole, so that a key
+/// the manifest no longer names goes.
+const WHOLE_VALUES: &[&str] = &["labels", "provisionerParameters"];
+
+/// Whether field `key`'s `want` is found in `have`: see [`within`], but for [`WHOLE_VALUES`], which must be equal.
+fn holds(key: &str, want: &Value, have: &Value) -> bool {
+    if WHOLE_VALUES.contains(&key) {
+        want == have
+    } else {
+        within(want, have)
+    }
+}
+
 /// Whether `want` is found in `have`: every field of an object (recursively), every element of a list in order.
 fn within(want: &Value, have: &Value) -> bool {
     match (want, have) {
         (Value::Object(want), Value::Object(have)) => want
             .iter()
-            .all(|(key, value)| have.get(key).is_some_and(|there| within(value, there))),
+            .all(|(key, value)| have.get(key).is_some_and(|there| holds(key, value, there))),
         (Value::Array(want), Value::Array(have)) => {
             want.len() == have.len() && want.iter().zip(have).all(|(w, h)| within(w, h))
         }
@@ -116,7 +129,7 @@ fn changed_fields(
         // A field written at its default is left to the service: canonical JSON leaves it out.
         let Some(want) = desired.get(&key) else { continue };
         let have = current.get(&key).unwrap_or(&Value::Null);
-        if within(want, have) {
+        if holds(&key, want, have) {
             continue;
         }
         if !allowed.contains(&key.as_str()) {
@@ -124,19 +137,28 @@ fn changed_fields(
                 "{name}: {key} cannot change once created ({have} → {want}); delete it and apply again"
             )));
         }
-        changed.insert(key, overlaid(want, have));
+        let value = if WHOLE_VALUES.contains(&key.as_str()) {
+            want.clone()
+        } else {
+            overlaid(want, have)
+        };
+        changed.insert(key, value);
     }
     Ok(changed)
 }
 
-/// `want` laid over `have`: an object field by field, so that what a manifest leaves out of a message (which an
-/// update replaces whole) stays as it is, as the plan compared it; anything else whole.
+/// `want` laid over `have`: a message field by field, so that what a manifest leaves out of a message (which an
+/// update replaces whole) stays as it is, as the plan compared it; anything else, and [`WHOLE_VALUES`], whole.
 fn overlaid(want: &Value, have: &Value) -> Value {
     match (want, have) {
         (Value::Object(want), Value::Object(have)) => {
             let mut out = have.clone();
             for (key, value) in want {
-                out.insert(key.clone(), overlaid(value, have.get(key).unwrap_or(&Value::Null)));
+                let laid = match have.get(key) {
+                    Some(there) if !WHOLE_VALUES.contains(&key.as_str()) => overlaid(value, there),
+                    _ => value.clone(),
+                };
+                out.insert(key.clone(), laid);
             }
             Value::Object(out)
         }
@@ -146,8 +168,9 @@ fn overlaid(want: &Value, have: &Value) -> Value {
 
 /// Where `want` differs from `have`, as `path: before → after`, down to the fields of messages.
 fn differences(path: &str, want: &Value, have: &Value, out: &mut Vec<String>) {
+    let field = path.rsplit('.').next().unwrap_or(path);
     match (want, have) {
-        (Value::Object(want), Value::Object(have)) => {
+        (Value::Object(want), Value::Object(have)) if !WHOLE_VALUES.contains(&field) => {
             for (key, value) in want {
                 differences(
                     &format!("{path}.{key}"),
@@ -605,5 +628,32 @@ mod tests {
             &have
         ));
         assert!(!within(&json!({"n": [1]}), &have), "a list is compared whole");
+    }
+
+    #[test]
+    fn a_message_keeps_what_the_manifest_leaves_out_and_a_value_is_replaced_whole() {
+        let have = json!({"processTimeouts": {"heartbeatIntervalMs": 1000, "exitTimeoutSeconds": 60},
+            "labels": {"team": "a", "old": "x"}});
+        let want = json!({"processTimeouts": {"heartbeatIntervalMs": 2000}, "labels": {"team": "a"}});
+        let changed = changed_fields("fleet/f", &want, &want, &have, FLEET_UPDATABLE, &[]).unwrap();
+        assert_eq!(
+            changed["processTimeouts"],
+            json!({"heartbeatIntervalMs": 2000, "exitTimeoutSeconds": 60})
+        );
+        assert_eq!(
+            changed["labels"],
+            json!({"team": "a"}),
+            "a label the manifest dropped goes"
+        );
+        assert_eq!(
+            summary(&changed, &have),
+            r#"labels: {"old":"x","team":"a"} → {"team":"a"}; processTimeouts.heartbeatIntervalMs: 1000 → 2000"#
+        );
+        let same = json!({"labels": {"team": "a", "old": "x"}});
+        assert!(
+            changed_fields("fleet/f", &same, &same, &have, FLEET_UPDATABLE, &[])
+                .unwrap()
+                .is_empty()
+        );
     }
 }

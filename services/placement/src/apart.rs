@@ -13,7 +13,8 @@ use tonic::Status;
 pub struct Taken {
     pub fleet_id: String,
     pub game_server_id: String,
-    /// The claim made on it; `None` when it was taken without one (an allocation from ALLOCATED).
+    /// The claim to hand back should nobody hear of it; `None` when it was taken without one (an allocation from
+    /// ALLOCATED) or under an idempotency token (which a retry may be answered with).
     pub claim_id: Option<String>,
     /// The health replica holding its process's stream ('' for none).
     pub replica: String,

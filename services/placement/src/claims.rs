@@ -58,16 +58,19 @@ async fn claim_in_time(
     let Claimed::Claimed { server, replica } = &claimed else {
         return Ok(Some((claimed, None)));
     };
-    // The claim made now, or the one an earlier call made under the same token.
-    let made = server.claim_id.clone().unwrap_or(claim_id);
+    // A claim made under a token may be answered to another call with the same token (a retry racing this one),
+    // so no call hands it back: unheard, it lapses with its timeout, or a retry with the token gets it.
+    let unheard = Some(claim_id).filter(|_| req.idempotency_token.is_empty());
     if late() {
-        store::release_claim(&store, &req.fleet_id, &server.game_server_id, &made).await?;
+        if let Some(claim_id) = &unheard {
+            store::release_claim(&store, &req.fleet_id, &server.game_server_id, claim_id).await?;
+        }
         return Ok(None);
     }
     let taken = Taken {
         fleet_id: req.fleet_id.clone(),
         game_server_id: server.game_server_id.clone(),
-        claim_id: Some(made),
+        claim_id: unheard,
         replica: replica.clone(),
     };
     Ok(Some((claimed, Some(taken))))
@@ -94,7 +97,8 @@ impl ClaimService for Claims {
         let Some(claimed) = claimed else {
             count("too_late");
             return Err(Status::deadline_exceeded(
-                "the caller's deadline passed before a claim could be answered; no server was claimed",
+                "the caller's deadline passed before a claim could be answered; no server was claimed, or, with an \
+                 idempotency token, the claim made holds until it lapses: a retry with the token gets it",
             ));
         };
         match claimed {

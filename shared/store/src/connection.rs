@@ -112,13 +112,23 @@ struct Inner {
     reloading: tokio::sync::Mutex<()>,
     /// How many such loads were made.
     reloads: AtomicU64,
+    /// With [`Durability::Replica`], connections of their own for the acknowledged writes: a WAIT holds its
+    /// connection until a replica confirms, and reads and health probes must not queue behind it.
+    acknowledging: Option<Store>,
 }
 
 impl Store {
     /// A store that connects on first use; until Redis answers, every call fails with `Unavailable`.
     pub fn new(config: RedisConfig) -> Store {
+        let acknowledging = (config.durability == Durability::Replica).then(|| {
+            Store::new(RedisConfig {
+                durability: Durability::None,
+                ..config.clone()
+            })
+        });
         Store {
             inner: Arc::new(Inner {
+                acknowledging,
                 config,
                 connections: RwLock::new(None),
                 opening: tokio::sync::Mutex::new(None),
@@ -232,7 +242,7 @@ impl Store {
         let mut pipe = redis::pipe();
         pipe.add_command(call.command()).cmd("WAIT").arg(1).arg(wait_ms);
         let reloads = self.inner.reloads.load(Ordering::Acquire);
-        let mut conn = self.connection().await?;
+        let mut conn = self.inner.acknowledging.as_ref().unwrap_or(self).connection().await?;
         let sent = async |conn: &mut Connection| pipe.query_async(conn).await.map_err(failure_of_call);
         let (made, confirmed): (T, i64) = match self.within_timeout(config.durability_timeout, sent(&mut conn)).await? {
             Err(err) if is_missing_function(&err) => {

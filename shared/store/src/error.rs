@@ -19,8 +19,8 @@ pub enum StoreError {
     /// No replica confirmed a write within the durability timeout, in ms (BERTH_REDIS_DURABILITY=replica).
     #[error(
         "no redis replica confirmed this write within {0} ms: it may or may not have landed, and may be lost if \
-         redis fails over now; retrying with the same id or idempotency token is safe (it finds what landed \
-         rather than making it twice)"
+         redis fails over now; a retry naming it the same way (its id, idempotency token or player) finds what \
+         landed rather than making it twice"
     )]
     Unconfirmed(u64),
 }

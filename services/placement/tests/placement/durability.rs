@@ -63,7 +63,7 @@ async fn a_start_no_replica_confirms_answers_unavailable_and_its_retry_finds_it(
         .unwrap_err();
     replica.resume();
     assert_eq!(unconfirmed.code(), Code::Unavailable, "{unconfirmed:?}");
-    for says in ["may or may not have landed", "retrying with the same id"] {
+    for says in ["may or may not have landed", "a retry naming it the same way"] {
         assert!(unconfirmed.message().contains(says), "{unconfirmed:?}");
     }
 

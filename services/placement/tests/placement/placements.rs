@@ -411,8 +411,6 @@ async fn no_capacity_times_out_on_time_then_servers_fulfil_on_a_cluster() {
     no_capacity_times_out_on_time_then_servers_fulfil(TestRedis::cluster()).await;
 }
 
-/// A server that never activates the session it was given: the attempt is abandoned when the fleet's activation
-/// timeout ends the session, and the placement is fulfilled on the other fleet; the abandoned session is ended.
 /// ListGameSessionPlacements pages through what a queue holds PENDING, longest waiting first; a placement that ended
 /// is not listed, and a page token serves only the listing it came from.
 async fn a_queues_pending_placements_are_listed_a_page_at_a_time(redis: TestRedis) {
@@ -509,6 +507,8 @@ async fn a_queues_pending_placements_are_listed_a_page_at_a_time_on_a_cluster() 
     a_queues_pending_placements_are_listed_a_page_at_a_time(TestRedis::cluster()).await;
 }
 
+/// A server that never activates the session it was given: the attempt is abandoned when the fleet's activation
+/// timeout ends the session, and the placement is fulfilled on the other fleet; the abandoned session is ended.
 async fn a_server_that_never_activates_sends_the_placement_elsewhere(redis: TestRedis) {
     let stack = Stack::start(redis).await;
     let mut settings = fast_settings();

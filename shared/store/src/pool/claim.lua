@@ -4,7 +4,8 @@
 -- ARGV[1] server hash key prefix, ARGV[2] claim timeout ms, ARGV[3] game-server id ('' for any),
 -- ARGV[4] lowest tier allowed, ARGV[5] highest tier allowed (0 ACTIVE, 1 DRAINING),
 -- ARGV[6] '1' to set the game-server data to ARGV[7], ARGV[8] id of the new claim, ARGV[9] the caller's
--- idempotency token ('' for none): the claim made under it, while it holds, is answered again instead of another.
+-- idempotency token ('' for none): the claim made under it, while it holds (not lapsed, handed back or UTILIZED),
+-- is answered again instead of another.
 -- Reply: {CLAIMED | EXHAUSTED | NOT_FOUND | CONFLICT, now_ms, fields...}. CONFLICT: the named server is
 -- claimed, UTILIZED, or on an instance the filter excludes; its fields say which.
 local now = now_ms()
@@ -15,7 +16,8 @@ if token ~= '' then
   if made then
     local server, claim = string.match(made, '^(.-)\n(.*)$')
     local key = ARGV[1] .. server
-    if redis.call('HGET', key, 'claim_id') == claim then return reply('CLAIMED', now, key) end
+    local held = redis.call('HMGET', key, 'claim_id', 'claim_exp_ms')
+    if held[1] == claim and held[2] and tonumber(held[2]) > now then return reply('CLAIMED', now, key) end
   end
 end
 local lowest, highest = tonumber(ARGV[4]), tonumber(ARGV[5])
