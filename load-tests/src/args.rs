@@ -110,9 +110,15 @@ pub struct Args {
     pub json: PathBuf,
 }
 
+/// A value as its flag (or environment variable) names it.
+pub fn flag_name(value: &impl clap::ValueEnum) -> String {
+    value
+        .to_possible_value()
+        .map(|value| value.get_name().to_owned())
+        .unwrap_or_default()
+}
+
 /// The durability as its flag names it, in the report's settings.
 fn durability_name<S: serde::Serializer>(durability: &Durability, serializer: S) -> Result<S::Ok, S::Error> {
-    use clap::ValueEnum;
-    let name = durability.to_possible_value().map(|value| value.get_name().to_owned());
-    serializer.serialize_str(&name.unwrap_or_default())
+    serializer.serialize_str(&flag_name(durability))
 }

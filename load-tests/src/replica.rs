@@ -9,11 +9,11 @@ use std::time::{Duration, Instant};
 
 use berth_store::RedisConfig;
 use berth_testkit::TEST_KEY;
-use clap::ValueEnum;
 use tonic::transport::Endpoint;
 use tonic_health::pb::health_check_response::ServingStatus;
 
 use crate::Failure;
+use crate::args::flag_name;
 use crate::procfs;
 use crate::report::Figure;
 
@@ -48,19 +48,14 @@ impl Replica {
         // Bound and released at once: the replica binds it a moment later. Another process could take it in
         // between, which the start-up check below would report.
         let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-        let mode = redis.mode.to_possible_value().map(|value| value.get_name().to_owned());
-        let durability = redis
-            .durability
-            .to_possible_value()
-            .map(|value| value.get_name().to_owned());
         let key = std::str::from_utf8(TEST_KEY)?;
         let child = Command::new(&path)
             .envs(settings.iter().map(|(name, value)| (*name, value.as_str())))
             .env("BERTH_LISTEN", format!("127.0.0.1:{port}"))
             .env("BERTH_METRICS_LISTEN", "off")
             .env("BERTH_REDIS_URL", redis.urls.join(","))
-            .env("BERTH_REDIS_MODE", mode.unwrap_or_default())
-            .env("BERTH_REDIS_DURABILITY", durability.unwrap_or_default())
+            .env("BERTH_REDIS_MODE", flag_name(&redis.mode))
+            .env("BERTH_REDIS_DURABILITY", flag_name(&redis.durability))
             .env(
                 "BERTH_REDIS_DURABILITY_TIMEOUT_MS",
                 redis.durability_timeout.as_millis().to_string(),

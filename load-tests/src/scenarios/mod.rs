@@ -44,9 +44,7 @@ pub enum Scenario {
 impl Scenario {
     /// Its name on the command line.
     pub fn name(self) -> String {
-        self.to_possible_value()
-            .map(|value| value.get_name().to_owned())
-            .unwrap_or_default()
+        crate::args::flag_name(&self)
     }
 
     /// The HTTP/2 connections it opens per service: `--connections`, or more when the scenario needs them.

@@ -17,7 +17,7 @@ use berth_store::fleets::{
     self as store, CapacityUpdated, Created, FleetChange, FleetEventEntry, LocationsAdded, Written,
 };
 use berth_store::instances::{InstanceRecord, read_instances};
-use berth_store::processes::{self, Routing};
+use berth_store::processes::Routing;
 use berth_store::utilization::{UtilizationRead, read_utilization};
 use tonic::{Request, Response, Status};
 
@@ -69,14 +69,7 @@ impl Fleets {
     /// Tells the health replicas of the processes a deletion asked to end, and answers the fleet as it is now.
     async fn told_to_end(&self, fleet_id: &str, told: &[(String, Routing)]) -> Result<FleetRecord, Status> {
         for (game_server_id, routing) in told {
-            processes::announce(
-                &self.context.store,
-                routing,
-                fleet_id,
-                game_server_id,
-                berth_runtime::telemetry::traceparent().as_deref(),
-            )
-            .await;
+            berth_runtime::telemetry::announce(&self.context.store, routing, fleet_id, game_server_id).await;
         }
         self.fleet(fleet_id).await
     }
@@ -609,10 +602,7 @@ impl FleetService for Fleets {
                 utilization: Some(fleet_utilization(&req.fleet_id, &read.locations, read.now_ms)),
             })),
             UtilizationRead::NotFound => Err(not_found(&req.fleet_id)),
-            UtilizationRead::NoLocation => Err(Status::not_found(format!(
-                "fleet {:?} has no location {:?}",
-                req.fleet_id, req.location
-            ))),
+            UtilizationRead::NoLocation => Err(no_location(&req.fleet_id, &req.location)),
         }
     }
 
@@ -624,10 +614,7 @@ impl FleetService for Fleets {
         check::check_describe_instances(&req)?;
         let fleet = self.fleet(&req.fleet_id).await?;
         if !fleet.locations.iter().any(|location| location.location == req.location) {
-            return Err(Status::not_found(format!(
-                "fleet {:?} has no location {:?}",
-                req.fleet_id, req.location
-            )));
+            return Err(no_location(&req.fleet_id, &req.location));
         }
         let read = read_instances(&self.context.store, &req.fleet_id, &req.location).await?;
         let instances: Vec<pb::Instance> = read

@@ -24,15 +24,7 @@ pub(crate) async fn announce(context: &Context, routing: &Routing, fleet_id: &st
         context.streams.tell(fleet_id, game_server_id, command);
         return;
     }
-    let traceparent = berth_runtime::telemetry::traceparent();
-    processes::announce(
-        &context.store,
-        routing,
-        fleet_id,
-        game_server_id,
-        traceparent.as_deref(),
-    )
-    .await;
+    berth_runtime::telemetry::announce(&context.store, routing, fleet_id, game_server_id).await;
 }
 
 /// The span of a push to a process of the state something moved: a child of the span that moved it, here or, with

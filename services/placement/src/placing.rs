@@ -19,7 +19,6 @@ use std::time::Duration;
 use berth_domain::game_session::{GameSessionRecord, player_session_id};
 use berth_domain::queue::order::{Candidate, Candidates, Order, order};
 use berth_domain::stored::{GameSessionStatus, PlacementStatus, PlacementStatusReason};
-use berth_store::processes::{self, Routing};
 use berth_store::queues::placements::{
     self as store, AttemptRecorded, Finish, Finished, Fulfilment, PlacementRecord, Request,
 };
@@ -125,12 +124,6 @@ struct Placement<'a> {
 impl Placement<'_> {
     fn store(&self) -> &Store {
         &self.placer.store
-    }
-
-    /// Tells a session's server that its desired state moved, within this placement's trace.
-    async fn announce(&self, routing: &Routing, fleet_id: &str, game_server_id: &str) {
-        let traceparent = berth_runtime::telemetry::traceparent();
-        processes::announce(self.store(), routing, fleet_id, game_server_id, traceparent.as_deref()).await;
     }
 
     fn id(&self) -> &str {
@@ -297,8 +290,13 @@ impl Placement<'_> {
             };
             match sessions::create_game_session(self.store(), &new, &timings).await? {
                 Created::Created(session, routing) => {
-                    self.announce(&routing, &candidate.fleet_id, &session.game_server_id)
-                        .await;
+                    berth_runtime::telemetry::announce(
+                        self.store(),
+                        &routing,
+                        &candidate.fleet_id,
+                        &session.game_server_id,
+                    )
+                    .await;
                     let placed = players
                         .iter()
                         .zip(1..)
@@ -547,8 +545,13 @@ impl Placement<'_> {
             if let AttemptSession::Found(session, _, routing) =
                 placement_attempt(self.store(), &candidate.fleet_id, &attempt, true).await?
             {
-                self.announce(&routing, &candidate.fleet_id, &session.game_server_id)
-                    .await;
+                berth_runtime::telemetry::announce(
+                    self.store(),
+                    &routing,
+                    &candidate.fleet_id,
+                    &session.game_server_id,
+                )
+                .await;
             }
         }
         store::placement_done(self.store(), self.queue_name, self.id(), &self.request.entry).await

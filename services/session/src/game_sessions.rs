@@ -8,7 +8,6 @@ use berth_domain::validate::invalid;
 use berth_proto::session::v1::game_session_service_server::GameSessionService;
 use berth_proto::session::v1::{self as pb};
 use berth_store::endings::{Terminated, terminate_game_session};
-use berth_store::processes::announce;
 use berth_store::sessions::{self as store, Created, GameSessionChange, NewGameSession, Updated};
 use prost::Message;
 use tonic::{Request, Response, Status};
@@ -96,14 +95,8 @@ impl GameSessionService for GameSessions {
         let session = match store::create_game_session(&context.store, &new, &context.timings).await? {
             Created::Created(record, routing) => {
                 crate::metrics::game_session_created();
-                announce(
-                    &context.store,
-                    &routing,
-                    &req.fleet_id,
-                    &record.game_server_id,
-                    berth_runtime::telemetry::traceparent().as_deref(),
-                )
-                .await;
+                berth_runtime::telemetry::announce(&context.store, &routing, &req.fleet_id, &record.game_server_id)
+                    .await;
                 *record
             }
             Created::Existing(record) => *record,
@@ -254,14 +247,7 @@ impl GameSessionService for GameSessions {
         let store = &self.context.store;
         match store::update_game_session(store, fleet_id, &change).await? {
             Updated::Updated(record, routing) => {
-                announce(
-                    store,
-                    &routing,
-                    fleet_id,
-                    &record.game_server_id,
-                    berth_runtime::telemetry::traceparent().as_deref(),
-                )
-                .await;
+                berth_runtime::telemetry::announce(store, &routing, fleet_id, &record.game_server_id).await;
                 Ok(Response::new(pb::UpdateGameSessionResponse {
                     game_session: Some((*record).into()),
                 }))
@@ -300,14 +286,7 @@ impl GameSessionService for GameSessions {
         let store = &self.context.store;
         match terminate_game_session(store, fleet_id, &req.game_session_id, force).await? {
             Terminated::Done(record, game_server_id, routing) => {
-                announce(
-                    store,
-                    &routing,
-                    fleet_id,
-                    &game_server_id,
-                    berth_runtime::telemetry::traceparent().as_deref(),
-                )
-                .await;
+                berth_runtime::telemetry::announce(store, &routing, fleet_id, &game_server_id).await;
                 Ok(Response::new(pb::TerminateGameSessionResponse {
                     game_session: Some((*record).into()),
                 }))

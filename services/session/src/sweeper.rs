@@ -5,7 +5,6 @@
 use std::sync::Arc;
 
 use berth_runtime::for_each_fleet;
-use berth_store::processes::announce;
 use berth_store::sessions;
 
 use crate::Context;
@@ -24,14 +23,7 @@ pub(crate) async fn sweep(context: Arc<Context>) -> Result<(), berth_store::Stor
         let swept = sessions::sweep(store, &fleet, SWEEP_LIMIT, events).await?;
         crate::metrics::swept(&swept);
         for (game_server_id, routing) in &swept.moved {
-            announce(
-                store,
-                routing,
-                &fleet,
-                game_server_id,
-                berth_runtime::telemetry::traceparent().as_deref(),
-            )
-            .await;
+            berth_runtime::telemetry::announce(store, routing, &fleet, game_server_id).await;
         }
         Ok(())
     })

@@ -8,6 +8,7 @@
 use std::collections::HashMap;
 
 use opentelemetry::propagation::{Extractor, Injector};
+use opentelemetry::trace::TraceContextExt;
 use opentelemetry::trace::TracerProvider;
 use opentelemetry_otlp::WithExportConfig;
 use opentelemetry_sdk::Resource;
@@ -18,6 +19,9 @@ use tracing_subscriber::filter::LevelFilter;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
+
+use berth_store::Store;
+use berth_store::processes::{self, Routing};
 
 use crate::config::{CommonArgs, LogFormat};
 
@@ -142,9 +146,19 @@ impl Extractor for Carried {
 /// `None` when the span is in no trace (no exporter is configured, or the trace is not sampled).
 pub fn traceparent() -> Option<String> {
     let context = tracing::Span::current().context();
+    // Without a trace (no exporter configured) there is nothing to carry, and nothing to allocate for it.
+    if !context.span().span_context().is_valid() {
+        return None;
+    }
     let mut carried = Carried(HashMap::new());
     opentelemetry::global::get_text_map_propagator(|propagator| propagator.inject_context(&context, &mut carried));
     carried.0.remove("traceparent")
+}
+
+/// Tells the health replica holding a process's stream that its desired state moved, within the current trace
+/// (see [`berth_store::processes::announce`]).
+pub async fn announce(store: &Store, routing: &Routing, fleet_id: &str, game_server_id: &str) {
+    processes::announce(store, routing, fleet_id, game_server_id, traceparent().as_deref()).await;
 }
 
 /// Makes `span` a child of the span whose [`traceparent`] a message carried across Redis. A value that does not
@@ -158,8 +172,6 @@ pub fn continue_trace(span: &tracing::Span, traceparent: &str) {
 
 #[cfg(test)]
 mod tests {
-    use opentelemetry::trace::TraceContextExt;
-
     use super::*;
 
     #[test]

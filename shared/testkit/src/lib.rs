@@ -14,7 +14,7 @@ mod sessions;
 pub use binary::{BinaryProcess, ExampleGameServer, binary};
 pub use fleets::{anywhere_fleet, anywhere_fleet_with, fast_settings, process_events, set_fleet_settings};
 pub use launched::Reaper;
-pub use process::{assert_serves, wait_for_health};
+pub use process::{assert_serves, health_within, wait_for_health};
 pub use raw_call::unary_without_timer;
 pub use redis_server::{RedisCluster, RedisServer, TestRedis};
 pub use service::{RunningService, TEST_KEY, game_server_config, spawn_service, spawn_service_at, token};

@@ -7,19 +7,33 @@ use tonic_health::pb::health_check_response::ServingStatus;
 /// Waits up to 10 s for the health of `service` at `endpoint` to become `wanted`, as a load balancer would (a
 /// process still starting may not even accept connections yet).
 pub async fn wait_for_health(endpoint: &str, service: &str, wanted: ServingStatus) {
+    if let Err(last) = health_within(endpoint, service, wanted, std::time::Duration::from_secs(10)).await {
+        panic!("health of {service:?} never became {wanted:?}; last answer {last}");
+    }
+}
+
+/// Whether the health of `service` at `endpoint` becomes `wanted` within `within` (a container may take a while to
+/// start); the last answer when it does not.
+pub async fn health_within(
+    endpoint: &str,
+    service: &str,
+    wanted: ServingStatus,
+    within: std::time::Duration,
+) -> Result<(), String> {
+    let until = tokio::time::Instant::now() + within;
     let endpoint = tonic::transport::Endpoint::from_shared(endpoint.to_owned()).expect("valid endpoint");
     let mut last = None;
-    for _ in 0..200 {
+    while tokio::time::Instant::now() < until {
         if let Ok(channel) = endpoint.connect().await {
             let status = probe::serving_status(channel, service).await;
             if matches!(&status, Ok(status) if *status == wanted) {
-                return;
+                return Ok(());
             }
             last = Some(status);
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
-    panic!("health of {service:?} never became {wanted:?}; last answer {last:?}");
+    Err(format!("{last:?}"))
 }
 
 async fn channel(endpoint: &str) -> tonic::transport::Channel {

@@ -9,7 +9,7 @@ use berth_domain::fleet::reconcile::{Action, Deadlines, StopReason};
 use berth_domain::stored::FleetEventCode;
 use berth_store::StoreError;
 use berth_store::instances::{self, Acted, InstanceRecord, Leased, Removal, Stop, StopRequest};
-use berth_store::processes::{self, Routing};
+use berth_store::processes::Routing;
 
 use super::Reconciler;
 use super::decide::Decision;
@@ -233,14 +233,7 @@ impl Reconciler {
         match acted {
             Acted::Done(told) => {
                 for (game_server_id, routing) in &told {
-                    processes::announce(
-                        &self.store,
-                        routing,
-                        fleet_id,
-                        game_server_id,
-                        berth_runtime::telemetry::traceparent().as_deref(),
-                    )
-                    .await;
+                    berth_runtime::telemetry::announce(&self.store, routing, fleet_id, game_server_id).await;
                 }
                 true
             }

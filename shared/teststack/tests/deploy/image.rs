@@ -7,8 +7,9 @@
 
 use std::net::TcpListener;
 use std::process::Command;
+use std::time::Duration;
 
-use berth_testkit::{TestRedis, binary};
+use berth_testkit::{TestRedis, binary, health_within};
 use tonic_health::pb::health_check_response::ServingStatus;
 
 const IMAGE: &str = "berth-test/berth:latest";
@@ -36,21 +37,6 @@ impl Drop for Containers {
             let _ = docker(&["rm", "-f", name]);
         }
     }
-}
-
-/// Whether the process at `endpoint` answers SERVING within `seconds` (a container may take a while to start).
-async fn serving_within(endpoint: &str, seconds: u64) -> bool {
-    let until = tokio::time::Instant::now() + std::time::Duration::from_secs(seconds);
-    let endpoint = tonic::transport::Endpoint::from_shared(endpoint.to_owned()).unwrap();
-    while tokio::time::Instant::now() < until {
-        if let Ok(channel) = endpoint.connect().await
-            && let Ok(ServingStatus::Serving) = berth_sdk::probe::serving_status(channel, "").await
-        {
-            return true;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    }
-    false
 }
 
 fn free_port() -> u16 {
@@ -145,7 +131,9 @@ async fn the_image_runs_the_four_services_as_a_non_root_user() {
     for (service, name, endpoint) in &endpoints {
         let logs = || docker(&["logs", name]).unwrap_or_else(|err| err);
         assert!(
-            serving_within(endpoint, 60).await,
+            health_within(endpoint, "", ServingStatus::Serving, Duration::from_secs(60))
+                .await
+                .is_ok(),
             "berth-{service} from the image never served: {}",
             logs()
         );
@@ -227,7 +215,14 @@ async fn compose_up() {
     for (service, grpc, metrics) in published {
         let logs = || String::from_utf8_lossy(&project.compose(&["logs", "--no-color"], &envs).stdout).into_owned();
         assert!(
-            serving_within(&format!("http://127.0.0.1:{grpc}"), 60).await,
+            health_within(
+                &format!("http://127.0.0.1:{grpc}"),
+                "",
+                ServingStatus::Serving,
+                Duration::from_secs(60)
+            )
+            .await
+            .is_ok(),
             "{service} from compose never served: {}",
             logs()
         );
