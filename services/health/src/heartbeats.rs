@@ -69,11 +69,14 @@ pub(crate) async fn run(context: Arc<Context>, mut queue: mpsc::Receiver<Beat>) 
             }
             chunks
         });
-        join_all(writes.map(|(fleet_id, beats)| write(&context, fleet_id, beats))).await;
+        context.keeping_up.round_starts();
+        let failed = join_all(writes.map(|(fleet_id, beats)| write(&context, fleet_id, beats))).await;
+        context.keeping_up.round_ends(failed.into_iter().flatten());
     }
 }
 
-async fn write(context: &Context, fleet_id: Arc<str>, beats: Vec<Beat>) {
+/// Writes one fleet's chunk and answers its heartbeats; the fleet when the write failed.
+async fn write(context: &Context, fleet_id: Arc<str>, beats: Vec<Beat>) -> Option<Arc<str>> {
     let heartbeats: Vec<Heartbeat> = beats.iter().map(|beat| beat.heartbeat.clone()).collect();
     let results = store::record_heartbeats(&context.store, &fleet_id, &heartbeats, &context.timings).await;
     crate::metrics::heartbeats(beats.len());
@@ -85,6 +88,7 @@ async fn write(context: &Context, fleet_id: Arc<str>, beats: Vec<Beat>) {
                 }
                 acknowledge(beat, version);
             }
+            None
         }
         Err(err) => {
             tracing::warn!(error = %err, fleet = %fleet_id, "writing heartbeats failed");
@@ -93,6 +97,7 @@ async fn write(context: &Context, fleet_id: Arc<str>, beats: Vec<Beat>) {
                 let answer = refusal(&beat.request_id, &status);
                 let _ = beat.answers.try_send(Box::new(Ok(answer)));
             }
+            Some(fleet_id)
         }
     }
 }

@@ -6,6 +6,7 @@
 mod desired;
 mod game_servers;
 mod heartbeats;
+mod keeping_up;
 mod metrics;
 mod monitor;
 mod push;
@@ -101,6 +102,8 @@ pub(crate) struct Context {
     pub(crate) replica: String,
     pub(crate) streams: streams::Streams,
     pub(crate) heartbeats: tokio::sync::mpsc::Sender<heartbeats::Beat>,
+    /// Whether the heartbeat writer keeps up, for the monitor.
+    pub(crate) keeping_up: keeping_up::KeepingUp,
     /// Becomes true when the replica shuts down: every stream then ends with UNAVAILABLE, and its process resumes
     /// through another replica.
     pub(crate) closing: tokio::sync::watch::Sender<bool>,
@@ -126,6 +129,7 @@ pub fn service(store: Store, args: &HealthArgs) -> ServiceDef {
         replica,
         streams: streams::Streams::default(),
         heartbeats: beats,
+        keeping_up: keeping_up::KeepingUp::default(),
         closing: tokio::sync::watch::Sender::new(false),
     });
     let background = Background::new();

@@ -2,7 +2,8 @@
 //! claims end to end, their races, lapses, draining order, bad input, auth and Redis outages; Agones' allocation API
 //! in `placement/allocations.rs`; queues as records in
 //! `placement/queues.rs`; placements through them in `placement/placements.rs`, the fleets they scale in
-//! `placement/autoscaling.rs`, and `replica` durability in `placement/durability.rs`.
+//! `placement/autoscaling.rs`, `replica` durability in `placement/durability.rs`, and a Redis Cluster failover mid-burst in
+//! `placement/failover.rs`.
 
 #[path = "placement/allocations.rs"]
 mod allocations;
@@ -10,6 +11,8 @@ mod allocations;
 mod autoscaling;
 #[path = "placement/durability.rs"]
 mod durability;
+#[path = "placement/failover.rs"]
+mod failover;
 #[path = "placement/placements.rs"]
 mod placements;
 #[path = "placement/queues.rs"]

@@ -13,7 +13,8 @@ pub struct RedisServer {
     port: u16,
     dir: PathBuf,
     child: Option<Child>,
-    cluster: bool,
+    /// For a cluster node, its `cluster-node-timeout` in ms: how long a silent peer takes to be failed.
+    cluster: Option<u32>,
     /// The port of the primary it replicates, for a replica.
     primary: Option<u16>,
 }
@@ -82,12 +83,12 @@ fn wait_until(what: &str, timeout: Duration, mut ready: impl FnMut() -> bool) {
 impl RedisServer {
     /// Starts a single-node redis-server on a free port.
     pub fn start() -> RedisServer {
-        RedisServer::start_with(false, None)
+        RedisServer::start_with(None, None)
     }
 
     /// Starts a replica of `primary` on a free port, and waits until it has the primary's data and follows it.
     pub fn replica_of(primary: &RedisServer) -> RedisServer {
-        let replica = RedisServer::start_with(false, Some(primary.port));
+        let replica = RedisServer::start_with(None, Some(primary.port));
         let port = replica.port;
         wait_until("the replica's link to its primary", Duration::from_secs(10), || {
             redis_cli(port, &["INFO", "replication"]).is_some_and(|info| info.contains("master_link_status:up"))
@@ -95,8 +96,8 @@ impl RedisServer {
         replica
     }
 
-    fn start_with(cluster: bool, primary: Option<u16>) -> RedisServer {
-        let port = free_port(cluster);
+    fn start_with(cluster: Option<u32>, primary: Option<u16>) -> RedisServer {
+        let port = free_port(cluster.is_some());
         let mut server = RedisServer {
             port,
             dir: scratch_dir(port),
@@ -120,8 +121,13 @@ impl RedisServer {
         if let Some(primary) = self.primary {
             command.args(["--replicaof", "127.0.0.1", &primary.to_string()]);
         }
-        if self.cluster {
-            command.args(["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"]);
+        if let Some(node_timeout) = self.cluster {
+            command.args([
+                "--cluster-enabled",
+                "yes",
+                "--cluster-node-timeout",
+                &node_timeout.to_string(),
+            ]);
             command.arg("--cluster-config-file").arg(self.dir.join("nodes.conf"));
         }
         // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
@@ -200,31 +206,120 @@ impl Drop for RedisServer {
     }
 }
 
-/// A 3-master Redis Cluster with no replicas.
+/// A Redis Cluster of 3 primaries, with or without a replica each.
 pub struct RedisCluster {
     nodes: Vec<RedisServer>,
+    durability: Durability,
 }
+
+/// How long a cluster node with replicas waits before failing a silent peer: short, so that a failover test's
+/// replica takes over within a few seconds.
+const FAILOVER_NODE_TIMEOUT_MS: u32 = 1000;
 
 impl RedisCluster {
     /// Starts three cluster-enabled nodes and joins them into one cluster covering all 16384 slots.
     pub fn start() -> RedisCluster {
-        let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start_with(true, None)).collect();
+        RedisCluster::create(3, 2000, 0, Durability::None)
+    }
+
+    /// Starts three primaries each followed by a replica, and waits until every replica holds its primary's data;
+    /// the store's settings ask for `durability`.
+    pub fn replicated(durability: Durability) -> RedisCluster {
+        let cluster = RedisCluster::create(6, FAILOVER_NODE_TIMEOUT_MS, 1, durability);
+        cluster.wait_for_replicas();
+        cluster
+    }
+
+    fn create(nodes: usize, node_timeout_ms: u32, replicas: u8, durability: Durability) -> RedisCluster {
+        let nodes: Vec<RedisServer> = (0..nodes)
+            .map(|_| RedisServer::start_with(Some(node_timeout_ms), None))
+            .collect();
         let addresses: Vec<String> = nodes.iter().map(|node| format!("127.0.0.1:{}", node.port)).collect();
+        let replicas = replicas.to_string();
         let mut args = vec!["--cluster", "create"];
         args.extend(addresses.iter().map(String::as_str));
-        args.extend(["--cluster-replicas", "0", "--cluster-yes"]);
+        args.extend(["--cluster-replicas", &replicas, "--cluster-yes"]);
         redis_cli(nodes[0].port, &args).expect("redis-cli --cluster create");
-        let cluster = RedisCluster { nodes };
+        let cluster = RedisCluster { nodes, durability };
         cluster.wait_until_ok();
         cluster
     }
 
+    fn live_ports(&self) -> Vec<u16> {
+        self.nodes
+            .iter()
+            .filter(|node| node.child.is_some())
+            .map(|node| node.port)
+            .collect()
+    }
+
     fn wait_until_ok(&self) {
-        let ports: Vec<u16> = self.nodes.iter().map(|node| node.port).collect();
+        let ports = self.live_ports();
         wait_until("redis cluster", Duration::from_secs(30), || {
             ports.iter().all(|port| {
                 redis_cli(*port, &["CLUSTER", "INFO"]).is_some_and(|info| info.contains("cluster_state:ok"))
             })
+        });
+    }
+
+    /// Waits until every live replica's link to its primary is up and it has caught up with it.
+    fn wait_for_replicas(&self) {
+        let ports = self.live_ports();
+        wait_until("the cluster's replicas", Duration::from_secs(30), || {
+            ports.iter().all(|port| {
+                redis_cli(*port, &["INFO", "replication"])
+                    .is_some_and(|info| info.contains("role:master") || info.contains("master_link_status:up"))
+            })
+        });
+    }
+
+    /// The index in `nodes` of the live primary that serves `key`'s hash slot, as the live nodes see it.
+    pub fn primary_of(&self, key: &str) -> usize {
+        self.serving(key).expect("a live primary serves every slot")
+    }
+
+    /// The index in `nodes` of the primary not known to have failed that serves `key`'s slot, if any.
+    fn serving(&self, key: &str) -> Option<usize> {
+        let port = self.live_ports()[0];
+        let slot: u16 = redis_cli(port, &["CLUSTER", "KEYSLOT", key])?.trim().parse().ok()?;
+        let nodes = redis_cli(port, &["CLUSTER", "NODES"])?;
+        let serving = nodes.lines().find_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let flags = fields.get(2)?;
+            if !flags.contains("master") || flags.contains("fail") {
+                return None;
+            }
+            let serves = fields.get(8..)?.iter().any(|range| {
+                let (low, high) = range.split_once('-').unwrap_or((range, range));
+                matches!((low.parse::<u16>(), high.parse::<u16>()), (Ok(low), Ok(high)) if (low..=high).contains(&slot))
+            });
+            let port: u16 = fields[1].split(['@', ':']).nth(1)?.parse().ok()?;
+            serves.then_some(port)
+        })?;
+        self.nodes.iter().position(|node| node.port == serving)
+    }
+
+    /// SIGKILLs the primary that serves `key`, as a crash would, and waits until its replica has taken its slots
+    /// over and the cluster is whole again. Answers the killed node's index and how long the takeover took.
+    pub fn kill_primary_of(&mut self, key: &str) -> (usize, Duration) {
+        let killed = self.primary_of(key);
+        let started = Instant::now();
+        self.nodes[killed].stop();
+        wait_until("the replica's takeover", Duration::from_secs(30), || {
+            self.serving(key).is_some_and(|primary| primary != killed)
+        });
+        self.wait_until_ok();
+        (killed, started.elapsed())
+    }
+
+    /// Starts node `index` again on its port, empty but with its view of the cluster, so that it rejoins as the
+    /// replica of whoever took its slots over, and waits until it has caught up with it.
+    pub fn rejoin(&mut self, index: usize) {
+        self.nodes[index].spawn();
+        self.wait_until_ok();
+        let port = self.nodes[index].port;
+        wait_until("the rejoined node's replication", Duration::from_secs(30), || {
+            redis_cli(port, &["INFO", "replication"]).is_some_and(|info| info.contains("master_link_status:up"))
         });
     }
 
@@ -249,7 +344,7 @@ impl RedisCluster {
             connections: 2,
             connect_timeout: Duration::from_millis(500),
             response_timeout: RESPONSE_TIMEOUT,
-            durability: Durability::None,
+            durability: self.durability,
             durability_timeout: Duration::from_millis(300),
         }
     }

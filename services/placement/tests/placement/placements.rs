@@ -20,21 +20,21 @@ use tokio::task::JoinHandle;
 use tonic::{Code, Streaming};
 
 /// The fleets of these tests: one in each of two locations.
-const EU: (&str, &str) = ("arena-eu", "eu-west");
+pub(crate) const EU: (&str, &str) = ("arena-eu", "eu-west");
 const US: (&str, &str) = ("arena-us", "us-east");
 
 /// Redis, a health replica, a session replica (its sweep ends sessions not activated in time) and a placement
 /// replica, in-process.
-struct Stack {
-    redis: TestRedis,
-    store: Store,
-    health: RunningService,
+pub(crate) struct Stack {
+    pub(crate) redis: TestRedis,
+    pub(crate) store: Store,
+    pub(crate) health: RunningService,
     _sessions: RunningService,
-    placement: RunningService,
+    pub(crate) placement: RunningService,
 }
 
 /// A placement replica's settings in these tests: it tries again every 100 ms and takes over after 1.5 s.
-fn args() -> berth_placement::PlacementArgs {
+pub(crate) fn args() -> berth_placement::PlacementArgs {
     berth_placement::PlacementArgs {
         placement_retry_ms: 100,
         placement_reclaim_idle_ms: 1_500,
@@ -52,7 +52,7 @@ fn api_only() -> berth_placement::PlacementArgs {
 
 /// What an SDK process of the tests does with a game session it is given.
 #[derive(Clone, Copy)]
-enum Activation {
+pub(crate) enum Activation {
     Now,
     After(Duration),
     Never,
@@ -64,7 +64,7 @@ impl Stack {
     }
 
     /// The stack, its placement replica run with `placement`.
-    async fn with(redis: TestRedis, placement: &berth_placement::PlacementArgs) -> Stack {
+    pub(crate) async fn with(redis: TestRedis, placement: &berth_placement::PlacementArgs) -> Stack {
         let store = Store::connect(&redis.config()).await.unwrap();
         for (fleet, location) in [EU, US] {
             anywhere_fleet(&store, fleet, &[location]).await;
@@ -90,7 +90,7 @@ impl Stack {
         }
     }
 
-    async fn placements(&self) -> PlacementServiceClient<AuthedChannel> {
+    pub(crate) async fn placements(&self) -> PlacementServiceClient<AuthedChannel> {
         let channel = berth_sdk::connect(&self.placement.endpoint(), &token(Role::Client, None))
             .await
             .unwrap();
@@ -106,7 +106,7 @@ impl Stack {
 
     /// Creates queue `name` over both fleets, EU first, with a timeout of `timeout_ms` (below the contract's
     /// least, as tests need, written into the record the scripts read).
-    async fn queue(&self, name: &str, timeout_ms: u64, change: impl FnOnce(&mut pb::CreateQueueRequest)) {
+    pub(crate) async fn queue(&self, name: &str, timeout_ms: u64, change: impl FnOnce(&mut pb::CreateQueueRequest)) {
         let mut req = pb::CreateQueueRequest {
             name: name.into(),
             destinations: [EU, US]
@@ -134,7 +134,7 @@ impl Stack {
     }
 
     /// A ready SDK process of `fleet` in `location` that activates the sessions it is given as `activation` says.
-    async fn host(&self, at: (&str, &str), id: &str, activation: Activation) -> Host {
+    pub(crate) async fn host(&self, at: (&str, &str), id: &str, activation: Activation) -> Host {
         self.host_of(at, id, activation, 0).await
     }
 
@@ -187,7 +187,7 @@ impl Stack {
 }
 
 /// An SDK process of the tests, and the game sessions it was told to start.
-struct Host {
+pub(crate) struct Host {
     _server: GameServer,
     task: JoinHandle<()>,
     started: tokio::sync::mpsc::UnboundedReceiver<String>,
@@ -199,7 +199,7 @@ impl Drop for Host {
     }
 }
 
-fn start(id: &str, queue: &str) -> pb::StartGameSessionPlacementRequest {
+pub(crate) fn start(id: &str, queue: &str) -> pb::StartGameSessionPlacementRequest {
     pb::StartGameSessionPlacementRequest {
         placement_id: id.into(),
         queue_name: queue.into(),
@@ -234,7 +234,7 @@ async fn next_event(watch: &mut Streaming<pb::WatchGameSessionPlacementsResponse
     }
 }
 
-async fn describe(stack: &Stack, id: &str) -> Result<pb::GameSessionPlacement, tonic::Status> {
+pub(crate) async fn describe(stack: &Stack, id: &str) -> Result<pb::GameSessionPlacement, tonic::Status> {
     let req = pb::DescribeGameSessionPlacementRequest {
         placement_id: id.into(),
     };
@@ -243,7 +243,7 @@ async fn describe(stack: &Stack, id: &str) -> Result<pb::GameSessionPlacement, t
 }
 
 /// Waits until placement `id` has ended; it as it ended.
-async fn ended(stack: &Stack, id: &str, within: Duration) -> pb::GameSessionPlacement {
+pub(crate) async fn ended(stack: &Stack, id: &str, within: Duration) -> pb::GameSessionPlacement {
     let until = tokio::time::Instant::now() + within;
     loop {
         let placement = describe(stack, id).await.unwrap();
@@ -638,7 +638,7 @@ async fn stop_cancels_and_races_fulfilment_to_one_outcome_on_a_cluster() {
 }
 
 /// Every game session the hosts were told to start so far.
-fn told(hosts: &mut [Host]) -> Vec<String> {
+pub(crate) fn told(hosts: &mut [Host]) -> Vec<String> {
     let mut sessions = Vec::new();
     for host in hosts {
         while let Ok(session) = host.started.try_recv() {
