@@ -147,8 +147,9 @@ impl Say {
     }
 }
 
-/// The register_process of `server` in `fleet_id`, at `location`, hosting one game session at a time.
-fn registration(server: &fleet::Server, fleet_id: &str, location: &str) -> pb::RegisterProcess {
+/// The register_process of `server` in `fleet_id`, at `location`, hosting one game session at a time; resuming
+/// registration `resume` unless it is empty.
+fn registration(server: &fleet::Server, fleet_id: &str, location: &str, resume: &str) -> pb::RegisterProcess {
     pb::RegisterProcess {
         fleet_id: fleet_id.into(),
         game_server_id: server.id.clone(),
@@ -161,6 +162,7 @@ fn registration(server: &fleet::Server, fleet_id: &str, location: &str) -> pb::R
         }),
         max_concurrent_game_sessions: 1,
         sdk_version: SDK_VERSION.into(),
+        resume_registration_id: resume.into(),
         ..Default::default()
     }
 }
@@ -178,23 +180,52 @@ pub struct Conversation {
     says: mpsc::Sender<Say>,
     hears: Streaming<AttachResponse>,
     sequence: u64,
+    registration_id: String,
 }
 
 impl Conversation {
     /// Opens the stream of server `index` of `fleet_id` at `location`: register_process, then ready, each
     /// answered.
     pub async fn open(
+        client: SdkServiceClient<Channel>,
+        fleet_id: &str,
+        location: &str,
+        index: u64,
+    ) -> Result<Conversation, Code> {
+        let mut conversation = Conversation::register(client, fleet_id, location, index, "").await?;
+        match conversation.ask(Say::Ready).await? {
+            Tell::Reply(reply) if reply.code == Code::Ok as i32 => Ok(conversation),
+            Tell::Reply(reply) => Err(Code::from(reply.code)),
+            _ => Err(Code::Internal),
+        }
+    }
+
+    /// Resumes registration `registration_id` of server `index` over a new stream, as the SDK does when its stream
+    /// broke: register_process naming it, answered as a resume (the process stays ready). A registration made
+    /// afresh instead is `FAILED_PRECONDITION`: the old one was lost.
+    pub async fn resume(
+        client: SdkServiceClient<Channel>,
+        fleet_id: &str,
+        location: &str,
+        index: u64,
+        registration_id: &str,
+    ) -> Result<Conversation, Code> {
+        Conversation::register(client, fleet_id, location, index, registration_id).await
+    }
+
+    async fn register(
         mut client: SdkServiceClient<Channel>,
         fleet_id: &str,
         location: &str,
         index: u64,
+        resume: &str,
     ) -> Result<Conversation, Code> {
         let server = fleet::server(index);
         // One message waits at most: a process says little before it hears the answer.
         let (says, said) = mpsc::channel(1);
         let register = AttachRequest {
             request_id: "register".into(),
-            kind: Some(Ask::RegisterProcess(registration(&server, fleet_id, location))),
+            kind: Some(Ask::RegisterProcess(registration(&server, fleet_id, location, resume))),
         };
         let outbound = tokio_stream::once(register).chain(ReceiverStream::new(said).map(Say::request));
         let mut request = Request::new(outbound);
@@ -210,15 +241,21 @@ impl Conversation {
             says,
             hears,
             sequence: 0,
+            registration_id: String::new(),
         };
-        if !matches!(conversation.answer("register").await?, Tell::Registered(_)) {
-            return Err(Code::Internal);
-        }
-        match conversation.ask(Say::Ready).await? {
-            Tell::Reply(reply) if reply.code == Code::Ok as i32 => Ok(conversation),
-            Tell::Reply(reply) => Err(Code::from(reply.code)),
+        match conversation.answer("register").await? {
+            Tell::Registered(registered) if registered.resumed || resume.is_empty() => {
+                conversation.registration_id = registered.registration_id;
+                Ok(conversation)
+            }
+            Tell::Registered(_) => Err(Code::FailedPrecondition),
             _ => Err(Code::Internal),
         }
+    }
+
+    /// The registration this stream carries, for a resume.
+    pub fn registration_id(&self) -> &str {
+        &self.registration_id
     }
 
     /// The number of the next heartbeat, counting it as sent.

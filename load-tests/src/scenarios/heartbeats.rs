@@ -140,7 +140,7 @@ async fn game_server(
 }
 
 /// The replica's settings (`BERTH_*`), as a deployment would give them.
-fn settings() -> Vec<(&'static str, String)> {
+pub(super) fn settings() -> Vec<(&'static str, String)> {
     vec![
         ("BERTH_HEALTH_INITIAL_DELAY_MS", INITIAL_DELAY_MS.to_string()),
         ("BERTH_MONITOR_SWEEP_MS", SWEEP_MS.to_string()),

@@ -8,6 +8,7 @@ mod fleets;
 mod heartbeats;
 mod placements;
 mod sessions;
+mod storm;
 
 use clap::ValueEnum;
 use serde::Serialize;
@@ -39,6 +40,9 @@ pub enum Scenario {
     /// Agones' faces: Allocate beside ClaimGameServer, berth-agent's memory and CPU per ping and SetLabel beside a
     /// native heartbeat, and the time from a placed session to WatchGameServer showing Allocated.
     Agones,
+    /// Attach SDK processes to one health replica, SIGKILL it, and time their resumes on a second: how long until
+    /// every one is back, the survivor's peak CPU and memory, and that none is declared lost for its replica's death.
+    Storm,
 }
 
 impl Scenario {
@@ -53,7 +57,7 @@ impl Scenario {
             Scenario::Claim | Scenario::Sessions | Scenario::Fleet | Scenario::Placements | Scenario::Agones => {
                 args.connections
             }
-            Scenario::Heartbeats => crate::sdk_stream::connections(args.servers, args.connections),
+            Scenario::Heartbeats | Scenario::Storm => crate::sdk_stream::connections(args.servers, args.connections),
         }
     }
 
@@ -66,6 +70,7 @@ impl Scenario {
             Scenario::Fleet => fleets::run(stack, args).await,
             Scenario::Placements => placements::run(stack, args).await,
             Scenario::Agones => agones::run(stack, args).await,
+            Scenario::Storm => storm::run(stack, args).await,
         }
     }
 }

@@ -64,6 +64,7 @@ use tonic::transport::Channel;
 use tracing::Instrument;
 
 pub use config::{ConfigError, GameServerConfig};
+pub use driver::resume_backoff;
 use driver::{Command, Driver};
 
 use crate::{AuthedChannel, BearerToken, ClientError};

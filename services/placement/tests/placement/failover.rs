@@ -50,7 +50,7 @@ struct Outcome {
     claims_stalled: Duration,
 }
 
-/// A name with `prefix` whose keys (tagged as `key` tags them) live on the same primary as `key_of(anchor)`.
+/// A name `<prefix>-<n>` whose key (`key(name)`) lives on the same primary as the key `anchor`.
 fn on_primary_of(cluster: &RedisCluster, anchor: &str, prefix: &str, key: impl Fn(&str) -> String) -> String {
     let primary = cluster.primary_of(anchor);
     (0..1000)

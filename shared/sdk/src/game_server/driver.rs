@@ -240,7 +240,7 @@ impl Driver {
             if self.commands.is_closed() && self.commands.is_empty() {
                 return None;
             }
-            tokio::time::sleep(backoff(attempt)).await;
+            tokio::time::sleep(resume_backoff(attempt)).await;
             attempt = attempt.saturating_add(1);
             match self.register().await {
                 Ok(link) => {
@@ -377,9 +377,9 @@ fn is_transient(status: &Status) -> bool {
     )
 }
 
-/// Full jitter: uniform between zero and an exponentially growing ceiling, so that servers cut off together do
-/// not come back together.
-fn backoff(attempt: u32) -> Duration {
+/// How long the SDK waits before its `attempt`th try (from 0) to resume a broken stream. Full jitter: uniform between
+/// zero and a ceiling that doubles from 100 ms to 5 s, so that servers cut off together do not come back together.
+pub fn resume_backoff(attempt: u32) -> Duration {
     let ceiling = BACKOFF_START
         .saturating_mul(2u32.saturating_pow(attempt))
         .min(BACKOFF_CAP);
@@ -396,7 +396,7 @@ mod tests {
         for attempt in 0..40 {
             let ceiling = Duration::from_millis(100 * 2u64.pow(attempt.min(20))).min(BACKOFF_CAP);
             for _ in 0..50 {
-                assert!(backoff(attempt) <= ceiling, "attempt {attempt}");
+                assert!(resume_backoff(attempt) <= ceiling, "attempt {attempt}");
             }
         }
     }
