@@ -181,6 +181,8 @@ pub struct Conversation {
     hears: Streaming<AttachResponse>,
     sequence: u64,
     registration_id: String,
+    /// Whether the stream broke (or ended): a refused request leaves it open.
+    broken: bool,
 }
 
 impl Conversation {
@@ -242,6 +244,7 @@ impl Conversation {
             hears,
             sequence: 0,
             registration_id: String::new(),
+            broken: false,
         };
         match conversation.answer("register").await? {
             Tell::Registered(registered) if registered.resumed || resume.is_empty() => {
@@ -285,12 +288,20 @@ impl Conversation {
 
     /// The next message from the service: an answer or a push.
     pub async fn hear(&mut self) -> Result<AttachResponse, Code> {
-        self.hears
-            .message()
-            .await
-            .map_err(|status| status.code())?
+        let heard = match self.hears.message().await {
+            Ok(Some(message)) => Ok(message),
             // The stream ended without a status: for a process, as good as a broken connection.
-            .ok_or(Code::Unavailable)
+            Ok(None) => Err(Code::Unavailable),
+            Err(status) => Err(status.code()),
+        };
+        self.broken = heard.is_err();
+        heard
+    }
+
+    /// Whether the stream broke, so that the process must open another; after a refused request it goes on, as
+    /// the SDK's does.
+    pub fn broken(&self) -> bool {
+        self.broken
     }
 
     async fn ask(&mut self, say: Say) -> Result<Tell, Code> {

@@ -99,7 +99,7 @@ impl Shared {
     }
 }
 
-/// One game-server process: attaches, then heartbeats until its task is aborted, a heartbeat fails, or, when it
+/// One game-server process: attaches, then heartbeats until its task is aborted, its stream breaks, or, when it
 /// has a `silence`, that says so (after the answer to any heartbeat in flight). Answers its index and, when it
 /// was silenced, when its last heartbeat was acked; a server that failed before has nothing to time.
 async fn game_server(
@@ -132,10 +132,13 @@ async fn game_server(
             .await
             .unwrap_or(Err(Code::DeadlineExceeded));
         shared.record_heartbeat(index, sent.elapsed(), outcome);
-        if outcome.is_err() {
+        // A refused heartbeat is counted and followed by the next, as the SDK goes on; a broken stream ends it.
+        if conversation.broken() {
             return (index, None);
         }
-        last_ack = Some(Instant::now());
+        if outcome.is_ok() {
+            last_ack = Some(Instant::now());
+        }
     }
 }
 

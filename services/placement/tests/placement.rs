@@ -53,9 +53,9 @@ struct Stack {
 }
 
 /// The fleets these tests register servers in, one or two per test, created first as an operator would.
-const FLEETS: [&str; 15] = [
-    "again", "arena", "bad", "drain", "f", "lapse", "late", "lost", "mine", "named", "outage", "race", "spot", "token",
-    "util",
+const FLEETS: [&str; 16] = [
+    "again", "arena", "bad", "drain", "f", "lapse", "late", "lost", "mine", "named", "outage", "race", "slow", "spot",
+    "token", "util",
 ];
 
 async fn stack(config: &berth_store::RedisConfig, claim_timeout_ms: u64) -> Stack {
@@ -778,6 +778,66 @@ async fn a_redis_outage_is_unavailable_and_not_serving_until_redis_returns_on_a_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redis_outage_is_unavailable_and_not_serving_until_redis_returns_on_a_cluster() {
     a_redis_outage_is_unavailable_and_not_serving_until_redis_returns(TestRedis::cluster()).await;
+}
+
+/// Redis answering slower than the store's response timeout (every client held by CLIENT PAUSE for longer than the
+/// tests' 1.5 s): a claim answers UNAVAILABLE within its caller's deadline, the service reports NOT_SERVING while it
+/// lasts and SERVING after, and the claim the caller gave up on, which Redis runs once the pause lapses, lands whole:
+/// its token's retry answers that one claim, and no second server is taken.
+async fn a_slow_redis_is_unavailable_within_the_deadline_and_not_serving_while_it_lasts(redis: TestRedis) {
+    let mut s = stack(&redis.config(), 60_000).await;
+    let endpoint = s.placement.endpoint();
+    for i in 0..3 {
+        s.registry
+            .register_game_server(registration("slow", &format!("gs-{i}"), "i-1"))
+            .await
+            .unwrap();
+    }
+    wait_for_health(&endpoint, CLAIMS, ServingStatus::Serving).await;
+    let claim = ClaimGameServerRequest {
+        idempotency_token: "slow-1".into(),
+        ..claim_any("slow")
+    };
+    let deadline = Duration::from_secs(4);
+    let mut within_deadline = tonic::Request::new(claim.clone());
+    within_deadline.set_timeout(deadline);
+
+    redis.client_pause(Duration::from_secs(6));
+    let started = std::time::Instant::now();
+    let err = s.claims.claim_game_server(within_deadline).await.unwrap_err();
+    let answered_in = started.elapsed();
+    assert!(
+        matches!(err.code(), Code::Unavailable | Code::DeadlineExceeded),
+        "{err:?}"
+    );
+    assert!(
+        answered_in < deadline,
+        "answered in {answered_in:?}, past the caller's deadline"
+    );
+    wait_for_health(&endpoint, CLAIMS, ServingStatus::NotServing).await;
+
+    wait_for_health(&endpoint, CLAIMS, ServingStatus::Serving).await;
+    let retried = s.claims.claim_game_server(claim).await.unwrap().into_inner();
+    let again = s.claims.claim_game_server(ClaimGameServerRequest {
+        idempotency_token: "slow-1".into(),
+        ..claim_any("slow")
+    });
+    assert_eq!(again.await.unwrap().into_inner().claim_id, retried.claim_id);
+    assert_eq!(
+        pool_sizes(&s.store, "slow").await,
+        (2, 1),
+        "one claim: the one the paused call made, or the retry's"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_redis_is_unavailable_within_the_deadline_and_not_serving_while_it_lasts_on_a_single_node() {
+    a_slow_redis_is_unavailable_within_the_deadline_and_not_serving_while_it_lasts(TestRedis::single()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_redis_is_unavailable_within_the_deadline_and_not_serving_while_it_lasts_on_a_cluster() {
+    a_slow_redis_is_unavailable_within_the_deadline_and_not_serving_while_it_lasts(TestRedis::cluster()).await;
 }
 
 /// Redis loses the library (as a restarted node without persistence, a promoted replica or a new node does): the

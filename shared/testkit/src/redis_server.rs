@@ -393,13 +393,26 @@ impl TestRedis {
         }
     }
 
-    /// Sets a configuration parameter on every node (`CONFIG SET`), as an operator would.
-    pub fn config_set(&self, parameter: &str, value: &str) {
-        let nodes = match self {
+    fn nodes(&self) -> &[RedisServer] {
+        match self {
             TestRedis::Single(server) => std::slice::from_ref(server),
             TestRedis::Cluster(cluster) => cluster.nodes.as_slice(),
-        };
-        for node in nodes {
+        }
+    }
+
+    /// Holds every client's commands on every node for `pause` (`CLIENT PAUSE … ALL`): connections stay open and
+    /// commands queue, then run once it lapses, as with a Redis slower than any timeout.
+    pub fn client_pause(&self, pause: Duration) {
+        let ms = pause.as_millis().to_string();
+        for node in self.nodes() {
+            let answer = redis_cli(node.port, &["CLIENT", "PAUSE", &ms, "ALL"]);
+            assert_eq!(answer.as_deref().map(str::trim), Some("OK"), "CLIENT PAUSE {ms}");
+        }
+    }
+
+    /// Sets a configuration parameter on every node (`CONFIG SET`), as an operator would.
+    pub fn config_set(&self, parameter: &str, value: &str) {
+        for node in self.nodes() {
             let answer = redis_cli(node.port, &["CONFIG", "SET", parameter, value]);
             assert_eq!(
                 answer.as_deref().map(str::trim),
