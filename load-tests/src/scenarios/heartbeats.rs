@@ -301,7 +301,9 @@ pub async fn run(stack: &Stack, args: &Args) -> Result<Findings, Failure> {
             bound + DETECTION_PATIENCE
         ));
     }
-    failed_checks.extend(survivors(&stack.store, servers - delays.len() as u64).await?);
+    // A server whose attach was refused never joined: the rest must all be alive.
+    let attached = attach.calls - attach.errors.values().sum::<u64>();
+    failed_checks.extend(survivors(&stack.store, attached - delays.len() as u64).await?);
     // Every stream breaks when its task is aborted; the replica goes only after, so no heartbeat fails for it.
     fleet.live.shutdown().await;
     drop(clients);
@@ -356,15 +358,22 @@ pub async fn run(stack: &Stack, args: &Args) -> Result<Findings, Failure> {
     })
 }
 
-/// Once the silenced servers are declared lost, the others must all still be alive and healthy: `expected` of
-/// them. Answers what is wrong, if anything.
+/// Once the silenced servers are declared lost, the others that attached must all still be alive and healthy:
+/// `expected` of them. Answers what is wrong, if anything.
 async fn survivors(store: &Store, expected: u64) -> Result<Vec<String>, Failure> {
     let (alive, unhealthy) = store::health_counts(store, FLEET).await?;
     let mut wrong = Vec::new();
     if alive < expected {
+        let lost = expected - alive;
+        let events =
+            berth_store::fleets::recent_fleet_events(store, FLEET, lost as usize + EVENT_SLACK as usize).await?;
+        let mut by_code: std::collections::BTreeMap<&str, u64> = std::collections::BTreeMap::new();
+        for event in &events {
+            *by_code.entry(event.code_name()).or_default() += 1;
+        }
         wrong.push(format!(
-            "{} servers that kept heartbeating were declared lost ({alive} alive of {expected})",
-            expected - alive
+            "{lost} servers that kept heartbeating were declared lost ({alive} alive of {expected}; the fleet's \
+             latest events by code: {by_code:?})"
         ));
     }
     if unhealthy > 0 {
