@@ -43,7 +43,6 @@ const BACK_TARGET_S: f64 = 5.0;
 
 /// What the servers share with the run.
 struct Storm {
-    servers: u64,
     period: Duration,
     attaching: Attaching,
     /// When the first replica was killed: a stream that breaks before has nothing to resume from.
@@ -51,7 +50,7 @@ struct Storm {
     /// Each resume, timed from the kill.
     back: Shards,
     resumed: AtomicU64,
-    all_back: Notify,
+    progress: Notify,
     /// What went wrong, by server: a stream that broke before the kill, a resume refused for good or made anew.
     failures: Mutex<Vec<String>>,
 }
@@ -66,9 +65,22 @@ impl Storm {
 
     fn resumed(&self, index: u64, killed_at: Instant) {
         self.back.record(index, killed_at.elapsed(), Ok(()));
-        if self.resumed.fetch_add(1, Ordering::AcqRel) + 1 == self.servers {
-            self.all_back.notify_one();
+        self.resumed.fetch_add(1, Ordering::AcqRel);
+        self.progress.notify_one();
+    }
+
+    /// Waits until `attached` servers are back, or the patience runs out; whether they all are.
+    async fn all_back(&self, attached: u64) -> bool {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        while self.resumed.load(Ordering::Acquire) < attached {
+            if tokio::time::timeout_at(deadline, self.progress.notified())
+                .await
+                .is_err()
+            {
+                return self.resumed.load(Ordering::Acquire) >= attached;
+            }
         }
+        true
     }
 }
 
@@ -93,8 +105,9 @@ async fn heartbeat(
                 continue;
             }
         }
-        let beat = tokio::time::timeout(CALL_DEADLINE, conversation.heartbeat()).await;
-        if !matches!(beat, Ok(Ok(()))) {
+        // A refused or unanswered heartbeat is followed by the next, as the SDK goes on; a broken stream is not.
+        let _ = tokio::time::timeout(CALL_DEADLINE, conversation.heartbeat()).await;
+        if conversation.broken() {
             return true;
         }
     }
@@ -198,13 +211,12 @@ pub async fn run(stack: &Stack, args: &Args) -> Result<Findings, Failure> {
     let firsts = sdk_stream::connect(&doomed.endpoint(), connections).await?;
     let seconds = sdk_stream::connect(&survivor.endpoint(), connections).await?;
     let storm = Arc::new(Storm {
-        servers,
         period,
         attaching: Attaching::new(servers, args.concurrency),
         killed_at: OnceLock::new(),
         back: Shards::default(),
         resumed: AtomicU64::new(0),
-        all_back: Notify::new(),
+        progress: Notify::new(),
         failures: Mutex::default(),
     });
     eprintln!("attaching {servers} servers to the first replica over {connections} connections");
@@ -222,6 +234,8 @@ pub async fn run(stack: &Stack, args: &Args) -> Result<Findings, Failure> {
         tasks.spawn(server);
     }
     let attach = storm.attaching.done("attach to the first replica").await;
+    // A server whose attach was refused never joined: the others must all come back.
+    let attached = attach.calls - attach.errors.values().sum::<u64>();
     // Two periods, so that every server is in its rhythm and the survivor's monitor has swept a while.
     tokio::time::sleep(period * 2).await;
 
@@ -231,7 +245,7 @@ pub async fn run(stack: &Stack, args: &Args) -> Result<Findings, Failure> {
     eprintln!("killing the first replica");
     storm.killed_at.set(Instant::now()).expect("killed once");
     drop(doomed);
-    let all_back = tokio::time::timeout(PATIENCE, storm.all_back.notified()).await.is_ok();
+    let all_back = storm.all_back(attached).await;
     let killed_at = *storm.killed_at.get().expect("set above");
     let storm_took = killed_at.elapsed();
     sampled.notify_one();
@@ -247,14 +261,14 @@ pub async fn run(stack: &Stack, args: &Args) -> Result<Findings, Failure> {
     drop(seconds);
     drop(survivor);
 
-    let watched = watches::run(stack, &[]).await?;
+    let watched = watches::run(stack).await?;
 
     let mut failed_checks = storm.failures.lock().expect("failures lock").clone();
     failed_checks.truncate(20);
     if !all_back {
         failed_checks.push(format!(
-            "{} of {servers} servers were not attached again within {PATIENCE:?}",
-            servers - storm.resumed.load(Ordering::Acquire)
+            "{} of {attached} servers were not attached again within {PATIENCE:?}",
+            attached.saturating_sub(storm.resumed.load(Ordering::Acquire))
         ));
     }
     if alive < servers || unhealthy > 0 {

@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use berth_store::endings::{self as store, Beaten};
 use berth_store::processes::{Heartbeat, HeartbeatSettings};
@@ -39,6 +39,8 @@ pub(crate) struct Beat {
     pub(crate) answers: Outbound,
     /// The stream's task, for a process that is behind or lost.
     pub(crate) commands: mpsc::Sender<Command>,
+    /// When it arrived, so that the monitor can tell the writer's lateness (see `keeping_up`).
+    pub(crate) received: Instant,
 }
 
 /// Writes batches until every sender is gone.
@@ -57,6 +59,11 @@ pub(crate) async fn run(context: Arc<Context>, mut queue: mpsc::Receiver<Beat>) 
                 },
             }
         }
+        let oldest = batch
+            .iter()
+            .map(|beat| beat.received)
+            .min()
+            .unwrap_or_else(Instant::now);
         let mut fleets: HashMap<Arc<str>, Vec<Beat>> = HashMap::new();
         for beat in batch {
             fleets.entry(beat.fleet_id.clone()).or_default().push(beat);
@@ -69,9 +76,11 @@ pub(crate) async fn run(context: Arc<Context>, mut queue: mpsc::Receiver<Beat>) 
             }
             chunks
         });
-        context.keeping_up.round_starts();
+        context.keeping_up.round_starts(oldest);
         let failed = join_all(writes.map(|(fleet_id, beats)| write(&context, fleet_id, beats))).await;
-        context.keeping_up.round_ends(failed.into_iter().flatten());
+        context
+            .keeping_up
+            .round_ends(failed.into_iter().flatten(), Instant::now());
     }
 }
 

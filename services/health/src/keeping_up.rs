@@ -1,8 +1,11 @@
 //! Whether this replica's heartbeat writer keeps up. The monitor judges a process silent by its heartbeat deadline
 //! in Redis, which only the heartbeats this replica wrote push out; a heartbeat the replica received but could not
-//! write yet (its write failed, hung on a failing-over node, or waits behind a round that ran long) is not a missed
+//! write yet (its write failed, hung on a failing-over node, or waited behind a round that ran long) is not a missed
 //! one. So the monitor sweeps a fleet's heartbeat deadlines only once the writer has kept up for it for a whole
-//! heartbeat window: every round written in good time, none of the fleet's writes failed.
+//! heartbeat window: every heartbeat written soon after it arrived, none of the fleet's writes failing.
+//!
+//! This is one replica's view: another replica's monitor, whose writer keeps up, still sweeps the processes whose
+//! streams this one holds.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -10,9 +13,10 @@ use std::time::{Duration, Instant};
 
 use berth_runtime::sync::lock;
 
-/// A round of writes that takes longer than this holds heartbeats back long enough to count as the writer falling
-/// behind: well under the margin a heartbeat window leaves past one heartbeat period (200 ms at the least settings).
-const LATE_ROUND: Duration = Duration::from_millis(100);
+/// A heartbeat written later than this after it arrived counts as the writer falling behind. Small beside a
+/// heartbeat period (1 s by default, 100 ms in the tests' fast settings), so that a process's window loses little
+/// to the writer before losses are held back.
+const LATE: Duration = Duration::from_millis(100);
 
 /// How long a fleet's failed write is remembered: longer than any heartbeat window.
 const FAILURE_MEMORY: Duration = Duration::from_secs(600);
@@ -23,44 +27,37 @@ pub(crate) struct KeepingUp {
 }
 
 struct State {
-    /// Since when every round has been written in good time; `None` right after one was not.
-    on_time_since: Option<Instant>,
-    /// When the round being written started.
-    round_started: Option<Instant>,
+    /// Since when every heartbeat has been written in good time: the end of the last round that was late.
+    on_time_since: Instant,
+    /// When the oldest heartbeat of the round being written arrived.
+    oldest_waiting: Option<Instant>,
     /// When each fleet's write last failed.
     failed: HashMap<Arc<str>, Instant>,
 }
 
-impl Default for KeepingUp {
-    fn default() -> KeepingUp {
+impl KeepingUp {
+    /// A writer that has kept up since `now`.
+    pub(crate) fn new(now: Instant) -> KeepingUp {
         KeepingUp {
             state: Mutex::new(State {
-                on_time_since: Some(Instant::now()),
-                round_started: None,
+                on_time_since: now,
+                oldest_waiting: None,
                 failed: HashMap::new(),
             }),
         }
     }
-}
 
-impl KeepingUp {
-    /// A round of writes starts.
-    pub(crate) fn round_starts(&self) {
-        lock(&self.state).round_started = Some(Instant::now());
+    /// A round of writes starts; the oldest of its heartbeats arrived at `oldest`.
+    pub(crate) fn round_starts(&self, oldest: Instant) {
+        lock(&self.state).oldest_waiting = Some(oldest);
     }
 
-    /// The round ended; `failed` are the fleets whose write failed in it.
-    pub(crate) fn round_ends(&self, failed: impl IntoIterator<Item = Arc<str>>) {
-        let now = Instant::now();
+    /// The round ended at `now`; `failed` are the fleets whose write failed in it. A late round restarts the count
+    /// from its end: everything it held is written by then, and an idle writer after it stays counted as keeping up.
+    pub(crate) fn round_ends(&self, failed: impl IntoIterator<Item = Arc<str>>, now: Instant) {
         let mut state = lock(&self.state);
-        let late = state
-            .round_started
-            .take()
-            .is_some_and(|started| now - started > LATE_ROUND);
-        if late {
-            state.on_time_since = None;
-        } else if state.on_time_since.is_none() {
-            state.on_time_since = Some(now);
+        if state.oldest_waiting.take().is_some_and(|oldest| now - oldest > LATE) {
+            state.on_time_since = now;
         }
         state.failed.retain(|_, at| now - *at < FAILURE_MEMORY);
         for fleet in failed {
@@ -68,21 +65,17 @@ impl KeepingUp {
         }
     }
 
-    /// How long the writer has kept up for `fleet`: 0 while a round has run late or the last one did.
-    pub(crate) fn for_fleet(&self, fleet: &str) -> Duration {
+    /// How long, as of `now`, the writer has kept up for `fleet`: 0 while a round holds a heartbeat that is late.
+    pub(crate) fn for_fleet(&self, fleet: &str, now: Instant) -> Duration {
         let state = lock(&self.state);
-        let now = Instant::now();
-        if state.round_started.is_some_and(|started| now - started > LATE_ROUND) {
+        if state.oldest_waiting.is_some_and(|oldest| now - oldest > LATE) {
             return Duration::ZERO;
         }
-        let Some(on_time_since) = state.on_time_since else {
-            return Duration::ZERO;
-        };
         let since = state
             .failed
             .get(fleet)
-            .map_or(on_time_since, |failed| on_time_since.max(*failed));
-        now - since
+            .map_or(state.on_time_since, |failed| state.on_time_since.max(*failed));
+        now.saturating_duration_since(since)
     }
 }
 
@@ -90,30 +83,39 @@ impl KeepingUp {
 mod tests {
     use super::*;
 
+    const MS: Duration = Duration::from_millis(1);
+
     #[test]
     fn a_failed_write_restarts_its_fleets_count_only() {
-        let keeping_up = KeepingUp::default();
-        std::thread::sleep(Duration::from_millis(30));
-        keeping_up.round_starts();
-        keeping_up.round_ends([Arc::from("eu")]);
-        assert!(keeping_up.for_fleet("eu") < Duration::from_millis(30));
-        assert!(keeping_up.for_fleet("us") >= Duration::from_millis(30));
+        let start = Instant::now();
+        let keeping_up = KeepingUp::new(start);
+        keeping_up.round_starts(start + 500 * MS);
+        keeping_up.round_ends([Arc::from("eu")], start + 510 * MS);
+        assert_eq!(keeping_up.for_fleet("eu", start + 800 * MS), 290 * MS);
+        assert_eq!(keeping_up.for_fleet("us", start + 800 * MS), 800 * MS);
     }
 
     #[test]
-    fn a_round_running_late_stops_every_fleets_count_until_one_is_on_time() {
-        let keeping_up = KeepingUp::default();
-        keeping_up.round_starts();
-        lock(&keeping_up.state).round_started = Some(Instant::now() - LATE_ROUND * 2);
-        assert_eq!(keeping_up.for_fleet("us"), Duration::ZERO, "while it runs late");
-        keeping_up.round_ends([]);
-        assert_eq!(keeping_up.for_fleet("us"), Duration::ZERO, "after it ran late");
-        keeping_up.round_starts();
-        keeping_up.round_ends([]);
-        std::thread::sleep(Duration::from_millis(20));
-        assert!(
-            keeping_up.for_fleet("us") >= Duration::from_millis(20),
-            "counting again"
+    fn a_late_heartbeat_holds_every_fleet_back_until_a_window_after_its_round() {
+        let start = Instant::now();
+        let keeping_up = KeepingUp::new(start);
+        keeping_up.round_starts(start + 1000 * MS);
+        assert_eq!(keeping_up.for_fleet("us", start + 1050 * MS), 1050 * MS, "not late yet");
+        assert_eq!(
+            keeping_up.for_fleet("us", start + 1200 * MS),
+            Duration::ZERO,
+            "while it is late"
+        );
+        keeping_up.round_ends([], start + 1300 * MS);
+        assert_eq!(
+            keeping_up.for_fleet("us", start + 1300 * MS),
+            Duration::ZERO,
+            "as it ends"
+        );
+        assert_eq!(
+            keeping_up.for_fleet("us", start + 5000 * MS),
+            3700 * MS,
+            "counting from its end, with nothing more to write"
         );
     }
 }

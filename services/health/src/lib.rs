@@ -129,7 +129,7 @@ pub fn service(store: Store, args: &HealthArgs) -> ServiceDef {
         replica,
         streams: streams::Streams::default(),
         heartbeats: beats,
-        keeping_up: keeping_up::KeepingUp::default(),
+        keeping_up: keeping_up::KeepingUp::new(std::time::Instant::now()),
         closing: tokio::sync::watch::Sender::new(false),
     });
     let background = Background::new();

@@ -20,8 +20,8 @@ const SWEEP_LIMIT: u32 = 500;
 /// Sweeps every `every` until the service stops. A fleet's heartbeat deadlines are swept only once Redis has
 /// answered the sweep for it, and the heartbeat writer has kept up for it (`keeping_up`), for a whole heartbeat
 /// window of the fleet's (the sweep script compares): while its node was unreachable, or while the writer was behind,
-/// heartbeats were not recorded, and a process silent through an outage is not dead. Fleets on nodes that answered
-/// are swept meanwhile.
+/// heartbeats were not recorded, and a process silent through an outage is not dead. A fleet whose node or writes
+/// failed is held back alone; a writer running late holds back every fleet.
 pub(crate) async fn run(context: Arc<Context>, every: Duration) {
     // Since when Redis as a whole has answered, and when each fleet last failed to.
     let mut reachable_since = Instant::now();
@@ -34,7 +34,7 @@ pub(crate) async fn run(context: Arc<Context>, every: Duration) {
             let since = failed_at
                 .get(fleet)
                 .map_or(reachable_since, |failed| reachable_since.max(*failed));
-            let answered = since.elapsed().min(context.keeping_up.for_fleet(fleet));
+            let answered = since.elapsed().min(context.keeping_up.for_fleet(fleet, Instant::now()));
             u64::try_from(answered.as_millis()).unwrap_or(u64::MAX)
         };
         match sweep(&context, answered_ms).await {

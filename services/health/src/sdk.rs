@@ -645,6 +645,7 @@ impl ProcessStream {
             told: self.told,
             answers: self.out.clone(),
             commands: self.commands.clone(),
+            received: std::time::Instant::now(),
         };
         if self.context.heartbeats.send(beat).await.is_err() {
             return Flow::End(Some(Status::unavailable(

@@ -155,10 +155,10 @@ pub struct Measured {
 }
 
 /// Opens the watches on one replica, kills it, and times their return to another while placements are cancelled.
-pub async fn run(stack: &Stack, settings: &[(&str, String)]) -> Result<Measured, Failure> {
+pub async fn run(stack: &Stack) -> Result<Measured, Failure> {
     fleet::create(&stack.store, EMPTY_FLEET, (1000, 3)).await;
-    let doomed = Replica::start("berth-placement", stack.store.config(), settings).await?;
-    let survivor = Replica::start("berth-placement", stack.store.config(), settings).await?;
+    let doomed = Replica::start("berth-placement", stack.store.config(), &[]).await?;
+    let survivor = Replica::start("berth-placement", stack.store.config(), &[]).await?;
     let mut queues = QueueServiceClient::new(stack.channels_at(&survivor.endpoint(), Role::Operator).await?.remove(0));
     queues
         .create_queue(pb::CreateQueueRequest {
