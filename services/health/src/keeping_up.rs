@@ -18,6 +18,11 @@ use berth_runtime::sync::lock;
 /// to the writer before losses are held back.
 const LATE: Duration = Duration::from_millis(100);
 
+/// A writer this far behind turns new streams away (`sdk.rs`): its processes' heartbeats already wait longer than is
+/// safe, and each new stream adds to them. A stream resuming a registration is still taken, so that processes whose
+/// replica died are not left without one.
+const FULL: Duration = Duration::from_secs(1);
+
 /// How long a fleet's failed write is remembered: longer than any heartbeat window.
 const FAILURE_MEMORY: Duration = Duration::from_secs(600);
 
@@ -31,6 +36,8 @@ struct State {
     on_time_since: Instant,
     /// When the oldest heartbeat of the round being written arrived.
     oldest_waiting: Option<Instant>,
+    /// How long the last round's oldest heartbeat had waited when it was written, and when that was.
+    last_round: Option<(Duration, Instant)>,
     /// When each fleet's write last failed.
     failed: HashMap<Arc<str>, Instant>,
 }
@@ -42,6 +49,7 @@ impl KeepingUp {
             state: Mutex::new(State {
                 on_time_since: now,
                 oldest_waiting: None,
+                last_round: None,
                 failed: HashMap::new(),
             }),
         }
@@ -56,13 +64,36 @@ impl KeepingUp {
     /// from its end: everything it held is written by then, and an idle writer after it stays counted as keeping up.
     pub(crate) fn round_ends(&self, failed: impl IntoIterator<Item = Arc<str>>, now: Instant) {
         let mut state = lock(&self.state);
-        if state.oldest_waiting.take().is_some_and(|oldest| now - oldest > LATE) {
-            state.on_time_since = now;
+        if let Some(oldest) = state.oldest_waiting.take() {
+            let waited = now.saturating_duration_since(oldest);
+            if waited > LATE {
+                state.on_time_since = now;
+            }
+            state.last_round = Some((waited, now));
         }
         state.failed.retain(|_, at| now - *at < FAILURE_MEMORY);
         for fleet in failed {
             state.failed.insert(fleet, now);
         }
+    }
+
+    /// How far behind the writer is as of `now`: how long the oldest heartbeat of the round being written has
+    /// waited, or, for a moment after a round, how long its oldest had waited; 0 when it has nothing to write.
+    pub(crate) fn behind(&self, now: Instant) -> Duration {
+        let state = lock(&self.state);
+        let writing = state
+            .oldest_waiting
+            .map_or(Duration::ZERO, |oldest| now.saturating_duration_since(oldest));
+        let last = state
+            .last_round
+            .filter(|(_, ended)| now.saturating_duration_since(*ended) < FULL)
+            .map_or(Duration::ZERO, |(waited, _)| waited);
+        writing.max(last)
+    }
+
+    /// Whether the writer is too far behind, as of `now`, to take a new stream.
+    pub(crate) fn full(&self, now: Instant) -> bool {
+        self.behind(now) > FULL
     }
 
     /// How long, as of `now`, the writer has kept up for `fleet`: 0 while a round holds a heartbeat that is late.
@@ -116,6 +147,22 @@ mod tests {
             keeping_up.for_fleet("us", start + 5000 * MS),
             3700 * MS,
             "counting from its end, with nothing more to write"
+        );
+    }
+
+    #[test]
+    fn a_writer_a_second_behind_is_full_until_a_second_after_it_caught_up() {
+        let start = Instant::now();
+        let keeping_up = KeepingUp::new(start);
+        keeping_up.round_starts(start);
+        assert!(!keeping_up.full(start + 900 * MS));
+        assert!(keeping_up.full(start + 1100 * MS), "while its round waits");
+        keeping_up.round_ends([], start + 1500 * MS);
+        assert_eq!(keeping_up.behind(start + 1600 * MS), 1500 * MS);
+        assert!(keeping_up.full(start + 2400 * MS), "just after");
+        assert!(
+            !keeping_up.full(start + 2600 * MS),
+            "a second after, with nothing waiting"
         );
     }
 }

@@ -12,6 +12,7 @@ const SDK_REGISTRATIONS: &str = "berth_sdk_registrations_total";
 const STREAM_RESUMES: &str = "berth_stream_resumes_total";
 const REGISTRATIONS: &str = "berth_game_server_registrations_total";
 const UTILIZED: &str = "berth_game_servers_utilized_total";
+const WRITE_LAG: &str = "berth_heartbeat_write_lag_seconds";
 
 /// Gives each metric its help text (once a recorder is installed).
 pub(crate) fn describe() {
@@ -27,11 +28,20 @@ pub(crate) fn describe() {
     describe_counter!(STREAM_RESUMES, "Registrations resumed over a new SDK stream");
     describe_counter!(REGISTRATIONS, "Game servers registered through RegisterGameServer");
     describe_counter!(UTILIZED, "Game servers reported UTILIZED");
+    describe_gauge!(
+        WRITE_LAG,
+        "How long the oldest heartbeat this replica is writing has waited; past 1 s it takes no new stream"
+    );
 }
 
 /// A stream opened (`1.0`) or closed (`-1.0`) on this replica.
 pub(crate) fn sdk_streams(change: f64) {
     gauge!(SDK_STREAMS).increment(change);
+}
+
+/// How far behind the heartbeat writer is, read at every sweep.
+pub(crate) fn write_lag(behind: std::time::Duration) {
+    gauge!(WRITE_LAG).set(behind.as_secs_f64());
 }
 
 /// Heartbeats written.

@@ -30,6 +30,7 @@ pub(crate) async fn run(context: Arc<Context>, every: Duration) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
+        metrics::write_lag(context.keeping_up.behind(Instant::now()));
         let answered_ms = |fleet: &str| {
             let since = failed_at
                 .get(fleet)

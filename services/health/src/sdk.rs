@@ -6,6 +6,7 @@
 use std::collections::{HashMap, HashSet};
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use berth_domain::game_session::GameSessionStatus;
 use berth_domain::process::{check_heartbeat, check_ready, check_register, check_request_id};
@@ -137,6 +138,22 @@ pub(crate) fn refusal_of(request_id: &str, kind: &str, status: &Status) -> pb::A
     answer
 }
 
+/// The refusal of a new stream by a replica too far behind writing its heartbeats: RESOURCE_EXHAUSTED, which the SDK
+/// retries after its backoff, through whatever balances the replicas, with a hint of when to.
+fn full(behind: Duration) -> Status {
+    use tonic_types::StatusExt;
+    let retry = tonic_types::ErrorDetails::with_retry_info(Some(Duration::from_secs(1)));
+    Status::with_error_details(
+        Code::ResourceExhausted,
+        format!(
+            "this health replica is {} ms behind writing heartbeats and takes no new stream; attach through another \
+             replica, or retry in a second",
+            behind.as_millis()
+        ),
+        retry,
+    )
+}
+
 #[tonic::async_trait]
 impl SdkService for Sdk {
     type AttachStream = Pin<Box<dyn Stream<Item = Result<pb::AttachResponse, Status>> + Send>>;
@@ -167,6 +184,10 @@ impl SdkService for Sdk {
         let context = &self.context;
         let registration_id = uuid::Uuid::now_v7().to_string();
         let resume = Some(register.resume_registration_id.as_str()).filter(|id| !id.is_empty());
+        let now = Instant::now();
+        if resume.is_none() && context.keeping_up.full(now) {
+            return Err(full(context.keeping_up.behind(now)));
+        }
         let labels: Vec<(&str, &str)> = register
             .labels
             .iter()
@@ -645,7 +666,7 @@ impl ProcessStream {
             told: self.told,
             answers: self.out.clone(),
             commands: self.commands.clone(),
-            received: std::time::Instant::now(),
+            received: Instant::now(),
         };
         if self.context.heartbeats.send(beat).await.is_err() {
             return Flow::End(Some(Status::unavailable(

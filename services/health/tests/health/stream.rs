@@ -21,6 +21,7 @@ use berth_testkit::{
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Code, Status, Streaming};
+use tonic_types::StatusExt;
 
 /// A replica that writes heartbeats and sweeps deadlines at once, and gives a first heartbeat 200 ms beyond the
 /// fleet's window.
@@ -362,6 +363,47 @@ async fn a_silent_process_is_declared_lost_and_its_sessions_end() {
     let endpoint = service.endpoint();
     let refused = attach_with(&endpoint, &token(Role::GameServer, Some(("arena", "gs-1"))), late).await;
     assert_eq!(refused.err().unwrap().code(), Code::FailedPrecondition);
+}
+
+/// A replica whose heartbeat writes are held up for over a second (every Redis client paused) turns a new stream
+/// away with RESOURCE_EXHAUSTED and a retry hint, so that the SDK tries again through another replica, and takes new
+/// streams again once it has caught up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_far_behind_its_heartbeat_writes_turns_new_streams_away_until_it_catches_up() {
+    let (redis, _store, service, mut process) = one_process(&fast(), true).await;
+    let endpoint = service.endpoint();
+    let newcomer_token = token(Role::GameServer, Some(("arena", "gs-2")));
+    let newcomer = || attach_with(&endpoint, &newcomer_token, register("arena", "gs-2"));
+    redis.client_pause(Duration::from_secs(3));
+    // A heartbeat the writer cannot write while Redis holds its call.
+    let held = tokio::spawn(async move {
+        let _ = process.heartbeat(pb::ProcessHealth::Healthy, 0).await;
+        process
+    });
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let refused = newcomer().await.err().expect("a new stream turned away");
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    assert!(refused.message().contains("behind writing heartbeats"), "{refused:?}");
+    assert!(
+        refused.get_error_details().retry_info().is_some(),
+        "a retry hint: {refused:?}"
+    );
+
+    let _process = held.await.unwrap();
+    let until = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match newcomer().await {
+            Ok(_) => break,
+            Err(refused) if tokio::time::Instant::now() < until => {
+                assert!(
+                    matches!(refused.code(), Code::ResourceExhausted | Code::Unavailable),
+                    "{refused:?}"
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(refused) => panic!("still turned away after Redis came back: {refused:?}"),
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
