@@ -23,8 +23,8 @@ const LATE: Duration = Duration::from_millis(100);
 /// replica died are not left without one.
 const FULL: Duration = Duration::from_secs(1);
 
-/// How long a fleet's failed write is remembered: longer than any heartbeat window.
-const FAILURE_MEMORY: Duration = Duration::from_secs(600);
+/// How long a fleet's failed write (or sweep, in the monitor) is remembered: longer than any heartbeat window.
+pub(crate) const FAILURE_MEMORY: Duration = Duration::from_secs(600);
 
 /// The writer's record, read by the monitor.
 pub(crate) struct KeepingUp {

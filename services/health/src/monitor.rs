@@ -11,6 +11,7 @@ use berth_store::StoreError;
 use berth_store::endings as store;
 use berth_store::processes::Routing;
 
+use crate::keeping_up::FAILURE_MEMORY;
 use crate::push::announce;
 use crate::{Context, metrics};
 
@@ -40,6 +41,7 @@ pub(crate) async fn run(context: Arc<Context>, every: Duration) {
         };
         match sweep(&context, answered_ms).await {
             Ok(failed) => {
+                failed_at.retain(|_, at| at.elapsed() < FAILURE_MEMORY);
                 for (fleet, err) in failed {
                     if matches!(err, StoreError::Unavailable(_)) {
                         failed_at.insert(fleet, Instant::now());
