@@ -1,8 +1,10 @@
 //! Whether this replica's heartbeat writer keeps up. The monitor judges a process silent by its heartbeat deadline
 //! in Redis, which only the heartbeats this replica wrote push out; a heartbeat the replica received but could not
 //! write yet (its write failed, hung on a failing-over node, or waited behind a round that ran long) is not a missed
-//! one. So the monitor sweeps a fleet's heartbeat deadlines only once the writer has kept up for it for a whole
-//! heartbeat window: every heartbeat written soon after it arrived, none of the fleet's writes failing.
+//! one. Nor is silence through an outage: while Redis did not answer the monitor's sweep of a fleet, no heartbeat of
+//! it could be recorded either. So the monitor sweeps a fleet's heartbeat deadlines only once this replica has kept
+//! up for it for a whole heartbeat window: every heartbeat written soon after it arrived, none of the fleet's writes
+//! or sweeps failing.
 //!
 //! This is one replica's view: another replica's monitor, whose writer keeps up, still sweeps the processes whose
 //! streams this one holds.
@@ -23,23 +25,31 @@ const LATE: Duration = Duration::from_millis(100);
 /// replica died are not left without one.
 const FULL: Duration = Duration::from_secs(1);
 
-/// How long a fleet's failed write (or sweep, in the monitor) is remembered: longer than any heartbeat window.
-pub(crate) const FAILURE_MEMORY: Duration = Duration::from_secs(600);
+/// How long a fleet's failed write or sweep is remembered: longer than any heartbeat window.
+const FAILURE_MEMORY: Duration = Duration::from_secs(600);
 
-/// The writer's record, read by the monitor.
+/// The writer's and the monitor's record, read by the monitor.
 pub(crate) struct KeepingUp {
     state: Mutex<State>,
 }
 
 struct State {
-    /// Since when every heartbeat has been written in good time: the end of the last round that was late.
+    /// Since when every heartbeat has been written in good time and Redis has answered every sweep: the end of the
+    /// last round that was late, or the last sweep that failed as a whole.
     on_time_since: Instant,
     /// When the oldest heartbeat of the round being written arrived.
     oldest_waiting: Option<Instant>,
     /// How long the last round's oldest heartbeat had waited when it was written, and when that was.
     last_round: Option<(Duration, Instant)>,
-    /// When each fleet's write last failed.
+    /// When each fleet's write or sweep last failed.
     failed: HashMap<Arc<str>, Instant>,
+}
+
+impl State {
+    fn fail(&mut self, fleet: Arc<str>, now: Instant) {
+        self.failed.retain(|_, at| now - *at < FAILURE_MEMORY);
+        self.failed.insert(fleet, now);
+    }
 }
 
 impl KeepingUp {
@@ -71,9 +81,17 @@ impl KeepingUp {
             }
             state.last_round = Some((waited, now));
         }
-        state.failed.retain(|_, at| now - *at < FAILURE_MEMORY);
         for fleet in failed {
-            state.failed.insert(fleet, now);
+            state.fail(fleet, now);
+        }
+    }
+
+    /// The monitor's sweep of `fleet` (of every fleet, for `None`) found Redis unreachable at `now`.
+    pub(crate) fn sweep_failed(&self, fleet: Option<Arc<str>>, now: Instant) {
+        let mut state = lock(&self.state);
+        match fleet {
+            Some(fleet) => state.fail(fleet, now),
+            None => state.on_time_since = state.on_time_since.max(now),
         }
     }
 

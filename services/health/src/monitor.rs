@@ -2,7 +2,6 @@
 //! passed are declared lost (one script per fleet), and the replicas holding their streams are told so that the
 //! processes hear they must end. Every replica sweeps; a process is found late once, whoever finds it.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -11,7 +10,6 @@ use berth_store::StoreError;
 use berth_store::endings as store;
 use berth_store::processes::Routing;
 
-use crate::keeping_up::FAILURE_MEMORY;
 use crate::push::announce;
 use crate::{Context, metrics};
 
@@ -19,39 +17,32 @@ use crate::{Context, metrics};
 const SWEEP_LIMIT: u32 = 500;
 
 /// Sweeps every `every` until the service stops. A fleet's heartbeat deadlines are swept only once Redis has
-/// answered the sweep for it, and the heartbeat writer has kept up for it (`keeping_up`), for a whole heartbeat
-/// window of the fleet's (the sweep script compares): while its node was unreachable, or while the writer was behind,
-/// heartbeats were not recorded, and a process silent through an outage is not dead. A fleet whose node or writes
-/// failed is held back alone; a writer running late holds back every fleet.
+/// answered the sweep for it, and the heartbeat writer has kept up for it, for a whole heartbeat window of the
+/// fleet's (`keeping_up` keeps both; the sweep script compares): while its node was unreachable, or while the writer
+/// was behind, heartbeats were not recorded, and a process silent through an outage is not dead. A fleet whose node
+/// or writes failed is held back alone; a writer running late, or Redis failing every sweep, holds back every fleet.
 pub(crate) async fn run(context: Arc<Context>, every: Duration) {
-    // Since when Redis as a whole has answered, and when each fleet last failed to.
-    let mut reachable_since = Instant::now();
-    let mut failed_at: HashMap<String, Instant> = HashMap::new();
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
         metrics::write_lag(context.keeping_up.behind(Instant::now()));
         let answered_ms = |fleet: &str| {
-            let since = failed_at
-                .get(fleet)
-                .map_or(reachable_since, |failed| reachable_since.max(*failed));
-            let answered = since.elapsed().min(context.keeping_up.for_fleet(fleet, Instant::now()));
+            let answered = context.keeping_up.for_fleet(fleet, Instant::now());
             u64::try_from(answered.as_millis()).unwrap_or(u64::MAX)
         };
         match sweep(&context, answered_ms).await {
             Ok(failed) => {
-                failed_at.retain(|_, at| at.elapsed() < FAILURE_MEMORY);
                 for (fleet, err) in failed {
                     if matches!(err, StoreError::Unavailable(_)) {
-                        failed_at.insert(fleet, Instant::now());
+                        context.keeping_up.sweep_failed(Some(fleet.into()), Instant::now());
                     }
                 }
             }
             Err(err) => {
                 tracing::debug!(error = %err, "health sweep failed; retrying at the next tick");
                 if matches!(err, StoreError::Unavailable(_)) {
-                    reachable_since = Instant::now();
+                    context.keeping_up.sweep_failed(None, Instant::now());
                 }
             }
         }
