@@ -66,21 +66,23 @@ impl Storm {
     fn resumed(&self, index: u64, killed_at: Instant) {
         self.back.record(index, killed_at.elapsed(), Ok(()));
         self.resumed.fetch_add(1, Ordering::AcqRel);
-        self.progress.notify_one();
+        self.progress.notify_waiters();
     }
+}
 
-    /// Waits until `attached` servers are back, or the patience runs out; whether they all are.
-    async fn all_back(&self, attached: u64) -> bool {
-        let deadline = tokio::time::Instant::now() + PATIENCE;
-        while self.resumed.load(Ordering::Acquire) < attached {
-            if tokio::time::timeout_at(deadline, self.progress.notified())
-                .await
-                .is_err()
-            {
-                return self.resumed.load(Ordering::Acquire) >= attached;
-            }
+/// Waits until `count()` reaches `wanted`, woken by `progress` as it grows, or until the patience runs out; whether
+/// it did.
+async fn until(progress: &Notify, wanted: u64, count: impl Fn() -> u64) -> bool {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        // Created before the count is read, so that a wake between the two is not missed.
+        let woken = progress.notified();
+        if count() >= wanted {
+            return true;
         }
-        true
+        if tokio::time::timeout_at(deadline, woken).await.is_err() {
+            return count() >= wanted;
+        }
     }
 }
 
@@ -245,7 +247,7 @@ pub async fn run(stack: &Stack, args: &Args) -> Result<Findings, Failure> {
     eprintln!("killing the first replica");
     storm.killed_at.set(Instant::now()).expect("killed once");
     drop(doomed);
-    let all_back = storm.all_back(attached).await;
+    let all_back = until(&storm.progress, attached, || storm.resumed.load(Ordering::Acquire)).await;
     let killed_at = *storm.killed_at.get().expect("set above");
     let storm_took = killed_at.elapsed();
     sampled.notify_one();

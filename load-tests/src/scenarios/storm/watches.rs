@@ -20,7 +20,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinSet;
 use tonic::Streaming;
 
-use super::BACK_TARGET_S;
+use super::{BACK_TARGET_S, until};
 use crate::connections::Rotation;
 use crate::replica::Replica;
 use crate::report::{Figure, Line, Shards, Target};
@@ -132,20 +132,6 @@ async fn watcher(
     }
 }
 
-/// Waits until `count()` reaches `wanted` or the patience runs out; whether it did.
-async fn until(watchers: &Watchers, wanted: u64, count: impl Fn(&Watchers) -> u64) -> bool {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
-        let progress = watchers.progress.notified();
-        if count(watchers) >= wanted {
-            return true;
-        }
-        if tokio::time::timeout_at(deadline, progress).await.is_err() {
-            return count(watchers) >= wanted;
-        }
-    }
-}
-
 /// What the half measured: its line, figures, targets and failed checks.
 pub struct Measured {
     pub line: Line,
@@ -208,7 +194,7 @@ pub async fn run(stack: &Stack) -> Result<Measured, Failure> {
         placement_id: placement_id(n),
     };
     matchmaker.stop_game_session_placement(stop(0)).await?;
-    let primed = until(&watchers, WATCHES, |w| w.primed.load(Ordering::Acquire)).await;
+    let primed = until(&watchers.progress, WATCHES, || watchers.primed.load(Ordering::Acquire)).await;
 
     eprintln!("killing the first placement replica");
     *watchers.killed_at.lock().expect("kill lock") = Some(Instant::now());
@@ -218,13 +204,16 @@ pub async fn run(stack: &Stack) -> Result<Measured, Failure> {
         matchmaker.stop_game_session_placement(stop(n)).await?;
         tokio::time::sleep(CANCEL_EVERY).await;
     }
-    let all_back = until(&watchers, WATCHES, |w| w.reopened.load(Ordering::Acquire)).await;
+    let all_back = until(&watchers.progress, WATCHES, || {
+        watchers.reopened.load(Ordering::Acquire)
+    })
+    .await;
     let line = Line::new(
         "placement watch reopened after the kill",
         &watchers.back.merged(),
         started.elapsed(),
     );
-    until(&watchers, WATCHES, |w| w.done.load(Ordering::Acquire)).await;
+    until(&watchers.progress, WATCHES, || watchers.done.load(Ordering::Acquire)).await;
     tasks.shutdown().await;
     drop(survivor);
 
