@@ -2,7 +2,7 @@
 
 CARGO ?= cargo
 
-.PHONY: run test lint bench sim build image deps fmt
+.PHONY: run test lint bench soak sim build image deps fmt
 
 ## Start Redis (when none answers), the four services and a demo fleet; Ctrl-C stops them.
 run:
@@ -26,6 +26,12 @@ lint: deps
 BERTH_BENCH_SERVERS ?= 20000
 bench: deps
 	$(CARGO) build --workspace --release --locked --bins && $(CARGO) run --release --locked -p berth-load-tests -- --servers $(BERTH_BENCH_SERVERS)
+
+## The soak with chaos: every service twice over a persistent Redis, mixed traffic, replicas killed and Redis
+## restarted and paused, then the invariants checked. BERTH_BENCH_MINUTES long (2 unless it says otherwise).
+BERTH_BENCH_MINUTES ?= 2
+soak: deps
+	$(CARGO) build --workspace --release --locked --bins && $(CARGO) run --release --locked -p berth-load-tests -- --scenario soak --minutes $(BERTH_BENCH_MINUTES) --servers 1000 --concurrency 8
 
 ## The policy simulator: a day of demand replayed against each scaling policy; a table, and a chart in
 ## load-tests/reports/sim.png. BERTH_SIM_* variables change the day (`berth-sim --help`).

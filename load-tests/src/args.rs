@@ -91,6 +91,14 @@ pub struct Args {
         value_parser = clap::value_parser!(u32).range(1..=2_000)
     )]
     pub instances: u32,
+    /// How long the soak's traffic and chaos last, in minutes (its end, with the fleets' deletion, takes a few more).
+    #[arg(
+        long,
+        env = "BERTH_BENCH_MINUTES",
+        default_value_t = 2,
+        value_parser = clap::value_parser!(u64).range(1..=1_440)
+    )]
+    pub minutes: u64,
     /// Run against a 3-master Redis Cluster instead of a single redis-server.
     #[arg(long, env = "BERTH_BENCH_CLUSTER")]
     pub cluster: bool,

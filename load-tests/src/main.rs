@@ -27,6 +27,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use crate::args::Args;
 use crate::report::Report;
+use crate::scenarios::Scenario;
 use crate::stack::Stack;
 
 /// Anything that stops a run before it has figures to report.
@@ -40,6 +41,9 @@ fn main() -> ExitCode {
     // life to the thread that started it, and a runtime thread may retire in the middle of a run.
     let redis = if args.cluster {
         TestRedis::cluster()
+    } else if matches!(args.scenario, Scenario::Soak) {
+        // Restarted by the soak's chaos, it must bring back what it acknowledged, as a production Redis would.
+        TestRedis::Single(RedisServer::persistent())
     } else {
         TestRedis::single()
     };

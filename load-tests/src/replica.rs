@@ -31,6 +31,9 @@ pub struct Replica {
     child: Child,
     port: u16,
     binary: &'static str,
+    /// Everything it was started with, to start it again as it was.
+    redis: RedisConfig,
+    settings: Vec<(String, String)>,
 }
 
 impl Replica {
@@ -44,36 +47,36 @@ impl Replica {
         redis: &RedisConfig,
         settings: &[(&str, String)],
     ) -> Result<Replica, Failure> {
-        let path = beside_the_bench(binary)?;
         // Bound and released at once: the replica binds it a moment later. Another process could take it in
         // between, which the start-up check below would report.
         let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-        let key = std::str::from_utf8(TEST_KEY)?;
-        let child = Command::new(&path)
-            .envs(settings.iter().map(|(name, value)| (*name, value.as_str())))
-            .env("BERTH_LISTEN", format!("127.0.0.1:{port}"))
-            .env("BERTH_METRICS_LISTEN", "off")
-            .env("BERTH_REDIS_URL", redis.urls.join(","))
-            .env("BERTH_REDIS_MODE", flag_name(&redis.mode))
-            .env("BERTH_REDIS_DURABILITY", flag_name(&redis.durability))
-            .env(
-                "BERTH_REDIS_DURABILITY_TIMEOUT_MS",
-                redis.durability_timeout.as_millis().to_string(),
-            )
-            // The testkit's key, so that the tokens `berth_testkit::token` signs verify.
-            .env("BERTH_AUTH_KEY", key)
-            .env_remove("BERTH_AUTH_KEY_FILE")
-            .env_remove("BERTH_INSECURE_NO_AUTH")
-            .env("BERTH_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            // Its warnings (a failed batch write, a failed sweep) belong in the bench's output.
-            .stderr(Stdio::inherit())
-            .spawn()
-            .map_err(|err| format!("starting {}: {err}", path.display()))?;
-        let mut replica = Replica { child, port, binary };
+        let settings: Vec<(String, String)> = settings
+            .iter()
+            .map(|(name, value)| ((*name).to_owned(), value.clone()))
+            .collect();
+        let child = spawn(binary, port, redis, &settings)?;
+        let mut replica = Replica {
+            child,
+            port,
+            binary,
+            redis: redis.clone(),
+            settings,
+        };
         replica.wait_until_serving().await?;
         Ok(replica)
+    }
+
+    /// SIGKILLs it, as a crashed host or an OOM kill would: no drain, its streams cut.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts it again on its port with its settings, after [`Replica::kill`], and waits until it is SERVING.
+    pub async fn restart(&mut self) -> Result<(), Failure> {
+        self.kill();
+        self.child = spawn(self.binary, self.port, &self.redis, &self.settings)?;
+        self.wait_until_serving().await
     }
 
     /// Its process id.
@@ -143,9 +146,41 @@ impl Replica {
 
 impl Drop for Replica {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.kill();
     }
+}
+
+/// Spawns `binary` listening on `port`, over `redis`, with `settings`.
+fn spawn(
+    binary: &'static str,
+    port: u16,
+    redis: &RedisConfig,
+    settings: &[(String, String)],
+) -> Result<Child, Failure> {
+    let path = beside_the_bench(binary)?;
+    let key = std::str::from_utf8(TEST_KEY)?;
+    Command::new(&path)
+        // Warnings (a failed batch write, a failed sweep) belong in the bench's output, unless `settings` say less.
+        .env("BERTH_LOG", "warn")
+        .envs(settings.iter().map(|(name, value)| (name, value)))
+        .env("BERTH_LISTEN", format!("127.0.0.1:{port}"))
+        .env("BERTH_METRICS_LISTEN", "off")
+        .env("BERTH_REDIS_URL", redis.urls.join(","))
+        .env("BERTH_REDIS_MODE", flag_name(&redis.mode))
+        .env("BERTH_REDIS_DURABILITY", flag_name(&redis.durability))
+        .env(
+            "BERTH_REDIS_DURABILITY_TIMEOUT_MS",
+            redis.durability_timeout.as_millis().to_string(),
+        )
+        // The testkit's key, so that the tokens `berth_testkit::token` signs verify.
+        .env("BERTH_AUTH_KEY", key)
+        .env_remove("BERTH_AUTH_KEY_FILE")
+        .env_remove("BERTH_INSECURE_NO_AUTH")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|err| format!("starting {}: {err}", path.display()).into())
 }
 
 /// A binary beside the running `berth-bench` (cargo puts every binary of a profile in one directory).

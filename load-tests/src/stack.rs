@@ -3,6 +3,7 @@
 //! starts the services it measures: in this process on loopback ports ([`Stack::in_process`]), or as separate
 //! processes (see `replica`). Only the network hop between machines is missing.
 
+use std::sync::Mutex;
 use std::time::Duration;
 
 use berth_placement::PlacementArgs;
@@ -26,7 +27,7 @@ pub struct Stack {
     connections: u16,
     // Declared last so that they are dropped last: whatever uses Redis stops before it does.
     _replica: Option<RedisServer>,
-    _redis: TestRedis,
+    redis: Mutex<Option<TestRedis>>,
 }
 
 /// The health and placement services, in this process. Dropping them stops them.
@@ -58,8 +59,14 @@ impl Stack {
             store,
             connections: args.connections,
             _replica: replica,
-            _redis: redis,
+            redis: Mutex::new(Some(redis)),
         })
+    }
+
+    /// Hands the redis-server over to a scenario that must stop and start it (the soak); it is then the
+    /// scenario's to keep alive. `None` once taken.
+    pub fn take_redis(&self) -> Option<TestRedis> {
+        self.redis.lock().map_or(None, |mut redis| redis.take())
     }
 
     /// Starts the health and placement services in this process, over the stack's store.

@@ -199,10 +199,15 @@ pub async fn run(stack: &Stack, args: &Args) -> Result<Findings, Failure> {
     })
 }
 
-/// A MANAGED fleet of the example game server on the `process` provisioner, one server per instance, empty.
-fn scaled(launch_path: String) -> pb::CreateFleetRequest {
+/// A MANAGED fleet of the example game server at `launch_path` on the `process` provisioner, one server per
+/// instance, with `capacity` in location `local`.
+pub(super) fn process_fleet(
+    fleet_id: &str,
+    launch_path: String,
+    capacity: pb::FleetCapacity,
+) -> pb::CreateFleetRequest {
     pb::CreateFleetRequest {
-        fleet_id: SCALED.into(),
+        fleet_id: fleet_id.into(),
         provisioner: "process".into(),
         launch_configuration: Some(pb::ServerLaunchConfiguration {
             launch_path,
@@ -214,12 +219,8 @@ fn scaled(launch_path: String) -> pb::CreateFleetRequest {
         }],
         server_processes_per_instance: 1,
         locations: vec![pb::LocationConfiguration {
-            location: "local".into(),
-            capacity: Some(pb::FleetCapacity {
-                minimum_instances: 0,
-                maximum_instances: 100_000,
-                desired_instances: 0,
-            }),
+            location: fleet::LOCATION.into(),
+            capacity: Some(capacity),
             standby: None,
         }],
         ..Default::default()
@@ -288,7 +289,12 @@ async fn scale(stack: &Stack, instances: u32) -> Result<Vec<Figure>, Failure> {
     let channel = berth_sdk::connect(&replica.endpoint(), &berth_testkit::token(Role::Operator, None)).await?;
     let mut client = FleetServiceClient::new(channel);
     let launch_path = beside_the_bench("berth-example-game-server")?.display().to_string();
-    client.create_fleet(scaled(launch_path)).await?;
+    let empty = pb::FleetCapacity {
+        minimum_instances: 0,
+        maximum_instances: 100_000,
+        desired_instances: 0,
+    };
+    client.create_fleet(process_fleet(SCALED, launch_path, empty)).await?;
     let cpu_before = cpu_seconds(replica.pid())?;
     set_desired(&mut client, instances).await?;
     let up = seconds_until(&mut client, "the scale-up", |i, g| {

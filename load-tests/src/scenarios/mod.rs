@@ -8,6 +8,7 @@ mod fleets;
 mod heartbeats;
 mod placements;
 mod sessions;
+mod soak;
 mod storm;
 
 use clap::ValueEnum;
@@ -43,6 +44,9 @@ pub enum Scenario {
     /// Attach SDK processes to one health replica, SIGKILL it, and time their resumes on a second: how long until
     /// every one is back, the survivor's peak CPU and memory, and that none is declared lost for its replica's death.
     Storm,
+    /// Mixed traffic through two replicas of every service for `--minutes`, while replicas are SIGKILLed and Redis
+    /// restarted and paused; then the invariants checked against every answer and against Redis.
+    Soak,
 }
 
 impl Scenario {
@@ -54,9 +58,12 @@ impl Scenario {
     /// The HTTP/2 connections it opens per service: `--connections`, or more when the scenario needs them.
     pub fn connections(self, args: &Args) -> u16 {
         match self {
-            Scenario::Claim | Scenario::Sessions | Scenario::Fleet | Scenario::Placements | Scenario::Agones => {
-                args.connections
-            }
+            Scenario::Claim
+            | Scenario::Sessions
+            | Scenario::Fleet
+            | Scenario::Placements
+            | Scenario::Agones
+            | Scenario::Soak => args.connections,
             Scenario::Heartbeats | Scenario::Storm => crate::sdk_stream::connections(args.servers, args.connections),
         }
     }
@@ -71,6 +78,7 @@ impl Scenario {
             Scenario::Placements => placements::run(stack, args).await,
             Scenario::Agones => agones::run(stack, args).await,
             Scenario::Storm => storm::run(stack, args).await,
+            Scenario::Soak => soak::run(stack, args).await,
         }
     }
 }

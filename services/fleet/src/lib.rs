@@ -178,6 +178,7 @@ pub fn service(store: Store, args: &FleetArgs, tokens: Option<TokenKey>) -> Serv
             tokio::spawn(async move { reconciler.release().await });
         })),
         background,
+        has_room: None,
         routes: Routes::new(FleetServiceServer::new(Fleets::new(context.clone())))
             .add_service(ScalingServiceServer::new(Scaling::new(context))),
     }

@@ -141,6 +141,7 @@ pub fn service(store: Store, args: &HealthArgs) -> ServiceDef {
     background.spawn(push::listen(context.clone()));
     let routes = Routes::new(GameServerServiceServer::new(GameServers::new(context.clone())))
         .add_service(SdkServiceServer::new(Sdk::new(context.clone())));
+    let room = context.clone();
     let on_shutdown = Box::new(move || {
         context.closing.send_replace(true);
     });
@@ -151,5 +152,6 @@ pub fn service(store: Store, args: &HealthArgs) -> ServiceDef {
         routes,
         on_shutdown: Some(on_shutdown),
         background,
+        has_room: Some(Box::new(move || !room.keeping_up.full(std::time::Instant::now()))),
     }
 }

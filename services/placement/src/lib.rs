@@ -151,6 +151,7 @@ pub fn service(store: Store, args: &PlacementArgs) -> ServiceDef {
             closing.send_replace(true);
         })),
         background,
+        has_room: None,
         routes: routes(store, args, watches_end),
     }
 }

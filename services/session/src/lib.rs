@@ -103,6 +103,7 @@ pub fn service(store: Store, args: &SessionArgs) -> ServiceDef {
             closing.closing.send_replace(true);
         })),
         background,
+        has_room: None,
         routes: Routes::new(GameSessionServiceServer::new(GameSessions::new(context.clone())))
             .add_service(PlayerSessionServiceServer::new(PlayerSessions::new(context))),
     }

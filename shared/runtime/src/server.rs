@@ -30,6 +30,16 @@ pub const LIVENESS: &str = "liveness";
 /// still serves reads); for an operator's alert, and for a client that would rather not try.
 pub const WRITES: &str = "writes";
 
+/// The health-check name that reports whether the replica takes new work: NOT_SERVING while it turns new work away
+/// because it is behind on what it already holds (a health replica more than a second behind writing heartbeats
+/// refuses new SDK streams with RESOURCE_EXHAUSTED), SERVING otherwise. Not for readiness, which would take the
+/// replica's held streams' address away from a load balancer too; for an operator's alert and dashboards, and for
+/// a router that places new streams by load. SERVING always for a service that never turns work away.
+pub const CAPACITY: &str = "capacity";
+
+/// Whether a replica takes new work now; see [`CAPACITY`].
+pub type HasRoom = Box<dyn Fn() -> bool + Send + Sync>;
+
 /// One service, as the server needs to know it.
 pub struct ServiceDef {
     /// The process's name, e.g. `berth-placement`.
@@ -46,6 +56,9 @@ pub struct ServiceDef {
     pub on_shutdown: Option<Box<dyn FnOnce() + Send>>,
     /// Its background work, stopped once the calls in flight are done (or the service is dropped).
     pub background: Background,
+    /// Whether it takes new work now, reported under [`CAPACITY`]; `None` for a service that never turns work
+    /// away.
+    pub has_room: Option<HasRoom>,
 }
 
 /// How to serve, from the common flags.
@@ -200,6 +213,31 @@ async fn probe_redis(store: Store, reporter: HealthReporter, names: Vec<&'static
     }
 }
 
+/// Reports under [`CAPACITY`] whether the replica takes new work, asked every `every`; apart from the Redis probe,
+/// whose PING may wait out a whole command timeout while the replica falls behind.
+async fn report_capacity(has_room: HasRoom, reporter: HealthReporter, every: Duration) {
+    let mut last = None;
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let status = if has_room() {
+            ServingStatus::Serving
+        } else {
+            ServingStatus::NotServing
+        };
+        if last != Some(status) {
+            if status == ServingStatus::NotServing {
+                tracing::warn!("turning new work away; reporting {CAPACITY} NOT_SERVING");
+            } else if last.is_some() {
+                tracing::info!("taking new work again; reporting {CAPACITY} SERVING");
+            }
+            reporter.set_service_status(CAPACITY, status).await;
+            last = Some(status);
+        }
+    }
+}
+
 /// Reflection over every Berth contract and the health service, listing only the services this process serves.
 fn reflection(grpc_services: &[&str]) -> tonic_reflection::server::Builder<'static> {
     let builder = tonic_reflection::server::Builder::configure()
@@ -227,12 +265,16 @@ pub async fn serve(
     set_all(&reporter, &names, ServingStatus::NotServing).await;
     reporter.set_service_status(WRITES, ServingStatus::NotServing).await;
     reporter.set_service_status(LIVENESS, ServingStatus::Serving).await;
+    reporter.set_service_status(CAPACITY, ServingStatus::Serving).await;
     let probe = tokio::spawn(probe_redis(
         store,
         reporter.clone(),
         names.clone(),
         options.health_probe,
     ));
+    let capacity = def
+        .has_room
+        .map(|has_room| tokio::spawn(report_capacity(has_room, reporter.clone(), options.health_probe)));
 
     let reflection_v1 = reflection(def.grpc_services).build_v1()?;
     let reflection_v1alpha = reflection(def.grpc_services).build_v1alpha()?;
@@ -263,9 +305,13 @@ pub async fn serve(
                 on_shutdown();
             }
             probe.abort();
+            if let Some(capacity) = capacity {
+                capacity.abort();
+            }
             set_all(&reporter, &names, ServingStatus::NotServing).await;
             reporter.set_service_status(WRITES, ServingStatus::NotServing).await;
             reporter.set_service_status(LIVENESS, ServingStatus::NotServing).await;
+            reporter.set_service_status(CAPACITY, ServingStatus::NotServing).await;
             tracing::info!("shutting down: no new connections, finishing calls in flight");
             let _ = stopping_tx.send(true);
         }

@@ -145,5 +145,6 @@ local function trim_events(events, gone_key, cutoff_ms, cap)
     gone = redis.call('XRANGE', events, '-', '+', 'COUNT', 1)[1][1]
     redis.call('XTRIM', events, 'MAXLEN', cap)
   end
-  if gone then redis.call('SET', gone_key, gone) end
+  -- KEEPTTL: the stream of a deleted queue or fleet is set to expire, and so is its marker.
+  if gone then redis.call('SET', gone_key, gone, 'KEEPTTL') end
 end

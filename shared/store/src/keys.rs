@@ -238,12 +238,7 @@ impl FleetKeys {
 
     /// Set of the server ids on one instance.
     pub fn instance(&self, instance_id: &str) -> String {
-        format!("{}{instance_id}", self.instance_prefix())
-    }
-
-    /// What precedes an instance id in its set's key.
-    pub fn instance_prefix(&self) -> String {
-        self.named("inst")
+        format!("{}{instance_id}", self.named("inst"))
     }
 
     /// Hash of instance id → instance status, for instances not ACTIVE.

@@ -260,13 +260,11 @@ pub enum Deregistered {
 pub async fn deregister(store: &Store, fleet_id: &str, game_server_id: &str) -> Result<Deregistered, StoreError> {
     let keys = FleetKeys::new(fleet_id);
     let mut call = scripts().deregister_game_server.prepare();
-    call.key(keys.game_server(game_server_id))
-        .key(keys.pool())
+    call.key(keys.pool())
         .key(keys.claims())
         .key(keys.game_servers())
         .key(keys.utilized())
-        .arg(game_server_id)
-        .arg(keys.instance_prefix());
+        .arg(game_server_id);
     let reply = decode_reply(fleet_id, store.invoke(&call).await?)?;
     match reply.outcome.as_str() {
         "DEREGISTERED" => Ok(Deregistered::Done),

@@ -7,6 +7,7 @@ mod fleets;
 mod launched;
 mod process;
 mod raw_call;
+pub mod recount;
 mod redis_server;
 mod service;
 mod sessions;

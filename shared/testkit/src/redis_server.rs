@@ -17,6 +17,9 @@ pub struct RedisServer {
     cluster: Option<u32>,
     /// The port of the primary it replicates, for a replica.
     primary: Option<u16>,
+    /// Whether it writes every write to its append-only file before answering (`appendfsync always`), so that a
+    /// restart, even after SIGKILL, brings back everything it acknowledged.
+    persistent: bool,
 }
 
 /// Offset of a cluster node's bus port from its client port, as Redis fixes it.
@@ -86,6 +89,15 @@ impl RedisServer {
         RedisServer::start_with(None, None)
     }
 
+    /// Starts a single-node redis-server on a free port that persists every write before acknowledging it, as an
+    /// operator running Redis with `appendonly yes` and `appendfsync always` has it: see [`RedisServer::restart`].
+    pub fn persistent() -> RedisServer {
+        let mut server = RedisServer::unstarted(None, None);
+        server.persistent = true;
+        server.spawn();
+        server
+    }
+
     /// Starts a replica of `primary` on a free port, and waits until it has the primary's data and follows it.
     pub fn replica_of(primary: &RedisServer) -> RedisServer {
         let replica = RedisServer::start_with(None, Some(primary.port));
@@ -97,27 +109,37 @@ impl RedisServer {
     }
 
     fn start_with(cluster: Option<u32>, primary: Option<u16>) -> RedisServer {
+        let mut server = RedisServer::unstarted(cluster, primary);
+        server.spawn();
+        server
+    }
+
+    fn unstarted(cluster: Option<u32>, primary: Option<u16>) -> RedisServer {
         let port = free_port(cluster.is_some());
-        let mut server = RedisServer {
+        RedisServer {
             port,
             dir: scratch_dir(port),
             child: None,
             cluster,
             primary,
-        };
-        server.spawn();
-        server
+            persistent: false,
+        }
     }
 
     fn spawn(&mut self) {
         let mut command = Command::new("redis-server");
         command
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
+            .args(["--save", "", "--protected-mode", "no"])
             .arg("--dir")
             .arg(&self.dir)
             .stdout(Stdio::null())
             .stderr(Stdio::null());
+        if self.persistent {
+            command.args(["--appendonly", "yes", "--appendfsync", "always"]);
+        } else {
+            command.args(["--appendonly", "no"]);
+        }
         if let Some(primary) = self.primary {
             command.args(["--replicaof", "127.0.0.1", &primary.to_string()]);
         }
@@ -179,7 +201,8 @@ impl RedisServer {
         }
     }
 
-    /// Starts it again on the same port, empty.
+    /// Starts it again on the same port: empty, or, when it is [`RedisServer::persistent`], with everything it
+    /// acknowledged, read back from its append-only file.
     pub fn restart(&mut self) {
         self.stop();
         self.spawn();
@@ -385,7 +408,8 @@ impl TestRedis {
         }
     }
 
-    /// Starts it again, empty: without the store's library, as after a restart without persistence.
+    /// Starts it again: empty (without the store's library), as after a restart without persistence, unless it is
+    /// a [`RedisServer::persistent`] single node.
     pub fn restart(&mut self) {
         match self {
             TestRedis::Single(server) => server.restart(),

@@ -13,8 +13,8 @@ use berth_proto::session::v1::{DescribeGameSessionsRequest, GameSessionStatus, G
 use berth_runtime::auth::Role;
 use berth_runtime::server::WRITES;
 use berth_sdk::game_server::{Event, Events, GameServer, SdkError};
-use berth_store::Store;
 use berth_store::keys::FleetKeys;
+use berth_store::{Store, pool};
 use berth_testkit::{RunningService, TestRedis, game_server_config, spawn_service, token, wait_for_health};
 use tokio::task::JoinSet;
 use tonic::Code;
@@ -632,6 +632,18 @@ async fn a_deleted_fleet_or_location_ends_its_processes_then_goes(redis: TestRed
     fleets.create_fleet(create("arena")).await.unwrap();
     let (server, mut told) = ready_process(&health, "arena", "gs-1", "home").await;
     let game = berth_testkit::place_game_session(&store, "arena", "gs-1", 2).await;
+    // A FleetIQ server, registered without a process: nothing to tell, it goes with the fleet.
+    let fleetiq = pool::Registration {
+        fleet_id: "arena",
+        game_server_id: "gs-fleetiq",
+        instance_id: "i-fleetiq",
+        connection_info: "10.0.0.9:7000",
+        game_server_data: "",
+    };
+    assert!(matches!(
+        pool::register(&store, &fleetiq).await.unwrap(),
+        pool::Registered::New(_)
+    ));
 
     // A process in a location the fleet does not have is refused, with an event.
     let lost = game_server_config(&health.endpoint(), "arena", "gs-mars", "mars", 1, 0);
@@ -707,6 +719,15 @@ async fn a_deleted_fleet_or_location_ends_its_processes_then_goes(redis: TestRed
         .fleet
         .unwrap();
     assert_eq!(deleting.status(), pb::FleetStatus::Deleting);
+    assert!(
+        pool::describe(&store, "arena", "gs-fleetiq").await.unwrap().is_none(),
+        "the fleet's FleetIQ server is deregistered with it"
+    );
+    let instance_servers: Vec<String> = store
+        .query(redis::cmd("SMEMBERS").arg(FleetKeys::new("arena").instance("i-fleetiq")))
+        .await
+        .unwrap();
+    assert!(instance_servers.is_empty(), "{instance_servers:?}");
     assert_eq!(terminated_because(&mut told).await, TerminationReason::FleetDeleted);
     // No process may register in a fleet being deleted.
     let late = game_server_config(&health.endpoint(), "arena", "gs-late", "home", 1, 0);
@@ -739,6 +760,36 @@ async fn a_deleted_fleet_or_location_ends_its_processes_then_goes(redis: TestRed
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
     assert!(terminated.is_some(), "the fleet became TERMINATED");
+    // What it leaves is kept for the retention and then expires: none of it stays for good (its ended game sessions
+    // are deleted by the session sweep when their own retention passes). Looked at on a single node, where one SCAN
+    // sees every key.
+    if matches!(redis, TestRedis::Single(_)) {
+        let mut cursor = 0_u64;
+        loop {
+            let (next, keys): (u64, Vec<String>) = store
+                .query(
+                    redis::cmd("SCAN")
+                        .arg(cursor)
+                        .arg("MATCH")
+                        .arg("berth:{f:arena}:*")
+                        .arg("COUNT")
+                        .arg(1000),
+                )
+                .await
+                .unwrap();
+            for key in keys {
+                let ttl: i64 = store.query(redis::cmd("PTTL").arg(&key)).await.unwrap();
+                let swept = [":gend:", ":player:", ":ended", ":sessions"]
+                    .iter()
+                    .any(|kind| key.contains(kind));
+                assert!(ttl > 0 || swept, "{key} never expires");
+            }
+            if next == 0 {
+                break;
+            }
+            cursor = next;
+        }
+    }
     // Its game session ended as the forced deletion says: TERMINATED, FLEET_DELETED.
     let sessions = spawn_service(
         berth_session::service(store.clone(), &berth_session::SessionArgs::default()),

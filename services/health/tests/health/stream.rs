@@ -12,15 +12,17 @@ use berth_proto::health::v1::{
     self as pb, AttachRequest, AttachResponse, attach_request::Kind as Ask, attach_response::Kind as Tell,
 };
 use berth_runtime::auth::Role;
+use berth_runtime::server::CAPACITY;
 use berth_store::Store;
 use berth_store::fleets::recent_fleet_events;
 use berth_testkit::{
-    RunningService, TestRedis, anywhere_fleet, anywhere_fleet_with, fast_settings, game_session_status,
+    RunningService, TestRedis, anywhere_fleet, anywhere_fleet_with, fast_settings, game_session_status, health_within,
     place_game_session, process_events, set_fleet_settings, spawn_service, token,
 };
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Code, Status, Streaming};
+use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_types::StatusExt;
 
 /// A replica that writes heartbeats and sweeps deadlines at once, and gives a first heartbeat 200 ms beyond the
@@ -388,8 +390,14 @@ async fn a_replica_far_behind_its_heartbeat_writes_turns_new_streams_away_until_
         refused.get_error_details().retry_info().is_some(),
         "a retry hint: {refused:?}"
     );
+    health_within(&endpoint, CAPACITY, ServingStatus::NotServing, Duration::from_secs(1))
+        .await
+        .expect("its health status says it turns new work away");
 
     let _process = held.await.unwrap();
+    health_within(&endpoint, CAPACITY, ServingStatus::Serving, Duration::from_secs(10))
+        .await
+        .expect("its health status says it takes new work again once it caught up");
     let until = tokio::time::Instant::now() + Duration::from_secs(10);
     loop {
         match newcomer().await {

@@ -1,8 +1,9 @@
 -- Deletes a fleet (DeleteFleet): it reads the fleet's sessions and ends its processes.
 -- Refused while game sessions are ACTIVATING, ACTIVE or TERMINATING (every session not yet ended) unless forced.
 -- The fleet becomes DELETING, and each of its processes still running is told to terminate (FLEET_DELETED) within
--- the termination grace: its sessions take no new players and end with it. The fleet becomes TERMINATED once no
--- process is left (finish_fleet_deletion).
+-- the termination grace: its sessions take no new players and end with it; its servers registered through
+-- GameServerService (FleetIQ's) are deregistered at once. The fleet becomes TERMINATED once no process is left
+-- (finish_fleet_deletion).
 -- KEYS: k.claims, k.ended, k.events, k.fleet, k.hosting, k.pool, k.ready, k.servers, k.sessions, k.term, k.utilized.
 -- ARGV[1] 1 to force, ARGV[2] the expected revision ('0' for any), ARGV[3] the termination grace, ms.
 -- Reply: {outcome, now_ms, detail, {process id, replica, version}...}. Outcomes: DELETING, with the processes told

@@ -1,8 +1,9 @@
 -- Finishes deletions (DeleteFleet, DeleteFleetLocations) once no process and no instance is left where they apply
 -- (each process ended, or was declared lost, and no new one registers there meanwhile, as attach refuses it): a DELETING location disappears
--- from its fleet (event LOCATION_REMOVED), and a DELETING fleet becomes TERMINATED (event FLEET_TERMINATED), its
--- record and events kept for the retention, then expiring.
--- KEYS: k.events, k.fleet, k.servers. ARGV[1] the retention, ms.
+-- from its fleet (event LOCATION_REMOVED) with its counts and autoscaling state, and a DELETING fleet becomes
+-- TERMINATED (event FLEET_TERMINATED), its record, events, counts and scaling policies kept for the retention, then
+-- expiring.
+-- KEYS: k.events, k.fleet, k.policies, k.servers, k.sevents, k.sevents_gone. ARGV[1] the retention, ms.
 -- Reply: {outcome, now_ms, locations removed...}. Outcomes: TERMINATED; WAITING (the fleet is not finished, or not
 -- DELETING).
 local now = now_ms()
@@ -40,7 +41,7 @@ for _, loc in ipairs(names) do
       fields[#fields + 1] = loc_field(loc, name)
     end
     redis.call('HDEL', k.fleet, unpack(fields))
-    redis.call('DEL', k.tally .. loc)
+    redis.call('DEL', k.tally .. loc, k.scale .. loc)
     fleet_event(k, now, S.LOCATION_REMOVED, '', {'location', loc})
     out[#out + 1] = loc
   else
@@ -53,7 +54,22 @@ if status == S.DELETING and not any then
   fleet_event(k, now, S.FLEET_TERMINATED, '')
   redis.call('PEXPIRE', k.fleet, ARGV[1])
   redis.call('PEXPIRE', k.events, ARGV[1])
-  for _, loc in ipairs(kept) do redis.call('PEXPIRE', k.tally .. loc, ARGV[1]) end
+  -- Its game sessions' events, which the session sweep no longer trims to nothing once it stops, expire with it;
+  -- its ended sessions are deleted by that sweep when their own retention passes, as it keeps sweeping the fleet.
+  redis.call('PEXPIRE', k.sevents, ARGV[1])
+  redis.call('PEXPIRE', k.sevents_gone, ARGV[1])
+  -- The FleetIQ servers' counts, under location '', went with them.
+  for _, loc in ipairs(kept) do
+    redis.call('PEXPIRE', k.tally .. loc, ARGV[1])
+    redis.call('PEXPIRE', k.scale .. loc, ARGV[1])
+  end
+  redis.call('PEXPIRE', k.tally, ARGV[1])
+  -- Its scaling policies, readable as long as the fleet.
+  for _, name in ipairs(redis.call('ZRANGE', k.policies, 0, -1)) do
+    redis.call('PEXPIRE', k.policy .. name, ARGV[1])
+    redis.call('PEXPIRE', k.peval .. name, ARGV[1])
+  end
+  redis.call('PEXPIRE', k.policies, ARGV[1])
   out[1] = S.TERMINATED
 end
 return out

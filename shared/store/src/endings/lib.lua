@@ -49,10 +49,13 @@ end
 
 -- Tells a running process (neither LOST nor TERMINATING already) to end because its fleet or location is deleted
 -- (FLEET_DELETED), by `deadline`; only in `locations` (a set of names) when given. Appends {id, replica, version} to
--- `told`, for its health replica to be told in turn.
+-- `told`, for its health replica to be told in turn. A server registered through GameServerService, which has no
+-- process and no location, is deregistered with its fleet.
 local function end_for_deletion(k, id, deadline, told, locations)
   local key = k.gs .. id
-  local s = redis.call('HMGET', key, 'pstate', 'loc')
+  local s = redis.call('HMGET', key, 'pstate', 'loc', 'instance')
+  -- A server registered through GameServerService has no process to tell: it goes with its fleet at once.
+  if not s[1] and s[3] and not locations then return deregister_server(k, id, s[3]) end
   if not s[1] or s[1] == S.LOST or s[1] == S.TERMINATING then return end
   if locations and not locations[s[2]] then return end
   ask_to_end(k, id, S.FLEET_DELETED, deadline, '0')

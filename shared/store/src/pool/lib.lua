@@ -133,6 +133,20 @@ local function encode_lists(lists)
   return '[' .. table.concat(parts, ',') .. ']'
 end
 
+-- Removes game server `id` of `instance`, one registered through GameServerService (no SDK process, or a lost one),
+-- from its fleet wherever it is (pool, claims, UTILIZED), with its share of the counts: DeregisterGameServer, and
+-- the deletion of its fleet (GameLift FleetIQ's DeleteGameServerGroup takes its game servers with it). Uses
+-- k.pool, k.claims, k.servers and k.utilized.
+local function deregister_server(k, id, instance)
+  tally_server(k, id, true)
+  place(k, k.pool, k.lpool, id, nil)
+  redis.call('DEL', k.gs .. id)
+  redis.call('ZREM', k.claims, id)
+  redis.call('ZREM', k.servers, id)
+  redis.call('ZREM', k.utilized, id)
+  redis.call('SREM', k.inst .. instance, id)
+end
+
 -- The typed reply every single-record script returns: {outcome, now_ms, hash field, value, ...}.
 local function reply(outcome, now, key)
   local out = {outcome, tostring(now)}

@@ -12,6 +12,7 @@ redis.call('HSET', q.record, 'cfg', ARGV[1], 'rev', 1, 'c_ms', now, 'u_ms', now,
 -- to expire.
 redis.call('PERSIST', q.events)
 redis.call('PERSIST', q.events_gone)
+redis.call('PERSIST', q.requests)
 if redis.call('EXISTS', q.requests) == 0 then
   redis.call('XGROUP', 'CREATE', q.requests, PLACEMENT_WORKERS, '$', 'MKSTREAM')
 end

@@ -1,6 +1,6 @@
 -- Deletes a queue (DeleteQueue), only at the revision asked for when one is, and only with no placement PENDING
 -- unless forced: forced, they end CANCELLED (QUEUE_DELETED), each with its event. Its events stay readable for the
--- retention, and its requests stream stays until the workers are done with what they hold of it.
+-- retention, and its requests stream (with what the workers still hold of it) as long, then all expire.
 -- KEYS: the queue's (queues/lib.lua). ARGV[1] the revision it must be at ('0': any), ARGV[2] '1' to force, ARGV[3]
 -- retention ms.
 -- Reply: {DELETED, now_ms, placements cancelled, requests left}; {NOT_FOUND, now_ms, ''}; {CONFLICT, now_ms,
@@ -19,4 +19,5 @@ end
 redis.call('DEL', q.record)
 redis.call('PEXPIRE', q.events, retention)
 redis.call('PEXPIRE', q.events_gone, retention)
+redis.call('PEXPIRE', q.requests, retention)
 return {'DELETED', tostring(now), #ids, redis.call('XLEN', q.requests)}
