@@ -138,7 +138,7 @@ async fn game_server(
     drop(conversation);
     let mut attempt = 0;
     loop {
-        tokio::time::sleep(resume_backoff(attempt)).await;
+        tokio::time::sleep(resume_backoff(attempt, storm.period)).await;
         attempt += 1;
         let resumed = tokio::time::timeout(
             CALL_DEADLINE,

@@ -113,7 +113,8 @@ async fn watcher(
                 };
                 let mut attempt = 0;
                 events = loop {
-                    tokio::time::sleep(resume_backoff(attempt)).await;
+                    // A watch has no heartbeat window to stay inside: only the backoff's own cap applies.
+                    tokio::time::sleep(resume_backoff(attempt, Duration::MAX)).await;
                     attempt += 1;
                     match open(&second, &cursor).await {
                         Ok(events) => break events,

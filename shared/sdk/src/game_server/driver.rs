@@ -240,7 +240,7 @@ impl Driver {
             if self.commands.is_closed() && self.commands.is_empty() {
                 return None;
             }
-            tokio::time::sleep(resume_backoff(attempt)).await;
+            tokio::time::sleep(resume_backoff(attempt, self.heartbeat_period)).await;
             attempt = attempt.saturating_add(1);
             match self.register().await {
                 Ok(link) => {
@@ -377,12 +377,16 @@ fn is_transient(status: &Status) -> bool {
     )
 }
 
-/// How long the SDK waits before its `attempt`th try (from 0) to resume a broken stream. Full jitter: uniform between
-/// zero and a ceiling that doubles from 100 ms to 5 s, so that servers cut off together do not come back together.
-pub fn resume_backoff(attempt: u32) -> Duration {
+/// How long the SDK waits before its `attempt`th try (from 0) to resume a broken stream, for a server heartbeating
+/// every `period`. Full jitter: uniform between zero and a ceiling that doubles from 100 ms to 5 s, so that servers
+/// cut off together do not come back together; and never above one heartbeat period, so that a server whose first
+/// tries meet a dead replica (a balanced address still routing some tries to it) keeps trying often enough to be
+/// back within its health window, which is several periods long.
+pub fn resume_backoff(attempt: u32, period: Duration) -> Duration {
     let ceiling = BACKOFF_START
         .saturating_mul(2u32.saturating_pow(attempt))
-        .min(BACKOFF_CAP);
+        .min(BACKOFF_CAP)
+        .min(period.max(BACKOFF_START));
     let ceiling_ms = u64::try_from(ceiling.as_millis()).unwrap_or(u64::MAX);
     Duration::from_millis(rand::rng().random_range(0..=ceiling_ms))
 }
@@ -392,11 +396,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn backoff_grows_from_100_ms_to_a_5_s_cap() {
-        for attempt in 0..40 {
-            let ceiling = Duration::from_millis(100 * 2u64.pow(attempt.min(20))).min(BACKOFF_CAP);
-            for _ in 0..50 {
-                assert!(resume_backoff(attempt) <= ceiling, "attempt {attempt}");
+    fn backoff_grows_from_100_ms_to_a_5_s_cap_and_never_past_a_heartbeat_period() {
+        for period in [Duration::from_secs(1), Duration::from_secs(60)] {
+            for attempt in 0..40 {
+                let ceiling = Duration::from_millis(100 * 2u64.pow(attempt.min(20)))
+                    .min(BACKOFF_CAP)
+                    .min(period);
+                for _ in 0..50 {
+                    assert!(
+                        resume_backoff(attempt, period) <= ceiling,
+                        "attempt {attempt}, period {period:?}"
+                    );
+                }
             }
         }
     }
