@@ -87,7 +87,11 @@ pub(crate) async fn run(context: Arc<Context>, mut queue: mpsc::Receiver<Beat>) 
 /// Writes one fleet's chunk and answers its heartbeats; the fleet when the write failed.
 async fn write(context: &Context, fleet_id: Arc<str>, beats: Vec<Beat>) -> Option<Arc<str>> {
     let heartbeats: Vec<Heartbeat> = beats.iter().map(|beat| beat.heartbeat.clone()).collect();
-    let results = store::record_heartbeats(&context.store, &fleet_id, &heartbeats, &context.timings).await;
+    let writer = store::Writer {
+        replica: &context.replica,
+        kept_up: context.keeping_up.for_fleet(&fleet_id, Instant::now()),
+    };
+    let results = store::record_heartbeats(&context.store, &fleet_id, &heartbeats, &context.timings, writer).await;
     crate::metrics::heartbeats(beats.len());
     match results {
         Ok((versions, settings)) => {

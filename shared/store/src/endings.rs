@@ -6,6 +6,8 @@
 
 mod fleet_deletion;
 
+use std::time::Duration;
+
 use berth_domain::game_session::GameSessionRecord;
 use berth_domain::stored::{ProcessHealth, TerminationReason};
 
@@ -159,13 +161,23 @@ pub enum Beaten {
     Superseded,
 }
 
-/// Records a batch of one fleet's heartbeats (at most [`HEARTBEATS_PER_CALL`]); for each, in order, what it
-/// found, and the fleet's heartbeat settings as they stand (`None` when its record is gone).
+/// The health replica writing heartbeats, and how long it has written this fleet's on time (none received
+/// waiting past lateness, no write failing): the sweep gives the processes whose streams it holds time to be
+/// written after it falls behind.
+#[derive(Clone, Copy, Debug)]
+pub struct Writer<'a> {
+    pub replica: &'a str,
+    pub kept_up: Duration,
+}
+
+/// Records a batch of one fleet's heartbeats (at most [`HEARTBEATS_PER_CALL`]) written by `writer`; for each, in
+/// order, what it found, and the fleet's heartbeat settings as they stand (`None` when its record is gone).
 pub async fn record_heartbeats(
     store: &Store,
     fleet_id: &str,
     heartbeats: &[Heartbeat],
     timings: &Timings,
+    writer: Writer<'_>,
 ) -> Result<(Vec<Beaten>, Option<HeartbeatSettings>), StoreError> {
     if heartbeats.len() > HEARTBEATS_PER_CALL {
         return Err(unexpected(
@@ -178,7 +190,10 @@ pub async fn record_heartbeats(
     }
     let keys = FleetKeys::new(fleet_id);
     let mut call = scripts().heartbeats.for_fleet(&keys);
-    call.arg(timings.retention_ms);
+    call.arg(timings.retention_ms)
+        .arg(writer.replica)
+        // A day is as good as forever against any heartbeat window, and keeps the figure exact in Lua's doubles.
+        .arg(writer.kept_up.min(Duration::from_secs(86_400)).as_millis() as u64);
     for beat in heartbeats {
         call.arg(&*beat.game_server_id)
             .arg(&*beat.registration_id)

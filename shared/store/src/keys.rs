@@ -97,7 +97,7 @@ pub const CAPACITY_CHANNEL: &str = "berth:capacity";
 /// Every key of a fleet: the name its Lua reads it by (`k.<name>`, see `scripts.rs`) and what follows the fleet's
 /// tag. A suffix ending in ':' starts the keys of a kind of record, each followed by its record's id; the others are
 /// the fleet's fixed keys, which a function declares at its top (`-- KEYS: k.pool, …`) and receives in KEYS.
-pub(crate) const FLEET_KEYS: [(&str, &str); 44] = [
+pub(crate) const FLEET_KEYS: [(&str, &str); 45] = [
     // The fleet (fleets/lib.lua): its record, and its event stream, which every area appends to.
     ("fleet", ":fleet"),
     ("events", ":events"),
@@ -142,6 +142,10 @@ pub(crate) const FLEET_KEYS: [(&str, &str); 44] = [
     ("term", ":term"),
     ("unhealthy", ":unhealthy"),
     ("hosting", ":hosting"),
+    // Each health replica's heartbeat writer for the fleet (endings/heartbeats.lua): replica id → '<since ms>,<last
+    // ms>', since when it has written every heartbeat it received on time and when it last wrote; the sweep reads it
+    // before it calls a process whose stream that replica holds silent.
+    ("writers", ":writers"),
     // Sessions (sessions/lib.lua): game and player sessions, ended game sessions, a player's player sessions,
     // idempotency tokens, a creator's sessions, the search indexes, the fleet's sessions, the deadlines of
     // activation, reservation and forced termination, ended sessions by expiry, the session event stream and its last

@@ -17,7 +17,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::sync::Arc;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use berth_domain::fleet::check::check_create;
 use berth_domain::fleet::settings::FleetSettings;
@@ -665,7 +665,11 @@ impl Run {
                     }
                 }
                 let timings = self.timings(store).await;
-                let outcome = endings::record_heartbeats(store, FLEET, &beats, &timings)
+                let writer = endings::Writer {
+                    replica: "tally",
+                    kept_up: Duration::from_secs(3600),
+                };
+                let outcome = endings::record_heartbeats(store, FLEET, &beats, &timings, writer)
                     .await
                     .unwrap();
                 let said: Vec<_> = beats

@@ -2,9 +2,11 @@
 //! message of the protocol is visible: registration, ready, heartbeats, pushes through the other replica,
 //! deadlines, termination, reconnection and refusals.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use berth_domain::fleet::settings::FleetSettings;
+use berth_domain::process::Registration;
 use berth_proto::common::v1::Endpoint;
 use berth_proto::health::v1::game_server_service_client::GameServerServiceClient;
 use berth_proto::health::v1::sdk_service_client::SdkServiceClient;
@@ -14,7 +16,9 @@ use berth_proto::health::v1::{
 use berth_runtime::auth::Role;
 use berth_runtime::server::CAPACITY;
 use berth_store::Store;
+use berth_store::endings;
 use berth_store::fleets::recent_fleet_events;
+use berth_store::processes::{self, Attach, Attached, Heartbeat, Introduction, ProcessRef, Timings};
 use berth_testkit::{
     RunningService, TestRedis, anywhere_fleet, anywhere_fleet_with, fast_settings, game_session_status, health_within,
     place_game_session, process_events, set_fleet_settings, spawn_service, token,
@@ -780,4 +784,108 @@ async fn a_redis_stall_longer_than_the_window_kills_no_process() {
         process_events(&store, "arena").await.is_empty(),
         "nobody was declared dead"
     );
+}
+
+/// Attaches process `id` of fleet "arena" through `replica` and makes it ready, straight through the store: its
+/// registration id and attach number.
+async fn attached_through(store: &Store, id: &str, replica: &str, timings: &Timings) -> Heartbeat {
+    let registration = Registration {
+        location: "home".to_owned(),
+        ip_address: "10.0.0.1".to_owned(),
+        port: 7000,
+        max_sessions: 1,
+        max_players: 4,
+        sdk_version: "5.0.0".to_owned(),
+        ..Default::default()
+    };
+    let attach = Attach {
+        fleet_id: "arena",
+        game_server_id: id,
+        instance_id: "i-1",
+        registration_id: id,
+        resume: None,
+        replica,
+        introduction: Introduction {
+            registration: &registration,
+            data: "",
+            labels: &[],
+            ports: &[],
+        },
+    };
+    let Attached::Registered(_, number, _) = processes::attach(store, &attach, timings).await.unwrap() else {
+        panic!("{id} registers");
+    };
+    let process = ProcessRef {
+        fleet_id: "arena",
+        game_server_id: id,
+        registration_id: id,
+    };
+    processes::ready(store, &process, None).await.unwrap().expect("ready");
+    Heartbeat {
+        game_server_id: Arc::from(id),
+        registration_id: Arc::from(id),
+        attach: number,
+        healthy: true,
+        game_state: "ACTIVE",
+        players: 0,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_whose_replica_stopped_writing_gets_one_more_window_and_one_on_a_writing_replica_none() {
+    let redis = TestRedis::single();
+    let store = Store::connect(&redis.config()).await.unwrap();
+    anywhere_fleet(&store, "arena", &["home"]).await;
+    // Lost after 3 silent periods of 200 ms: a 600 ms window.
+    let settings = FleetSettings {
+        heartbeat_ms: 200,
+        ..fast_settings()
+    };
+    set_fleet_settings(&store, "arena", &settings).await;
+    let window = Duration::from_millis(600);
+    let timings = Timings {
+        initial_delay_ms: 60_000,
+        retention_ms: 60_000,
+    };
+    // The stream of "stranded" is open on a replica that stops writing (killed, or cut off from Redis); "hung" and
+    // "beating" are on one that goes on writing, "hung" never heartbeating again.
+    let stranded = attached_through(&store, "stranded", "cut-off", &timings).await;
+    let hung = attached_through(&store, "hung", "writing", &timings).await;
+    let beating = attached_through(&store, "beating", "writing", &timings).await;
+    let write = |beats: Vec<Heartbeat>, replica: &'static str| {
+        let store = store.clone();
+        async move {
+            let writer = endings::Writer {
+                replica,
+                kept_up: Duration::from_secs(3600),
+            };
+            endings::record_heartbeats(&store, "arena", &beats, &timings, writer)
+                .await
+                .unwrap();
+        }
+    };
+    write(vec![stranded], "cut-off").await;
+    write(vec![hung, beating.clone()], "writing").await;
+    let started = tokio::time::Instant::now();
+    let mut lost: Vec<(Duration, String)> = Vec::new();
+    while started.elapsed() < window * 3 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        write(vec![beating.clone()], "writing").await;
+        let swept = endings::sweep(&store, "arena", 100, &timings, 60_000).await.unwrap();
+        lost.extend(
+            swept
+                .lost
+                .into_iter()
+                .map(|lost| (started.elapsed(), lost.game_server_id)),
+        );
+    }
+    let when = |id: &str| {
+        lost.iter()
+            .find(|(_, lost)| lost == id)
+            .map(|(at, _)| *at)
+            .unwrap_or_else(|| panic!("{id} declared lost: {lost:?}"))
+    };
+    assert!(!lost.iter().any(|(_, id)| id == "beating"), "{lost:?}");
+    assert!(when("hung") < window + Duration::from_millis(250), "{lost:?}");
+    assert!(when("stranded") >= window * 2, "{lost:?}");
 }

@@ -3,7 +3,7 @@
 -- from its fleet (event LOCATION_REMOVED) with its counts and autoscaling state, and a DELETING fleet becomes
 -- TERMINATED (event FLEET_TERMINATED), its record, events, counts and scaling policies kept for the retention, then
 -- expiring.
--- KEYS: k.events, k.fleet, k.policies, k.servers, k.sevents, k.sevents_gone. ARGV[1] the retention, ms.
+-- KEYS: k.events, k.fleet, k.policies, k.servers, k.sevents, k.sevents_gone, k.writers. ARGV[1] the retention, ms.
 -- Reply: {outcome, now_ms, locations removed...}. Outcomes: TERMINATED; WAITING (the fleet is not finished, or not
 -- DELETING).
 local now = now_ms()
@@ -58,6 +58,7 @@ if status == S.DELETING and not any then
   -- its ended sessions are deleted by that sweep when their own retention passes, as it keeps sweeping the fleet.
   redis.call('PEXPIRE', k.sevents, ARGV[1])
   redis.call('PEXPIRE', k.sevents_gone, ARGV[1])
+  redis.call('PEXPIRE', k.writers, ARGV[1])
   -- The FleetIQ servers' counts, under location '', went with them.
   for _, loc in ipairs(kept) do
     redis.call('PEXPIRE', k.tally .. loc, ARGV[1])
