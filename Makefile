@@ -31,7 +31,7 @@ bench: deps
 ## restarted and paused, then the invariants checked. BERTH_BENCH_MINUTES long (2 unless it says otherwise).
 BERTH_BENCH_MINUTES ?= 2
 soak: deps
-	$(CARGO) build --workspace --release --locked --bins && $(CARGO) run --release --locked -p berth-load-tests -- --scenario soak --minutes $(BERTH_BENCH_MINUTES) --servers 1000 --concurrency 8
+	$(CARGO) build --workspace --release --locked --bins && $(CARGO) run --release --locked -p berth-load-tests -- --scenario soak --minutes $(BERTH_BENCH_MINUTES) --servers 2000 --concurrency 8
 
 ## The policy simulator: a day of demand replayed against each scaling policy; a table, and a chart in
 ## load-tests/reports/sim.png. BERTH_SIM_* variables change the day (`berth-sim --help`).

@@ -68,7 +68,8 @@ const DELETION: Duration = Duration::from_secs(180);
 const ORPHAN_GRACE: Duration = Duration::from_secs(20);
 /// How often memory is sampled.
 const SAMPLE_EVERY: Duration = Duration::from_secs(10);
-/// Runs shorter than this end before records first expire, so their memory has no steady state to judge.
+/// Runs shorter than this are not judged on memory: records live 2 minutes, and the last half must begin after
+/// several retentions have turned over for Redis' memory to have settled.
 const JUDGED_FROM: Duration = Duration::from_secs(600);
 /// Most a memory figure may grow over the last half of a judged run, in percent.
 const GROWTH_LIMIT_PERCENT: f64 = 15.0;
@@ -190,7 +191,7 @@ fn scaled() -> Result<fleet_pb::CreateFleetRequest, Failure> {
     Ok(super::fleets::process_fleet(SCALED, launch_path, capacity))
 }
 
-/// One look at the run: seconds since its start, Redis' used memory and each service's largest replica in MiB, and
+/// One look at the run: seconds since its start, Redis' used memory and each service's watched replica in MiB, and
 /// the autoscaled fleet's active instances.
 struct Sample {
     at: f64,
@@ -279,24 +280,35 @@ pub async fn run(stack: &Stack, args: &Args) -> Result<Findings, Failure> {
     let started = Instant::now();
     let length = Duration::from_secs(args.minutes * 60);
     let mut samples = Samples::default();
-    let faults = {
-        let chaos = chaos::run(&deployment, &redis, &stack.store, CHAOS_EVERY, started + length);
-        tokio::pin!(chaos);
-        let mut sampling = tokio::time::interval(SAMPLE_EVERY);
-        loop {
-            tokio::select! {
-                faults = &mut chaos => break faults,
-                _ = sampling.tick() => samples.take(started, stack, &deployment).await,
-            }
+    // Side by side, so that a sample waiting out a Redis pause never holds the chaos loop back.
+    let chaos = chaos::run(
+        &deployment,
+        &redis,
+        &stack.store,
+        CHAOS_EVERY,
+        (started + length / 2, started + length),
+    );
+    let sampling = async {
+        let mut tick = tokio::time::interval(SAMPLE_EVERY);
+        while started.elapsed() < length {
+            tick.tick().await;
+            samples.take(started, stack, &deployment).await;
         }
     };
-    samples.take(started, stack, &deployment).await;
+    let (faults, ()) = tokio::join!(chaos, sampling);
     let elapsed = started.elapsed();
 
     answers.stop();
     let settled = tokio::time::timeout(SETTLE, async { while traffic.join_next().await.is_some() {} }).await;
+    // A matchmaker may see its last placement end before the watch does.
+    let seen_by_watch = tokio::time::timeout(SETTLE, answers.watched_every_end()).await;
     watch.abort();
     let mut failed_checks = Vec::new();
+    if seen_by_watch.is_err() {
+        failed_checks.push(format!(
+            "the watch had not seen every placement end {SETTLE:?} after the traffic stopped"
+        ));
+    }
     if settled.is_err() {
         failed_checks.push(format!(
             "the clients had not finished {SETTLE:?} after the traffic stopped"
@@ -330,7 +342,16 @@ pub async fn run(stack: &Stack, args: &Args) -> Result<Findings, Failure> {
         );
     }
     failed_checks.extend(faults.failures.iter().cloned());
-    targets.extend(memory_targets(&samples, elapsed));
+    let memory = memory_targets(&samples, elapsed);
+    if elapsed >= JUDGED_FROM {
+        failed_checks.extend(memory.iter().filter(|target| !target.met).map(|target| {
+            format!(
+                "{}: {:.1} %, over {GROWTH_LIMIT_PERCENT} %",
+                target.name, target.measured
+            )
+        }));
+    }
+    targets.extend(memory);
     let mut figures = fault_figures(&faults);
     figures.extend(activity_figures(&book, &answers));
     if let Some((fewest, most)) = samples.scaled_range() {
@@ -349,7 +370,7 @@ pub async fn run(stack: &Stack, args: &Args) -> Result<Findings, Failure> {
         figures.push(Figure::new("Redis used memory at the end", last.redis_mib, "MiB"));
         for (service, mib) in &last.services {
             figures.push(Figure::new(
-                &format!("{service} largest replica's resident memory at the end"),
+                &format!("{service} watched replica's resident memory at the end"),
                 *mib,
                 "MiB",
             ));
@@ -381,7 +402,7 @@ fn memory_targets(samples: &Samples, elapsed: Duration) -> Vec<Target> {
         if let Some(growth) = growth {
             let mut target = Target::at_most(&name, growth, GROWTH_LIMIT_PERCENT, "%");
             if !judged {
-                target.note = Some("not judged: the run ended before records first expired".into());
+                target.note = Some("not judged: too short a run for memory to settle".into());
             }
             targets.push(target);
         }
@@ -446,6 +467,17 @@ fn activity_figures(book: &Book, answers: &Answers) -> Vec<Figure> {
         Figure::new(
             "game sessions ended by the game servers",
             book.ended.load(Relaxed) as f64,
+            "sessions",
+        ),
+        Figure::new(
+            "lobby game sessions filled to their maximum by racing players",
+            answers
+                .players
+                .lock()
+                .expect("answers lock")
+                .values()
+                .filter(|admitted| admitted.len() == hosts::MAX_PLAYERS as usize)
+                .count() as f64,
             "sessions",
         ),
         Figure::new(

@@ -275,8 +275,9 @@ impl FleetService for Fleets {
             Deleted::NotFound => Err(not_found(&req.fleet_id)),
             Deleted::Gone(status) => Err(being_deleted(&req.fleet_id, status)),
             Deleted::Conflict(revision) => Err(not_at_revision(&req.fleet_id, revision, req.expected_revision)),
-            Deleted::Live(live) => Err(Status::failed_precondition(format!(
-                "fleet {:?} has {live} live game session(s); end them or delete with force",
+            Deleted::Live { sessions, servers } => Err(Status::failed_precondition(format!(
+                "fleet {:?} has {sessions} live game session(s) and {servers} game server(s) claimed or UTILIZED; \
+                 end and release them, or delete with force",
                 req.fleet_id
             ))),
         }

@@ -145,6 +145,14 @@ local function trim_events(events, gone_key, cutoff_ms, cap)
     gone = redis.call('XRANGE', events, '-', '+', 'COUNT', 1)[1][1]
     redis.call('XTRIM', events, 'MAXLEN', cap)
   end
-  -- KEEPTTL: the stream of a deleted queue or fleet is set to expire, and so is its marker.
-  if gone then redis.call('SET', gone_key, gone, 'KEEPTTL') end
+  -- The stream of a deleted queue or fleet is set to expire, and its marker, which a trim may create only after the
+  -- deletion, goes with it.
+  if gone then
+    local ttl = redis.call('PTTL', events)
+    if ttl > 0 then
+      redis.call('SET', gone_key, gone, 'PX', ttl)
+    else
+      redis.call('SET', gone_key, gone)
+    end
+  end
 end

@@ -1,6 +1,8 @@
 //! The soak's faults, one at a time at random moments: a random replica of a random service SIGKILLed and started
-//! again a moment later; Redis SIGKILLed and started again from its append-only file; every Redis client held by
-//! `CLIENT PAUSE` for longer than the services' command timeout. Each is timed until Berth serves again.
+//! again a moment later (in the run's last half, never a service's watched replica, see `Deployment::watched`);
+//! Redis SIGKILLed and started again from its append-only file; every Redis client held by `CLIENT PAUSE` for
+//! longer than the services' command timeout. Each is timed: a replica from its restart until it reports SERVING,
+//! Redis from the fault until it answers again.
 
 use std::collections::BTreeMap;
 use std::sync::mpsc;
@@ -84,8 +86,11 @@ pub struct Faults {
 }
 
 impl Faults {
-    fn injected(&mut self, kind: String, began: Instant) {
-        self.by_kind.entry(kind.clone()).or_default().push(began.elapsed());
+    fn injected(&mut self, kind: String, began: Instant, recovered_from: Instant) {
+        self.by_kind
+            .entry(kind.clone())
+            .or_default()
+            .push(recovered_from.elapsed());
         self.log.push((began, kind));
     }
 
@@ -99,13 +104,14 @@ impl Faults {
     }
 }
 
-/// Injects a fault every `every` or so (half to one and a half times it, at random) until `until`.
+/// Injects a fault every `every` or so (half to one and a half times it, at random) until `until`, sparing the
+/// watched replicas from `spare_from`.
 pub async fn run(
     deployment: &Deployment,
     redis: &RedisKeeper,
     store: &Store,
     every: Duration,
-    until: Instant,
+    (spare_from, until): (Instant, Instant),
 ) -> Faults {
     let mut faults = Faults::default();
     loop {
@@ -118,21 +124,33 @@ pub async fn run(
         let started = Instant::now();
         match pick {
             0..6 => {
-                let index = rand::rng().random_range(0..deployment.len());
+                let candidates: Vec<usize> = (0..deployment.len())
+                    .filter(|index| Instant::now() < spare_from || !deployment.watched(*index))
+                    .collect();
+                let index = candidates[rand::rng().random_range(0..candidates.len())];
                 let (service, replica) = deployment.replica(index);
                 let mut replica = replica.lock().await;
                 replica.kill();
                 let down = rand::rng().random_range(DOWN_MS.0..=DOWN_MS.1);
                 tokio::time::sleep(Duration::from_millis(down)).await;
+                let restarted = Instant::now();
                 match replica.restart().await {
-                    Ok(()) => faults.injected(format!("{service} replica SIGKILLed, back after"), started),
+                    Ok(()) => faults.injected(
+                        format!("{service} replica SIGKILLed, down 0.5-3 s, then SERVING after its restart"),
+                        started,
+                        restarted,
+                    ),
                     Err(err) => faults.failures.push(format!("restarting a {service} replica: {err}")),
                 }
             }
             6..8 => {
                 redis.inject(RedisFault::Restart).await;
                 match until_answering(store).await {
-                    Some(_) => faults.injected("redis SIGKILLed and restarted, back after".into(), started),
+                    Some(_) => faults.injected(
+                        "redis SIGKILLed and restarted, answering again after".into(),
+                        started,
+                        started,
+                    ),
                     None => faults
                         .failures
                         .push("redis did not answer within a minute of its restart".into()),
@@ -141,7 +159,11 @@ pub async fn run(
             _ => {
                 redis.inject(RedisFault::Pause).await;
                 match until_answering(store).await {
-                    Some(_) => faults.injected(format!("redis paused {PAUSE:?}, back after"), started),
+                    Some(_) => faults.injected(
+                        format!("redis paused {PAUSE:?}, answering again after"),
+                        started,
+                        started,
+                    ),
                     None => faults
                         .failures
                         .push("redis did not answer within a minute of its pause".into()),

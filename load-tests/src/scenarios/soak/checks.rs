@@ -143,7 +143,13 @@ pub async fn no_false_losses(store: &Store, book: &Book, servers: u64, faults: &
 pub async fn counts_match_recount(store: &Store, fleets: &[&str]) -> Check {
     let mut check = Check::new("utilization counts equal a recount from the records");
     for fleet_id in fleets {
-        for (location, differences) in compare(store, fleet_id).await {
+        let compared = compare(store, fleet_id).await;
+        if compared.is_empty() {
+            check.case(Some(format!(
+                "{fleet_id}: no two reads of its counts agreed, or none answered"
+            )));
+        }
+        for (location, differences) in compared {
             check.case((!differences.is_empty()).then(|| format!("{fleet_id} {location}: {}", differences.join(", "))));
         }
     }
@@ -152,10 +158,11 @@ pub async fn counts_match_recount(store: &Store, fleets: &[&str]) -> Check {
 
 async fn compare(store: &Store, fleet_id: &str) -> Vec<(String, Vec<String>)> {
     let mut last = Vec::new();
-    for _ in 0..5 {
+    for _ in 0..10 {
         let before = read(store, fleet_id).await;
         let recounted = recount(store, fleet_id, fleet::LOCATION, &[fleet::LOCATION], 0).await;
         if read(store, fleet_id).await != before {
+            tokio::time::sleep(Duration::from_millis(200)).await;
             continue;
         }
         last = before

@@ -107,18 +107,22 @@ impl Deployment {
         (*service, replica)
     }
 
-    /// The resident memory of each service's largest replica now, in MiB; a replica the chaos loop holds (it is
-    /// down, or starting) is passed over rather than waited for, which would wait for the chaos loop itself.
+    /// Whether replica `index` is its service's first, whose memory the soak watches: the chaos loop spares it in
+    /// the run's last half, so that a leak grows there instead of being reset by a kill.
+    pub fn watched(&self, index: usize) -> bool {
+        index.is_multiple_of(REPLICAS)
+    }
+
+    /// The resident memory of each service's watched replica now, in MiB; one the chaos loop holds (it is down, or
+    /// starting) is passed over rather than waited for.
     pub fn resident_mib(&self) -> Vec<(Service, f64)> {
-        let mut by_service: Vec<(Service, f64)> = Service::ALL.iter().map(|service| (*service, 0.0)).collect();
-        for (service, replica) in &self.replicas {
+        let mut by_service = Vec::new();
+        for (index, (service, replica)) in self.replicas.iter().enumerate() {
             let Ok(replica) = replica.try_lock() else {
                 continue;
             };
-            let pid = replica.pid();
-            let mib = procfs::rss_kib(pid).unwrap_or(0) as f64 / 1024.0;
-            if let Some(entry) = by_service.iter_mut().find(|(of, _)| of == service) {
-                entry.1 = entry.1.max(mib);
+            if self.watched(index) {
+                by_service.push((*service, procfs::rss_kib(replica.pid()).unwrap_or(0) as f64 / 1024.0));
             }
         }
         by_service

@@ -16,7 +16,7 @@ use berth_proto::placement::v1::watch_game_session_placements_response::Kind as 
 use berth_proto::placement::v1::{self as placement, PlacementEventType, PlacementStatus};
 use berth_proto::session::v1::game_session_service_client::GameSessionServiceClient;
 use berth_proto::session::v1::player_session_service_client::PlayerSessionServiceClient;
-use berth_proto::session::v1::{self as session, TerminationMode};
+use berth_proto::session::v1::{self as session, GameSessionStatus, TerminationMode};
 use berth_sdk::AuthedChannel;
 use rand::Rng as _;
 use tokio::task::JoinSet;
@@ -95,6 +95,24 @@ impl Answers {
             .entry(name)
             .or_default()
             .record(took, outcome);
+    }
+
+    /// Once the watch has seen the end of every placement the matchmakers saw end.
+    pub async fn watched_every_end(&self) {
+        loop {
+            let missing = {
+                let ends = self.placement_ends.lock().expect("answers lock");
+                self.placements
+                    .lock()
+                    .expect("answers lock")
+                    .iter()
+                    .any(|(id, (status, _))| *status != PlacementStatus::Pending && !ends.contains_key(id))
+            };
+            if !missing {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 
     /// A line for each kind of call, over `elapsed`.
@@ -359,6 +377,32 @@ async fn create_game_session(
         .map(|session| session.game_session_id)
 }
 
+/// Whether game session `id` became ACTIVE within a few seconds (its server activates it at once, but a fault may
+/// hold it up, or its match be over by the time it is looked at).
+async fn activated(answers: &Answers, sessions: &GameSessionServiceClient<AuthedChannel>, id: &str) -> bool {
+    let describe = session::DescribeGameSessionsRequest {
+        game_session_ids: vec![id.to_owned()],
+    };
+    for _ in 0..50 {
+        let described = answers
+            .persist("DescribeGameSessions", &[], || {
+                let (mut client, request) = (sessions.clone(), describe.clone());
+                async move { client.describe_game_sessions(request).await }
+            })
+            .await;
+        let status = described
+            .ok()
+            .and_then(|answer| answer.game_sessions.into_iter().next())
+            .map(|session| session.status());
+        match status {
+            Some(GameSessionStatus::Active) => return true,
+            Some(GameSessionStatus::Activating) => tokio::time::sleep(Duration::from_millis(100)).await,
+            _ => return false,
+        }
+    }
+    false
+}
+
 /// Creates a game session on the hosts' fleet, then races [`RACED_PLAYERS`] players into it at once.
 async fn lobby(channels: Channels, answers: Arc<Answers>, index: u64) {
     let sessions = GameSessionServiceClient::new(channels.session.clone());
@@ -371,6 +415,10 @@ async fn lobby(channels: Channels, answers: Arc<Answers>, index: u64) {
             tokio::time::sleep(Duration::from_millis(500)).await;
             continue;
         };
+        // Players are let in once its server has activated it.
+        if !activated(&answers, &sessions, &game_session_id).await {
+            continue;
+        }
         let mut racers = JoinSet::new();
         for player in 0..RACED_PLAYERS {
             let request = session::CreatePlayerSessionRequest {
@@ -425,7 +473,7 @@ async fn tenant(channels: Channels, answers: Arc<Answers>, index: u64) {
             termination_mode: TerminationMode::TriggerOnProcessTerminate as i32,
         };
         let _ = answers
-            .persist("TerminateGameSession", &[], || {
+            .persist("TerminateGameSession", &[Code::FailedPrecondition], || {
                 let (mut client, request) = (sessions.clone(), terminate.clone());
                 async move { client.terminate_game_session(request).await }
             })

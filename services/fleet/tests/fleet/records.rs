@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use berth_domain::fleet::settings::FleetSettings;
+use berth_domain::game_server::ClaimTiers;
 use berth_proto::fleet::v1 as pb;
 use berth_proto::fleet::v1::fleet_service_client::FleetServiceClient;
 use berth_proto::health::v1::TerminationReason;
@@ -644,6 +645,19 @@ async fn a_deleted_fleet_or_location_ends_its_processes_then_goes(redis: TestRed
         pool::register(&store, &fleetiq).await.unwrap(),
         pool::Registered::New(_)
     ));
+    let claim = pool::Claim {
+        fleet_id: "arena",
+        game_server_id: Some("gs-fleetiq"),
+        game_server_data: None,
+        tiers: ClaimTiers { lowest: 0, highest: 0 },
+        timeout_ms: 60_000,
+        claim_id: "claim-1",
+        token: "",
+    };
+    assert!(matches!(
+        pool::claim(&store, &claim).await.unwrap(),
+        pool::Claimed::Claimed { .. }
+    ));
 
     // A process in a location the fleet does not have is refused, with an event.
     let lost = game_server_config(&health.endpoint(), "arena", "gs-mars", "mars", 1, 0);
@@ -706,6 +720,11 @@ async fn a_deleted_fleet_or_location_ends_its_processes_then_goes(redis: TestRed
     let err = fleets.delete_fleet(delete(false)).await.unwrap_err();
     assert_eq!(err.code(), Code::FailedPrecondition);
     assert!(err.message().contains("1 live game session"), "{}", err.message());
+    assert!(
+        err.message().contains("1 game server(s) claimed or UTILIZED"),
+        "{}",
+        err.message()
+    );
     assert_eq!(
         describe(&mut fleets, "arena").await.unwrap().status(),
         pb::FleetStatus::Active

@@ -3,7 +3,8 @@
 -- from its fleet (event LOCATION_REMOVED) with its counts and autoscaling state, and a DELETING fleet becomes
 -- TERMINATED (event FLEET_TERMINATED), its record, events, counts and scaling policies kept for the retention, then
 -- expiring.
--- KEYS: k.events, k.fleet, k.policies, k.servers, k.sevents, k.sevents_gone, k.writers. ARGV[1] the retention, ms.
+-- KEYS: k.events, k.fleet, k.inst_status, k.policies, k.servers, k.sevents, k.sevents_gone, k.writers. ARGV[1] the
+-- retention, ms.
 -- Reply: {outcome, now_ms, locations removed...}. Outcomes: TERMINATED; WAITING (the fleet is not finished, or not
 -- DELETING).
 local now = now_ms()
@@ -59,12 +60,13 @@ if status == S.DELETING and not any then
   redis.call('PEXPIRE', k.sevents, ARGV[1])
   redis.call('PEXPIRE', k.sevents_gone, ARGV[1])
   redis.call('PEXPIRE', k.writers, ARGV[1])
-  -- The FleetIQ servers' counts, under location '', went with them.
   for _, loc in ipairs(kept) do
     redis.call('PEXPIRE', k.tally .. loc, ARGV[1])
     redis.call('PEXPIRE', k.scale .. loc, ARGV[1])
   end
+  -- The counts of its FleetIQ servers, which have no location (the tally of location '').
   redis.call('PEXPIRE', k.tally, ARGV[1])
+  redis.call('PEXPIRE', k.inst_status, ARGV[1])
   -- Its scaling policies, readable as long as the fleet.
   for _, name in ipairs(redis.call('ZRANGE', k.policies, 0, -1)) do
     redis.call('PEXPIRE', k.policy .. name, ARGV[1])

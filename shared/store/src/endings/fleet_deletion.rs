@@ -3,7 +3,7 @@
 use berth_domain::stored::FleetStatus;
 use redis::Value;
 
-use crate::codec::{outcome_detail, unexpected};
+use crate::codec::{outcome_detail, strings, unexpected};
 use crate::keys::FleetKeys;
 use crate::processes::{Routing, processes_told};
 use crate::scripts::scripts;
@@ -19,12 +19,16 @@ pub enum Deleted {
     Gone(FleetStatus),
     /// Its revision is not the expected one: its revision.
     Conflict(u64),
-    /// Game sessions are live and deletion was not forced: how many.
-    Live(u64),
+    /// Deletion was not forced and the fleet is in use: how many game sessions are live, and how many servers are
+    /// claimed or UTILIZED.
+    Live {
+        sessions: u64,
+        servers: u64,
+    },
 }
 
-/// Deletes a fleet: refused while game sessions are live unless `force`; then DELETING, its processes told to
-/// terminate within `grace_ms`. `expected_revision` 0 skips the revision check.
+/// Deletes a fleet: refused while game sessions are live or servers claimed or UTILIZED unless `force`; then
+/// DELETING, its processes told to terminate within `grace_ms`. `expected_revision` 0 skips the revision check.
 pub async fn delete_fleet(
     store: &Store,
     fleet_id: &str,
@@ -44,7 +48,14 @@ pub async fn delete_fleet(
         "NOT_FOUND" => Deleted::NotFound,
         "GONE" => Deleted::Gone(FleetStatus::parse(&detail).ok_or_else(|| unexpected(SCRIPT, &detail))?),
         "CONFLICT" => Deleted::Conflict(number(&detail)?),
-        "LIVE" => Deleted::Live(number(&detail)?),
+        "LIVE" => Deleted::Live {
+            sessions: number(&detail)?,
+            servers: number(
+                strings(SCRIPT, &Value::Array(told.to_vec()))?
+                    .first()
+                    .map_or("", String::as_str),
+            )?,
+        },
         other => return Err(unexpected(SCRIPT, other)),
     })
 }
