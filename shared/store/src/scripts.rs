@@ -639,6 +639,7 @@ mod tests {
         "NX",
         "PERSIST",
         "PEXPIRE",
+        "PTTL",
         "PUBLISH",
         "PX",
         "SADD",
