@@ -3,6 +3,7 @@
 //! binaries as real processes for tests that kill them.
 
 mod binary;
+mod expiry;
 mod fleets;
 mod launched;
 mod process;
@@ -13,6 +14,7 @@ mod service;
 mod sessions;
 
 pub use binary::{BinaryProcess, ExampleGameServer, binary};
+pub use expiry::keys_without_expiry;
 pub use fleets::{anywhere_fleet, anywhere_fleet_with, fast_settings, process_events, set_fleet_settings};
 pub use launched::Reaper;
 pub use process::{assert_serves, health_within, wait_for_health};

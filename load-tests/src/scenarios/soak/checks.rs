@@ -9,6 +9,7 @@ use berth_proto::placement::v1::PlacementStatus;
 use berth_store::Store;
 use berth_store::fleets::recent_fleet_events;
 use berth_store::utilization::{Tally, UtilizationRead, read_utilization};
+use berth_testkit::keys_without_expiry;
 use berth_testkit::recount::{fields, recount};
 
 use super::HOSTS;
@@ -200,29 +201,17 @@ async fn read(store: &Store, fleet_id: &str) -> Vec<(String, Tally)> {
 /// never expires: what remains of them is records still within their retention, expiring by themselves.
 pub async fn no_orphans(store: &Store) -> Check {
     let mut check = Check::new("no key left without an expiry a retention after every fleet and queue was deleted");
+    let Ok((looked_at, lasting)) = keys_without_expiry(store, "*").await else {
+        check.case(Some("the key space could not be scanned".into()));
+        return check;
+    };
     let mut kinds: BTreeMap<String, u64> = BTreeMap::new();
-    let mut cursor = 0_u64;
-    loop {
-        let scanned: Result<(u64, Vec<String>), _> =
-            store.query(redis::cmd("SCAN").arg(cursor).arg("COUNT").arg(1000)).await;
-        let Ok((next, keys)) = scanned else {
-            check.case(Some("the key space could not be scanned".into()));
-            return check;
-        };
-        // The list of fleets the sweeps visit keeps every fleet ever created: a known leak of one member per fleet
-        // id, not a key of a deleted fleet.
-        for key in keys.into_iter().filter(|key| key != berth_store::keys::FLEETS) {
-            let ttl: i64 = store.query(redis::cmd("PTTL").arg(&key)).await.unwrap_or(-2);
-            check.of += 1;
-            if ttl == -1 {
-                *kinds.entry(kind(&key)).or_default() += 1;
-            }
-        }
-        if next == 0 {
-            break;
-        }
-        cursor = next;
+    // The list of fleets the sweeps visit keeps every fleet ever created: a known leak of one member per fleet id,
+    // not a key of a deleted fleet.
+    for key in lasting.iter().filter(|key| *key != berth_store::keys::FLEETS) {
+        *kinds.entry(kind(key)).or_default() += 1;
     }
+    check.of = looked_at;
     for (kind, count) in kinds {
         check.violations += count;
         check.examples.push(format!("{count} × {kind}"));

@@ -16,7 +16,9 @@ use berth_runtime::server::WRITES;
 use berth_sdk::game_server::{Event, Events, GameServer, SdkError};
 use berth_store::keys::FleetKeys;
 use berth_store::{Store, pool};
-use berth_testkit::{RunningService, TestRedis, game_server_config, spawn_service, token, wait_for_health};
+use berth_testkit::{
+    RunningService, TestRedis, game_server_config, keys_without_expiry, spawn_service, token, wait_for_health,
+};
 use tokio::task::JoinSet;
 use tonic::Code;
 use tonic_health::pb::health_check_response::ServingStatus;
@@ -783,30 +785,12 @@ async fn a_deleted_fleet_or_location_ends_its_processes_then_goes(redis: TestRed
     // are deleted by the session sweep when their own retention passes). Looked at on a single node, where one SCAN
     // sees every key.
     if matches!(redis, TestRedis::Single(_)) {
-        let mut cursor = 0_u64;
-        loop {
-            let (next, keys): (u64, Vec<String>) = store
-                .query(
-                    redis::cmd("SCAN")
-                        .arg(cursor)
-                        .arg("MATCH")
-                        .arg("berth:{f:arena}:*")
-                        .arg("COUNT")
-                        .arg(1000),
-                )
-                .await
-                .unwrap();
-            for key in keys {
-                let ttl: i64 = store.query(redis::cmd("PTTL").arg(&key)).await.unwrap();
-                let swept = [":gend:", ":player:", ":ended", ":sessions"]
-                    .iter()
-                    .any(|kind| key.contains(kind));
-                assert!(ttl > 0 || swept, "{key} never expires");
-            }
-            if next == 0 {
-                break;
-            }
-            cursor = next;
+        let (_, lasting) = keys_without_expiry(&store, "berth:{f:arena}:*").await.unwrap();
+        for key in lasting {
+            let swept = [":gend:", ":player:", ":ended", ":sessions"]
+                .iter()
+                .any(|kind| key.contains(kind));
+            assert!(swept, "{key} never expires");
         }
     }
     // Its game session ended as the forced deletion says: TERMINATED, FLEET_DELETED.
