@@ -610,13 +610,15 @@ pub async fn run(stack: &Stack, args: &Args) -> Result<Findings, Failure> {
         ),
     ]);
     figures.extend(cost_figures(&cost));
-    figures.extend(steps.iter().map(|(step, commands, calls)| {
-        Figure::new(
-            &format!("raw chain: {step} ({calls:.0} function calls)"),
-            *commands,
-            "commands",
-        )
-    }));
+    for (step, cost) in &steps {
+        let name = format!("raw chain: {step} ({:.0} function calls)", cost.function_calls);
+        figures.push(Figure::new(&name, cost.commands, "commands"));
+        figures.push(Figure::new(
+            &format!("{name}, time in functions"),
+            cost.function_micros,
+            "µs",
+        ));
+    }
     let mut targets = targets(&closed, &open, args.rate);
     targets.extend(cost_targets(&cost));
     let ratios = vec![

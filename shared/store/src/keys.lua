@@ -30,10 +30,8 @@ local function fleet_keys(KEYS, names)
   return setmetatable(k, FLEET)
 end
 
--- A game session's and a player session's keys: every area that reads sessions (a process's desired state lists
--- its own) finds them by these.
+-- A game session's key: every area that reads sessions finds them by it.
 local function gkey(k, sid) return k.gsess .. sid end
-local function pkey(k, psid) return k.psess .. psid end
 
 -- The fleet a game session's or player session's id names (berth_domain::game_session::fleet_of), if any.
 local function fleet_of(id)

@@ -97,7 +97,7 @@ pub const CAPACITY_CHANNEL: &str = "berth:capacity";
 /// Every key of a fleet: the name its Lua reads it by (`k.<name>`, see `scripts.rs`) and what follows the fleet's
 /// tag. A suffix ending in ':' starts the keys of a kind of record, each followed by its record's id; the others are
 /// the fleet's fixed keys, which a function declares at its top (`-- KEYS: k.pool, …`) and receives in KEYS.
-pub(crate) const FLEET_KEYS: [(&str, &str); 45] = [
+pub(crate) const FLEET_KEYS: [(&str, &str); 44] = [
     // The fleet (fleets/lib.lua): its record, and its event stream, which every area appends to.
     ("fleet", ":fleet"),
     ("events", ":events"),
@@ -146,12 +146,11 @@ pub(crate) const FLEET_KEYS: [(&str, &str); 45] = [
     // ms>', since when it has written every heartbeat it received on time and when it last wrote; the sweep reads it
     // before it calls a process whose stream that replica holds silent.
     ("writers", ":writers"),
-    // Sessions (sessions/lib.lua): game and player sessions, ended game sessions, a player's player sessions,
-    // idempotency tokens, a creator's sessions, the search indexes, the fleet's sessions, the deadlines of
+    // Sessions (sessions/lib.lua): game sessions with their player sessions, ended game sessions, a player's player
+    // sessions, idempotency tokens, a creator's sessions, the search indexes, the fleet's sessions, the deadlines of
     // activation, reservation and forced termination, ended sessions by expiry, the session event stream and its last
     // trimmed position.
     ("gsess", ":gsess:"),
-    ("psess", ":psess:"),
     ("gend", ":gend:"),
     ("player", ":player:"),
     ("idem", ":idem:"),
@@ -290,19 +289,9 @@ impl FleetKeys {
         format!("{}{game_session_id}", self.named("gsess"))
     }
 
-    /// Hash of one player session.
-    pub fn player_session(&self, player_session_id: &str) -> String {
-        format!("{}{player_session_id}", self.named("psess"))
-    }
-
     /// Sorted set of the fleet's game session ids by creation (ms).
     pub fn game_sessions(&self) -> String {
         self.named("sessions")
-    }
-
-    /// Sorted set of one game session's player session ids by creation (ms).
-    pub fn players_of_session(&self, game_session_id: &str) -> String {
-        format!("{}:ps", self.game_session(game_session_id))
     }
 
     /// Sorted set of one player's player session ids in this fleet by creation (ms).

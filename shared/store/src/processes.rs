@@ -27,7 +27,6 @@ pub(crate) const LUA: Area = Area {
         ("detach_process", include_str!("processes/detach.lua"), false),
         ("process_ready", include_str!("processes/ready.lua"), false),
         ("reserve_process", include_str!("processes/reserve.lua"), false),
-        ("desired_state", include_str!("processes/desired.lua"), true),
     ],
 };
 

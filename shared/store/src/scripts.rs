@@ -633,6 +633,7 @@ mod tests {
         "HSETNX",
         "HVALS",
         "LIMIT",
+        "LT",
         "MKSTREAM",
         "MAXLEN",
         "MINID",

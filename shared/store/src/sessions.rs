@@ -56,6 +56,8 @@ pub(crate) const LUA: Area = Area {
         ("search_sessions", include_str!("sessions/search.lua"), true),
         ("read_events", include_str!("sessions/read_events.lua"), true),
         ("placement_attempt", include_str!("sessions/placement.lua"), false),
+        // A process's desired state lists its sessions and the players reserved in those it has yet to activate.
+        ("desired_state", include_str!("sessions/desired.lua"), true),
     ],
 };
 

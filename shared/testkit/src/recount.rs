@@ -9,9 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use berth_domain::game_server::InstanceStatus;
-use berth_domain::stored::{
-    GameSessionStatus, InstanceState, PlayerSessionStatus, ProcessHealth, ProcessState, Utilization,
-};
+use berth_domain::stored::{GameSessionStatus, InstanceState, ProcessHealth, ProcessState, Utilization};
 use berth_store::Store;
 use berth_store::keys::FleetKeys;
 use berth_store::utilization::Tally;
@@ -117,7 +115,8 @@ impl From<redis::Value> for Reply {
         match value {
             redis::Value::Nil => Reply::Nil,
             redis::Value::Int(n) => Reply::Int(n),
-            redis::Value::BulkString(bytes) => Reply::Text(String::from_utf8(bytes).unwrap()),
+            // A live player session is a binary (msgpack) field of its game session's hash: no count reads it.
+            redis::Value::BulkString(bytes) => Reply::Text(String::from_utf8_lossy(&bytes).into_owned()),
             redis::Value::SimpleString(text) => Reply::Text(text),
             redis::Value::Okay => Reply::Text("OK".into()),
             redis::Value::Array(items) => Reply::Array(items.into_iter().map(Reply::from).collect()),
@@ -224,35 +223,17 @@ pub async fn recount(
         }
     }
 
-    // Game sessions, with their player sessions holding a slot (RESERVED or ACTIVE).
+    // Game sessions, with their player sessions holding a slot (RESERVED or ACTIVE): each holds its player's seat,
+    // a field l:<player id> naming it, which its end empties.
     let sids = raw.one(&["ZRANGE", &keys.game_sessions(), "0", "-1"]).await.strings();
-    let mut reads = Vec::new();
-    for sid in &sids {
-        reads.push(command(&["HGETALL", &keys.game_session(sid)]));
-        reads.push(command(&["ZRANGE", &keys.players_of_session(sid), "0", "-1"]));
-    }
-    let mut replies = raw.pipeline(&reads).await.into_iter();
-    let mut games = Vec::new();
-    let mut reads = Vec::new();
-    for _ in &sids {
-        let game = replies.next().unwrap().hash();
-        let players = replies.next().unwrap().strings();
-        for psid in &players {
-            reads.push(command(&["HGET", &keys.player_session(psid), "status"]));
-        }
-        games.push((game, players.len()));
-    }
-    let mut statuses = raw.pipeline(&reads).await.into_iter();
-    let holding = [
-        PlayerSessionStatus::Reserved.as_str(),
-        PlayerSessionStatus::Active.as_str(),
-    ];
-    for (game, players) in games {
-        let live = statuses
-            .by_ref()
-            .take(players)
-            .filter_map(Reply::text)
-            .filter(|status| holding.contains(&status.as_str()))
+    let reads: Vec<_> = sids
+        .iter()
+        .map(|sid| command(&["HGETALL", &keys.game_session(sid)]))
+        .collect();
+    for game in raw.pipeline(&reads).await.into_iter().map(Reply::hash) {
+        let live = game
+            .iter()
+            .filter(|(field, number)| field.starts_with("l:") && !number.is_empty())
             .count() as u64;
         // An ended session is kept packed, with no hash: it counts nothing.
         let Some(status) = game.get("status") else {

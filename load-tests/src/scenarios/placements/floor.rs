@@ -82,11 +82,21 @@ fn code(err: StoreError) -> Code {
 const METERED_CHAINS: u64 = 20;
 
 /// Redis's command counts read between the steps of chains run one at a time: commands (those inside functions
-/// included) and function calls of each step, summed over the chains.
+/// included), function calls and µs in functions of each step, summed over the chains.
 struct Meter {
     last: RedisStats,
-    /// Step name → (commands, function calls), in the order first met.
-    steps: Vec<(&'static str, f64, f64)>,
+    /// Step name → what it cost, in the order first met.
+    steps: Vec<(&'static str, StepCost)>,
+}
+
+/// What one step of a placement's chain cost Redis.
+#[derive(Clone, Copy, Default)]
+pub struct StepCost {
+    /// Commands, those inside functions included.
+    pub commands: f64,
+    pub function_calls: f64,
+    /// Time in functions, the commands they ran included.
+    pub function_micros: f64,
 }
 
 impl Meter {
@@ -94,15 +104,18 @@ impl Meter {
     async fn step(&mut self, store: &Store, step: &'static str) -> Result<(), Code> {
         let now = RedisStats::read(store).await.map_err(|_| Code::Unavailable)?;
         let done = now.since(&self.last, 1.0);
-        // The INFO that read it is no work of the step's.
-        let (commands, calls) = (done.commands_run() - done.calls("info"), done.function_calls());
-        match self.steps.iter_mut().find(|(name, ..)| *name == step) {
-            Some(entry) => {
-                entry.1 += commands;
-                entry.2 += calls;
+        let index = match self.steps.iter().position(|(name, _)| *name == step) {
+            Some(index) => index,
+            None => {
+                self.steps.push((step, StepCost::default()));
+                self.steps.len() - 1
             }
-            None => self.steps.push((step, commands, calls)),
-        }
+        };
+        let cost = &mut self.steps[index].1;
+        // The INFO that read it is no work of the step's.
+        cost.commands += done.commands_run() - done.calls("info");
+        cost.function_calls += done.function_calls();
+        cost.function_micros += done.function_micros();
         self.last = now;
         Ok(())
     }
@@ -116,10 +129,9 @@ async fn mark(meter: &mut Option<&mut Meter>, store: &Store, step: &'static str)
     }
 }
 
-/// What each step of a placement's chain costs Redis, from [`METERED_CHAINS`] chains run alone after the floor:
-/// (step, commands per chain, function calls per chain), in the chain's order. A step met twice in a chain (a
-/// player's accept) is summed.
-pub async fn by_step(store: &Store, players: u64) -> Result<Vec<(&'static str, f64, f64)>, Failure> {
+/// What each step of a placement's chain costs Redis, from [`METERED_CHAINS`] chains run alone after the floor, per
+/// chain, in the chain's order. A step met twice in a chain (a player's accept) is summed.
+pub async fn by_step(store: &Store, players: u64) -> Result<Vec<(&'static str, StepCost)>, Failure> {
     let view = view(store, &super::queue_name(0)).await?;
     let mut meter = Meter {
         last: RedisStats::read(store).await?,
@@ -135,7 +147,14 @@ pub async fn by_step(store: &Store, players: u64) -> Result<Vec<(&'static str, f
     Ok(meter
         .steps
         .into_iter()
-        .map(|(step, commands, calls)| (step, commands / chains, calls / chains))
+        .map(|(step, cost)| {
+            let per_chain = StepCost {
+                commands: cost.commands / chains,
+                function_calls: cost.function_calls / chains,
+                function_micros: cost.function_micros / chains,
+            };
+            (step, per_chain)
+        })
         .collect())
 }
 

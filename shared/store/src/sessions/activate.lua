@@ -20,14 +20,9 @@ if s[1] ~= ARGV[1] then return {'NOT_YOURS', tostring(now)} end
 local outcome = 'ACTIVATED'
 if s[2] == S.ACTIVATING then
   redis.call('ZREM', k.act_due, sid)
-  local until_ms = now + tonumber(s[3])
-  -- No player is let in before its session is ACTIVE: every live player session is RESERVED still, its deadline
-  -- this activation's time plus res_ms (with_deadline).
-  local due = {}
-  for _, psid in ipairs(redis.call('HVALS', key .. ':live')) do
-    due[#due + 1], due[#due + 2] = until_ms, psid
-  end
-  if #due > 0 then redis.call('ZADD', k.res_due, unpack(due)) end
+  -- No player is let in before its session is ACTIVE: every player session holding a slot is RESERVED still, its
+  -- deadline this activation's time plus res_ms (reservation_deadline), which the session waits for as one.
+  if tonumber(s[6]) > 0 then redis.call('ZADD', k.res_due, now + tonumber(s[3]), sid) end
   -- Its new status is written with its share, in one HSET.
   index_session(k, sid, {s[4], s[5], S.ACTIVE, s[6], s[7], s[8], s[9], s[10], s[11]},
     {'status', S.ACTIVE, 'act_ms', now})
@@ -35,4 +30,4 @@ if s[2] == S.ACTIVATING then
 elseif s[2] ~= S.ACTIVE then
   outcome = 'ENDED'
 end
-return reply(outcome, now, key)
+return append_pairs({outcome, tostring(now)}, session_fields(k, sid))

@@ -102,14 +102,18 @@ local function can_host(id)
 end
 
 -- The first of up to CANDIDATES_LOOKED members of a sorted set that can host the session; a few hundred are looked
--- at, not the whole fleet.
+-- at, not the whole fleet. The batches start at one member and grow: the first mostly can.
 local function first_host(set, min, max_score)
-  for offset = 0, CANDIDATES_LOOKED - CANDIDATES_BATCH, CANDIDATES_BATCH do
-    local ids = redis.call('ZRANGEBYSCORE', set, min, max_score, 'LIMIT', offset, CANDIDATES_BATCH)
+  local offset, size = 0, 1
+  while offset < CANDIDATES_LOOKED do
+    size = math.min(size, CANDIDATES_LOOKED - offset)
+    local ids = redis.call('ZRANGEBYSCORE', set, min, max_score, 'LIMIT', offset, size)
     for _, candidate in ipairs(ids) do
       if can_host(candidate) then return candidate end
     end
-    if #ids < CANDIDATES_BATCH then return nil end
+    if #ids < size then return nil end
+    offset = offset + size
+    size = math.min(size * 4, CANDIDATES_BATCH)
   end
 end
 
@@ -128,7 +132,6 @@ else
 end
 
 local server_key = k.gs .. id
-local key = gkey(k, sid)
 local deadline = now + set.act_ms
 local players = 0
 if #ARGV >= 22 then players = (#ARGV - 21) / 2 end
@@ -139,6 +142,17 @@ local record = {'id', sid, 'fleet', ARGV[16], 'loc', server[2] or '', 'server', 
   'accept', ARGV[9], 'prot', protected, 'name', ARGV[11], 'props', ARGV[12], 'data', ARGV[13], 'mm', ARGV[14],
   'creator', creator, 'placement', ARGV[15], 'notify', ARGV[17], 'res_ms', set.res_ms, 'ret_ms', ARGV[5],
   'idem', token, 'digest', ARGV[7], 'np', players}
+-- The desired players of a placement, RESERVED with it (their reservation timers start at activation), are written
+-- with the record; the reply shows the record alone.
+local written, hosted = {unpack(record)}, {record}
+for i = 22, #ARGV, 2 do
+  local n = (i - 20) / 2
+  local v = {n, ARGV[i], S.RESERVED, ARGV[i + 1], now, false, false}
+  written[#written + 1], written[#written + 2] = player_field(n), cmsgpack.pack(v)
+  written[#written + 1], written[#written + 2] = seat_field(ARGV[i]), n
+  hosted[#hosted + 1] = player_fields(sid, v)
+  redis.call('ZADD', k.player .. ARGV[i], now, listed_player(player_session_id(sid, n)))
+end
 redis.call('SADD', server_key .. ':sessions', sid)
 open = open + 1
 local routing = {server[14], tonumber(server[15] or '0') + 1}
@@ -150,7 +164,7 @@ local pending = {}
 -- Its new state and desired-state version are written with its share, in one HSET.
 tally_server(k, id, false, server, open, pending, {'pstate', S.ACTIVE, 'ver', routing[2]})
 tally_session(k, sid, {server[2] or '', server[1] or '', S.ACTIVATING, players, max, ARGV[9], false, false, now}, false,
-  pending, record)
+  pending, written)
 tally_instances(k, pending)
 add_to_minute(k, server[2] or '', {[4] = 1}, now)
 redis.call('ZADD', k.sessions, now, sid)
@@ -169,22 +183,6 @@ if spend ~= '' then
     if redis.call('ZREM', k.wanting .. name, ARGV[15]) == 1 then redis.call('HDEL', k.wanted .. name, ARGV[15]) end
   end
   if #where > 0 then redis.call('DEL', waits) end
-end
--- The desired players of a placement, RESERVED with it; their reservation timers start at activation. The session's
--- lists of them are written once for all.
-local live, listed, hosted = {}, {}, {record}
-for i = 22, #ARGV, 2 do
-  local psid = player_session_id(sid, (i - 20) / 2)
-  local fields = {'id', psid, 'player', ARGV[i], 'gs', sid, 'status', S.RESERVED, 'data', ARGV[i + 1], 'c_ms', now}
-  hosted[#hosted + 1] = fields
-  redis.call('HSET', pkey(k, psid), unpack(fields))
-  redis.call('ZADD', k.player .. ARGV[i], now, listed_player(psid))
-  live[#live + 1], live[#live + 2] = ARGV[i], psid
-  listed[#listed + 1], listed[#listed + 2] = now, psid
-end
-if #live > 0 then
-  redis.call('HSET', key .. ':live', unpack(live))
-  redis.call('ZADD', key .. ':ps', unpack(listed))
 end
 -- The only session it hosts: its whole desired state is known here, and goes to its replica with the announcement.
 if open == 1 then routing[3] = desired_text(routing[2], S.ACTIVE, {hosted}) end

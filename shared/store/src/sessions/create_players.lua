@@ -11,8 +11,12 @@
 local now = now_ms()
 local sid = ARGV[1]
 local key = gkey(k, sid)
-local s = redis.call('HMGET', key, 'status', 'accept', 'cur', 'max', 'res_ms', 'loc', 'ip', 'dns', 'port', 'srv_end',
-  'c_ms', 'np', 'inst', 'tly', 'act_ms')
+-- The session's fields, then each player's seat (the number of its live player session, if any).
+local read = {'status', 'accept', 'cur', 'max', 'res_ms', 'loc', 'ip', 'dns', 'port', 'srv_end', 'c_ms', 'np', 'inst',
+  'tly', 'act_ms'}
+local SEATS = #read
+for i = 2, #ARGV, 2 do read[#read + 1] = seat_field(ARGV[i]) end
+local s = redis.call('HMGET', key, unpack(read))
 if not s[1] then
   local ended = ended_session(k, sid)
   if ended then return {'NOT_ACTIVE', tostring(now), by_name(ended.fields).status} end
@@ -22,60 +26,56 @@ if s[1] ~= S.ACTIVE then return {'NOT_ACTIVE', tostring(now), s[1]} end
 -- Its server was told to end (scale-in, unhealthy…): the session ends with it, so nobody new should join.
 if s[10] == '1' then return {'NOT_ACTIVE', tostring(now), 'ACTIVE on a server that is ending'} end
 if s[2] ~= '1' then return {'DENY_ALL', tostring(now), ''} end
-local live = key .. ':live'
--- A new player's entry in `live` is written as it is checked (one call where a read and a write would be two)
--- and taken back if the request fails.
-local held, taken = {}, {}
-local function give_back()
-  for _, player in ipairs(taken) do redis.call('HDEL', live, player) end
+-- Players holding a slot already: their player sessions, read in one call, must carry the same data.
+local held, held_fields = {}, {}
+for i = 2, #ARGV, 2 do
+  local seat = s[SEATS + i / 2]
+  if seat and seat ~= '' then
+    held[#held + 1] = i
+    held_fields[#held_fields + 1] = player_field(seat)
+  end
 end
--- New ones are numbered on from the session's last.
+local held_values = {}
+if #held > 0 then
+  local packed = redis.call('HMGET', key, unpack(held_fields))
+  for j, i in ipairs(held) do
+    local v = cmsgpack.unpack(packed[j])
+    if v[P_DATA] ~= ARGV[i + 1] then return {'PLAYER_CONFLICT', tostring(now), ARGV[i]} end
+    held_values[i] = v
+  end
+end
+-- Players new to the session take a slot each, however often the request names them.
+local fresh, data_of = 0, {}
+for i = 2, #ARGV, 2 do
+  if not held_values[i] then
+    local data = data_of[ARGV[i]]
+    if data and data ~= ARGV[i + 1] then return {'PLAYER_CONFLICT', tostring(now), ARGV[i]} end
+    if not data then fresh = fresh + 1 end
+    data_of[ARGV[i]] = ARGV[i + 1]
+  end
+end
 local numbered = tonumber(s[12] or '0')
-local fresh_ids = {}
-for i = 2, #ARGV, 2 do
-  local next_id = player_session_id(sid, numbered + #taken + 1)
-  if redis.call('HSETNX', live, ARGV[i], next_id) == 1 then
-    taken[#taken + 1] = ARGV[i]
-    fresh_ids[i] = next_id
-  else
-    local psid = redis.call('HGET', live, ARGV[i])
-    if redis.call('HGET', pkey(k, psid), 'data') ~= ARGV[i + 1] then
-      give_back()
-      return {'PLAYER_CONFLICT', tostring(now), ARGV[i]}
-    end
-    held[i] = psid
-  end
-end
-local fresh = #taken
 local cur, max = tonumber(s[3]), tonumber(s[4])
-if cur + fresh > max then
-  give_back()
-  return {'FULL', tostring(now), tostring(max - cur)}
-end
+if cur + fresh > max then return {'FULL', tostring(now), tostring(max - cur)} end
 local until_ms = now + tonumber(s[5])
-local created = tostring(now)
-local endpoint = {s[6], s[7], s[8], s[9]}
-local out = {'CREATED', created, '', endpoint}
--- The hot path: a new player session's record is built here once and used for the hash and the reply,
--- rather than written and read back.
+local out = {'CREATED', tostring(now), '', {s[6], s[7], s[8], s[9]}}
+-- New ones are numbered on from the session's last, and written with its count and share in one HSET.
+local also = {'cur', cur + fresh, 'np', numbered + fresh}
+local made = {}
 for i = 2, #ARGV, 2 do
-  local psid = held[i]
-  if psid then
-    out[#out + 1] = with_deadline(redis.call('HGETALL', pkey(k, psid)), s[15], s[5])
-  else
-    psid = fresh_ids[i]
-    local fields = {'id', psid, 'player', ARGV[i], 'gs', sid, 'status', S.RESERVED, 'data', ARGV[i + 1], 'c_ms', now}
-    redis.call('HSET', pkey(k, psid), unpack(fields))
-    -- Its deadline follows from its c_ms (with_deadline): the reply shows it, the record does not hold it.
-    fields[#fields + 1], fields[#fields + 2] = 'until_ms', until_ms
-    redis.call('ZADD', key .. ':ps', now, psid)
-    redis.call('ZADD', k.player .. ARGV[i], now, listed_player(psid))
-    redis.call('ZADD', k.res_due, until_ms, psid)
-    out[#out + 1] = fields
+  local v = held_values[i] or made[ARGV[i]]
+  if not v then
+    v = {numbered + 1, ARGV[i], S.RESERVED, ARGV[i + 1], now, false, false}
+    numbered = v[1]
+    made[ARGV[i]] = v
+    extend(also, {player_field(v[1]), cmsgpack.pack(v), seat_field(ARGV[i]), v[1]})
+    redis.call('ZADD', k.player .. ARGV[i], now, listed_player(player_session_id(sid, v[1])))
   end
+  out[#out + 1] = live_player_fields(sid, v, s[15], s[5])
 end
 if fresh > 0 then
-  index_counts(k, sid, {s[6], s[13], s[1], cur + fresh, max, s[2], s[10], s[14], s[11]}, cur < max,
-    {'cur', cur + fresh, 'np', numbered + fresh})
+  -- The session waits for its earliest reservation; a later one than that it already waits for changes nothing.
+  redis.call('ZADD', k.res_due, 'LT', until_ms, sid)
+  index_counts(k, sid, {s[6], s[13], s[1], cur + fresh, max, s[2], s[10], s[14], s[11]}, cur < max, also)
 end
 return out

@@ -30,8 +30,8 @@ if ARGV[3] ~= 'REJECT' and p[3] == S.TERMINATING then
   reason = told_end_reason(p[#ENDING_READ], S.TRIGGERED_ON_PROCESS_TERMINATE)
 end
 local pending = {}
-local fields = end_game_session(k, sid, status, reason, now, live, s, pending)
-if not fields then return session_reply('ENDED', now, '', nil, live) end
+local fields = end_game_session(k, sid, status, reason, now, live, pending)
+if not fields then return session_reply('ENDED', now, '', nil, (split_session(live))) end
 local routing = release_process(k, id, pending, p)
 tally_instances(k, pending)
 return session_reply('ENDED', now, '', routing, fields)

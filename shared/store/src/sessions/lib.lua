@@ -12,17 +12,16 @@
 --                       reservation timeout of its player sessions), idem (its idempotency token), digest (of the
 --                       request that created it, to tell a retry from a reuse of the token), notify (the
 --                       placement replica to tell when it is activated)
---                       np (how many player sessions it has made: the number of the last, see player_session_id)
---   gsess:<id>:ps       its player session ids by creation ms
---   gsess:<id>:live     player id → player session id of its RESERVED and ACTIVE player sessions
---   psess:<id>          a player session: id, player, gs, status, data, c_ms, act_ms, end_ms (and until_ms, which an
---                       earlier release wrote and a reader shows for RESERVED ones only; see with_deadline)
+--                       np (how many player sessions it has made: the number of the last, see player_session_id),
+--                       and its player sessions: p<n>, the n-th (see player_field), and l:<player id>, the number of
+--                       that player's session while it holds a slot ('' once it ended)
 --   gend:<id>           an ended game session with its player sessions, in one packed value (see ended_session):
---                       the keys above go when it ends
+--                       its hash goes when it ends
 --   player:<player id>  the player's session ids in this fleet by creation ms, less the '<fleet id>/' every id of the
 --                       fleet starts with (listed_player; ids listed by an earlier release are whole)
 --   sessions            the fleet's game session ids by creation ms
---   act_due, res_due    ACTIVATING sessions by activation deadline; RESERVED player sessions by reservation deadline
+--   act_due, res_due    ACTIVATING sessions by activation deadline; ACTIVE sessions with RESERVED player sessions by
+--                       the earliest of their reservation deadlines (or an earlier one: the sweep looks again)
 --   term_due            TERMINATING sessions by when they are forced to end
 --   hosting             processes hosting sessions with a slot to spare, by when they last took one
 --   ended               ended game sessions by when their records expire
@@ -48,6 +47,21 @@ local SESSION_ENDED = {'id', 'fleet', 'loc', 'server', 'inst', 'ip', 'dns', 'por
   'act_ms', 'end_ms', 'cur', 'max', 'accept', 'prot', 'name', 'props', 'data', 'mm', 'creator', 'placement', 'idem',
   'digest', 'srv_end'}
 local PLAYER_ENDED = {'id', 'player', 'status', 'data', 'c_ms', 'act_ms', 'end_ms'}
+
+-- A live player session is one field of its game session's hash, p<n> for the n-th: msgpack of its values in
+-- PLAYER_ENDED's order, its number first and false where it has none, the entry its game session's ended record
+-- keeps as it is. Its id follows from the game session's and its number, so no key finds it (player_session_id);
+-- while it holds a slot its player's field l:<player id> holds its number, for a reservation to find the player's
+-- live one.
+local P_PLAYER, P_STATUS, P_DATA, P_CREATED, P_ACTIVATED, P_ENDED = 2, 3, 4, 5, 6, 7
+
+local function player_field(n)
+  return 'p' .. n
+end
+
+local function seat_field(player)
+  return 'l:' .. player
+end
 
 -- The id of the n-th player session (from 1) of game session `sid`: berth_domain::game_session::player_session_id,
 -- whose game session is known from the id alone.
@@ -80,6 +94,39 @@ local function session_of(psid)
   return fleet and (fleet .. '/gsess-' .. uuid)
 end
 
+-- Whether player session values `v` hold a slot.
+local function holds_slot(v)
+  return v[P_STATUS] == S.RESERVED or v[P_STATUS] == S.ACTIVE
+end
+
+-- A player session's fields, as a reply shows them (by name, flat), from its values `v` in game session `sid`.
+local function player_fields(sid, v)
+  local values = {v[1], v[2], v[3], v[4], v[5], v[6], v[7]}
+  if type(values[1]) == 'number' then values[1] = player_session_id(sid, values[1]) end
+  local fields = record_fields(values, PLAYER_ENDED)
+  fields[#fields + 1] = 'gs'
+  fields[#fields + 1] = sid
+  return fields
+end
+
+-- A live game session's hash as HGETALL answers it, taken apart: its own fields (flat, by name) and, when `players`
+-- is asked for, its player sessions' values by number.
+local function split_session(fields, players)
+  local own, numbered = {}, {}
+  for i = 1, #fields, 2 do
+    local name = fields[i]
+    local first = string.byte(name, 1)
+    if first == 112 and string.find(name, '^p%d') then
+      if players then numbered[#numbered + 1] = cmsgpack.unpack(fields[i + 1]) end
+    elseif not (first == 108 and string.byte(name, 2) == 58) then
+      own[#own + 1] = name
+      own[#own + 1] = fields[i + 1]
+    end
+  end
+  if #numbered > 1 then table.sort(numbered, function(a, b) return a[1] < b[1] end) end
+  return own, numbered
+end
+
 -- An ended game session: {fields = its fields, players = each of its player sessions' fields, oldest first} (as
 -- HGETALL answers them), or nil when it is not an ended one.
 local function ended_session(k, sid)
@@ -89,12 +136,7 @@ local function ended_session(k, sid)
   values[1] = values[1] or sid
   values[2] = values[2] or fleet_of(sid)
   local players = {}
-  for i, p in ipairs(values[#SESSION_ENDED + 1]) do
-    if type(p[1]) == 'number' then p[1] = player_session_id(sid, p[1]) end
-    players[i] = record_fields(p, PLAYER_ENDED)
-    players[i][#players[i] + 1] = 'gs'
-    players[i][#players[i] + 1] = sid
-  end
+  for i, p in ipairs(values[#SESSION_ENDED + 1]) do players[i] = player_fields(sid, p) end
   local fields = record_fields(values, SESSION_ENDED)
   local record = by_name(fields)
   if not record.digest and record.idem then
@@ -104,10 +146,10 @@ local function ended_session(k, sid)
   return {fields = fields, players = players}
 end
 
--- A game session's fields, live or ended, as HGETALL answers them ({} when there is none).
+-- A game session's fields, live or ended, as a reply shows them ({} when there is none).
 local function session_fields(k, sid)
   local fields = redis.call('HGETALL', gkey(k, sid))
-  if #fields > 0 then return fields end
+  if #fields > 0 then return (split_session(fields)) end
   local ended = ended_session(k, sid)
   return ended and ended.fields or {}
 end
@@ -141,38 +183,36 @@ local function servers_ended_player(k, server, sid, psid)
   return fields, r
 end
 
--- The reservation deadline, ms, of a live player session `p` (its fields by name), nil unless it is RESERVED. A
--- reservation runs res_ms (its game session's) from when it was made or, when made before the session was activated,
--- from the activation: the deadline follows from the two sessions' fields (`act_ms` and `res_ms`, the game session's;
--- none while it is ACTIVATING) and is written into no player session. One an earlier release reserved holds its own.
-local function reservation_deadline(p, act_ms, res_ms)
-  if p.status ~= S.RESERVED then return nil end
-  if p.until_ms then return tonumber(p.until_ms) end
-  if not (act_ms and res_ms) then return nil end
-  return math.max(tonumber(p.c_ms), tonumber(act_ms)) + tonumber(res_ms)
+-- The reservation deadline, ms, of a live player session (its values `v`), nil unless it is RESERVED. A reservation
+-- runs res_ms (its game session's) from when it was made or, when made before the session was activated, from the
+-- activation: the deadline follows from the two sessions' fields (`act_ms` and `res_ms`, the game session's; none
+-- while it is ACTIVATING) and is written nowhere.
+local function reservation_deadline(v, act_ms, res_ms)
+  if v[P_STATUS] ~= S.RESERVED or not (act_ms and res_ms) then return nil end
+  return math.max(v[P_CREATED], tonumber(act_ms)) + tonumber(res_ms)
 end
 
--- A live player session's `fields` (as HGETALL answers them) with its reservation deadline while it is RESERVED.
-local function with_deadline(fields, act_ms, res_ms)
-  local p = by_name(fields)
-  if not p.until_ms then
-    local deadline = reservation_deadline(p, act_ms, res_ms)
-    if deadline then
-      fields[#fields + 1] = 'until_ms'
-      fields[#fields + 1] = tostring(deadline)
-    end
+-- A live player session's fields (player_fields) with its reservation deadline while it is RESERVED.
+local function live_player_fields(sid, v, act_ms, res_ms)
+  local fields = player_fields(sid, v)
+  local deadline = reservation_deadline(v, act_ms, res_ms)
+  if deadline then
+    fields[#fields + 1] = 'until_ms'
+    fields[#fields + 1] = tostring(deadline)
   end
   return fields
 end
 
--- A player session's fields (as HGETALL answers them) and its game session's {loc, ip, dns, port}, live or ended;
--- nil when there is none.
+-- A player session's fields and its game session's {loc, ip, dns, port}, live or ended; nil when there is none.
 local function player_record(k, psid)
-  local fields = redis.call('HGETALL', pkey(k, psid))
-  if #fields > 0 then
-    local s = redis.call('HMGET', gkey(k, by_name(fields).gs), 'loc', 'ip', 'dns', 'port', 'act_ms', 'res_ms')
-    return with_deadline(fields, s[5], s[6]), {s[1] or '', s[2] or '', s[3] or '', s[4] or '0'}
+  local sid = session_of(psid)
+  local n = sid and player_number(sid, psid)
+  if not n then return nil end
+  local s = redis.call('HMGET', gkey(k, sid), player_field(n), 'loc', 'ip', 'dns', 'port', 'act_ms', 'res_ms')
+  if s[1] then
+    return live_player_fields(sid, cmsgpack.unpack(s[1]), s[6], s[7]), {s[2] or '', s[3] or '', s[4] or '', s[5] or '0'}
   end
+  if s[2] then return nil end
   local p, session = ended_player(k, psid)
   if not p then return nil end
   return p, endpoint_of(by_name(session))
@@ -304,10 +344,11 @@ local SESSION_UNSHOWN = {data = true, mm = true, tly = true, idem = true, digest
   ret_ms = true, np = true}
 
 -- Appends a game session's transition to the session event stream with the record at `key` as it is now, but for
--- what no event shows (SESSION_UNSHOWN) and the fields a reader joins (SESSION_FIXED); `fields` the record's, when
--- the caller holds them as they are now. Answers the record's fields, for a reply that shows them.
+-- what no event shows (SESSION_UNSHOWN) and the fields a reader joins (SESSION_FIXED); `fields` the record's own
+-- (split_session), when the caller holds them as they are now. Answers the record's own fields, for a reply that
+-- shows them.
 local function session_event(k, type, key, now, fields)
-  fields = fields or redis.call('HGETALL', key)
+  fields = fields or split_session(redis.call('HGETALL', key))
   local entry = {'type', type, 't', now, 'kind', 'g'}
   local status, deadline
   for i = 1, #fields, 2 do
@@ -332,41 +373,29 @@ end
 
 -- Appends a game session's end (`type`: TERMINATED or ERROR) to the session event stream. Its record does not change
 -- after its end, and is kept (packed, with its player sessions) at least as long as the event: the entry names the
--- session and, in `with`, the player sessions that ended with it (by number, see player_session_id; an id of an
--- earlier release whole), and a reader joins the record (read_events.lua) rather than Redis holding it twice.
+-- session and, in `with`, the numbers of the player sessions that ended with it (their values, `players`), and a
+-- reader joins the record (read_events.lua) rather than Redis holding it twice.
 local function end_event(k, type, sid, now, players)
   local with = {}
-  for i, p in ipairs(players) do
-    local psid = by_name(p).id
-    with[i] = player_number(sid, psid) or psid
-  end
+  for i, v in ipairs(players) do with[i] = v[1] end
   redis.call('XADD', k.sevents, '*', 'type', type, 't', now, 'kind', 'e', 'id', sid, 'with', table.concat(with, ' '))
 end
 
--- Ends a RESERVED or ACTIVE player session (COMPLETED or TIMEDOUT) and frees its slot. Only a timeout is an event
--- of its own (see SessionEventType in the contract), for which `endpoint`, its game session's {loc, ip, dns, port},
--- is read here when nil. `fields`, its record as HGETALL answers it, when the caller has read it; `caller_counts`
--- when the caller keeps its game session's count and list of live players (they go with a session that ends; a
--- removal writes the count with the session's share). Answers the record's fields as it ended, or nil when it had
--- ended already.
-local function end_player_session(k, psid, status, now, endpoint, fields, caller_counts)
-  local key = pkey(k, psid)
-  fields = fields or redis.call('HGETALL', key)
-  local p = by_name(fields)
-  if p.status ~= S.RESERVED and p.status ~= S.ACTIVE then return nil end
-  redis.call('HSET', key, 'status', status, 'end_ms', now)
-  -- An ACTIVE one left the reservation deadlines when it was accepted.
-  if p.status == S.RESERVED then redis.call('ZREM', k.res_due, psid) end
-  if not caller_counts then
-    redis.call('HDEL', gkey(k, p.gs) .. ':live', p.player)
-    redis.call('HINCRBY', gkey(k, p.gs), 'cur', -1)
-  end
-  fields = with_changes(fields, {status = status, end_ms = tostring(now), until_ms = false})
-  if status == S.TIMEDOUT then
-    endpoint = endpoint or redis.call('HMGET', gkey(k, p.gs), 'loc', 'ip', 'dns', 'port')
-    player_event(k, S.PLAYER_SESSION_TIMED_OUT, fields, endpoint, now)
-  end
-  return fields
+-- Ends player session `v` (its values) of game session `sid`, COMPLETED or TIMEDOUT at `now`, when it holds a slot:
+-- answers what its game session's hash takes for it (its field, its seat freed), for the caller to write with the
+-- session's count, or nil when it had ended already. Only a timeout is an event of its own (see SessionEventType in
+-- the contract), for which `endpoint` is its game session's {loc, ip, dns, port}.
+local function end_player(k, sid, v, status, now, endpoint)
+  if not holds_slot(v) then return nil end
+  v[P_STATUS], v[P_ENDED] = status, now
+  if status == S.TIMEDOUT then player_event(k, S.PLAYER_SESSION_TIMED_OUT, player_fields(sid, v), endpoint, now) end
+  return {player_field(v[1]), cmsgpack.pack(v), seat_field(v[P_PLAYER]), ''}
+end
+
+-- Appends the flat list `more` to the flat list `out`.
+local function extend(out, more)
+  for i = 1, #more do out[#out + 1] = more[i] end
+  return out
 end
 
 -- The reason the game sessions of a process told to end (`term_reason`, the process's) end with, however the process
@@ -378,63 +407,52 @@ local function told_end_reason(term_reason, otherwise)
 end
 
 -- Keeps an ended game session as one packed value (see ended_session): `record` its own fields by name as it ended,
--- then its player sessions, read here; its hash, its lists and its player sessions' hashes go.
-local function keep_ended(k, sid, record)
-  local key = gkey(k, sid)
+-- `players` its player sessions' values by number; its hash goes.
+local function keep_ended(k, sid, record, players)
   if record.digest == record.idem then record.digest = nil end
   local values = record_values(record, SESSION_ENDED)
   if values[1] == sid then values[1] = false end
   if values[2] == fleet_of(sid) then values[2] = false end
-  local players, gone = {}, {key, key .. ':ps', key .. ':live'}
-  for _, psid in ipairs(redis.call('ZRANGE', key .. ':ps', 0, -1)) do
-    local pk = pkey(k, psid)
-    -- By position, as the packed record keeps them (a field it lacks reads false, as in record_values).
-    local p = redis.call('HMGET', pk, unpack(PLAYER_ENDED))
-    for i = 2, #p do p[i] = packed_value(p[i]) end
-    p[1] = player_number(sid, psid) or psid
-    players[#players + 1] = p
-    gone[#gone + 1] = pk
-  end
   values[#SESSION_ENDED + 1] = players
   redis.call('SET', k.gend .. sid, cmsgpack.pack(values))
-  -- In slices: Lua unpacks at most a few thousand values at once.
-  for first = 1, #gone, 1000 do redis.call('DEL', unpack(gone, first, math.min(first + 999, #gone))) end
+  redis.call('DEL', gkey(k, sid))
 end
 
 -- Ends a game session (TERMINATED or ERROR, with a reason): its player sessions complete, it leaves the search
 -- indexes and every deadline, and it is kept packed until its retention from now has passed. Its hash is read once
--- and not written again: keep_ended deletes it (`fields`, as HGETALL answers them, and `r`, the same by name, when
--- the caller has read it; `pending` as tally_instances'). Answers the record's fields as it ended, or false when it
--- had ended already.
-local function end_game_session(k, sid, status, reason, now, fields, r, pending)
-  local key = gkey(k, sid)
-  fields = fields or redis.call('HGETALL', key)
-  r = r or by_name(fields)
+-- and not written again: keep_ended deletes it (`fields`, as HGETALL answers them, when the caller has read it;
+-- `pending` as tally_instances'). Answers the record's own fields as it ended, or false when it had ended already.
+local function end_game_session(k, sid, status, reason, now, fields, pending)
+  fields = fields or redis.call('HGETALL', gkey(k, sid))
+  local own, players = split_session(fields, true)
+  local r = by_name(own)
   if not r.status or r.status == S.TERMINATED or r.status == S.ERROR then return false end
   -- Asked to end, it ended as asked, whatever else its server was doing.
   if r.status == S.TERMINATING and reason == S.ENDED_BY_SERVER then reason = S.TRIGGERED_ON_PROCESS_TERMINATE end
   redis.call('SREM', k.gs .. r.server .. ':sessions', sid)
-  local players = {}
-  for _, psid in ipairs(redis.call('HVALS', key .. ':live')) do
-    players[#players + 1] = end_player_session(k, psid, S.COMPLETED, now, nil, nil, true)
+  local completed = {}
+  for _, v in ipairs(players) do
+    if end_player(k, sid, v, S.COMPLETED, now) then completed[#completed + 1] = v end
   end
-  -- Only an ACTIVATING session waits for its activation, only a TERMINATING one for its forced end.
+  -- Only an ACTIVATING session waits for its activation, only a TERMINATING one for its forced end, and only one
+  -- activated with players can wait for their reservations.
   if r.status == S.ACTIVATING then redis.call('ZREM', k.act_due, sid) end
   if r.status == S.TERMINATING then redis.call('ZREM', k.term_due, sid) end
+  if r.act_ms and #players > 0 then redis.call('ZREM', k.res_due, sid) end
   redis.call('ZADD', k.ended, now + tonumber(r.ret_ms), sid)
-  local cur = tonumber(r.cur) - #players
+  local cur = tonumber(r.cur) - #completed
   tally_session(k, sid, {r.loc, r.inst, status, cur, r.max, r.accept, r.srv_end, r.tly or false, r.c_ms}, true,
     pending)
   if r.status == S.ACTIVE and r.srv_end ~= '1' then unindex_session(k, sid, r.loc) end
   local changed = {status = status, reason = reason, end_ms = tostring(now), cur = tostring(cur), act_by_ms = false,
     term_by_ms = false, tly = false}
-  fields = with_changes(fields, changed)
+  own = with_changes(own, changed)
   for name, value in pairs(changed) do r[name] = value or nil end
   local event = S.GAME_SESSION_TERMINATED
   if status == S.ERROR then event = S.GAME_SESSION_ERROR end
-  end_event(k, event, sid, now, players)
-  keep_ended(k, sid, r)
-  return fields
+  end_event(k, event, sid, now, completed)
+  keep_ended(k, sid, r, players)
+  return own
 end
 
 -- Ends every open game session of a process.

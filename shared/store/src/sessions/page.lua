@@ -1,8 +1,8 @@
 -- Reads one page of a sorted set of session ids, skipping ids whose record is gone (expired) or does not match.
 -- Serves ListGameSessions (the fleet's sessions, newest first, by location and statuses) and
--- DescribePlayerSessions (a game session's or a player's player sessions, oldest first, by status). An ended game
--- session's player sessions are read from its packed record (ended_session), in the order its set held them.
--- KEYS[1] the sorted set of ids. ARGV[1] g | p,
+-- DescribePlayerSessions (a game session's or a player's player sessions, oldest first, by status). A game
+-- session's player sessions are read from its record, live or packed (ended_session), by number.
+-- KEYS[1] the sorted set of ids, or for a game session's player sessions its hash. ARGV[1] g | p,
 -- ARGV[2] DESC | ASC, ARGV[3] position to start after ('' for the first page), ARGV[4] page size,
 -- ARGV[5] location ('' for any; game sessions only), ARGV[6] statuses, space-separated ('' for any), ARGV[7] the
 -- game session whose player sessions KEYS[1] holds ('' for a player's).
@@ -51,14 +51,26 @@ end
 -- A player's list holds its ids without their fleet (listed_player).
 local by_player = ARGV[1] == 'p' and ARGV[7] == ''
 
--- The ids of an ended game session's player sessions with their scores, as the set held them: by creation, then id.
+-- A game session's player sessions by number, with their creation ms, read whole from its record (KEYS[1] is then
+-- the game session's hash), live or ended.
 local listed = nil
-if ARGV[1] == 'p' and ARGV[7] ~= '' and redis.call('EXISTS', set) == 0 then
-  local ended = ended_players(ARGV[7])
+if ARGV[1] == 'p' and ARGV[7] ~= '' then
   listed = {}
-  for _, p in ipairs(ended and ended.players or {}) do
-    local r = by_name(p)
-    listed[#listed + 1] = {r.id, r.c_ms}
+  local own, numbered = split_session(redis.call('HGETALL', set), true)
+  if #own > 0 then
+    local r = by_name(own)
+    local endpoint = endpoint_of(r)
+    for _, v in ipairs(numbered) do
+      local id = player_session_id(ARGV[7], v[1])
+      players[id] = {live_player_fields(ARGV[7], v, r.act_ms, r.res_ms), endpoint}
+      listed[#listed + 1] = {id, tostring(v[P_CREATED])}
+    end
+  else
+    local ended = ended_players(ARGV[7])
+    for _, p in ipairs(ended and ended.players or {}) do
+      local r = by_name(p)
+      listed[#listed + 1] = {r.id, r.c_ms}
+    end
   end
 end
 local function range(from, offset, count)
@@ -99,7 +111,7 @@ local function fits(id)
   return p and (any_status or statuses[by_name(p[1]).status])
 end
 local function record(id, ended_fields)
-  if ARGV[1] == 'g' then return ended_fields or redis.call('HGETALL', gkey(k, id)) end
+  if ARGV[1] == 'g' then return ended_fields or (split_session(redis.call('HGETALL', gkey(k, id)))) end
   return player(id)
 end
 while true do

@@ -20,14 +20,19 @@ end
 local key = gkey(k, sid)
 local routing, fields
 local players = '[]'
+local live = redis.call('HGETALL', key)
 if ARGV[2] == 'ABANDON' then
   -- Ended (now or before), it has no player session RESERVED or ACTIVE left.
-  local live = redis.call('HGETALL', key)
-  local r = by_name(live)
-  fields = end_game_session(k, sid, S.TERMINATED, S.PLACEMENT_ABANDONED, now, live, r)
-  if fields and r.server then routing = release_process(k, r.server) end
+  fields = end_game_session(k, sid, S.TERMINATED, S.PLACEMENT_ABANDONED, now, live)
+  local server = by_name(live).server
+  if fields and server then routing = release_process(k, server) end
 else
-  local live = redis.call('HGETALL', key .. ':live')
-  if #live > 0 then players = cjson.encode(live) end
+  local own, numbered = split_session(live, true)
+  fields = #own > 0 and own or nil
+  local holding = {}
+  for _, v in ipairs(numbered) do
+    if holds_slot(v) then holding[#holding + 1], holding[#holding + 2] = v[P_PLAYER], player_session_id(sid, v[1]) end
+  end
+  if #holding > 0 then players = cjson.encode(holding) end
 end
 return session_reply('FOUND', now, players, routing, fields or session_fields(k, sid))

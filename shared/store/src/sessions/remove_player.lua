@@ -1,28 +1,34 @@
 -- A game server reports that a player left (RemovePlayerSession): the RESERVED or ACTIVE player session becomes
 -- COMPLETED and its slot frees up. Removing an ended one is REMOVED and changes nothing.
--- KEYS: k.res_due, k.sevents. ARGV[1] game-server id, ARGV[2] game session id, ARGV[3] player session
+-- KEYS: k.sevents. ARGV[1] game-server id, ARGV[2] game session id, ARGV[3] player session
 -- id.
 -- Reply: {REMOVED | NOT_FOUND | NOT_YOURS, now_ms, ''}, as accept_player.lua tells them apart; REMOVED is followed
 -- by {loc, ip, dns, port} and the player session's fields, which the server is answered.
 local now = now_ms()
 local sid, psid = ARGV[2], ARGV[3]
-local pk = pkey(k, psid)
-local record = redis.call('HGETALL', pk)
-local gs = by_name(record).gs
-if not gs then
+-- The player session is a field of the game session its id names (player_field).
+local owner = session_of(psid)
+local n = owner and player_number(owner, psid)
+local s = {}
+if n then
+  s = redis.call('HMGET', gkey(k, owner), 'server', 'loc', 'ip', 'dns', 'port', 'inst', 'status', 'cur', 'max',
+    'accept', 'srv_end', 'tly', 'c_ms', player_field(n))
+end
+if not s[14] then
+  if s[1] then return {'NOT_FOUND', tostring(now), ''} end
   local fields, session = servers_ended_player(k, ARGV[1], sid, psid)
   if not fields then return {session, tostring(now), ''} end
   return {'REMOVED', tostring(now), '', endpoint_of(session), fields}
 end
-local s = redis.call('HMGET', gkey(k, gs), 'server', 'loc', 'ip', 'dns', 'port', 'inst', 'status', 'cur', 'max',
-  'accept', 'srv_end', 'tly', 'c_ms')
 if s[1] ~= ARGV[1] then return {'NOT_YOURS', tostring(now), ''} end
-if gs ~= sid then return {'NOT_FOUND', tostring(now), ''} end
+if owner ~= sid then return {'NOT_FOUND', tostring(now), ''} end
+local v = cmsgpack.unpack(s[14])
 local endpoint = {s[2], s[3], s[4], s[5]}
-local fields = end_player_session(k, psid, S.COMPLETED, now, endpoint, record, true)
-if not fields then return {'REMOVED', tostring(now), '', endpoint, record} end
-redis.call('HDEL', gkey(k, sid) .. ':live', by_name(record).player)
-local was_open = takes_players(s[7], s[10], s[8], s[9], s[11])
-local cur = tonumber(s[8]) - 1
-index_counts(k, sid, {s[2], s[6], s[7], cur, s[9], s[10], s[11], s[12], s[13]}, was_open, {'cur', cur})
-return {'REMOVED', tostring(now), '', endpoint, fields}
+local ended = end_player(k, sid, v, S.COMPLETED, now)
+if ended then
+  -- Its slot, its seat and the session's count are written with the session's share, in one HSET.
+  local cur = tonumber(s[8]) - 1
+  index_counts(k, sid, {s[2], s[6], s[7], cur, s[9], s[10], s[11], s[12], s[13]},
+    takes_players(s[7], s[10], s[8], s[9], s[11]), extend({'cur', cur}, ended))
+end
+return {'REMOVED', tostring(now), '', endpoint, player_fields(sid, v)}

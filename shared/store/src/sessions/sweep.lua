@@ -18,7 +18,7 @@ local function release(sid, reason, slot)
   local fields = redis.call('HGETALL', gkey(k, sid))
   local r = by_name(fields)
   local pending = {}
-  if end_game_session(k, sid, S.TERMINATED, reason, now, fields, r, pending) then
+  if end_game_session(k, sid, S.TERMINATED, reason, now, fields, pending) then
     out[slot] = out[slot] + 1
     local routing = r.server and release_process(k, r.server, pending)
     if routing then
@@ -37,13 +37,30 @@ for _, sid in ipairs(due(k.term_due)) do
   redis.call('ZREM', k.term_due, sid)
   release(sid, S.FORCE_TERMINATED, 2)
 end
-for _, psid in ipairs(due(k.res_due)) do
-  redis.call('ZREM', k.res_due, psid)
-  local sid = redis.call('HGET', pkey(k, psid), 'gs')
-  if end_player_session(k, psid, S.TIMEDOUT, now) then
-    out[3] = out[3] + 1
-    index_counts(k, sid)
+-- A session waits in res_due for its earliest reservation: those past their deadline time out, and it waits again
+-- for the next.
+for _, sid in ipairs(due(k.res_due)) do
+  redis.call('ZREM', k.res_due, sid)
+  local own, players = split_session(redis.call('HGETALL', gkey(k, sid)), true)
+  local r = by_name(own)
+  local also, timed, next_due = {}, 0, nil
+  for _, v in ipairs(players) do
+    local deadline = reservation_deadline(v, r.act_ms, r.res_ms)
+    if deadline and deadline <= now then
+      extend(also, end_player(k, sid, v, S.TIMEDOUT, now, endpoint_of(r)))
+      timed = timed + 1
+    elseif deadline then
+      next_due = math.min(next_due or deadline, deadline)
+    end
   end
+  if timed > 0 then
+    out[3] = out[3] + timed
+    local cur = tonumber(r.cur) - timed
+    extend(also, {'cur', cur})
+    index_counts(k, sid, {r.loc, r.inst, r.status, cur, r.max, r.accept, r.srv_end, r.tly or false, r.c_ms},
+      takes_players(r.status, r.accept, r.cur, r.max, r.srv_end), also)
+  end
+  if next_due then redis.call('ZADD', k.res_due, next_due, sid) end
 end
 -- An ended session's end event is read from its record (read_events.lua): a record whose own retention passed before
 -- the events' is kept until its end event is past theirs too.
@@ -51,7 +68,11 @@ local events_cutoff = now - tonumber(ARGV[2])
 for _, sid in ipairs(due(k.ended)) do
   local key = gkey(k, sid)
   -- One that ended under an earlier release is still a hash: packed first, it goes the same way.
-  if redis.call('EXISTS', key) == 1 then keep_ended(k, sid, by_name(redis.call('HGETALL', key))) end
+  local fields = redis.call('HGETALL', key)
+  if #fields > 0 then
+    local own, players = split_session(fields, true)
+    keep_ended(k, sid, by_name(own), players)
+  end
   local ended = ended_session(k, sid)
   local record = ended and by_name(ended.fields) or {}
   local end_ms = tonumber(record.end_ms or '0')
