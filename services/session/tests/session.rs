@@ -7,6 +7,7 @@ mod session {
     mod announced;
     mod contract;
     mod flow;
+    mod legacy;
 }
 
 use std::time::Duration;

@@ -97,7 +97,7 @@ pub const CAPACITY_CHANNEL: &str = "berth:capacity";
 /// Every key of a fleet: the name its Lua reads it by (`k.<name>`, see `scripts.rs`) and what follows the fleet's
 /// tag. A suffix ending in ':' starts the keys of a kind of record, each followed by its record's id; the others are
 /// the fleet's fixed keys, which a function declares at its top (`-- KEYS: k.pool, …`) and receives in KEYS.
-pub(crate) const FLEET_KEYS: [(&str, &str); 44] = [
+pub(crate) const FLEET_KEYS: [(&str, &str); 45] = [
     // The fleet (fleets/lib.lua): its record, and its event stream, which every area appends to.
     ("fleet", ":fleet"),
     ("events", ":events"),
@@ -146,11 +146,14 @@ pub(crate) const FLEET_KEYS: [(&str, &str); 44] = [
     // ms>', since when it has written every heartbeat it received on time and when it last wrote; the sweep reads it
     // before it calls a process whose stream that replica holds silent.
     ("writers", ":writers"),
-    // Sessions (sessions/lib.lua): game sessions with their player sessions, ended game sessions, a player's player
+    // Sessions (sessions/lib.lua): game sessions and their player sessions, ended game sessions, a player's player
     // sessions, idempotency tokens, a creator's sessions, the search indexes, the fleet's sessions, the deadlines of
     // activation, reservation and forced termination, ended sessions by expiry, the session event stream and its last
     // trimmed position.
     ("gsess", ":gsess:"),
+    // An earlier release's player sessions, one hash each: adopted into their game session's players hash when it is
+    // first read (sessions/lib.lua: adopt_players).
+    ("psess", ":psess:"),
     ("gend", ":gend:"),
     ("player", ":player:"),
     ("idem", ":idem:"),
@@ -292,6 +295,11 @@ impl FleetKeys {
     /// Sorted set of the fleet's game session ids by creation (ms).
     pub fn game_sessions(&self) -> String {
         self.named("sessions")
+    }
+
+    /// Hash of one game session's player sessions, by number (sessions/lib.lua: players_key).
+    pub fn players_of_session(&self, game_session_id: &str) -> String {
+        format!("{}:p", self.game_session(game_session_id))
     }
 
     /// Sorted set of one player's player session ids in this fleet by creation (ms).

@@ -14,6 +14,20 @@ use berth_store::Store;
 use berth_store::keys::FleetKeys;
 use berth_store::utilization::Tally;
 
+/// Counts the player sessions of a game session's players hash (KEYS[1]) that hold a slot, from their statuses, and
+/// the seats of its players: {holding, seated}.
+const HOLDING_SLOTS: &str = "local holding, seated = 0, 0
+local fields = redis.call('HGETALL', KEYS[1])
+for i = 1, #fields, 2 do
+  if string.sub(fields[i], 1, 2) == 'l:' then
+    if fields[i + 1] ~= '' then seated = seated + 1 end
+  else
+    local status = cmsgpack.unpack(fields[i + 1])[3]
+    if status == 'RESERVED' or status == 'ACTIVE' then holding = holding + 1 end
+  end
+end
+return {holding, seated}";
+
 /// A reply of Redis, as the recount reads it.
 #[derive(Debug)]
 pub enum Reply {
@@ -115,8 +129,7 @@ impl From<redis::Value> for Reply {
         match value {
             redis::Value::Nil => Reply::Nil,
             redis::Value::Int(n) => Reply::Int(n),
-            // A live player session is a binary (msgpack) field of its game session's hash: no count reads it.
-            redis::Value::BulkString(bytes) => Reply::Text(String::from_utf8_lossy(&bytes).into_owned()),
+            redis::Value::BulkString(bytes) => Reply::Text(String::from_utf8(bytes).unwrap()),
             redis::Value::SimpleString(text) => Reply::Text(text),
             redis::Value::Okay => Reply::Text("OK".into()),
             redis::Value::Array(items) => Reply::Array(items.into_iter().map(Reply::from).collect()),
@@ -223,18 +236,26 @@ pub async fn recount(
         }
     }
 
-    // Game sessions, with their player sessions holding a slot (RESERVED or ACTIVE): each holds its player's seat,
-    // a field l:<player id> naming it, which its end empties.
+    // Game sessions, with their player sessions holding a slot (RESERVED or ACTIVE), counted from their statuses in
+    // the session's players hash (msgpack, which Redis' Lua reads), and their players' seats (l:<player id>), which
+    // must agree.
     let sids = raw.one(&["ZRANGE", &keys.game_sessions(), "0", "-1"]).await.strings();
-    let reads: Vec<_> = sids
-        .iter()
-        .map(|sid| command(&["HGETALL", &keys.game_session(sid)]))
-        .collect();
-    for game in raw.pipeline(&reads).await.into_iter().map(Reply::hash) {
-        let live = game
-            .iter()
-            .filter(|(field, number)| field.starts_with("l:") && !number.is_empty())
-            .count() as u64;
+    let mut reads = Vec::new();
+    for sid in &sids {
+        reads.push(command(&["HGETALL", &keys.game_session(sid)]));
+        reads.push(command(&["EVAL", HOLDING_SLOTS, "1", &keys.players_of_session(sid)]));
+    }
+    let mut replies = raw.pipeline(&reads).await.into_iter();
+    for sid in &sids {
+        let game = replies.next().unwrap().hash();
+        let [holding, seated] = <[Reply; 2]>::try_from(replies.next().unwrap().items())
+            .unwrap()
+            .map(Reply::int);
+        assert_eq!(
+            holding, seated,
+            "game session {sid}: {holding} player sessions hold a slot, {seated} players are seated"
+        );
+        let live = holding as u64;
         // An ended session is kept packed, with no hash: it counts nothing.
         let Some(status) = game.get("status") else {
             continue;

@@ -8,15 +8,19 @@
 -- session's status, COMPLETED or TIMEDOUT).
 local now = now_ms()
 local sid, psid = ARGV[2], ARGV[3]
--- The player session is a field of the game session its id names (player_field).
+-- The player session is a field of the players of the game session its id names (player_field).
 local owner = session_of(psid)
 local n = owner and player_number(owner, psid)
-local s = {}
+local s, packed = {}, nil
 if n then
   s = redis.call('HMGET', gkey(k, owner), 'server', 'loc', 'ip', 'dns', 'port', 'status', 'act_ms', 'res_ms', 'inst',
-    'cur', 'max', 'accept', 'srv_end', 'tly', 'c_ms', player_field(n))
+    'cur', 'max', 'accept', 'srv_end', 'tly', 'c_ms')
+  if s[1] then
+    packed = redis.call('HGET', players_key(k, owner), player_field(n))
+    if not packed and adopt_players(k, owner) then packed = redis.call('HGET', players_key(k, owner), player_field(n)) end
+  end
 end
-if not s[16] then
+if not packed then
   if s[1] then return {'NOT_FOUND', tostring(now), ''} end
   local ended, refused = servers_ended_player(k, ARGV[1], sid, psid)
   if not ended then return {refused, tostring(now), ''} end
@@ -24,22 +28,22 @@ if not s[16] then
 end
 if s[1] ~= ARGV[1] then return {'NOT_YOURS', tostring(now), ''} end
 if owner ~= sid then return {'NOT_FOUND', tostring(now), ''} end
-local v = cmsgpack.unpack(s[16])
+local v = cmsgpack.unpack(packed)
 local endpoint = {s[2], s[3], s[4], s[5]}
 -- A reservation past its deadline is over, whether or not the sweep got to it yet.
 local deadline = reservation_deadline(v, s[7], s[8])
 if deadline and deadline <= now then
   local cur = tonumber(s[10]) - 1
-  local also = extend({'cur', cur}, end_player(k, sid, v, S.TIMEDOUT, now, endpoint))
+  redis.call('HSET', players_key(k, sid), unpack(end_player(k, sid, v, S.TIMEDOUT, now, endpoint)))
   index_counts(k, sid, {s[2], s[9], s[6], cur, s[11], s[12], s[13], s[14], s[15]},
-    takes_players(s[6], s[12], s[10], s[11], s[13]), also)
+    takes_players(s[6], s[12], s[10], s[11], s[13]), {'cur', cur})
   return {'ENDED', tostring(now), S.TIMEDOUT}
 end
 if s[6] ~= S.ACTIVE and v[P_STATUS] == S.RESERVED then return {'NOT_ACTIVE', tostring(now), s[6]} end
 if v[P_STATUS] == S.RESERVED then
   -- Its session's reservation deadline stays: the sweep finds it accepted.
   v[P_STATUS], v[P_ACTIVATED] = S.ACTIVE, now
-  redis.call('HSET', gkey(k, sid), player_field(n), cmsgpack.pack(v))
+  redis.call('HSET', players_key(k, sid), player_field(n), cmsgpack.pack(v))
 elseif v[P_STATUS] ~= S.ACTIVE then
   return {'ENDED', tostring(now), v[P_STATUS]}
 end

@@ -30,4 +30,4 @@ if s[2] == S.ACTIVATING then
 elseif s[2] ~= S.ACTIVE then
   outcome = 'ENDED'
 end
-return append_pairs({outcome, tostring(now)}, session_fields(k, sid))
+return reply(outcome, now, key)

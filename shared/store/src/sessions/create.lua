@@ -142,17 +142,18 @@ local record = {'id', sid, 'fleet', ARGV[16], 'loc', server[2] or '', 'server', 
   'accept', ARGV[9], 'prot', protected, 'name', ARGV[11], 'props', ARGV[12], 'data', ARGV[13], 'mm', ARGV[14],
   'creator', creator, 'placement', ARGV[15], 'notify', ARGV[17], 'res_ms', set.res_ms, 'ret_ms', ARGV[5],
   'idem', token, 'digest', ARGV[7], 'np', players}
--- The desired players of a placement, RESERVED with it (their reservation timers start at activation), are written
--- with the record; the reply shows the record alone.
-local written, hosted = {unpack(record)}, {record}
+-- The desired players of a placement, RESERVED with it (their reservation timers start at activation), written in
+-- one HSET.
+local seated, hosted = {}, {record}
 for i = 22, #ARGV, 2 do
   local n = (i - 20) / 2
   local v = {n, ARGV[i], S.RESERVED, ARGV[i + 1], now, false, false}
-  written[#written + 1], written[#written + 2] = player_field(n), cmsgpack.pack(v)
-  written[#written + 1], written[#written + 2] = seat_field(ARGV[i]), n
+  seated[#seated + 1], seated[#seated + 2] = player_field(n), cmsgpack.pack(v)
+  seated[#seated + 1], seated[#seated + 2] = seat_field(ARGV[i]), n
   hosted[#hosted + 1] = player_fields(sid, v)
   redis.call('ZADD', k.player .. ARGV[i], now, listed_player(player_session_id(sid, n)))
 end
+if #seated > 0 then redis.call('HSET', players_key(k, sid), unpack(seated)) end
 redis.call('SADD', server_key .. ':sessions', sid)
 open = open + 1
 local routing = {server[14], tonumber(server[15] or '0') + 1}
@@ -164,7 +165,7 @@ local pending = {}
 -- Its new state and desired-state version are written with its share, in one HSET.
 tally_server(k, id, false, server, open, pending, {'pstate', S.ACTIVE, 'ver', routing[2]})
 tally_session(k, sid, {server[2] or '', server[1] or '', S.ACTIVATING, players, max, ARGV[9], false, false, now}, false,
-  pending, written)
+  pending, record)
 tally_instances(k, pending)
 add_to_minute(k, server[2] or '', {[4] = 1}, now)
 redis.call('ZADD', k.sessions, now, sid)

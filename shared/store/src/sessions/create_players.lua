@@ -7,16 +7,12 @@
 -- reply.
 -- Reply: {outcome, now_ms, detail, {loc, ip, dns, port}, {player session fields...}...}. Outcomes: CREATED;
 -- NOT_FOUND; NOT_ACTIVE (detail: its status); DENY_ALL; FULL (detail: free slots); PLAYER_CONFLICT (detail: the
--- player holding a live player session with other data).
+-- player holding a live player session with other data, or named twice in the request with other data).
 local now = now_ms()
 local sid = ARGV[1]
 local key = gkey(k, sid)
--- The session's fields, then each player's seat (the number of its live player session, if any).
-local read = {'status', 'accept', 'cur', 'max', 'res_ms', 'loc', 'ip', 'dns', 'port', 'srv_end', 'c_ms', 'np', 'inst',
-  'tly', 'act_ms'}
-local SEATS = #read
-for i = 2, #ARGV, 2 do read[#read + 1] = seat_field(ARGV[i]) end
-local s = redis.call('HMGET', key, unpack(read))
+local s = redis.call('HMGET', key, 'status', 'accept', 'cur', 'max', 'res_ms', 'loc', 'ip', 'dns', 'port', 'srv_end',
+  'c_ms', 'np', 'inst', 'tly', 'act_ms')
 if not s[1] then
   local ended = ended_session(k, sid)
   if ended then return {'NOT_ACTIVE', tostring(now), by_name(ended.fields).status} end
@@ -26,10 +22,20 @@ if s[1] ~= S.ACTIVE then return {'NOT_ACTIVE', tostring(now), s[1]} end
 -- Its server was told to end (scale-in, unhealthy…): the session ends with it, so nobody new should join.
 if s[10] == '1' then return {'NOT_ACTIVE', tostring(now), 'ACTIVE on a server that is ending'} end
 if s[2] ~= '1' then return {'DENY_ALL', tostring(now), ''} end
--- Players holding a slot already: their player sessions, read in one call, must carry the same data.
+-- Players holding a slot already (their seat names the number of their live player session): their player
+-- sessions, read in one call, must carry the same data.
+local players = players_key(k, sid)
+local numbered = tonumber(s[12] or '0')
+-- The session's last player session comes with the seats: missing, its players are an earlier release's, adopted.
+local seat_fields = {player_field(numbered)}
+for i = 2, #ARGV, 2 do seat_fields[#seat_fields + 1] = seat_field(ARGV[i]) end
+local seats = redis.call('HMGET', players, unpack(seat_fields))
+if numbered > 0 and not seats[1] and adopt_players(k, sid) then
+  seats = redis.call('HMGET', players, unpack(seat_fields))
+end
 local held, held_fields = {}, {}
 for i = 2, #ARGV, 2 do
-  local seat = s[SEATS + i / 2]
+  local seat = seats[i / 2 + 1]
   if seat and seat ~= '' then
     held[#held + 1] = i
     held_fields[#held_fields + 1] = player_field(seat)
@@ -37,7 +43,7 @@ for i = 2, #ARGV, 2 do
 end
 local held_values = {}
 if #held > 0 then
-  local packed = redis.call('HMGET', key, unpack(held_fields))
+  local packed = redis.call('HMGET', players, unpack(held_fields))
   for j, i in ipairs(held) do
     local v = cmsgpack.unpack(packed[j])
     if v[P_DATA] ~= ARGV[i + 1] then return {'PLAYER_CONFLICT', tostring(now), ARGV[i]} end
@@ -54,26 +60,26 @@ for i = 2, #ARGV, 2 do
     data_of[ARGV[i]] = ARGV[i + 1]
   end
 end
-local numbered = tonumber(s[12] or '0')
 local cur, max = tonumber(s[3]), tonumber(s[4])
 if cur + fresh > max then return {'FULL', tostring(now), tostring(max - cur)} end
 local until_ms = now + tonumber(s[5])
 local out = {'CREATED', tostring(now), '', {s[6], s[7], s[8], s[9]}}
--- New ones are numbered on from the session's last, and written with its count and share in one HSET.
+-- New ones are numbered on from the session's last, written in one HSET; its count, with its share in another.
 local also = {'cur', cur + fresh, 'np', numbered + fresh}
-local made = {}
+local seated, made = {}, {}
 for i = 2, #ARGV, 2 do
   local v = held_values[i] or made[ARGV[i]]
   if not v then
     v = {numbered + 1, ARGV[i], S.RESERVED, ARGV[i + 1], now, false, false}
     numbered = v[1]
     made[ARGV[i]] = v
-    extend(also, {player_field(v[1]), cmsgpack.pack(v), seat_field(ARGV[i]), v[1]})
+    extend(seated, {player_field(v[1]), cmsgpack.pack(v), seat_field(ARGV[i]), v[1]})
     redis.call('ZADD', k.player .. ARGV[i], now, listed_player(player_session_id(sid, v[1])))
   end
   out[#out + 1] = live_player_fields(sid, v, s[15], s[5])
 end
 if fresh > 0 then
+  redis.call('HSET', players, unpack(seated))
   -- The session waits for its earliest reservation; a later one than that it already waits for changes nothing.
   redis.call('ZADD', k.res_due, 'LT', until_ms, sid)
   index_counts(k, sid, {s[6], s[13], s[1], cur + fresh, max, s[2], s[10], s[14], s[11]}, cur < max, also)

@@ -9,12 +9,12 @@ local s = redis.call('HMGET', key, 'ver', 'pstate', 'term_reason', 'term_by_ms',
 if not s[2] then return {-1} end
 local out = {tonumber(s[1] or '0'), s[2], s[3] or '', s[4] or '0', s[5] or '0'}
 for _, sid in ipairs(redis.call('SMEMBERS', key .. ':sessions')) do
-  local own, players = split_session(redis.call('HGETALL', gkey(k, sid)), true)
-  local r = by_name(own)
-  if r.status == S.ACTIVATING or r.status == S.ACTIVE or r.status == S.TERMINATING then
-    local session = {own}
-    if r.status == S.ACTIVATING then
-      for _, v in ipairs(players) do
+  local fields = redis.call('HGETALL', gkey(k, sid))
+  local status = by_name(fields).status
+  if status == S.ACTIVATING or status == S.ACTIVE or status == S.TERMINATING then
+    local session = {fields}
+    if status == S.ACTIVATING then
+      for _, v in ipairs(live_players(k, sid, true)) do
         if holds_slot(v) then session[#session + 1] = player_fields(sid, v) end
       end
     end

@@ -31,7 +31,7 @@ if ARGV[3] ~= 'REJECT' and p[3] == S.TERMINATING then
 end
 local pending = {}
 local fields = end_game_session(k, sid, status, reason, now, live, pending)
-if not fields then return session_reply('ENDED', now, '', nil, (split_session(live))) end
+if not fields then return session_reply('ENDED', now, '', nil, live) end
 local routing = release_process(k, id, pending, p)
 tally_instances(k, pending)
 return session_reply('ENDED', now, '', routing, fields)

@@ -12,16 +12,17 @@
 --                       reservation timeout of its player sessions), idem (its idempotency token), digest (of the
 --                       request that created it, to tell a retry from a reuse of the token), notify (the
 --                       placement replica to tell when it is activated)
---                       np (how many player sessions it has made: the number of the last, see player_session_id),
---                       and its player sessions: p<n>, the n-th (see player_field), and l:<player id>, the number of
---                       that player's session while it holds a slot ('' once it ended)
+--                       np (how many player sessions it has made: the number of the last, see player_session_id)
+--   gsess:<id>:p        its player sessions: p<n>, the n-th (see player_field), and l:<player id>, the number of that
+--                       player's session while it holds a slot ('' once it ended)
 --   gend:<id>           an ended game session with its player sessions, in one packed value (see ended_session):
---                       its hash goes when it ends
+--                       its hashes go when it ends
 --   player:<player id>  the player's session ids in this fleet by creation ms, less the '<fleet id>/' every id of the
 --                       fleet starts with (listed_player; ids listed by an earlier release are whole)
 --   sessions            the fleet's game session ids by creation ms
---   act_due, res_due    ACTIVATING sessions by activation deadline; ACTIVE sessions with RESERVED player sessions by
---                       the earliest of their reservation deadlines (or an earlier one: the sweep looks again)
+--   act_due, res_due    ACTIVATING sessions by activation deadline; activated sessions given RESERVED player sessions,
+--                       by the earliest of their reservation deadlines (the sweep looks at the session then, times out
+--                       those due and waits for the next; an earlier release listed player session ids)
 --   term_due            TERMINATING sessions by when they are forced to end
 --   hosting             processes hosting sessions with a slot to spare, by when they last took one
 --   ended               ended game sessions by when their records expire
@@ -48,15 +49,20 @@ local SESSION_ENDED = {'id', 'fleet', 'loc', 'server', 'inst', 'ip', 'dns', 'por
   'digest', 'srv_end'}
 local PLAYER_ENDED = {'id', 'player', 'status', 'data', 'c_ms', 'act_ms', 'end_ms'}
 
--- A live player session is one field of its game session's hash, p<n> for the n-th: msgpack of its values in
--- PLAYER_ENDED's order, its number first and false where it has none, the entry its game session's ended record
--- keeps as it is. Its id follows from the game session's and its number, so no key finds it (player_session_id);
--- while it holds a slot its player's field l:<player id> holds its number, for a reservation to find the player's
--- live one.
+-- A live player session is one field of its game session's players hash (players_key), p<n> for the n-th: msgpack of
+-- its values in PLAYER_ENDED's order, its number first and false where it has none, the entry its game session's
+-- ended record keeps as it is. Its id follows from the game session's and its number, so no key of its own finds it
+-- (player_session_id); while it holds a slot its player's field l:<player id> holds its number, for a reservation
+-- to find the player's live one. The players stay out of the game session's own hash, which every search and count
+-- reads and which is rewritten in place as players come and go: it stays small whatever the players.
 local P_PLAYER, P_STATUS, P_DATA, P_CREATED, P_ACTIVATED, P_ENDED = 2, 3, 4, 5, 6, 7
 
 local function player_field(n)
   return 'p' .. n
+end
+
+local function players_key(k, sid)
+  return gkey(k, sid) .. ':p'
 end
 
 local function seat_field(player)
@@ -109,22 +115,54 @@ local function player_fields(sid, v)
   return fields
 end
 
--- A live game session's hash as HGETALL answers it, taken apart: its own fields (flat, by name) and, when `players`
--- is asked for, its player sessions' values by number.
-local function split_session(fields, players)
-  local own, numbered = {}, {}
-  for i = 1, #fields, 2 do
-    local name = fields[i]
-    local first = string.byte(name, 1)
-    if first == 112 and string.find(name, '^p%d') then
-      if players then numbered[#numbered + 1] = cmsgpack.unpack(fields[i + 1]) end
-    elseif not (first == 108 and string.byte(name, 2) == 58) then
-      own[#own + 1] = name
-      own[#own + 1] = fields[i + 1]
+-- Player sessions an earlier release kept one hash each (psess:<id>, listed by creation in gsess:<id>:ps, the live
+-- ones by player in gsess:<id>:live): their values by number, what the players hash takes for them, and the old
+-- keys (none when there are none).
+local function legacy_players(k, sid)
+  local listed = gkey(k, sid) .. ':ps'
+  local ids = redis.call('ZRANGE', listed, 0, -1)
+  if #ids == 0 then return {}, {}, {} end
+  local numbered, fields, gone = {}, {}, {listed, gkey(k, sid) .. ':live'}
+  for _, psid in ipairs(ids) do
+    local p = redis.call('HMGET', k.psess .. psid, unpack(PLAYER_ENDED))
+    local n = player_number(sid, psid)
+    if p[2] and n then
+      local v = {n, p[2], p[3], p[4] or '', tonumber(p[5]) or 0, tonumber(p[6] or '') or false,
+        tonumber(p[7] or '') or false}
+      numbered[#numbered + 1] = v
+      fields[#fields + 1], fields[#fields + 2] = player_field(n), cmsgpack.pack(v)
+      if holds_slot(v) then fields[#fields + 1], fields[#fields + 2] = seat_field(v[P_PLAYER]), n end
     end
+    gone[#gone + 1] = k.psess .. psid
+  end
+  table.sort(numbered, function(a, b) return a[1] < b[1] end)
+  return numbered, fields, gone
+end
+
+-- Moves an earlier release's player sessions of game session `sid` into its players hash, and deletes the old keys,
+-- the first time a function that writes finds its players missing. Answers whether there were any.
+local function adopt_players(k, sid)
+  local _, fields, gone = legacy_players(k, sid)
+  if #gone == 0 then return false end
+  if #fields > 0 then redis.call('HSET', players_key(k, sid), unpack(fields)) end
+  for first = 1, #gone, 1000 do redis.call('DEL', unpack(gone, first, math.min(first + 999, #gone))) end
+  return true
+end
+
+-- A live game session's player sessions, their values by number ({} for none); `reading` in a function that writes
+-- nothing, which reads an earlier release's where it finds them rather than moving them.
+local function live_players(k, sid, reading)
+  local fields = redis.call('HGETALL', players_key(k, sid))
+  if #fields == 0 then
+    if reading then return (legacy_players(k, sid)) end
+    if adopt_players(k, sid) then fields = redis.call('HGETALL', players_key(k, sid)) end
+  end
+  local numbered = {}
+  for i = 1, #fields, 2 do
+    if string.byte(fields[i], 1) == 112 then numbered[#numbered + 1] = cmsgpack.unpack(fields[i + 1]) end
   end
   if #numbered > 1 then table.sort(numbered, function(a, b) return a[1] < b[1] end) end
-  return own, numbered
+  return numbered
 end
 
 -- An ended game session: {fields = its fields, players = each of its player sessions' fields, oldest first} (as
@@ -146,10 +184,10 @@ local function ended_session(k, sid)
   return {fields = fields, players = players}
 end
 
--- A game session's fields, live or ended, as a reply shows them ({} when there is none).
+-- A game session's fields, live or ended, as HGETALL answers them ({} when there is none).
 local function session_fields(k, sid)
   local fields = redis.call('HGETALL', gkey(k, sid))
-  if #fields > 0 then return (split_session(fields)) end
+  if #fields > 0 then return fields end
   local ended = ended_session(k, sid)
   return ended and ended.fields or {}
 end
@@ -203,16 +241,25 @@ local function live_player_fields(sid, v, act_ms, res_ms)
   return fields
 end
 
--- A player session's fields and its game session's {loc, ip, dns, port}, live or ended; nil when there is none.
+-- A player session's fields and its game session's {loc, ip, dns, port}, live or ended; nil when there is none. It
+-- writes nothing (read.lua and page.lua read it).
 local function player_record(k, psid)
   local sid = session_of(psid)
   local n = sid and player_number(sid, psid)
   if not n then return nil end
-  local s = redis.call('HMGET', gkey(k, sid), player_field(n), 'loc', 'ip', 'dns', 'port', 'act_ms', 'res_ms')
+  local s = redis.call('HMGET', gkey(k, sid), 'loc', 'ip', 'dns', 'port', 'act_ms', 'res_ms')
   if s[1] then
-    return live_player_fields(sid, cmsgpack.unpack(s[1]), s[6], s[7]), {s[2] or '', s[3] or '', s[4] or '', s[5] or '0'}
+    local packed, v = redis.call('HGET', players_key(k, sid), player_field(n)), nil
+    if packed then
+      v = cmsgpack.unpack(packed)
+    else
+      for _, legacy in ipairs(legacy_players(k, sid)) do
+        if legacy[1] == n then v = legacy end
+      end
+    end
+    if not v then return nil end
+    return live_player_fields(sid, v, s[5], s[6]), {s[1], s[2] or '', s[3] or '', s[4] or '0'}
   end
-  if s[2] then return nil end
   local p, session = ended_player(k, psid)
   if not p then return nil end
   return p, endpoint_of(by_name(session))
@@ -344,11 +391,10 @@ local SESSION_UNSHOWN = {data = true, mm = true, tly = true, idem = true, digest
   ret_ms = true, np = true}
 
 -- Appends a game session's transition to the session event stream with the record at `key` as it is now, but for
--- what no event shows (SESSION_UNSHOWN) and the fields a reader joins (SESSION_FIXED); `fields` the record's own
--- (split_session), when the caller holds them as they are now. Answers the record's own fields, for a reply that
--- shows them.
+-- what no event shows (SESSION_UNSHOWN) and the fields a reader joins (SESSION_FIXED); `fields` the record's, when
+-- the caller holds them as they are now. Answers the record's fields, for a reply that shows them.
 local function session_event(k, type, key, now, fields)
-  fields = fields or split_session(redis.call('HGETALL', key))
+  fields = fields or redis.call('HGETALL', key)
   local entry = {'type', type, 't', now, 'kind', 'g'}
   local status, deadline
   for i = 1, #fields, 2 do
@@ -382,8 +428,8 @@ local function end_event(k, type, sid, now, players)
 end
 
 -- Ends player session `v` (its values) of game session `sid`, COMPLETED or TIMEDOUT at `now`, when it holds a slot:
--- answers what its game session's hash takes for it (its field, its seat freed), for the caller to write with the
--- session's count, or nil when it had ended already. Only a timeout is an event of its own (see SessionEventType in
+-- answers what its game session's players hash takes for it (its field, its seat freed), for the caller to write, or
+-- nil when it had ended already. Only a timeout is an event of its own (see SessionEventType in
 -- the contract), for which `endpoint` is its game session's {loc, ip, dns, port}.
 local function end_player(k, sid, v, status, now, endpoint)
   if not holds_slot(v) then return nil end
@@ -407,7 +453,7 @@ local function told_end_reason(term_reason, otherwise)
 end
 
 -- Keeps an ended game session as one packed value (see ended_session): `record` its own fields by name as it ended,
--- `players` its player sessions' values by number; its hash goes.
+-- `players` its player sessions' values by number; its hashes go.
 local function keep_ended(k, sid, record, players)
   if record.digest == record.idem then record.digest = nil end
   local values = record_values(record, SESSION_ENDED)
@@ -415,18 +461,18 @@ local function keep_ended(k, sid, record, players)
   if values[2] == fleet_of(sid) then values[2] = false end
   values[#SESSION_ENDED + 1] = players
   redis.call('SET', k.gend .. sid, cmsgpack.pack(values))
-  redis.call('DEL', gkey(k, sid))
+  redis.call('DEL', gkey(k, sid), players_key(k, sid))
 end
 
 -- Ends a game session (TERMINATED or ERROR, with a reason): its player sessions complete, it leaves the search
 -- indexes and every deadline, and it is kept packed until its retention from now has passed. Its hash is read once
 -- and not written again: keep_ended deletes it (`fields`, as HGETALL answers them, when the caller has read it;
--- `pending` as tally_instances'). Answers the record's own fields as it ended, or false when it had ended already.
+-- `pending` as tally_instances'). Answers the record's fields as it ended, or false when it had ended already.
 local function end_game_session(k, sid, status, reason, now, fields, pending)
   fields = fields or redis.call('HGETALL', gkey(k, sid))
-  local own, players = split_session(fields, true)
-  local r = by_name(own)
+  local r = by_name(fields)
   if not r.status or r.status == S.TERMINATED or r.status == S.ERROR then return false end
+  local players = live_players(k, sid)
   -- Asked to end, it ended as asked, whatever else its server was doing.
   if r.status == S.TERMINATING and reason == S.ENDED_BY_SERVER then reason = S.TRIGGERED_ON_PROCESS_TERMINATE end
   redis.call('SREM', k.gs .. r.server .. ':sessions', sid)
@@ -446,13 +492,13 @@ local function end_game_session(k, sid, status, reason, now, fields, pending)
   if r.status == S.ACTIVE and r.srv_end ~= '1' then unindex_session(k, sid, r.loc) end
   local changed = {status = status, reason = reason, end_ms = tostring(now), cur = tostring(cur), act_by_ms = false,
     term_by_ms = false, tly = false}
-  own = with_changes(own, changed)
+  fields = with_changes(fields, changed)
   for name, value in pairs(changed) do r[name] = value or nil end
   local event = S.GAME_SESSION_TERMINATED
   if status == S.ERROR then event = S.GAME_SESSION_ERROR end
   end_event(k, event, sid, now, completed)
   keep_ended(k, sid, r, players)
-  return own
+  return fields
 end
 
 -- Ends every open game session of a process.

@@ -2,7 +2,7 @@
 -- Serves ListGameSessions (the fleet's sessions, newest first, by location and statuses) and
 -- DescribePlayerSessions (a game session's or a player's player sessions, oldest first, by status). A game
 -- session's player sessions are read from its record, live or packed (ended_session), by number.
--- KEYS[1] the sorted set of ids, or for a game session's player sessions its hash. ARGV[1] g | p,
+-- KEYS[1] the sorted set of ids, or for a game session's player sessions its players hash. ARGV[1] g | p,
 -- ARGV[2] DESC | ASC, ARGV[3] position to start after ('' for the first page), ARGV[4] page size,
 -- ARGV[5] location ('' for any; game sessions only), ARGV[6] statuses, space-separated ('' for any), ARGV[7] the
 -- game session whose player sessions KEYS[1] holds ('' for a player's).
@@ -14,9 +14,9 @@ local desc, size = ARGV[2] == 'DESC', tonumber(ARGV[4])
 local statuses = {}
 for status in string.gmatch(ARGV[6], '%S+') do statuses[status] = true end
 local any_status = ARGV[6] == ''
--- A position is '<score> <n>': the page ended after the n-th id of that score (ids of one score come in id order),
--- so that a run of ids sharing a score (a batch of player sessions made in the same ms) is paged through, not
--- skipped or repeated.
+-- A position is '<score> <n>': the page ended after the n-th id of that score (ids of one score come in one order: a
+-- sorted set's by id, a game session's players as listed), so that a run of ids sharing a score (a batch of player
+-- sessions made in the same ms) is paged through, not skipped or repeated.
 local cursor_score, skip = string.match(ARGV[3], '^(%S+) (%d+)$')
 skip = tonumber(skip or '0')
 local out = {''}
@@ -51,16 +51,17 @@ end
 -- A player's list holds its ids without their fleet (listed_player).
 local by_player = ARGV[1] == 'p' and ARGV[7] == ''
 
--- A game session's player sessions by number, with their creation ms, read whole from its record (KEYS[1] is then
--- the game session's hash), live or ended.
+-- A game session's player sessions with their creation ms, read whole from its record (KEYS[1] is then its players
+-- hash), live or ended, in creation order as a sorted set would hold them: by creation ms, then as the record lists
+-- them (by number), whatever Redis' clock did between two of them.
 local listed = nil
 if ARGV[1] == 'p' and ARGV[7] ~= '' then
   listed = {}
-  local own, numbered = split_session(redis.call('HGETALL', set), true)
-  if #own > 0 then
-    local r = by_name(own)
-    local endpoint = endpoint_of(r)
-    for _, v in ipairs(numbered) do
+  local s = redis.call('HMGET', gkey(k, ARGV[7]), 'loc', 'ip', 'dns', 'port', 'act_ms', 'res_ms')
+  if s[1] then
+    local endpoint = {s[1], s[2] or '', s[3] or '', s[4] or '0'}
+    local r = {act_ms = s[5] or nil, res_ms = s[6] or nil}
+    for _, v in ipairs(live_players(k, ARGV[7], true)) do
       local id = player_session_id(ARGV[7], v[1])
       players[id] = {live_player_fields(ARGV[7], v, r.act_ms, r.res_ms), endpoint}
       listed[#listed + 1] = {id, tostring(v[P_CREATED])}
@@ -72,6 +73,12 @@ if ARGV[1] == 'p' and ARGV[7] ~= '' then
       listed[#listed + 1] = {r.id, r.c_ms}
     end
   end
+  for i, entry in ipairs(listed) do entry[3] = i end
+  table.sort(listed, function(a, b)
+    local x, y = tonumber(a[2]), tonumber(b[2])
+    if x ~= y then return x < y end
+    return a[3] < b[3]
+  end)
 end
 local function range(from, offset, count)
   if desc then
@@ -111,7 +118,7 @@ local function fits(id)
   return p and (any_status or statuses[by_name(p[1]).status])
 end
 local function record(id, ended_fields)
-  if ARGV[1] == 'g' then return ended_fields or (split_session(redis.call('HGETALL', gkey(k, id)))) end
+  if ARGV[1] == 'g' then return ended_fields or redis.call('HGETALL', gkey(k, id)) end
   return player(id)
 end
 while true do

@@ -20,17 +20,15 @@ end
 local key = gkey(k, sid)
 local routing, fields
 local players = '[]'
-local live = redis.call('HGETALL', key)
 if ARGV[2] == 'ABANDON' then
   -- Ended (now or before), it has no player session RESERVED or ACTIVE left.
+  local live = redis.call('HGETALL', key)
   fields = end_game_session(k, sid, S.TERMINATED, S.PLACEMENT_ABANDONED, now, live)
   local server = by_name(live).server
   if fields and server then routing = release_process(k, server) end
 else
-  local own, numbered = split_session(live, true)
-  fields = #own > 0 and own or nil
   local holding = {}
-  for _, v in ipairs(numbered) do
+  for _, v in ipairs(live_players(k, sid)) do
     if holds_slot(v) then holding[#holding + 1], holding[#holding + 2] = v[P_PLAYER], player_session_id(sid, v[1]) end
   end
   if #holding > 0 then players = cjson.encode(holding) end

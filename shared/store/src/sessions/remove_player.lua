@@ -6,15 +6,19 @@
 -- by {loc, ip, dns, port} and the player session's fields, which the server is answered.
 local now = now_ms()
 local sid, psid = ARGV[2], ARGV[3]
--- The player session is a field of the game session its id names (player_field).
+-- The player session is a field of the players of the game session its id names (player_field).
 local owner = session_of(psid)
 local n = owner and player_number(owner, psid)
-local s = {}
+local s, packed = {}, nil
 if n then
   s = redis.call('HMGET', gkey(k, owner), 'server', 'loc', 'ip', 'dns', 'port', 'inst', 'status', 'cur', 'max',
-    'accept', 'srv_end', 'tly', 'c_ms', player_field(n))
+    'accept', 'srv_end', 'tly', 'c_ms')
+  if s[1] then
+    packed = redis.call('HGET', players_key(k, owner), player_field(n))
+    if not packed and adopt_players(k, owner) then packed = redis.call('HGET', players_key(k, owner), player_field(n)) end
+  end
 end
-if not s[14] then
+if not packed then
   if s[1] then return {'NOT_FOUND', tostring(now), ''} end
   local fields, session = servers_ended_player(k, ARGV[1], sid, psid)
   if not fields then return {session, tostring(now), ''} end
@@ -22,13 +26,14 @@ if not s[14] then
 end
 if s[1] ~= ARGV[1] then return {'NOT_YOURS', tostring(now), ''} end
 if owner ~= sid then return {'NOT_FOUND', tostring(now), ''} end
-local v = cmsgpack.unpack(s[14])
+local v = cmsgpack.unpack(packed)
 local endpoint = {s[2], s[3], s[4], s[5]}
 local ended = end_player(k, sid, v, S.COMPLETED, now)
 if ended then
-  -- Its slot, its seat and the session's count are written with the session's share, in one HSET.
+  redis.call('HSET', players_key(k, sid), unpack(ended))
+  -- The session's count is written with its share, in one HSET.
   local cur = tonumber(s[8]) - 1
   index_counts(k, sid, {s[2], s[6], s[7], cur, s[9], s[10], s[11], s[12], s[13]},
-    takes_players(s[7], s[10], s[8], s[9], s[11]), extend({'cur', cur}, ended))
+    takes_players(s[7], s[10], s[8], s[9], s[11]), {'cur', cur})
 end
 return {'REMOVED', tostring(now), '', endpoint, player_fields(sid, v)}

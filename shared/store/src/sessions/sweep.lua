@@ -39,15 +39,18 @@ for _, sid in ipairs(due(k.term_due)) do
 end
 -- A session waits in res_due for its earliest reservation: those past their deadline time out, and it waits again
 -- for the next.
-for _, sid in ipairs(due(k.res_due)) do
-  redis.call('ZREM', k.res_due, sid)
-  local own, players = split_session(redis.call('HGETALL', gkey(k, sid)), true)
-  local r = by_name(own)
-  local also, timed, next_due = {}, 0, nil
+for _, member in ipairs(due(k.res_due)) do
+  redis.call('ZREM', k.res_due, member)
+  -- An earlier release listed RESERVED player sessions: its game session is looked at instead.
+  local sid = member
+  if string.find(member, '/psess-', 1, true) then sid = session_of(member) or member end
+  local r = by_name(redis.call('HGETALL', gkey(k, sid)))
+  local players = r.status and live_players(k, sid) or {}
+  local seats, timed, next_due = {}, 0, nil
   for _, v in ipairs(players) do
     local deadline = reservation_deadline(v, r.act_ms, r.res_ms)
     if deadline and deadline <= now then
-      extend(also, end_player(k, sid, v, S.TIMEDOUT, now, endpoint_of(r)))
+      extend(seats, end_player(k, sid, v, S.TIMEDOUT, now, endpoint_of(r)))
       timed = timed + 1
     elseif deadline then
       next_due = math.min(next_due or deadline, deadline)
@@ -56,9 +59,9 @@ for _, sid in ipairs(due(k.res_due)) do
   if timed > 0 then
     out[3] = out[3] + timed
     local cur = tonumber(r.cur) - timed
-    extend(also, {'cur', cur})
+    redis.call('HSET', players_key(k, sid), unpack(seats))
     index_counts(k, sid, {r.loc, r.inst, r.status, cur, r.max, r.accept, r.srv_end, r.tly or false, r.c_ms},
-      takes_players(r.status, r.accept, r.cur, r.max, r.srv_end), also)
+      takes_players(r.status, r.accept, r.cur, r.max, r.srv_end), {'cur', cur})
   end
   if next_due then redis.call('ZADD', k.res_due, next_due, sid) end
 end
@@ -69,10 +72,7 @@ for _, sid in ipairs(due(k.ended)) do
   local key = gkey(k, sid)
   -- One that ended under an earlier release is still a hash: packed first, it goes the same way.
   local fields = redis.call('HGETALL', key)
-  if #fields > 0 then
-    local own, players = split_session(fields, true)
-    keep_ended(k, sid, by_name(own), players)
-  end
+  if #fields > 0 then keep_ended(k, sid, by_name(fields), live_players(k, sid)) end
   local ended = ended_session(k, sid)
   local record = ended and by_name(ended.fields) or {}
   local end_ms = tonumber(record.end_ms or '0')

@@ -55,4 +55,4 @@ index_session(k, sid)
 session_event(k, S.GAME_SESSION_UPDATED, key, now)
 local server_key = k.gs .. s[4]
 if told and redis.call('HGET', server_key, 'pstate') then redis.call('HINCRBY', server_key, 'ver', 1) end
-return session_reply('UPDATED', now, nil, server_key, session_fields(k, sid))
+return session_reply('UPDATED', now, nil, server_key, redis.call('HGETALL', key))

@@ -1,0 +1,139 @@
+//! Player sessions as an earlier release stored them — a hash each, listed in their game session's `:ps` and, while
+//! they hold a slot, its `:live`, with RESERVED ones waiting in `res_due` by their own id — are taken over the first
+//! time their game session's players are read: listed, reserved again, accepted, removed and timed out as the
+//! current release's, and the old keys go.
+
+use berth_domain::game_session::player_session_id;
+use berth_proto::session::v1::{self as pb, describe_player_sessions_request::Selector};
+use berth_store::keys::FleetKeys;
+use berth_testkit::TestRedis;
+
+use crate::{FLEET, Stack, active_session, create, fast_sessions, join};
+
+/// Redis' reply to `args`, for the keys the store's API does not name.
+async fn raw(stack: &Stack, args: &[&str]) -> redis::Value {
+    let mut cmd = redis::cmd(args[0]);
+    cmd.arg(&args[1..]);
+    stack.store.query(&cmd).await.unwrap()
+}
+
+async fn listed(stack: &Stack, session: &str) -> Vec<pb::PlayerSession> {
+    let mut players = stack.players().await;
+    players
+        .describe_player_sessions(pb::DescribePlayerSessionsRequest {
+            selector: Some(Selector::GameSessionId(session.into())),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .player_sessions
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn player_sessions_an_earlier_release_stored_are_taken_over() {
+    let stack = Stack::start(TestRedis::single(), &fast_sessions()).await;
+    let (server, mut events) = stack.server("gs-legacy", 1, "local").await;
+    let session = active_session(&stack, &server, &mut events, create(4)).await;
+    let mut players = stack.players().await;
+    for player in ["alice", "bob"] {
+        players.create_player_session(join(&session, player)).await.unwrap();
+    }
+    let (alice, bob) = (player_session_id(&session, 1), player_session_id(&session, 2));
+    server
+        .accept_player_session(session.clone(), bob.clone())
+        .await
+        .unwrap();
+    let before = listed(&stack, &session).await;
+    assert_eq!(before.len(), 2);
+
+    // The same two, rewritten as the earlier release kept them.
+    let keys = FleetKeys::new(FLEET);
+    let game = keys.game_session(&session);
+    let tag = keys.game_session("").trim_end_matches("gsess:").to_owned();
+    raw(&stack, &["DEL", &keys.players_of_session(&session)]).await;
+    for p in &before {
+        let key = format!("{tag}psess:{}", p.player_session_id);
+        let status = p.status().as_str_name().trim_start_matches("PLAYER_SESSION_STATUS_");
+        let ms = |t: &Option<prost_types::Timestamp>| {
+            t.as_ref()
+                .map(|t| (t.seconds * 1000 + i64::from(t.nanos) / 1_000_000).to_string())
+        };
+        let (created, activated) = (ms(&p.creation_time).unwrap(), ms(&p.activation_time));
+        let mut fields = vec![
+            "HSET",
+            &key,
+            "id",
+            &p.player_session_id,
+            "player",
+            &p.player_id,
+            "gs",
+            &session,
+            "status",
+            status,
+            "data",
+            "",
+            "c_ms",
+            &created,
+        ];
+        if let Some(activated) = &activated {
+            fields.extend(["act_ms", activated.as_str()]);
+        }
+        raw(&stack, &fields).await;
+        raw(&stack, &["ZADD", &format!("{game}:ps"), &created, &p.player_session_id]).await;
+        raw(
+            &stack,
+            &["HSET", &format!("{game}:live"), &p.player_id, &p.player_session_id],
+        )
+        .await;
+    }
+    let res_due = format!("{tag}res_due");
+    raw(&stack, &["ZREM", &res_due, &session]).await;
+    raw(&stack, &["ZADD", &res_due, "1", &alice]).await;
+
+    // Read (which writes nothing), they are as they were.
+    let after = listed(&stack, &session).await;
+    let statuses = |list: &[pb::PlayerSession]| -> Vec<_> {
+        list.iter().map(|p| (p.player_session_id.clone(), p.status())).collect()
+    };
+    assert_eq!(statuses(&after), statuses(&before));
+    // The sweep looks at alice's game session in place of her old entry, takes its players over, and waits for her
+    // real deadline; the old keys are gone.
+    crate::eventually("the old reservation entry taken over", async || {
+        let old = raw(&stack, &["ZSCORE", &res_due, &alice]).await;
+        let new = raw(&stack, &["ZSCORE", &res_due, &session]).await;
+        (old == redis::Value::Nil && new != redis::Value::Nil).then_some(())
+    })
+    .await;
+    let old_keys = [
+        format!("{tag}psess:{alice}"),
+        format!("{tag}psess:{bob}"),
+        format!("{game}:ps"),
+        format!("{game}:live"),
+    ];
+    for old in old_keys {
+        assert_eq!(raw(&stack, &["EXISTS", &old]).await, redis::Value::Int(0), "{old}");
+    }
+    assert_eq!(statuses(&listed(&stack, &session).await), statuses(&before));
+
+    // Reserved again with the same data, alice keeps her player session and her slot; then she is let in and bob
+    // leaves, each changing the count.
+    let again = players
+        .create_player_session(join(&session, "alice"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(again.player_session.unwrap().player_session_id, alice);
+    assert_eq!(crate::describe(&stack, &session).await.current_player_session_count, 2);
+    let accepted = server
+        .accept_player_session(session.clone(), alice.clone())
+        .await
+        .unwrap();
+    assert_eq!(accepted.status(), pb::PlayerSessionStatus::Active);
+    let removed = server
+        .remove_player_session(session.clone(), bob.clone())
+        .await
+        .unwrap();
+    assert_eq!(removed.status(), pb::PlayerSessionStatus::Completed);
+    assert_eq!(crate::describe(&stack, &session).await.current_player_session_count, 1);
+}
