@@ -8,27 +8,16 @@
 -- session's status, COMPLETED or TIMEDOUT).
 local now = now_ms()
 local sid, psid = ARGV[2], ARGV[3]
--- The player session is a field of the players of the game session its id names (player_field).
-local owner = session_of(psid)
-local n = owner and player_number(owner, psid)
-local s, packed = {}, nil
-if n then
-  s = redis.call('HMGET', gkey(k, owner), 'server', 'loc', 'ip', 'dns', 'port', 'status', 'act_ms', 'res_ms', 'inst',
-    'cur', 'max', 'accept', 'srv_end', 'tly', 'c_ms')
-  if s[1] then
-    packed = redis.call('HGET', players_key(k, owner), player_field(n))
-    if not packed and adopt_players(k, owner) then packed = redis.call('HGET', players_key(k, owner), player_field(n)) end
-  end
-end
-if not packed then
+local s, v = live_player(k, psid, {'server', 'loc', 'ip', 'dns', 'port', 'status', 'act_ms', 'res_ms', 'inst', 'cur',
+  'max', 'accept', 'srv_end', 'tly', 'c_ms'})
+if not v then
   if s[1] then return {'NOT_FOUND', tostring(now), ''} end
   local ended, refused = servers_ended_player(k, ARGV[1], sid, psid)
   if not ended then return {refused, tostring(now), ''} end
   return {'ENDED', tostring(now), by_name(ended).status}
 end
 if s[1] ~= ARGV[1] then return {'NOT_YOURS', tostring(now), ''} end
-if owner ~= sid then return {'NOT_FOUND', tostring(now), ''} end
-local v = cmsgpack.unpack(packed)
+if session_of(psid) ~= sid then return {'NOT_FOUND', tostring(now), ''} end
 local endpoint = {s[2], s[3], s[4], s[5]}
 -- A reservation past its deadline is over, whether or not the sweep got to it yet.
 local deadline = reservation_deadline(v, s[7], s[8])
@@ -43,7 +32,7 @@ if s[6] ~= S.ACTIVE and v[P_STATUS] == S.RESERVED then return {'NOT_ACTIVE', tos
 if v[P_STATUS] == S.RESERVED then
   -- Its session's reservation deadline stays: the sweep finds it accepted.
   v[P_STATUS], v[P_ACTIVATED] = S.ACTIVE, now
-  redis.call('HSET', players_key(k, sid), player_field(n), cmsgpack.pack(v))
+  redis.call('HSET', players_key(k, sid), player_field(v[1]), cmsgpack.pack(v))
 elseif v[P_STATUS] ~= S.ACTIVE then
   return {'ENDED', tostring(now), v[P_STATUS]}
 end

@@ -241,24 +241,35 @@ local function live_player_fields(sid, v, act_ms, res_ms)
   return fields
 end
 
+-- Live player session `psid`, found in the players of the game session its id names: that session's fields `read`
+-- (HMGET's values, in that order; the first one every live session has) and the player session's values, nil when
+-- the session has no such player. {} and nil when the session is not live (ended, gone, or an id Berth did not
+-- issue). An earlier release's player sessions are taken over, or only read when `reading` (in a function that
+-- writes nothing).
+local function live_player(k, psid, read, reading)
+  local sid = session_of(psid)
+  local n = sid and player_number(sid, psid)
+  if not n then return {}, nil end
+  local s = redis.call('HMGET', gkey(k, sid), unpack(read))
+  if not s[1] then return s, nil end
+  local packed = redis.call('HGET', players_key(k, sid), player_field(n))
+  if not packed and reading then
+    for _, legacy in ipairs(legacy_players(k, sid)) do
+      if legacy[1] == n then return s, legacy end
+    end
+  elseif not packed and adopt_players(k, sid) then
+    packed = redis.call('HGET', players_key(k, sid), player_field(n))
+  end
+  return s, packed and cmsgpack.unpack(packed)
+end
+
 -- A player session's fields and its game session's {loc, ip, dns, port}, live or ended; nil when there is none. It
 -- writes nothing (read.lua and page.lua read it).
 local function player_record(k, psid)
-  local sid = session_of(psid)
-  local n = sid and player_number(sid, psid)
-  if not n then return nil end
-  local s = redis.call('HMGET', gkey(k, sid), 'loc', 'ip', 'dns', 'port', 'act_ms', 'res_ms')
+  local s, v = live_player(k, psid, {'loc', 'ip', 'dns', 'port', 'act_ms', 'res_ms'}, true)
   if s[1] then
-    local packed, v = redis.call('HGET', players_key(k, sid), player_field(n)), nil
-    if packed then
-      v = cmsgpack.unpack(packed)
-    else
-      for _, legacy in ipairs(legacy_players(k, sid)) do
-        if legacy[1] == n then v = legacy end
-      end
-    end
     if not v then return nil end
-    return live_player_fields(sid, v, s[5], s[6]), {s[1], s[2] or '', s[3] or '', s[4] or '0'}
+    return live_player_fields(session_of(psid), v, s[5], s[6]), {s[1], s[2] or '', s[3] or '', s[4] or '0'}
   end
   local p, session = ended_player(k, psid)
   if not p then return nil end

@@ -6,27 +6,16 @@
 -- by {loc, ip, dns, port} and the player session's fields, which the server is answered.
 local now = now_ms()
 local sid, psid = ARGV[2], ARGV[3]
--- The player session is a field of the players of the game session its id names (player_field).
-local owner = session_of(psid)
-local n = owner and player_number(owner, psid)
-local s, packed = {}, nil
-if n then
-  s = redis.call('HMGET', gkey(k, owner), 'server', 'loc', 'ip', 'dns', 'port', 'inst', 'status', 'cur', 'max',
-    'accept', 'srv_end', 'tly', 'c_ms')
-  if s[1] then
-    packed = redis.call('HGET', players_key(k, owner), player_field(n))
-    if not packed and adopt_players(k, owner) then packed = redis.call('HGET', players_key(k, owner), player_field(n)) end
-  end
-end
-if not packed then
+local s, v = live_player(k, psid, {'server', 'loc', 'ip', 'dns', 'port', 'inst', 'status', 'cur', 'max', 'accept',
+  'srv_end', 'tly', 'c_ms'})
+if not v then
   if s[1] then return {'NOT_FOUND', tostring(now), ''} end
   local fields, session = servers_ended_player(k, ARGV[1], sid, psid)
   if not fields then return {session, tostring(now), ''} end
   return {'REMOVED', tostring(now), '', endpoint_of(session), fields}
 end
 if s[1] ~= ARGV[1] then return {'NOT_YOURS', tostring(now), ''} end
-if owner ~= sid then return {'NOT_FOUND', tostring(now), ''} end
-local v = cmsgpack.unpack(packed)
+if session_of(psid) ~= sid then return {'NOT_FOUND', tostring(now), ''} end
 local endpoint = {s[2], s[3], s[4], s[5]}
 local ended = end_player(k, sid, v, S.COMPLETED, now)
 if ended then
