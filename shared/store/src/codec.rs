@@ -4,7 +4,9 @@
 
 use std::collections::HashMap;
 
-use berth_domain::game_session::{GameSessionRecord, GameSessionStatus, PlayerSessionRecord, PlayerSessionStatus};
+use berth_domain::game_session::{
+    GameSessionRecord, GameSessionStatus, PlayerSessionRecord, PlayerSessionStatus, player_session_id,
+};
 use redis::Value;
 
 use crate::StoreError;
@@ -163,6 +165,49 @@ pub(crate) fn game_session(pairs: &[String]) -> Result<Option<GameSessionRecord>
         creator_id: take(&mut f, "creator"),
         placement_id: take(&mut f, "placement"),
     }))
+}
+
+/// A player session as a game server's accept or remove answers it (sessions/lib.lua: player_reply): its game
+/// session's `{loc, ip, dns, port}`, then its values by position as stored — its number in game session
+/// `game_session_id` (or the id an earlier release gave it), player, status, data, c_ms, act_ms, end_ms; null where
+/// it has none.
+pub(crate) fn stored_player_session(
+    script: &str,
+    fleet_id: &str,
+    game_session_id: &str,
+    values: &[Value],
+) -> Result<PlayerSessionRecord, StoreError> {
+    let values: Vec<Option<String>> = values
+        .iter()
+        .map(|value| redis::from_redis_value_ref(value).map_err(|_| unexpected(script, "a malformed player session")))
+        .collect::<Result<_, _>>()?;
+    let [loc, ip, dns, port, id, player, status, data, created, activated, ended] = values.as_slice() else {
+        return Err(unexpected(script, values.len()));
+    };
+    let text = |value: &Option<String>| value.clone().unwrap_or_default();
+    let ms = |value: &Option<String>| value.as_deref().and_then(|ms| ms.parse().ok());
+    let id = text(id);
+    let player_session_id = match id.parse() {
+        Ok(n) => player_session_id(game_session_id, n),
+        Err(_) => id,
+    };
+    Ok(PlayerSessionRecord {
+        player_session_id,
+        player_id: text(player),
+        game_session_id: game_session_id.to_owned(),
+        fleet_id: fleet_id.to_owned(),
+        status: status.as_deref().and_then(PlayerSessionStatus::parse),
+        creation_ms: ms(created).unwrap_or(0),
+        // What a game server's accept or remove answers holds no reservation (ACTIVE, or ended).
+        reserved_until_ms: None,
+        activation_ms: ms(activated),
+        termination_ms: ms(ended),
+        player_data: text(data),
+        location: text(loc),
+        ip_address: text(ip),
+        dns_name: text(dns),
+        port: port.as_deref().and_then(|port| port.parse().ok()).unwrap_or(0),
+    })
 }
 
 /// A player session from its stored fields and its game session's `{loc, ip, dns, port}`.

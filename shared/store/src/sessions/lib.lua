@@ -47,6 +47,8 @@
 local SESSION_ENDED = {'id', 'fleet', 'loc', 'server', 'inst', 'ip', 'dns', 'port', 'status', 'reason', 'c_ms',
   'act_ms', 'end_ms', 'cur', 'max', 'accept', 'prot', 'name', 'props', 'data', 'mm', 'creator', 'placement', 'idem',
   'digest', 'srv_end'}
+-- Where a packed record keeps its location, server and endpoint.
+local E_LOC, E_SERVER, E_IP, E_DNS, E_PORT = 3, 4, 6, 7, 8
 local PLAYER_ENDED = {'id', 'player', 'status', 'data', 'c_ms', 'act_ms', 'end_ms'}
 
 -- A live player session is one field of its game session's players hash (players_key), p<n> for the n-th: msgpack of
@@ -209,16 +211,40 @@ local function ended_player(k, psid)
   return nil
 end
 
+-- Player session `n` of ended game session `sid` as its packed record keeps it: its values by position
+-- (PLAYER_ENDED's) and its game session's (SESSION_ENDED's); nil when there is none. It unpacks the record and
+-- nothing else, for the game server's calls, which answer one player session.
+local function ended_entry(k, sid, n)
+  local packed = redis.call('GET', k.gend .. sid)
+  if not packed then return nil end
+  local values = cmsgpack.unpack(packed)
+  -- Numbered entries keep their number; one an earlier release made keeps its id.
+  local id = player_session_id(sid, n)
+  for _, p in ipairs(values[#SESSION_ENDED + 1]) do
+    if p[1] == n or p[1] == id then return p, values end
+  end
+  return nil
+end
+
 -- A player session that ended with its game session, as the game server `server` names it in game session `sid`
--- (accept_player.lua, remove_player.lua): its fields and its game session's by name; or nil and the outcome, NOT_FOUND
--- or NOT_YOURS (a session of another server), as the two tell them apart for a live one.
-local function servers_ended_player(k, server, sid, psid)
-  local fields, session = ended_player(k, psid)
-  if not fields then return nil, 'NOT_FOUND' end
-  local r = by_name(session)
-  if r.server ~= server then return nil, 'NOT_YOURS' end
-  if session_of(psid) ~= sid then return nil, 'NOT_FOUND' end
-  return fields, r
+-- (accept_player.lua, remove_player.lua): player session `n` of game session `own`, the one its id names. Its values
+-- and its game session's {loc, ip, dns, port}; or nil, nil and the outcome, NOT_FOUND or NOT_YOURS (a session of
+-- another server), as the two tell them apart for a live one.
+local function servers_ended_player(k, server, sid, own, n)
+  local v, session = ended_entry(k, own, n)
+  if not v then return nil, nil, 'NOT_FOUND' end
+  if session[E_SERVER] ~= server then return nil, nil, 'NOT_YOURS' end
+  if own ~= sid then return nil, nil, 'NOT_FOUND' end
+  return v, {session[E_LOC], session[E_IP], session[E_DNS], session[E_PORT]}
+end
+
+-- What accept_player.lua and remove_player.lua answer with a player session, decoded by sessions/players.rs:
+-- {outcome, now_ms, '', loc, ip, dns, port}, then the player session's values `v` by position as stored (its
+-- number, or the id of one an earlier release made; player, status, data, c_ms, act_ms, end_ms; false, a null,
+-- where it has none). No names and no id to build: a reply of 14 values.
+local function player_reply(outcome, now, endpoint, v)
+  return {outcome, tostring(now), '', endpoint[1] or '', endpoint[2] or '', endpoint[3] or '',
+    tostring(endpoint[4] or 0), v[1], v[2], v[3], v[4], v[5], v[6], v[7]}
 end
 
 -- The reservation deadline, ms, of a live player session (its values `v`), nil unless it is RESERVED. A reservation
@@ -241,15 +267,11 @@ local function live_player_fields(sid, v, act_ms, res_ms)
   return fields
 end
 
--- Live player session `psid`, found in the players of the game session its id names: that session's fields `read`
--- (HMGET's values, in that order; the first one every live session has) and the player session's values, nil when
--- the session has no such player. {} and nil when the session is not live (ended, gone, or an id Berth did not
--- issue). An earlier release's player sessions are taken over, or only read when `reading` (in a function that
--- writes nothing).
-local function live_player(k, psid, read, reading)
-  local sid = session_of(psid)
-  local n = sid and player_number(sid, psid)
-  if not n then return {}, nil end
+-- Live player session `n` of game session `sid`: that session's fields `read` (HMGET's values, in that order; the
+-- first one every live session has) and the player session's values, nil when the session has no such player. {}
+-- and nil when the session is not live (ended or gone). An earlier release's player sessions are taken over, or only
+-- read when `reading` (in a function that writes nothing).
+local function live_player(k, sid, n, read, reading)
   local s = redis.call('HMGET', gkey(k, sid), unpack(read))
   if not s[1] then return s, nil end
   local packed = redis.call('HGET', players_key(k, sid), player_field(n))
@@ -266,10 +288,13 @@ end
 -- A player session's fields and its game session's {loc, ip, dns, port}, live or ended; nil when there is none. It
 -- writes nothing (read.lua and page.lua read it).
 local function player_record(k, psid)
-  local s, v = live_player(k, psid, {'loc', 'ip', 'dns', 'port', 'act_ms', 'res_ms'}, true)
+  local sid = session_of(psid)
+  local n = sid and player_number(sid, psid)
+  if not n then return nil end
+  local s, v = live_player(k, sid, n, {'loc', 'ip', 'dns', 'port', 'act_ms', 'res_ms'}, true)
   if s[1] then
     if not v then return nil end
-    return live_player_fields(session_of(psid), v, s[5], s[6]), {s[1], s[2] or '', s[3] or '', s[4] or '0'}
+    return live_player_fields(sid, v, s[5], s[6]), {s[1], s[2] or '', s[3] or '', s[4] or '0'}
   end
   local p, session = ended_player(k, psid)
   if not p then return nil end

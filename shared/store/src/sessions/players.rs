@@ -1,13 +1,13 @@
 //! Player sessions: reserving slots (one script checks the count and takes them, all or none), and the game
 //! server letting players in and out.
 
-use berth_domain::game_session::PlayerSessionRecord;
+use berth_domain::game_session::{PlayerSessionRecord, game_session_of, player_session_number};
 use redis::Value;
 
 use crate::codec::{outcome_detail, unexpected};
-use crate::codec::{player_session, strings};
+use crate::codec::{player_session, stored_player_session, strings};
 use crate::keys::FleetKeys;
-use crate::scripts::scripts;
+use crate::scripts::{FunctionCall, LuaScript, scripts};
 use crate::{Store, StoreError};
 
 /// A player to reserve a slot for: player id and player data. A new player session's id is the store's to give
@@ -101,19 +101,46 @@ pub async fn accept_player_session(
     player_session_id: &str,
 ) -> Result<Accepted, StoreError> {
     const SCRIPT: &str = "accept_player_session";
-    let keys = FleetKeys::new(fleet_id);
-    let mut call = scripts().accept_player_session.for_fleet(&keys);
-    call.arg(game_server_id).arg(game_session_id).arg(player_session_id);
+    let Some(call) = hosted_player_call(
+        &scripts().accept_player_session,
+        fleet_id,
+        game_server_id,
+        game_session_id,
+        player_session_id,
+    ) else {
+        return Ok(Accepted::NotFound);
+    };
     let raw: Vec<Value> = store.invoke(&call).await?;
-    let (outcome, detail, mut records) = decode(SCRIPT, fleet_id, &raw)?;
+    let (outcome, detail, rest) = outcome_detail(SCRIPT, &raw)?;
     Ok(match outcome.as_str() {
-        "ACCEPTED" => Accepted::Accepted(Box::new(records.pop().ok_or_else(|| unexpected(SCRIPT, &outcome))?)),
+        "ACCEPTED" => Accepted::Accepted(Box::new(stored_player_session(
+            SCRIPT,
+            fleet_id,
+            game_session_id,
+            rest,
+        )?)),
         "NOT_FOUND" => Accepted::NotFound,
         "NOT_YOURS" => Accepted::NotYours,
         "NOT_ACTIVE" => Accepted::NotActive(detail),
         "ENDED" => Accepted::Ended(detail),
         other => return Err(unexpected(SCRIPT, other)),
     })
+}
+
+/// The call of a game server's accept or remove of a player session (accept_player.lua's arguments): the game session
+/// its id names and its number there, parsed here; None for an id Berth did not issue, which no session holds.
+fn hosted_player_call<'s>(
+    script: &'s LuaScript,
+    fleet_id: &str,
+    game_server_id: &str,
+    game_session_id: &str,
+    player_session_id: &str,
+) -> Option<FunctionCall<'s>> {
+    let own = game_session_of(player_session_id)?;
+    let n = player_session_number(&own, player_session_id)?;
+    let mut call = script.for_fleet(&FleetKeys::new(fleet_id));
+    call.arg(game_server_id).arg(game_session_id).arg(own).arg(n);
+    Some(call)
 }
 
 /// The outcome of a game server removing a player session.
@@ -134,13 +161,24 @@ pub async fn remove_player_session(
     player_session_id: &str,
 ) -> Result<Removed, StoreError> {
     const SCRIPT: &str = "remove_player_session";
-    let keys = FleetKeys::new(fleet_id);
-    let mut call = scripts().remove_player_session.for_fleet(&keys);
-    call.arg(game_server_id).arg(game_session_id).arg(player_session_id);
+    let Some(call) = hosted_player_call(
+        &scripts().remove_player_session,
+        fleet_id,
+        game_server_id,
+        game_session_id,
+        player_session_id,
+    ) else {
+        return Ok(Removed::NotFound);
+    };
     let raw: Vec<Value> = store.invoke(&call).await?;
-    let (outcome, _, mut records) = decode(SCRIPT, fleet_id, &raw)?;
+    let (outcome, _, rest) = outcome_detail(SCRIPT, &raw)?;
     Ok(match outcome.as_str() {
-        "REMOVED" => Removed::Removed(Box::new(records.pop().ok_or_else(|| unexpected(SCRIPT, &outcome))?)),
+        "REMOVED" => Removed::Removed(Box::new(stored_player_session(
+            SCRIPT,
+            fleet_id,
+            game_session_id,
+            rest,
+        )?)),
         "NOT_FOUND" => Removed::NotFound,
         "NOT_YOURS" => Removed::NotYours,
         other => return Err(unexpected(SCRIPT, other)),
