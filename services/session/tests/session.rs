@@ -551,7 +551,14 @@ async fn sessions_not_activated_or_players_not_accepted_in_time_end_and_free_the
         .into_inner();
     let mut players = stack.players().await;
     let late = players.create_player_session(join(&session, "late")).await.unwrap();
-    let late = late.into_inner().player_session.unwrap().player_session_id;
+    let late = late.into_inner().player_session.unwrap();
+    // The reservation runs from the creation (the session is ACTIVE) for the fleet's 300 ms, as the player is told.
+    let ms = |t: Option<prost_types::Timestamp>| t.map(|t| t.seconds * 1_000 + i64::from(t.nanos) / 1_000_000);
+    assert_eq!(
+        ms(late.reserved_until_time),
+        ms(late.creation_time).map(|created| created + 300)
+    );
+    let late = late.player_session_id;
     assert_eq!(describe(&stack, &session).await.current_player_session_count, 1);
     let timed_out = eventually("reservation timeout", async || {
         let found = players

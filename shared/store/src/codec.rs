@@ -167,47 +167,54 @@ pub(crate) fn game_session(pairs: &[String]) -> Result<Option<GameSessionRecord>
     }))
 }
 
-/// A player session as a game server's accept or remove answers it (sessions/lib.lua: player_reply): its game
-/// session's `{loc, ip, dns, port}`, then its values by position as stored — its number in game session
-/// `game_session_id` (or the id an earlier release gave it), player, status, data, c_ms, act_ms, end_ms; null where
-/// it has none.
-pub(crate) fn stored_player_session(
+/// The player sessions of one game session as a reply by position holds them (sessions/lib.lua: players_reply,
+/// append_player): the game session's `{loc, ip, dns, port}`, then 8 values per player session — its number in game
+/// session `game_session_id` (or the id an earlier release gave it), player, status, data, c_ms, act_ms, end_ms and
+/// its reservation deadline; null where it has none.
+pub(crate) fn stored_player_sessions(
     script: &str,
     fleet_id: &str,
     game_session_id: &str,
     values: &[Value],
-) -> Result<PlayerSessionRecord, StoreError> {
+) -> Result<Vec<PlayerSessionRecord>, StoreError> {
     let values: Vec<Option<String>> = values
         .iter()
         .map(|value| redis::from_redis_value_ref(value).map_err(|_| unexpected(script, "a malformed player session")))
         .collect::<Result<_, _>>()?;
-    let [loc, ip, dns, port, id, player, status, data, created, activated, ended] = values.as_slice() else {
+    let [loc, ip, dns, port, sessions @ ..] = values.as_slice() else {
         return Err(unexpected(script, values.len()));
     };
+    if sessions.len() % 8 != 0 {
+        return Err(unexpected(script, values.len()));
+    }
     let text = |value: &Option<String>| value.clone().unwrap_or_default();
     let ms = |value: &Option<String>| value.as_deref().and_then(|ms| ms.parse().ok());
-    let id = text(id);
-    let player_session_id = match id.parse() {
-        Ok(n) => player_session_id(game_session_id, n),
-        Err(_) => id,
-    };
-    Ok(PlayerSessionRecord {
-        player_session_id,
-        player_id: text(player),
-        game_session_id: game_session_id.to_owned(),
-        fleet_id: fleet_id.to_owned(),
-        status: status.as_deref().and_then(PlayerSessionStatus::parse),
-        creation_ms: ms(created).unwrap_or(0),
-        // What a game server's accept or remove answers holds no reservation (ACTIVE, or ended).
-        reserved_until_ms: None,
-        activation_ms: ms(activated),
-        termination_ms: ms(ended),
-        player_data: text(data),
-        location: text(loc),
-        ip_address: text(ip),
-        dns_name: text(dns),
-        port: port.as_deref().and_then(|port| port.parse().ok()).unwrap_or(0),
-    })
+    let port = port.as_deref().and_then(|port| port.parse().ok()).unwrap_or(0);
+    Ok(sessions
+        .chunks_exact(8)
+        .map(|session| {
+            let id = text(&session[0]);
+            PlayerSessionRecord {
+                player_session_id: match id.parse() {
+                    Ok(n) => player_session_id(game_session_id, n),
+                    Err(_) => id,
+                },
+                player_id: text(&session[1]),
+                game_session_id: game_session_id.to_owned(),
+                fleet_id: fleet_id.to_owned(),
+                status: session[2].as_deref().and_then(PlayerSessionStatus::parse),
+                player_data: text(&session[3]),
+                creation_ms: ms(&session[4]).unwrap_or(0),
+                activation_ms: ms(&session[5]),
+                termination_ms: ms(&session[6]),
+                reserved_until_ms: ms(&session[7]),
+                location: text(loc),
+                ip_address: text(ip),
+                dns_name: text(dns),
+                port,
+            }
+        })
+        .collect())
 }
 
 /// A player session from its stored fields and its game session's `{loc, ip, dns, port}`.

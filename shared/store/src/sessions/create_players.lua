@@ -5,7 +5,8 @@
 -- KEYS: k.res_due. ARGV[1] game session id, then per player: player id, player data. A new player session is
 -- numbered after the session's last (player_session_id). A reservation is no session event: its caller holds the
 -- reply.
--- Reply: {outcome, now_ms, detail, {loc, ip, dns, port}, {player session fields...}...}. Outcomes: CREATED;
+-- Reply: {outcome, now_ms, detail}, for CREATED the endpoint then each player session in the request's order
+-- (players_reply, append_player). Outcomes: CREATED;
 -- NOT_FOUND; NOT_ACTIVE (detail: its status); DENY_ALL; FULL (detail: free slots); PLAYER_CONFLICT (detail: the
 -- player holding a live player session with other data, or named twice in the request with other data).
 local now = now_ms()
@@ -63,7 +64,7 @@ end
 local cur, max = tonumber(s[3]), tonumber(s[4])
 if cur + fresh > max then return {'FULL', tostring(now), tostring(max - cur)} end
 local until_ms = now + tonumber(s[5])
-local out = {'CREATED', tostring(now), '', {s[6], s[7], s[8], s[9]}}
+local out = players_reply('CREATED', now, {s[6], s[7], s[8], s[9]})
 -- New ones are numbered on from the session's last, written in one HSET; its count, with its share in another.
 local also = {'cur', cur + fresh, 'np', numbered + fresh}
 local seated, made = {}, {}
@@ -76,7 +77,7 @@ for i = 2, #ARGV, 2 do
     extend(seated, {player_field(v[1]), cmsgpack.pack(v), seat_field(ARGV[i]), v[1]})
     redis.call('ZADD', k.player .. ARGV[i], now, listed_player(player_session_id(sid, v[1])))
   end
-  out[#out + 1] = live_player_fields(sid, v, s[15], s[5])
+  append_player(out, v, reservation_deadline(v, s[15], s[5]) or false)
 end
 if fresh > 0 then
   redis.call('HSET', players, unpack(seated))

@@ -238,13 +238,27 @@ local function servers_ended_player(k, server, sid, own, n)
   return v, {session[E_LOC], session[E_IP], session[E_DNS], session[E_PORT]}
 end
 
--- What accept_player.lua and remove_player.lua answer with a player session, decoded by sessions/players.rs:
--- {outcome, now_ms, '', loc, ip, dns, port}, then the player session's values `v` by position as stored (its
--- number, or the id of one an earlier release made; player, status, data, c_ms, act_ms, end_ms; false, a null,
--- where it has none). No names and no id to build: a reply of 14 values.
-local function player_reply(outcome, now, endpoint, v)
+-- Appends player session `v` to a reply `out` as its values by position as stored (its number, or the id of one an
+-- earlier release made; player, status, data, c_ms, act_ms, end_ms; false, a null, where it has none), then its
+-- reservation deadline `until_ms` (false when none): 8 values, no names and no id to build, decoded by
+-- codec::stored_player_sessions.
+local function append_player(out, v, until_ms)
+  local n = #out
+  for i = 1, 7 do out[n + i] = v[i] end
+  out[n + 8] = until_ms
+  return out
+end
+
+-- A reply about player sessions of one game session: {outcome, now_ms, '', loc, ip, dns, port} (its `endpoint`),
+-- then the player sessions (append_player).
+local function players_reply(outcome, now, endpoint)
   return {outcome, tostring(now), '', endpoint[1] or '', endpoint[2] or '', endpoint[3] or '',
-    tostring(endpoint[4] or 0), v[1], v[2], v[3], v[4], v[5], v[6], v[7]}
+    tostring(endpoint[4] or 0)}
+end
+
+-- What accept_player.lua and remove_player.lua answer with a player session, which holds no reservation then.
+local function player_reply(outcome, now, endpoint, v)
+  return append_player(players_reply(outcome, now, endpoint), v, false)
 end
 
 -- The reservation deadline, ms, of a live player session (its values `v`), nil unless it is RESERVED. A reservation

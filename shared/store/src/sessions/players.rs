@@ -4,8 +4,7 @@
 use berth_domain::game_session::{PlayerSessionRecord, game_session_of, player_session_number};
 use redis::Value;
 
-use crate::codec::{outcome_detail, unexpected};
-use crate::codec::{player_session, stored_player_session, strings};
+use crate::codec::{outcome_detail, stored_player_sessions, unexpected};
 use crate::keys::FleetKeys;
 use crate::scripts::{FunctionCall, LuaScript, scripts};
 use crate::{Store, StoreError};
@@ -30,26 +29,6 @@ pub enum PlayersCreated {
     PlayerConflict(String),
 }
 
-/// Decodes `{outcome, now_ms, detail, {loc, ip, dns, port}?, {player session fields}...}` into the outcome word,
-/// its detail and the player sessions.
-fn decode(
-    script: &str,
-    fleet_id: &str,
-    raw: &[Value],
-) -> Result<(String, String, Vec<PlayerSessionRecord>), StoreError> {
-    let (outcome, detail, rest) = outcome_detail(script, raw)?;
-    let mut records = Vec::new();
-    if let [endpoint, sessions @ ..] = rest {
-        let endpoint = strings(script, endpoint)?;
-        for session in sessions {
-            let record = player_session(fleet_id, &strings(script, session)?, &endpoint)
-                .ok_or_else(|| unexpected(script, "an empty player session"))?;
-            records.push(record);
-        }
-    }
-    Ok((outcome, detail, records))
-}
-
 /// Reserves slots for `players` in a game session, all or none.
 pub async fn create_player_sessions(
     store: &Store,
@@ -65,9 +44,15 @@ pub async fn create_player_sessions(
         call.arg(*player_id).arg(*data);
     }
     let raw: Vec<Value> = store.invoke_acknowledged(&call).await?;
-    let (outcome, detail, records) = decode(SCRIPT, fleet_id, &raw)?;
+    let (outcome, detail, rest) = outcome_detail(SCRIPT, &raw)?;
     Ok(match outcome.as_str() {
-        "CREATED" if records.len() == players.len() => PlayersCreated::Created(records),
+        "CREATED" => {
+            let records = stored_player_sessions(SCRIPT, fleet_id, game_session_id, rest)?;
+            if records.len() != players.len() {
+                return Err(unexpected(SCRIPT, records.len()));
+            }
+            PlayersCreated::Created(records)
+        }
         "NOT_FOUND" => PlayersCreated::NotFound,
         "NOT_ACTIVE" => PlayersCreated::NotActive(detail),
         "DENY_ALL" => PlayersCreated::DenyAll,
@@ -113,18 +98,27 @@ pub async fn accept_player_session(
     let raw: Vec<Value> = store.invoke(&call).await?;
     let (outcome, detail, rest) = outcome_detail(SCRIPT, &raw)?;
     Ok(match outcome.as_str() {
-        "ACCEPTED" => Accepted::Accepted(Box::new(stored_player_session(
-            SCRIPT,
-            fleet_id,
-            game_session_id,
-            rest,
-        )?)),
+        "ACCEPTED" => Accepted::Accepted(Box::new(one_player(SCRIPT, fleet_id, game_session_id, rest)?)),
         "NOT_FOUND" => Accepted::NotFound,
         "NOT_YOURS" => Accepted::NotYours,
         "NOT_ACTIVE" => Accepted::NotActive(detail),
         "ENDED" => Accepted::Ended(detail),
         other => return Err(unexpected(SCRIPT, other)),
     })
+}
+
+/// The one player session an accept or remove answers.
+fn one_player(
+    script: &str,
+    fleet_id: &str,
+    game_session_id: &str,
+    rest: &[Value],
+) -> Result<PlayerSessionRecord, StoreError> {
+    let mut records = stored_player_sessions(script, fleet_id, game_session_id, rest)?;
+    match (records.pop(), records.is_empty()) {
+        (Some(record), true) => Ok(record),
+        _ => Err(unexpected(script, "not one player session")),
+    }
 }
 
 /// The call of a game server's accept or remove of a player session (accept_player.lua's arguments): the game session
@@ -173,12 +167,7 @@ pub async fn remove_player_session(
     let raw: Vec<Value> = store.invoke(&call).await?;
     let (outcome, _, rest) = outcome_detail(SCRIPT, &raw)?;
     Ok(match outcome.as_str() {
-        "REMOVED" => Removed::Removed(Box::new(stored_player_session(
-            SCRIPT,
-            fleet_id,
-            game_session_id,
-            rest,
-        )?)),
+        "REMOVED" => Removed::Removed(Box::new(one_player(SCRIPT, fleet_id, game_session_id, rest)?)),
         "NOT_FOUND" => Removed::NotFound,
         "NOT_YOURS" => Removed::NotYours,
         other => return Err(unexpected(SCRIPT, other)),
