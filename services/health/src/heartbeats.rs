@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use berth_store::StoreError;
 use berth_store::endings::{self as store, Beaten};
 use berth_store::processes::{Heartbeat, HeartbeatSettings};
 use futures::future::join_all;
@@ -104,7 +105,13 @@ async fn write(context: &Context, fleet_id: Arc<str>, beats: Vec<Beat>) -> Optio
             None
         }
         Err(err) => {
-            tracing::warn!(error = %err, fleet = %fleet_id, "writing heartbeats failed");
+            // An outage or a full Redis would repeat this for every batch of every fleet, many a second, and the
+            // health status says so already (as the background work's failures are logged).
+            if matches!(err, StoreError::Unavailable(_) | StoreError::OutOfMemory(_)) {
+                tracing::debug!(error = %err, fleet = %fleet_id, "writing heartbeats failed");
+            } else {
+                tracing::warn!(error = %err, fleet = %fleet_id, "writing heartbeats failed");
+            }
             let status = tonic::Status::from(err);
             for beat in beats {
                 let answer = refusal(&beat.request_id, &status);
