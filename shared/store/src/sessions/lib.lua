@@ -199,21 +199,9 @@ local function endpoint_of(s)
   return {s.loc or '', s.ip or '', s.dns or '', s.port or '0'}
 end
 
--- A player session that ended with its game session: its fields and its game session's (as HGETALL answers them);
--- nil when there is none.
-local function ended_player(k, psid)
-  local sid = session_of(psid)
-  local ended = sid and ended_session(k, sid)
-  if not ended then return nil end
-  for _, p in ipairs(ended.players) do
-    if p[2] == psid then return p, ended.fields end
-  end
-  return nil
-end
-
 -- Player session `n` of ended game session `sid` as its packed record keeps it: its values by position
 -- (PLAYER_ENDED's) and its game session's (SESSION_ENDED's); nil when there is none. It unpacks the record and
--- nothing else, for the game server's calls, which answer one player session.
+-- builds nothing from it: a call answering one player session needs none of the others' fields.
 local function ended_entry(k, sid, n)
   local packed = redis.call('GET', k.gend .. sid)
   if not packed then return nil end
@@ -226,6 +214,12 @@ local function ended_entry(k, sid, n)
   return nil
 end
 
+-- An ended game session's {loc, ip, dns, port} from its values by position (ended_entry's): where its players
+-- connected.
+local function ended_endpoint(session)
+  return {session[E_LOC] or '', session[E_IP] or '', session[E_DNS] or '', tostring(session[E_PORT] or 0)}
+end
+
 -- A player session that ended with its game session, as the game server `server` names it in game session `sid`
 -- (accept_player.lua, remove_player.lua): player session `n` of game session `own`, the one its id names. Its values
 -- and its game session's {loc, ip, dns, port}; or nil, nil and the outcome, NOT_FOUND or NOT_YOURS (a session of
@@ -235,7 +229,7 @@ local function servers_ended_player(k, server, sid, own, n)
   if not v then return nil, nil, 'NOT_FOUND' end
   if session[E_SERVER] ~= server then return nil, nil, 'NOT_YOURS' end
   if own ~= sid then return nil, nil, 'NOT_FOUND' end
-  return v, {session[E_LOC], session[E_IP], session[E_DNS], session[E_PORT]}
+  return v, ended_endpoint(session)
 end
 
 -- Appends player session `v` to a reply `out` as its values by position as stored (its number, or the id of one an
@@ -310,9 +304,9 @@ local function player_record(k, psid)
     if not v then return nil end
     return live_player_fields(sid, v, s[5], s[6]), {s[1], s[2] or '', s[3] or '', s[4] or '0'}
   end
-  local p, session = ended_player(k, psid)
+  local p, session = ended_entry(k, sid, n)
   if not p then return nil end
-  return p, endpoint_of(by_name(session))
+  return player_fields(sid, p), ended_endpoint(session)
 end
 
 -- A placement's attempts in this fleet (placements.rs): attempt n in a location creates its session under token
