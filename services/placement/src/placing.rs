@@ -52,7 +52,7 @@ const AFTER_FAILURE: Duration = Duration::from_millis(250);
 
 /// Works `request` of `queue_name` until its placement has ended and nothing it started is left behind.
 /// Its span continues the trace of the call that started the placement, which the request carried.
-pub(crate) async fn run(placer: Arc<Placer>, queue_name: String, views: Views, request: Request) {
+pub(crate) async fn run(placer: Arc<Placer>, queue_name: String, views: Views, mut request: Request) {
     let span = tracing::info_span!(
         "placement",
         otel.name = "placement.work",
@@ -62,6 +62,7 @@ pub(crate) async fn run(placer: Arc<Placer>, queue_name: String, views: Views, r
     if let Some(traceparent) = &request.traceparent {
         berth_runtime::telemetry::continue_trace(&span, traceparent);
     }
+    let mut started = request.started.take();
     let placement = Placement {
         placer: &placer,
         queue_name: &queue_name,
@@ -70,7 +71,7 @@ pub(crate) async fn run(placer: Arc<Placer>, queue_name: String, views: Views, r
     };
     async {
         loop {
-            match placement.work().await {
+            match placement.work(started.take()).await {
                 Ok(()) => return,
                 Err(err) => {
                     tracing::debug!(error = %err, "placement step failed; starting over");
@@ -139,9 +140,14 @@ impl Placement<'_> {
         }
     }
 
-    /// From the record as it stands to the end.
-    async fn work(&self) -> Result<(), StoreError> {
-        let Some(mut record) = store::read_placement(self.store(), self.queue_name, self.id()).await? else {
+    /// From the record as it stands to the end; `started`, the placement as its request's entry carried it, spares
+    /// the first pass its read.
+    async fn work(&self, started: Option<Box<PlacementRecord>>) -> Result<(), StoreError> {
+        let record = match started {
+            Some(started) => Some(*started),
+            None => store::read_placement(self.store(), self.queue_name, self.id()).await?,
+        };
+        let Some(mut record) = record else {
             // Gone with its retention: nothing of it can be left to do.
             return store::placement_done(self.store(), self.queue_name, self.id(), &self.request.entry).await;
         };
@@ -187,8 +193,15 @@ impl Placement<'_> {
                 progress.furthest,
             )
             .await?;
-            record = match recorded {
-                AttemptRecorded::Recorded(recorded) => *recorded,
+            match recorded {
+                AttemptRecorded::Recorded { attempts, read } => {
+                    record.attempted(attempts, &order.candidates, progress.furthest, read)
+                }
+                // Ended meanwhile (stopped before any worker took it, say): nothing to follow.
+                AttemptRecorded::Moved(moved) if moved.status != PlacementStatus::Pending => {
+                    record = *moved;
+                    continue;
+                }
                 AttemptRecorded::Moved(_) => {
                     (record, hosted) = self.yield_to_another(&mut progress).await?;
                     continue;

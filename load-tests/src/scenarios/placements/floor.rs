@@ -170,7 +170,7 @@ async fn placed(store: &Store, view: &View, index: u64, players: u64, mut meter:
         Err(err) => return Err(code(err)),
     }
     mark(&mut meter, store, "hold the placement id").await?;
-    let started = match store::start_placement(store, &request, &digest, None)
+    let mut record = match store::start_placement(store, &request, &digest, None)
         .await
         .map_err(code)?
     {
@@ -190,15 +190,16 @@ async fn placed(store: &Store, view: &View, index: u64, players: u64, mut meter:
         store,
         queue_name,
         &placement_id,
-        started.attempts,
+        record.attempts,
         &order.candidates,
         None,
     )
     .await
     .map_err(code)?;
-    let AttemptRecorded::Recorded(record) = recorded else {
+    let AttemptRecorded::Recorded { attempts, read } = recorded else {
         return Err(Code::Aborted);
     };
+    record.attempted(attempts, &order.candidates, None, read);
     mark(&mut meter, store, "record the attempt").await?;
     for candidate in &order.candidates {
         if hosted(store, &record, &order, candidate, meter.as_deref_mut()).await? {

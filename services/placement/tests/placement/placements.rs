@@ -719,7 +719,10 @@ async fn a_worker_dying_between_any_two_steps_leaves_one_session(redis: TestRedi
         let recorded = store::record_attempt(&stack.store, "crash", "fragile", 0, &candidates, None)
             .await
             .unwrap();
-        assert!(matches!(recorded, store::AttemptRecorded::Recorded(_)), "{recorded:?}");
+        assert!(
+            matches!(recorded, store::AttemptRecorded::Recorded { .. }),
+            "{recorded:?}"
+        );
     }
     match cut {
         Cut::Created => {

@@ -5,7 +5,8 @@
 --                 PENDING placements and custom event data, read from cfg by the Rust that writes it); psum (the
 --                 sum of its PENDING placements' start times, ms, for their average wait)
 --   pending       PENDING placement ids by start ms
---   requests      stream of placements for the workers to take (consumer group PLACEMENT_WORKERS): id, dl_ms
+--   requests      stream of placements for the workers to take (consumer group PLACEMENT_WORKERS): id, dl_ms,
+--                 req (the request, as in pl:<id>), tp (the starter's trace context, when it was traced)
 --   events        stream of placement events (one per end): type, t, ced, id (the placement's record is joined
 --                 when they are read)
 --   events_gone   position of the last event trimmed

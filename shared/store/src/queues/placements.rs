@@ -67,6 +67,23 @@ pub struct PlacementRecord {
     pub read: RedisTime,
 }
 
+impl PlacementRecord {
+    /// The record as recording its next attempt left it: `record_attempt` answers only what it changed.
+    pub fn attempted(
+        &mut self,
+        attempts: u32,
+        candidates: &[Candidate],
+        furthest: Option<PlacementStatusReason>,
+        read: RedisTime,
+    ) {
+        self.attempts = attempts;
+        self.placement.attempt_count = attempts;
+        self.candidates = candidates.to_vec();
+        self.furthest = furthest;
+        self.read = read;
+    }
+}
+
 /// Candidates as an attempt records them: `fleet/location` joined by ','; fleet ids and locations hold neither.
 fn candidates_text(candidates: &[Candidate]) -> String {
     candidates
@@ -224,14 +241,26 @@ fn record(script: &str, fields: &HashMap<String, Vec<u8>>, read_ms: i64) -> Resu
 /// The outcome word, its detail and the placement of a placement script's reply.
 fn decode(script: &str, raw: &[Value]) -> Result<(String, String, Option<PlacementRecord>), StoreError> {
     let (outcome, detail, rest) = outcome_detail(script, raw)?;
-    let now: String = redis::from_redis_value_ref(&raw[1]).map_err(|_| unexpected(script, "a malformed clock"))?;
-    let now_ms = now.parse().map_err(|_| unexpected(script, &now))?;
     let placement = if rest.is_empty() {
         None
     } else {
-        Some(record(script, &binary_fields(script, rest)?, now_ms)?)
+        Some(record(
+            script,
+            &binary_fields(script, rest)?,
+            redis_time(script, raw)?.ms,
+        )?)
     };
     Ok((outcome, detail, placement))
+}
+
+/// Redis's clock as a placement script's reply tells it (its second value, after `outcome_detail` has checked the
+/// reply's shape).
+fn redis_time(script: &str, raw: &[Value]) -> Result<RedisTime, StoreError> {
+    let now: String = redis::from_redis_value_ref(&raw[1]).map_err(|_| unexpected(script, "a malformed clock"))?;
+    Ok(RedisTime {
+        ms: now.parse().map_err(|_| unexpected(script, &now))?,
+        at: Instant::now(),
+    })
 }
 
 fn present(script: &str, placement: Option<PlacementRecord>) -> Result<Box<PlacementRecord>, StoreError> {
@@ -399,8 +428,12 @@ pub async fn find_placement(store: &Store, id: &str) -> Result<Option<PlacementR
 /// The outcome of recording an attempt.
 #[derive(Debug)]
 pub enum AttemptRecorded {
-    /// Recorded: the placement with its new attempt count.
-    Recorded(Box<PlacementRecord>),
+    /// Recorded: its new attempt count, and Redis's clock when it was (the caller holds the rest, see
+    /// `PlacementRecord::attempted`).
+    Recorded {
+        attempts: u32,
+        read: RedisTime,
+    },
     /// Another worker recorded one first, or it is no longer PENDING: as it stands.
     Moved(Box<PlacementRecord>),
     NotFound,
@@ -423,9 +456,12 @@ pub async fn record_attempt(
         .arg(candidates_text(candidates))
         .arg(furthest.map_or("", PlacementStatusReason::as_str));
     let raw: Vec<Value> = store.invoke(&call).await?;
-    let (outcome, _, placement) = decode(SCRIPT, &raw)?;
+    let (outcome, detail, placement) = decode(SCRIPT, &raw)?;
     Ok(match outcome.as_str() {
-        "RECORDED" => AttemptRecorded::Recorded(present(SCRIPT, placement)?),
+        "RECORDED" => AttemptRecorded::Recorded {
+            attempts: detail.parse().map_err(|_| unexpected(SCRIPT, &detail))?,
+            read: redis_time(SCRIPT, &raw)?,
+        },
         "CONFLICT" | "ENDED" => AttemptRecorded::Moved(present(SCRIPT, placement)?),
         "NOT_FOUND" => AttemptRecorded::NotFound,
         other => return Err(unexpected(SCRIPT, other)),
@@ -574,16 +610,38 @@ pub struct Request {
     pub deadline_ms: i64,
     /// The trace context of the call that started it (W3C traceparent), when it was traced.
     pub traceparent: Option<String>,
+    /// The placement as it started, which a new entry carries whole (its request, start and deadline): the worker
+    /// that takes the entry first works from it without reading the record. `None` for an entry taken over from
+    /// another worker, which may have moved the placement on, and for one written by an earlier release.
+    pub started: Option<Box<PlacementRecord>>,
 }
 
-fn request_of(entry: &StreamId) -> Option<Request> {
+/// A request from its stream entry; `first` when no worker has taken it before.
+fn request_of(entry: &StreamId, first: bool) -> Option<Request> {
     let text = |name: &str| -> Option<String> { entry.get(name) };
+    let deadline = text("dl_ms")?;
     Some(Request {
         entry: entry.id.clone(),
         placement_id: text("id")?,
-        deadline_ms: text("dl_ms")?.parse().ok()?,
+        deadline_ms: deadline.parse().ok()?,
         traceparent: text("tp"),
+        started: first.then(|| started(entry, deadline)).flatten().map(Box::new),
     })
+}
+
+/// The record of a placement just started, from its request's entry: PENDING, no attempt made, started when the
+/// entry was added (its id's time, Redis's clock) and read then. `None` for an entry without its request.
+fn started(entry: &StreamId, deadline: String) -> Option<PlacementRecord> {
+    let request: Vec<u8> = entry.get("req")?;
+    let start_ms = entry.id.split_once('-')?.0;
+    let fields = HashMap::from([
+        ("req".to_owned(), request),
+        ("status".to_owned(), PlacementStatus::Pending.as_str().into()),
+        ("s_ms".to_owned(), start_ms.into()),
+        ("dl_ms".to_owned(), deadline.into_bytes()),
+        ("n".to_owned(), b"0".to_vec()),
+    ]);
+    record("take_requests", &fields, start_ms.parse().ok()?).ok()
 }
 
 /// Takes up to `count` new requests of a queue for worker `consumer`, waiting up to `block_ms` for one. `store`
@@ -615,7 +673,7 @@ pub async fn take_requests(
         .into_iter()
         .flat_map(|reply| reply.keys)
         .flat_map(|key| key.ids)
-        .filter_map(|entry| request_of(&entry))
+        .filter_map(|entry| request_of(&entry, true))
         .collect())
 }
 
@@ -640,7 +698,11 @@ pub async fn reclaim_requests(
                 .arg(count),
         )
         .await?;
-    Ok(reply.claimed.iter().filter_map(request_of).collect())
+    Ok(reply
+        .claimed
+        .iter()
+        .filter_map(|entry| request_of(entry, false))
+        .collect())
 }
 
 /// Tells the queue that worker `consumer` still works on `entries`, so that no other takes them over; returns those

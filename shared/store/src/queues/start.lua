@@ -25,10 +25,11 @@ local record = {'id', id, 'queue', string.match(KEYS[1], '{q:([^}]*)}'), 'req', 
 redis.call('HSET', key, unpack(record))
 redis.call('ZADD', q.pending, now, id)
 redis.call('HINCRBY', q.record, 'psum', now)
+-- The entry carries the request whole, so that the worker taking it first needs no read of the record.
 if ARGV[4] == '' then
-  redis.call('XADD', q.requests, '*', 'id', id, 'dl_ms', deadline)
+  redis.call('XADD', q.requests, '*', 'id', id, 'dl_ms', deadline, 'req', ARGV[3])
 else
-  redis.call('XADD', q.requests, '*', 'id', id, 'dl_ms', deadline, 'tp', ARGV[4])
+  redis.call('XADD', q.requests, '*', 'id', id, 'dl_ms', deadline, 'req', ARGV[3], 'tp', ARGV[4])
 end
 count_minute(q, now, {S.STARTED})
 return placement_reply('CREATED', now, '', record)
