@@ -65,6 +65,12 @@ local function append_pairs(out, fields)
   return out
 end
 
+-- Appends the flat list `more` to the flat list `out`.
+local function extend(out, more)
+  for i = 1, #more do out[#out + 1] = more[i] end
+  return out
+end
+
 -- Appends the hash at `key` to a reply, as append_pairs does.
 local function append_fields(out, key)
   return append_pairs(out, redis.call('HGETALL', key))

@@ -80,11 +80,22 @@ fn decode_tally(script: &str, desired: &str, pairs: &[String], now_ms: u64) -> R
         ..Tally::default()
     };
     let this_minute = now_ms / 60_000;
+    // Player slots as the sessions' shares count them (`session_counts` in fleets/tally.lua): players in sessions
+    // with seats, players elsewhere, and those seats.
+    let (mut open_players, mut other_players, mut seats) = (0_i64, 0_i64, 0_i64);
     for pair in pairs.chunks_exact(2) {
         let (name, value) = (pair[0].as_str(), pair[1].as_str());
-        if let Some(count) = tally.stored_count_mut(name) {
+        let number = || value.parse::<i64>().map_err(|_| unexpected(script, value));
+        if let Some(slot) = match name {
+            "p_open" => Some(&mut open_players),
+            "p_other" => Some(&mut other_players),
+            "seats" => Some(&mut seats),
+            _ => None,
+        } {
+            *slot = number()?;
+        } else if let Some(count) = tally.stored_count_mut(name) {
             // A count is never below zero unless a script forgot to tally a change; a recount test guards that.
-            *count = value.parse::<i64>().map_err(|_| unexpected(script, value))?.max(0) as u64;
+            *count = number()?.max(0) as u64;
         } else if name.starts_with('w') {
             let parts: Vec<u64> = value
                 .split('|')
@@ -106,5 +117,7 @@ fn decode_tally(script: &str, desired: &str, pairs: &[String], now_ms: u64) -> R
             }
         }
     }
+    tally.player_sessions += (open_players + other_players).max(0) as u64;
+    tally.free_player_slots += (seats - open_players).max(0) as u64;
     Ok(tally)
 }

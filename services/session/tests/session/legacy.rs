@@ -1,11 +1,13 @@
-//! Player sessions as an earlier release stored them — a hash each, listed in their game session's `:ps` and, while
-//! they hold a slot, its `:live`, with RESERVED ones waiting in `res_due` by their own id — are taken over the first
-//! time their game session's players are read: listed, reserved again, accepted, removed and timed out as the
-//! current release's, and the old keys go.
+//! What an earlier release stored, taken over by the current one. Player sessions as it stored them — a hash each,
+//! listed in their game session's `:ps` and, while they hold a slot, its `:live`, with RESERVED ones waiting in
+//! `res_due` by their own id — are taken over the first time their game session's players are read: listed,
+//! reserved again, accepted, removed and timed out as the current release's, and the old keys go. A game session's
+//! share of its location's counts as it kept it moves to the current counts at the session's next change.
 
 use berth_domain::game_session::player_session_id;
 use berth_proto::session::v1::{self as pb, describe_player_sessions_request::Selector};
 use berth_store::keys::FleetKeys;
+use berth_store::utilization::{UtilizationRead, read_utilization};
 use berth_testkit::TestRedis;
 
 use crate::{FLEET, Stack, active_session, create, fast_sessions, join};
@@ -136,4 +138,58 @@ async fn player_sessions_an_earlier_release_stored_are_taken_over() {
         .unwrap();
     assert_eq!(removed.status(), pb::PlayerSessionStatus::Completed);
     assert_eq!(crate::describe(&stack, &session).await.current_player_session_count, 1);
+}
+
+/// The fleet's player counts as GetFleetUtilization reads them: (player sessions, free player slots).
+async fn player_counts(stack: &Stack) -> (u64, u64) {
+    let UtilizationRead::Read(read) = read_utilization(&stack.store, FLEET, "").await.unwrap() else {
+        panic!("the fleet's counts do not read");
+    };
+    let tally = &read.locations[0].1;
+    (tally.player_sessions, tally.free_player_slots)
+}
+
+/// A game session counted by an earlier release — its share of its location's counts holding its players and free
+/// player slots, which the location's `players` and `players_free` sum — moves to the current counts (players in
+/// sessions with seats, and those seats) at its next change, and reads the same throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_an_earlier_release_counted_moves_to_the_current_counts() {
+    let stack = Stack::start(TestRedis::single(), &fast_sessions()).await;
+    let (server, mut events) = stack.server("gs-counted", 1, "local").await;
+    let session = active_session(&stack, &server, &mut events, create(4)).await;
+    let mut players = stack.players().await;
+    for player in ["alice", "bob", "carol"] {
+        players.create_player_session(join(&session, player)).await.unwrap();
+    }
+    assert_eq!(player_counts(&stack).await, (3, 1));
+
+    let keys = FleetKeys::new(FLEET);
+    let game = keys.game_session(&session);
+    let tally = format!("{}tally:local", keys.game_session("").trim_end_matches("gsess:"));
+    let text = |value: redis::Value| redis::from_redis_value::<String>(value).unwrap();
+    let share = text(raw(&stack, &["HGET", &game, "tly"]).await);
+    let (place, what) = share.rsplit_once('|').unwrap();
+    assert_eq!(what, "23;4", "ACTIVE, 3 players, 4 seats");
+    raw(&stack, &["HSET", &game, "tly", &format!("{place}|23,1")]).await;
+    for (field, by) in [
+        ("p_open", "-3"),
+        ("seats", "-4"),
+        ("players", "3"),
+        ("players_free", "1"),
+    ] {
+        raw(&stack, &["HINCRBY", &tally, field, by]).await;
+    }
+    assert_eq!(player_counts(&stack).await, (3, 1), "as the earlier release counted");
+
+    server
+        .remove_player_session(session.clone(), player_session_id(&session, 2))
+        .await
+        .unwrap();
+    assert_eq!(player_counts(&stack).await, (2, 2));
+    let counts = raw(&stack, &["HMGET", &tally, "players", "players_free", "p_open", "seats"]).await;
+    let counts: Vec<String> = redis::from_redis_value(counts).unwrap();
+    assert_eq!(counts, ["0", "0", "2", "4"], "the session's counts moved over whole");
+
+    server.end_game_session(session.clone()).await.unwrap();
+    assert_eq!(player_counts(&stack).await, (0, 0));
 }

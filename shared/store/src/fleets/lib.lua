@@ -186,6 +186,9 @@ local function process_registered(k, now, instance, id, loc)
   local launched = ' ' .. (redis.call('HGET', vm, 'servers') or '') .. ' '
   if string.find(launched, ' ' .. id .. ' ', 1, true) and redis.call('HSETNX', vm, 'r:' .. id, now) == 1 then
     redis.call('HINCRBY', vm, 'unreg', -1)
+    -- The instance's aggregate, once it has one, keeps a copy of unreg for its share (tally_instance).
+    local tallied = k.itally .. instance
+    if redis.call('HEXISTS', tallied, 'vst') == 1 then redis.call('HINCRBY', tallied, 'vun', -1) end
   end
   local known = redis.call('EXISTS', k.fleet) == 1 and fleet_location(k, loc)
   if known and redis.call('HGET', k.fleet, loc_field(known, 'status')) == S.DEPLOYING then

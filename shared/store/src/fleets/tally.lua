@@ -14,7 +14,8 @@
 -- gs_draining_utilized, gs_terminating, gs_unhealthy (game servers); slots_free, slots_unhealthy (game-session slots
 -- free on ready, unclaimed, AVAILABLE processes, healthy or not); i_pending, i_active, i_idle, i_draining,
 -- i_terminating, activatable (instances, and the sessions they could begin activating now); s_activating, s_active,
--- players, players_free (game sessions and player slots); lost (servers gone without being told to end, ever: the
+-- p_open, p_other, seats (game sessions, and player slots: see session_counts), players, players_free (player slots
+-- as an earlier release counted them); lost (servers gone without being told to end, ever: the
 -- autoscaler compares it with what it saw last); mca (the fleet's most concurrent activations per
 -- instance, 0 for no limit, written by the fleet scripts); and per minute of the last hour, w<minute mod 60> =
 -- '<minute>|<ms to ready summed>|<processes ready>|<game sessions created>|<servers lost to interruptions>'.
@@ -22,8 +23,9 @@
 --
 -- Servers and sessions also count in their instance's aggregate, k.itally .. <instance>: loc, n (its servers),
 -- ready, busy, free (healthy free slots), ending (its servers told to terminate), draining and spot (servers told
--- their instance is DRAINING or SPOT_TERMINATING), act (its game sessions ACTIVATING), and tly, the instance's own
--- share of its location's counts.
+-- their instance is DRAINING or SPOT_TERMINATING), act (its game sessions ACTIVATING), tly, the instance's own
+-- share of its location's counts, and vloc, vst and vun, a copy of its record's loc, state and unreg (see
+-- tally_instance).
 
 -- Whether a game session could take a player now, from its {status, accept, cur, max, srv_end}: the rule of
 -- GameSessionRecord::has_available_player_sessions, which the `free` search index follows too.
@@ -163,11 +165,10 @@ local function instance_counts(what, sign, l)
   count(l, 'gs_launching', sign * tonumber(string.sub(what, comma + 1)))
 end
 
--- An instance's share, from its aggregate `a` (HMGET below) and its record, when a reconciler keeps one:
--- terminating when being stopped or interrupted or when every server of it was told to end, else active once a
--- server is ready, else pending.
-local function instance_share(k, id, a)
-  local vm = redis.call('HMGET', k.vm .. id, 'loc', 'state', 'unreg')
+-- An instance's share, from its aggregate `a` (HMGET below) and `vm`, its record's {loc, state, unreg} (false when
+-- a reconciler keeps none): terminating when being stopped or interrupted or when every server of it was told to
+-- end, else active once a server is ready, else pending.
+local function instance_share(k, id, a, vm)
   local n = tonumber(a[2] or '0')
   if not vm[2] and n <= 0 then return nil end
   local loc = vm[1] or a[1] or ''
@@ -188,15 +189,22 @@ local function instance_share(k, id, a)
   return id .. '|' .. loc .. '|' .. what .. ',' .. launching
 end
 
--- The fields of an instance's aggregate its share is made of, in the order instance_share reads them.
-local INSTANCE_TALLIED = {'loc', 'n', 'ready', 'busy', 'free', 'act', 'draining', 'spot', 'ending', 'tly'}
+-- The fields of an instance's aggregate its share is made of, in the order instance_share reads them, then its copy
+-- of what the share takes from the instance's record (see tally_instance).
+local INSTANCE_TALLIED = {'loc', 'n', 'ready', 'busy', 'free', 'act', 'draining', 'spot', 'ending', 'tly', 'vloc',
+  'vst', 'vun'}
 
 -- Brings an instance's share up to date after its aggregate moved by `deltas` ({field = n}, written here with the
--- share; nil when only its record changed); its aggregate goes once nothing of it is left. One count it reads as
--- zero or not moving alone is an HINCRBY, whose answer tells whether the share can have changed (most changes of a
--- server, a claim among them, leave it as it was).
+-- share; nil when its record changed: every script that changes an instance's record calls this so); its aggregate
+-- goes once nothing of it is left. One count it reads as zero or not moving alone is an HINCRBY, whose answer tells
+-- whether the share can have changed (most changes of a server, a claim among them, leave it as it was).
+-- The aggregate keeps a copy of what the share takes from the record, vloc, vst and vun (its loc, state and unreg;
+-- vst '' when a reconciler keeps no record), read afresh when the record changed or the copy is missing, so that the
+-- changes of its servers and sessions (a placement's create, activation and end) read one hash. A launched server's
+-- registration moves vun with unreg (process_registered).
 local function tally_instance(k, id, deltas)
   local key = k.itally .. id
+  local changed_record = not deltas
   deltas = deltas or {}
   local only = next(deltas)
   if only and THRESHOLD[only] and next(deltas, only) == nil then
@@ -214,7 +222,14 @@ local function tally_instance(k, id, deltas)
       also[#also + 1], also[#also + 2] = field, a[i]
     end
   end
-  local share = instance_share(k, id, a)
+  local vm = {a[11], a[12], a[13]}
+  if changed_record or not vm[2] then
+    vm = redis.call('HMGET', k.vm .. id, 'loc', 'state', 'unreg')
+    extend(also, {'vloc', vm[1] or '', 'vst', vm[2] or '', 'vun', vm[3] or 0})
+  elseif vm[2] == '' then
+    vm = {false, false, false}
+  end
+  local share = instance_share(k, id, a, vm)
   move_share(k, share and key, a[10] or nil, share, instance_counts, also)
   if not share then redis.call('DEL', key) end
 end
@@ -303,17 +318,33 @@ local function tally_server(k, id, going, known, open, pending, also)
 end
 
 -- What a game session's share says, '<state: 1 ACTIVATING, 2 ACTIVE, 3 TERMINATING><player sessions holding
--- slots>,<free player slots>'.
+-- slots>;<its seats>': its seats are its maximum players while it takes players but for being full (ACTIVE,
+-- accepting, its server not ending), else 0. Its players count in p_open when it has seats, else in p_other, so
+-- that a player joining or leaving moves one count, and the location's free player slots are seats - p_open (a
+-- full session's seats are all taken). A share written by an earlier release, '<state><players>,<free player
+-- slots>', counts in players and players_free, which a reader adds in.
 local function session_counts(what, sign, l, i)
-  local state, comma = string.sub(what, 1, 1), string.find(what, ',', 2, true)
+  local state = string.sub(what, 1, 1)
   if state == '1' then
     count(l, 's_activating', sign)
     count(i, 'act', sign)
   elseif state == '2' then
     count(l, 's_active', sign)
   end
-  count(l, 'players', sign * tonumber(string.sub(what, 2, comma - 1)))
-  count(l, 'players_free', sign * tonumber(string.sub(what, comma + 1)))
+  local at = string.find(what, ';', 2, true)
+  if not at then
+    at = string.find(what, ',', 2, true)
+    count(l, 'players', sign * tonumber(string.sub(what, 2, at - 1)))
+    count(l, 'players_free', sign * tonumber(string.sub(what, at + 1)))
+    return
+  end
+  local players, seats = sign * tonumber(string.sub(what, 2, at - 1)), sign * tonumber(string.sub(what, at + 1))
+  if seats ~= 0 then
+    count(l, 'p_open', players)
+    count(l, 'seats', seats)
+  else
+    count(l, 'p_other', players)
+  end
 end
 
 local SESSION_STATES = {[S.ACTIVATING] = 1, [S.ACTIVE] = 2, [S.TERMINATING] = 3}
@@ -328,9 +359,9 @@ local function tally_session(k, sid, known, gone, pending, also)
   local state = SESSION_STATES[s[3]]
   local share = nil
   if state then
-    local free = 0
-    if takes_players(s[3], s[6], s[4], s[5], s[7]) then free = tonumber(s[5]) - tonumber(s[4]) end
-    share = (s[2] or '') .. '|' .. (s[1] or '') .. '|' .. state .. s[4] .. ',' .. free
+    local seats = 0
+    if s[3] == S.ACTIVE and s[6] == '1' and s[7] ~= '1' then seats = s[5] end
+    share = (s[2] or '') .. '|' .. (s[1] or '') .. '|' .. state .. s[4] .. ';' .. seats
   end
   tally_instances(k, move_share(k, not gone and key or nil, s[8] or nil, share, session_counts, also), pending)
   return s

@@ -10,6 +10,7 @@ local state = redis.call('HGET', vm, 'state')
 if not state or state == S.TERMINATING then return {'GONE', tostring(now)} end
 if state ~= S.DRAINING then
   redis.call('HSET', vm, 'state', S.DRAINING)
+  tally_instance(k, id)
   redis.call('HSET', k.inst_status, id, S.DRAINING)
   set_istatus(k, k.pool, instance_servers(vm), S.DRAINING, now)
   fleet_event(k, now, S.INSTANCE_DRAINING, 'its instance type ' .. redis.call('HGET', vm, 'type') .. ' is not viable',

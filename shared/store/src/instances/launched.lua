@@ -15,7 +15,10 @@ if ARGV[5] ~= '' then
   fleet_event(k, now, S.INSTANCE_LAUNCH_FAILED, ARGV[5], extra)
   return {'LAUNCH_FAILED', tostring(now)}
 end
-if redis.call('HGET', vm, 'state') == S.LAUNCHING then redis.call('HSET', vm, 'state', S.RUNNING) end
+if redis.call('HGET', vm, 'state') == S.LAUNCHING then
+  redis.call('HSET', vm, 'state', S.RUNNING)
+  tally_instance(k, id)
+end
 redis.call('HSET', vm, 'handle', ARGV[4])
 fleet_event(k, now, S.INSTANCE_LAUNCHED, redis.call('HGET', vm, 'type'), extra)
 return {'LAUNCHED', tostring(now)}

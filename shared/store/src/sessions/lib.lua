@@ -482,12 +482,6 @@ local function end_player(k, sid, v, status, now, endpoint)
   return {player_field(v[1]), cmsgpack.pack(v), seat_field(v[P_PLAYER]), ''}
 end
 
--- Appends the flat list `more` to the flat list `out`.
-local function extend(out, more)
-  for i = 1, #more do out[#out + 1] = more[i] end
-  return out
-end
-
 -- The reason the game sessions of a process told to end (`term_reason`, the process's) end with, however the process
 -- then ends: FLEET_DELETED when its fleet or location is being deleted, `otherwise` (TRIGGERED_ON_PROCESS_TERMINATE
 -- when it ends as told, FORCE_TERMINATED when it is forced) for any other reason.
