@@ -24,8 +24,8 @@
 -- Servers and sessions also count in their instance's aggregate, k.itally .. <instance>: loc, n (its servers),
 -- ready, busy, free (healthy free slots), ending (its servers told to terminate), draining and spot (servers told
 -- their instance is DRAINING or SPOT_TERMINATING), act (its game sessions ACTIVATING), tly, the instance's own
--- share of its location's counts, and vloc, vst and vun, a copy of its record's loc, state and unreg (see
--- tally_instance).
+-- share of its location's counts, and vloc, vst, vun and vmca, a copy of its record's loc, state and unreg and of
+-- its location's mca (see tally_instance).
 
 -- Whether a game session could take a player now, from its {status, accept, cur, max, srv_end}: the rule of
 -- GameSessionRecord::has_available_player_sessions, which the `free` search index follows too.
@@ -165,10 +165,11 @@ local function instance_counts(what, sign, l)
   count(l, 'gs_launching', sign * tonumber(string.sub(what, comma + 1)))
 end
 
--- An instance's share, from its aggregate `a` (HMGET below) and `vm`, its record's {loc, state, unreg} (false when
--- a reconciler keeps none): terminating when being stopped or interrupted or when every server of it was told to
--- end, else active once a server is ready, else pending.
-local function instance_share(k, id, a, vm)
+-- An instance's share, from its aggregate `a` (HMGET below), `vm`, its record's {loc, state, unreg} (false when
+-- a reconciler keeps none), and `limit`, its location's most concurrent activations (mca): terminating when being
+-- stopped or interrupted or when every server of it was told to end, else active once a server is ready, else
+-- pending.
+local function instance_share(id, a, vm, limit)
   local n = tonumber(a[2] or '0')
   if not vm[2] and n <= 0 then return nil end
   local loc = vm[1] or a[1] or ''
@@ -178,10 +179,7 @@ local function instance_share(k, id, a, vm)
     what = '2000'
   elseif ready > 0 then
     local draining = (vm[2] == S.DRAINING or tonumber(a[7] or '0') > 0) and '1' or '0'
-    if free > 0 then
-      local limit = tonumber(redis.call('HGET', k.tally .. loc, 'mca') or '0')
-      if limit > 0 then free = math.min(free, math.max(limit - tonumber(a[6] or '0'), 0)) end
-    end
+    if free > 0 and limit > 0 then free = math.min(free, math.max(limit - tonumber(a[6] or '0'), 0)) end
     what = '1' .. (busy == 0 and '1' or '0') .. draining .. free
   end
   local launching = 0
@@ -192,16 +190,17 @@ end
 -- The fields of an instance's aggregate its share is made of, in the order instance_share reads them, then its copy
 -- of what the share takes from the instance's record (see tally_instance).
 local INSTANCE_TALLIED = {'loc', 'n', 'ready', 'busy', 'free', 'act', 'draining', 'spot', 'ending', 'tly', 'vloc',
-  'vst', 'vun'}
+  'vst', 'vun', 'vmca'}
 
 -- Brings an instance's share up to date after its aggregate moved by `deltas` ({field = n}, written here with the
--- share; nil when its record changed: every script that changes an instance's record calls this so); its aggregate
--- goes once nothing of it is left. One count it reads as zero or not moving alone is an HINCRBY, whose answer tells
--- whether the share can have changed (most changes of a server, a claim among them, leave it as it was).
--- The aggregate keeps a copy of what the share takes from the record, vloc, vst and vun (its loc, state and unreg;
--- vst '' when a reconciler keeps no record), read afresh when the record changed or the copy is missing, so that the
--- changes of its servers and sessions (a placement's create, activation and end) read one hash. A launched server's
--- registration moves vun with unreg (process_registered).
+-- share; nil when its record or its fleet's activation limit changed: every script that changes either calls this
+-- so); its aggregate goes once nothing of it is left. One count it reads as zero or not moving alone is an HINCRBY,
+-- whose answer tells whether the share can have changed (most changes of a server, a claim among them, leave it as
+-- it was).
+-- The aggregate keeps a copy of what the share takes from elsewhere, vloc, vst and vun (its record's loc, state and
+-- unreg; vst '' when a reconciler keeps no record) and vmca (its location's mca), read afresh when they changed or
+-- the copy is missing, so that the changes of its servers and sessions (a placement's create, activation and end)
+-- read one hash. A launched server's registration moves vun with unreg (process_registered).
 local function tally_instance(k, id, deltas)
   local key = k.itally .. id
   local changed_record = not deltas
@@ -222,14 +221,15 @@ local function tally_instance(k, id, deltas)
       also[#also + 1], also[#also + 2] = field, a[i]
     end
   end
-  local vm = {a[11], a[12], a[13]}
-  if changed_record or not vm[2] then
+  local vm, limit = {a[11], a[12], a[13]}, a[14]
+  if changed_record or not vm[2] or not limit then
     vm = redis.call('HMGET', k.vm .. id, 'loc', 'state', 'unreg')
-    extend(also, {'vloc', vm[1] or '', 'vst', vm[2] or '', 'vun', vm[3] or 0})
+    limit = redis.call('HGET', k.tally .. (vm[1] or a[1] or ''), 'mca') or 0
+    extend(also, {'vloc', vm[1] or '', 'vst', vm[2] or '', 'vun', vm[3] or 0, 'vmca', limit})
   elseif vm[2] == '' then
     vm = {false, false, false}
   end
-  local share = instance_share(k, id, a, vm)
+  local share = instance_share(id, a, vm, tonumber(limit))
   move_share(k, share and key, a[10] or nil, share, instance_counts, also)
   if not share then redis.call('DEL', key) end
 end

@@ -28,19 +28,21 @@ end
 if ARGV[1] ~= '' then
   redis.call('HSET', k.fleet, 'cfg', ARGV[2], 'set', ARGV[4], 'rev', tonumber(s[2]) + 1, 'u_ms', now)
   if redis.call('HGET', k.fleet, 'mca') ~= ARGV[3] then
-    -- The locations' counts of activatable sessions were taken with the old limit: every instance is counted anew.
+    -- The locations' counts of activatable sessions were taken with the old limit, which every instance's aggregate
+    -- keeps a copy of: every instance is counted anew, those with servers and those a reconciler keeps.
     redis.call('HSET', k.fleet, 'mca', ARGV[3])
-    for loc in string.gmatch(redis.call('HGET', k.fleet, 'locs'), '%S+') do
-      redis.call('HSET', k.tally .. loc, 'mca', ARGV[3])
-    end
     local counted = {}
-    for _, id in ipairs(redis.call('ZRANGE', k.servers, 0, -1)) do
-      local instance = redis.call('HGET', k.gs .. id, 'instance')
+    local function recount(instance)
       if instance and not counted[instance] then
         counted[instance] = true
         tally_instance(k, instance)
       end
     end
+    for loc in string.gmatch(redis.call('HGET', k.fleet, 'locs'), '%S+') do
+      redis.call('HSET', k.tally .. loc, 'mca', ARGV[3])
+      for _, id in ipairs(redis.call('ZRANGE', k.vms .. loc, 0, -1)) do recount(id) end
+    end
+    for _, id in ipairs(redis.call('ZRANGE', k.servers, 0, -1)) do recount(redis.call('HGET', k.gs .. id, 'instance')) end
   end
 end
 for i = 7, events_at - 1, 5 do
