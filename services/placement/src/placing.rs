@@ -20,7 +20,7 @@ use berth_domain::game_session::{GameSessionRecord, player_session_id};
 use berth_domain::queue::order::{Candidate, Candidates, Order, order};
 use berth_domain::stored::{GameSessionStatus, PlacementStatus, PlacementStatusReason};
 use berth_store::queues::placements::{
-    self as store, AttemptRecorded, Finish, Finished, Fulfilment, PlacementRecord, Request,
+    self as store, AttemptRecorded, Done, Finish, Finished, Fulfilment, PlacementRecord, Request,
 };
 use berth_store::sessions::placements::{Attempt, AttemptSession, PlacementAttempt, placement_attempt};
 use berth_store::sessions::{self, Created, NewGameSession, SessionTimings};
@@ -453,26 +453,25 @@ impl Placement<'_> {
             lowest_latency,
             lowest_price,
         };
-        let finish = Finish {
-            entry: Some(&self.request.entry),
-            ..Finish::fulfilled(record.attempts, fulfilment, self.placer.retention_ms)
-        };
-        Ok(Waited::Ended(
-            match store::finish_placement(self.store(), self.queue_name, self.id(), &finish).await? {
-                Finished::Finished(ended) => {
-                    crate::metrics::placement_fulfilled(
-                        self.queue_name,
-                        &session.location,
-                        first_choice.as_str(),
-                        (lowest_latency, lowest_price),
-                    );
-                    ended
-                }
-                Finished::Moved(moved) => moved,
-                // Not a FULFILLED placement's: its deadline never stops one.
-                Finished::Waiting(_) | Finished::NotFound => Box::new(record.clone()),
-            },
-        ))
+        let finish = Finish::fulfilled(record.attempts, fulfilment, self.placer.retention_ms);
+        let done =
+            store::finish_request(self.store(), self.queue_name, self.id(), &finish, &self.request.entry).await?;
+        Ok(Waited::Ended(match done {
+            Done::Ended => {
+                crate::metrics::placement_fulfilled(
+                    self.queue_name,
+                    &session.location,
+                    first_choice.as_str(),
+                    (lowest_latency, lowest_price),
+                );
+                // All that is left to do with it reads its status.
+                let mut ended = Box::new(record.clone());
+                ended.status = PlacementStatus::Fulfilled;
+                ended
+            }
+            Done::Moved(moved) => moved,
+            Done::NotFound => Box::new(record.clone()),
+        }))
     }
 
     /// TIMED_OUT at its deadline, with the furthest its attempts got; the placement as it then stands.

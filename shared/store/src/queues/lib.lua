@@ -76,8 +76,8 @@ end
 
 -- Ends a PENDING placement: its status, reason and message, `extra` fields (name, value, ...) beside them, its
 -- event and its minute's counts. Its record is packed and kept `retention_ms` from now, with its candidates unless
--- its worker is `done` with it. `record`: its fields by name, when the caller has read them. Answers its fields as it
--- ended.
+-- its worker is `done` with it. `record`: its fields by name, when the caller has read them. Answers its values as
+-- it ended, by position in ENDED (record_fields names them).
 local function end_placement(q, id, status, reason, message, now, retention_ms, extra, done, record)
   local key = q.placement .. id
   record = record or by_name(redis.call('HGETALL', key))
@@ -85,11 +85,13 @@ local function end_placement(q, id, status, reason, message, now, retention_ms, 
   for i = 1, #extra, 2 do record[extra[i]] = extra[i + 1] end
   if done then record.cands = false end
   local values = record_values(record, ENDED)
-  local fields = record_fields(values, ENDED)
+  -- Packed without what its key and its other fields give (see ENDED), then answered whole.
+  local given = {values[1], values[2], values[13]}
   if values[1] == id then values[1] = false end
   if values[2] == q.name then values[2] = false end
   if values[13] == fleet_of(values[12]) then values[13] = false end
   redis.call('SET', q.ended .. id, cmsgpack.pack(values), 'PX', retention_ms)
+  values[1], values[2], values[13] = given[1], given[2], given[3]
   redis.call('DEL', key)
   if redis.call('ZREM', q.pending, id) == 1 then
     redis.call('HINCRBY', q.record, 'psum', -tonumber(record.s_ms))
@@ -104,7 +106,7 @@ local function end_placement(q, id, status, reason, message, now, retention_ms, 
       'w:' .. math.floor(math.log(now - tonumber(record.s_ms) + 1) / math.log(1.1))}
   end
   count_minute(q, now, counters)
-  return fields
+  return values
 end
 
 -- A worker is done with a request `entry`: it leaves the stream. Answers the number of entries removed (0 when

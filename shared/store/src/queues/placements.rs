@@ -499,8 +499,6 @@ pub struct Finish<'a> {
     pub after_deadline: bool,
     /// How long it stays readable once ended.
     pub retention_ms: u64,
-    /// The request's entry to acknowledge in the same step, when nothing is left to do for it.
-    pub entry: Option<&'a str>,
     /// Set with FULFILLED.
     pub fulfilment: Option<Fulfilment<'a>>,
 }
@@ -521,7 +519,6 @@ impl<'a> Finish<'a> {
             at_attempt: None,
             after_deadline: false,
             retention_ms,
-            entry: None,
             fulfilment: None,
         }
     }
@@ -555,7 +552,55 @@ pub async fn finish_placement(
     id: &str,
     finish: &Finish<'_>,
 ) -> Result<Finished, StoreError> {
-    const SCRIPT: &str = "finish_placement";
+    let (outcome, detail, placement) = finish_call(store, queue_name, id, finish, "").await?;
+    Ok(match outcome.as_str() {
+        "FINISHED" => Finished::Finished(present(FINISH, placement)?),
+        "ENDED" | "CONFLICT" => Finished::Moved(present(FINISH, placement)?),
+        "WAITING" => Finished::Waiting(detail.parse().map_err(|_| unexpected(FINISH, &detail))?),
+        "NOT_FOUND" => Finished::NotFound,
+        other => return Err(unexpected(FINISH, other)),
+    })
+}
+
+/// What became of a worker's last end of a placement.
+#[derive(Debug)]
+pub enum Done {
+    /// Ended as asked, its request's entry acknowledged: the worker holds the rest of the placement, which is not
+    /// sent back.
+    Ended,
+    /// It had ended already, or moved to another attempt: as it stands.
+    Moved(Box<PlacementRecord>),
+    NotFound,
+}
+
+/// Ends a PENDING placement as `finish` says (an end that needs no deadline to pass) and acknowledges its request's
+/// `entry` in the same step: its worker has nothing left to do for it.
+pub async fn finish_request(
+    store: &Store,
+    queue_name: &str,
+    id: &str,
+    finish: &Finish<'_>,
+    entry: &str,
+) -> Result<Done, StoreError> {
+    let (outcome, _, placement) = finish_call(store, queue_name, id, finish, entry).await?;
+    Ok(match outcome.as_str() {
+        "FINISHED" => Done::Ended,
+        "ENDED" | "CONFLICT" => Done::Moved(present(FINISH, placement)?),
+        "NOT_FOUND" => Done::NotFound,
+        other => return Err(unexpected(FINISH, other)),
+    })
+}
+
+const FINISH: &str = "finish_placement";
+
+/// Calls finish_placement: its outcome, detail and placement (none when `entry` was acknowledged).
+async fn finish_call(
+    store: &Store,
+    queue_name: &str,
+    id: &str,
+    finish: &Finish<'_>,
+    entry: &str,
+) -> Result<(String, String, Option<PlacementRecord>), StoreError> {
     let mut call = queue_call(&scripts().finish_placement, queue_name);
     call.arg(id)
         .arg(finish.status.as_str())
@@ -564,10 +609,10 @@ pub async fn finish_placement(
         .arg(finish.at_attempt.map(|n| n.to_string()).unwrap_or_default())
         .arg(if finish.after_deadline { "1" } else { "0" })
         .arg(finish.retention_ms)
-        .arg(finish.entry.unwrap_or(""));
+        .arg(entry);
     if let Some(f) = &finish.fulfilment {
         let placed =
-            placed_text(f.game_session_id, f.placed, f.desired).map_err(|err| unexpected(SCRIPT, err.to_string()))?;
+            placed_text(f.game_session_id, f.placed, f.desired).map_err(|err| unexpected(FINISH, err.to_string()))?;
         call.arg("gsid")
             .arg(f.game_session_id)
             .arg("fleet")
@@ -590,14 +635,7 @@ pub async fn finish_placement(
             .arg(if f.lowest_price { "1" } else { "0" });
     }
     let raw: Vec<Value> = store.invoke_acknowledged(&call).await?;
-    let (outcome, detail, placement) = decode(SCRIPT, &raw)?;
-    Ok(match outcome.as_str() {
-        "FINISHED" => Finished::Finished(present(SCRIPT, placement)?),
-        "ENDED" | "CONFLICT" => Finished::Moved(present(SCRIPT, placement)?),
-        "WAITING" => Finished::Waiting(detail.parse().map_err(|_| unexpected(SCRIPT, &detail))?),
-        "NOT_FOUND" => Finished::NotFound,
-        other => return Err(unexpected(SCRIPT, other)),
-    })
+    decode(FINISH, &raw)
 }
 
 /// A placement's request as a worker takes it from its queue's stream.
