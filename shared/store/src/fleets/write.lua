@@ -42,7 +42,9 @@ if ARGV[1] ~= '' then
       redis.call('HSET', k.tally .. loc, 'mca', ARGV[3])
       for _, id in ipairs(redis.call('ZRANGE', k.vms .. loc, 0, -1)) do recount(id) end
     end
-    for _, id in ipairs(redis.call('ZRANGE', k.servers, 0, -1)) do recount(redis.call('HGET', k.gs .. id, 'instance')) end
+    for _, id in ipairs(redis.call('ZRANGE', k.servers, 0, -1)) do
+      recount(redis.call('HGET', k.gs .. id, 'instance'))
+    end
   end
 end
 for i = 7, events_at - 1, 5 do

@@ -6,7 +6,8 @@
 -- passed, ARGV[7] retention ms, ARGV[8] the request's entry to acknowledge (''), then fields to set with the
 -- status (name, value, ...).
 -- Reply: {outcome, now_ms, detail, placement fields...}. Outcomes: FINISHED (with no fields when a request's entry
--- was acknowledged: its worker holds them); ENDED (it had ended already: as it stands); CONFLICT (at another attempt); WAITING (detail: its deadline, not passed yet); NOT_FOUND.
+-- was acknowledged: its worker holds them); ENDED (it had ended already: as it stands); CONFLICT (at another
+-- attempt); WAITING (detail: its deadline, not passed yet); NOT_FOUND.
 local now = now_ms()
 local q = queue_keys(KEYS)
 local id = ARGV[1]
