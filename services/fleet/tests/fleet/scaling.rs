@@ -267,10 +267,18 @@ async fn a_buffer_policy_keeps_its_idle_servers_as_sessions_start(redis: TestRed
     instances_when(&stack.store, fleet, "5 ready", all_ready(5)).await;
     assert_eq!(desired(&mut fleets, fleet).await, 5);
     let actions = scaling_actions(&events(&mut fleets, fleet).await);
-    assert_eq!(
-        actions,
-        [("buffer".to_owned(), 0, 3), ("buffer".to_owned(), 3, 5)],
-        "each step names the policy that won"
+    // The two games start one after the other: a pass may come between them, so the buffer takes the fleet from 3
+    // to 5 in one step or in two.
+    let steps: Vec<(u32, u32)> = actions
+        .iter()
+        .map(|(policy, from, to)| {
+            assert_eq!(policy, "buffer", "each step names the policy that won: {actions:?}");
+            (*from, *to)
+        })
+        .collect();
+    assert!(
+        steps == [(0, 3), (3, 5)] || steps == [(0, 3), (3, 4), (4, 5)],
+        "from 0 to 3, then up to 5: {actions:?}"
     );
     let [policy] = &describe(&mut scaling, fleet).await[..] else {
         panic!("one policy")
