@@ -6,6 +6,7 @@
 
 use berth_domain::game_session::player_session_id;
 use berth_proto::session::v1::{self as pb, describe_player_sessions_request::Selector};
+use berth_sdk::game_server::{Events, GameServer};
 use berth_store::keys::FleetKeys;
 use berth_store::utilization::{UtilizationRead, read_utilization};
 use berth_testkit::TestRedis;
@@ -32,15 +33,24 @@ async fn listed(stack: &Stack, session: &str) -> Vec<pb::PlayerSession> {
         .player_sessions
 }
 
+/// A single-node stack whose server `server_id` hosts an ACTIVE game session of at most 4 players, `players`
+/// reserved in it in that order (their player sessions numbered 1, 2, ...): the stack, the server, its events and
+/// the session's id.
+async fn hosting(server_id: &str, players: &[&str]) -> (Stack, GameServer, Events, String) {
+    let stack = Stack::start(TestRedis::single(), &fast_sessions()).await;
+    let (server, mut events) = stack.server(server_id, 1, "local").await;
+    let session = active_session(&stack, &server, &mut events, create(4)).await;
+    let mut client = stack.players().await;
+    for player in players {
+        client.create_player_session(join(&session, player)).await.unwrap();
+    }
+    (stack, server, events, session)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn player_sessions_an_earlier_release_stored_are_taken_over() {
-    let stack = Stack::start(TestRedis::single(), &fast_sessions()).await;
-    let (server, mut events) = stack.server("gs-legacy", 1, "local").await;
-    let session = active_session(&stack, &server, &mut events, create(4)).await;
+    let (stack, server, _events, session) = hosting("gs-legacy", &["alice", "bob"]).await;
     let mut players = stack.players().await;
-    for player in ["alice", "bob"] {
-        players.create_player_session(join(&session, player)).await.unwrap();
-    }
     let (alice, bob) = (player_session_id(&session, 1), player_session_id(&session, 2));
     server
         .accept_player_session(session.clone(), bob.clone())
@@ -154,13 +164,7 @@ async fn player_counts(stack: &Stack) -> (u64, u64) {
 /// sessions with seats, and those seats) at its next change, and reads the same throughout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_an_earlier_release_counted_moves_to_the_current_counts() {
-    let stack = Stack::start(TestRedis::single(), &fast_sessions()).await;
-    let (server, mut events) = stack.server("gs-counted", 1, "local").await;
-    let session = active_session(&stack, &server, &mut events, create(4)).await;
-    let mut players = stack.players().await;
-    for player in ["alice", "bob", "carol"] {
-        players.create_player_session(join(&session, player)).await.unwrap();
-    }
+    let (stack, server, _events, session) = hosting("gs-counted", &["alice", "bob", "carol"]).await;
     assert_eq!(player_counts(&stack).await, (3, 1));
 
     let keys = FleetKeys::new(FLEET);
