@@ -1,5 +1,5 @@
-//! SearchGameSessions over the per-location indexes of ACTIVE sessions (by creation time, player count and maximum;
-//! and those with room), so that a search reads what it could match, not the whole fleet:
+//! SearchGameSessions over each location's index of ACTIVE sessions (in order of creation time, player count and
+//! maximum; and those with room, by creation time), so that a search reads what it could match, not the whole fleet:
 //! - When the sort is on an indexed operand (creationTimeMillis — the default —, playerSessionCount,
 //!   maximumSessions), the search reads that index in sort order (within the filter's range of it, when the filter
 //!   bounds the same operand) and stops once the page is full: the cost is the sessions read until enough match,
@@ -7,14 +7,14 @@
 //! - When the filter bounds another index narrowly (at most [`WHOLE_MAX`] sessions in the range), or the sort has no
 //!   index (names, properties, hasAvailablePlayerSessions), the filter's range is read whole and sorted here: the
 //!   cost is the sessions in that range, every session of the location for a filter with no numeric bound.
-//! - A search of every location reads each location's indexes the same way: whole ranges in full, a stream in sort
+//! - A search of every location reads each location's index the same way: whole ranges in full, a stream in sort
 //!   order a chunk at a time from the location that has got least far, until a page lies before where every
 //!   location has got. Each session is indexed once, under its own location, so that a player joining or leaving
 //!   moves one index entry, not two.
 //!
 //! Only the fields a filter and a sort look at are read per candidate; whole records only for the page returned.
 
-use berth_domain::game_session::GameSessionRecord;
+use berth_domain::game_session::{GameSessionRecord, GameSessionStatus};
 use berth_domain::search::{Filter, IndexedOperand, SessionView, Sort};
 use berth_domain::validate::invalid;
 use berth_proto::session::v1 as pb;
@@ -32,13 +32,11 @@ const CHUNK: usize = 1000;
 /// beyond, streaming the sort's index is cheaper for the first pages.
 const WHOLE_MAX: u64 = 5_000;
 
-fn index_name(operand: IndexedOperand) -> &'static str {
-    match operand {
-        IndexedOperand::CreationTimeMillis => "created",
-        IndexedOperand::PlayerSessionCount => "players",
-        IndexedOperand::MaximumSessions => "max",
-        IndexedOperand::AvailableSlots => "free",
-    }
+/// Whether a candidate an index named is a match. One whose record is no longer ACTIVE is not: an index can outlive
+/// a session that an earlier release's replica ended while the two ran side by side (it kept the index in other keys,
+/// see sessions/lib.lua).
+fn found_in(filter: &Filter, session: &GameSessionRecord) -> bool {
+    session.status == Some(GameSessionStatus::Active) && filter.matches(session)
 }
 
 /// How a search reads its candidates, in each location searched.
@@ -59,7 +57,7 @@ async fn plan<'a>(
     let scan = |operand: IndexedOperand, range: (Option<i64>, Option<i64>), descending: bool| {
         let scans = locations.iter().map(|location| IndexScan {
             location,
-            index: index_name(operand),
+            order: operand,
             range,
             descending,
         });
@@ -185,7 +183,7 @@ async fn scan_matches(
             if boundary.is_some_and(|last| last != score) {
                 return Ok(found);
             }
-            if filter.matches(&session) {
+            if found_in(filter, &session) {
                 found.push(session);
                 if streaming && found.len() == needed {
                     if !scan.descending {
@@ -221,7 +219,7 @@ async fn merged(
     loop {
         for index in next.drain(..) {
             let chunk = cursors[index].next(store, fleet_id).await?;
-            found.extend(chunk.into_iter().filter(|(session, _)| filter.matches(session)));
+            found.extend(chunk.into_iter().filter(|(session, _)| found_in(filter, session)));
         }
         // The location that has got least far among those with more to read, and how far.
         let behind = cursors

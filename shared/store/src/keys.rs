@@ -97,7 +97,7 @@ pub const CAPACITY_CHANNEL: &str = "berth:capacity";
 /// Every key of a fleet: the name its Lua reads it by (`k.<name>`, see `scripts.rs`) and what follows the fleet's
 /// tag. A suffix ending in ':' starts the keys of a kind of record, each followed by its record's id; the others are
 /// the fleet's fixed keys, which a function declares at its top (`-- KEYS: k.pool, …`) and receives in KEYS.
-pub(crate) const FLEET_KEYS: [(&str, &str); 45] = [
+pub(crate) const FLEET_KEYS: [(&str, &str); 46] = [
     // The fleet (fleets/lib.lua): its record, and its event stream, which every area appends to.
     ("fleet", ":fleet"),
     ("events", ":events"),
@@ -147,9 +147,10 @@ pub(crate) const FLEET_KEYS: [(&str, &str); 45] = [
     // before it calls a process whose stream that replica holds silent.
     ("writers", ":writers"),
     // Sessions (sessions/lib.lua): game sessions and their player sessions, ended game sessions, a player's player
-    // sessions, idempotency tokens, a creator's sessions, the search indexes, the fleet's sessions, the deadlines of
-    // activation, reservation and forced termination, ended sessions by expiry, the session event stream and its last
-    // trimmed position.
+    // sessions, idempotency tokens, a creator's sessions, the search index of each location (and the four per location
+    // that an earlier release kept, which the sweep moves into it), the fleet's sessions, the deadlines of activation,
+    // reservation and forced termination, ended sessions by expiry, the session event stream and its last trimmed
+    // position.
     ("gsess", ":gsess:"),
     // An earlier release's player sessions, one hash each: adopted into their game session's players hash when it is
     // first read (sessions/lib.lua: adopt_players).
@@ -159,6 +160,7 @@ pub(crate) const FLEET_KEYS: [(&str, &str); 45] = [
     ("idem", ":idem:"),
     ("creator", ":creator:"),
     ("idx", ":idx:"),
+    ("search", ":search:"),
     ("sessions", ":sessions"),
     ("act_due", ":act_due"),
     ("res_due", ":res_due"),
@@ -307,8 +309,8 @@ impl FleetKeys {
         format!("{}{player_id}", self.named("player"))
     }
 
-    /// Search index `index` (created, players, max or free) of the ACTIVE sessions of `location`.
-    pub fn search_index(&self, location: &str, index: &str) -> String {
-        format!("{}{location}:{index}", self.named("idx"))
+    /// The search index of the ACTIVE sessions of `location` (see `sessions::IndexScan`).
+    pub fn search_index(&self, location: &str) -> String {
+        format!("{}{location}", self.named("search"))
     }
 }

@@ -252,6 +252,7 @@ async fn watchers_that_missed_nothing_outlive_the_retention_of_old_events() {
 /// sessions, one in each state that bears on it, are put to all of them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_rule_for_taking_players_reads_the_same_in_the_store_and_in_replies() {
+    use berth_domain::search::IndexedOperand;
     use berth_store::sessions::{IndexScan, read_game_sessions, search_chunk};
     use pb::PlayerSessionCreationPolicy as Policy;
     let stack = Stack::start(TestRedis::single(), &fast_sessions()).await;
@@ -333,7 +334,7 @@ async fn the_rule_for_taking_players_reads_the_same_in_the_store_and_in_replies(
     for location in ["local", "other"] {
         let scan = IndexScan {
             location,
-            index: "free",
+            order: IndexedOperand::AvailableSlots,
             range: (None, None),
             descending: false,
         };

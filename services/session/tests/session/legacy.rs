@@ -3,6 +3,7 @@
 //! `res_due` by their own id — are taken over the first time their game session's players are read: listed,
 //! reserved again, accepted, removed and timed out as the current release's, and the old keys go. A game session's
 //! share of its location's counts as it kept it moves to the current counts at the session's next change.
+//! Its search indexes, four sets per location, move into the location's one index at the next sweep.
 
 use berth_domain::game_session::player_session_id;
 use berth_proto::session::v1::{self as pb, describe_player_sessions_request::Selector};
@@ -196,4 +197,86 @@ async fn a_session_an_earlier_release_counted_moves_to_the_current_counts() {
 
     server.end_game_session(session.clone()).await.unwrap();
     assert_eq!(player_counts(&stack).await, (0, 0));
+}
+
+/// The ids of the game sessions a search of the fleet finds, in its order.
+async fn searched(stack: &Stack, filter: &str, sort: &str) -> Vec<String> {
+    let mut games = stack.games().await;
+    let found = games
+        .search_game_sessions(pb::SearchGameSessionsRequest {
+            fleet_id: FLEET.into(),
+            filter_expression: filter.into(),
+            sort_expression: sort.into(),
+            page_size: 100,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    found
+        .game_sessions
+        .into_iter()
+        .map(|session| session.game_session_id)
+        .collect()
+}
+
+/// A game session an earlier release indexed — in four sets per location, by created, players, max and free, each
+/// scored by its value — moves into its location's one search index at the next sweep, placed as its record stands;
+/// a session those sets name that has gone since is left out. Searches by every order find it afterwards, and it
+/// moves there as players leave.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_an_earlier_release_indexed_moves_to_the_search_index() {
+    let (stack, server, _events, session) = hosting("gs-indexed", &["alice", "bob"]).await;
+    let searches = [
+        ("", ""),
+        ("playerSessionCount = 2", ""),
+        ("maximumSessions = 4", "maximumSessions DESC"),
+        ("hasAvailablePlayerSessions = true", "playerSessionCount ASC"),
+    ];
+    for (filter, sort) in searches {
+        assert_eq!(searched(&stack, filter, sort).await, [session.clone()], "{filter}");
+    }
+
+    // Rewritten as the earlier release kept it, beside a session it had indexed that is gone now.
+    let keys = FleetKeys::new(FLEET);
+    let index = keys.search_index("local");
+    let tag = keys.game_session("").trim_end_matches("gsess:").to_owned();
+    let created: String =
+        redis::from_redis_value(raw(&stack, &["HGET", &keys.game_session(&session), "c_ms"]).await).unwrap();
+    let gone = format!("{FLEET}/gsess-gone");
+    raw(&stack, &["DEL", &index]).await;
+    let old: Vec<String> = ["created", "players", "max", "free"]
+        .iter()
+        .map(|name| format!("{tag}idx:local:{name}"))
+        .collect();
+    for (key, score) in old.iter().zip([created.as_str(), "2", "4", created.as_str()]) {
+        raw(&stack, &["ZADD", key, score, &session, score, &gone]).await;
+    }
+
+    crate::eventually("the sweep's adoption of the old sets", async || {
+        let left: i64 =
+            redis::from_redis_value(raw(&stack, &["EXISTS", &old[0], &old[1], &old[2], &old[3]]).await).unwrap();
+        (left == 0).then_some(())
+    })
+    .await;
+    for (filter, sort) in searches {
+        assert_eq!(
+            searched(&stack, filter, sort).await,
+            [session.clone()],
+            "{filter}, after the sweep"
+        );
+    }
+    let members: Vec<String> = redis::from_redis_value(raw(&stack, &["ZRANGE", &index, "0", "-1"]).await).unwrap();
+    assert_eq!(
+        members.len(),
+        4,
+        "one member per order, none for the session gone: {members:?}"
+    );
+
+    server
+        .remove_player_session(session.clone(), player_session_id(&session, 1))
+        .await
+        .unwrap();
+    assert_eq!(searched(&stack, "playerSessionCount = 1", "").await, [session.clone()]);
+    assert!(searched(&stack, "playerSessionCount = 2", "").await.is_empty());
 }

@@ -3,7 +3,8 @@
 --
 -- The session keys (named in keys.rs, reached as k.<name>; all in the fleet's slot) and what they hold:
 --   gsess:<id>          a game session: id, fleet, loc, server, inst, ip, dns, port, status, reason, c_ms,
---                       act_by_ms (its activation deadline, which a reader shows while it is ACTIVATING), act_ms, end_ms, cur (player sessions holding a slot), max, accept (1 | 0),
+--                       act_by_ms (its activation deadline, which a reader shows while it is ACTIVATING), act_ms,
+--                       end_ms, cur (player sessions holding a slot), max, accept (1 | 0),
 --                       prot (1 | 0), name, props (JSON [[key, value], ...]), data, mm, creator, placement,
 --                       term_by_ms (while TERMINATING on request: when it is forced), srv_end (1 once its server
 --                       was told to end: it takes no new players and leaves the search indexes),
@@ -30,9 +31,12 @@
 --                       session by its token instead, see Attempt::game_session_id; one of an earlier release has
 --                       its key); a placement's spent attempts (see attempt_spent)
 --   creator:<id>        a creator's game session ids by creation ms
---   idx:<loc>:<index>   ACTIVE sessions of a location whose server is not ending, by created, players or max;
---                       `free`: those of them that could take a player now, by created (a search of every location
---                       reads each location's, see services/session/src/search.rs)
+--   search:<loc>        ACTIVE sessions of a location whose server is not ending, by created, players or max, and
+--                       `free`: those of them that could take a player now, by created; in one sorted set (see
+--                       index_session; a search of every location reads each location's, see
+--                       services/session/src/search.rs)
+--   idx:<loc>:<index>   the same, as an earlier release kept it in four sets: the sweep moves it into search:<loc>
+--                       (adopt_indexes)
 --   sevents_gone        position of the last session event trimmed (by retention or the cap)
 --   sevents             stream of session events: type, t (ms), kind (g | p | e), then for g the record's fields
 --                       but those a reader joins (session_event), for p a player session's with its game session's
@@ -343,41 +347,37 @@ local function track_room(k, id, known, before)
   end
 end
 
--- Puts a game session in one location's index of sessions with room (`prefix` that location's index prefix), or
--- takes it out.
-local function index_room(prefix, sid, open, c_ms)
-  if open then
-    redis.call('ZADD', prefix .. 'free', c_ms, sid)
-  else
-    redis.call('ZREM', prefix .. 'free', sid)
-  end
-end
+-- A location's search index (k.search .. <loc>) is one sorted set that holds each indexed session four times, as a
+-- member per order a search reads: '<letter><id>' scored the order's base + its value (SEARCH_BASES; the one
+-- statement of the layout is berth_store::sessions::IndexScan). So that a session entering or leaving the index
+-- is one ZADD or one ZREM, not four. `free` is a membership, not a count: a search only ever asks it for sessions
+-- with a slot, and a player joining or leaving then moves it only when the session fills or stops being full.
+local SEARCH_SPAN = 17592186044416
+local SEARCH_BASES = {c = 0, p = SEARCH_SPAN, m = 2 * SEARCH_SPAN, f = 3 * SEARCH_SPAN}
 
--- The search indexes of a location (idx:<loc>:<name>), by name.
-local INDEXES = {'created', 'players', 'max', 'free'}
-
--- Takes a game session out of the search indexes of its location `loc`.
+-- Takes a game session out of the search index of its location `loc`.
 local function unindex_session(k, sid, loc)
-  for _, name in ipairs(INDEXES) do redis.call('ZREM', k.idx .. (loc or '') .. ':' .. name, sid) end
+  redis.call('ZREM', k.search .. (loc or ''), 'c' .. sid, 'p' .. sid, 'm' .. sid, 'f' .. sid)
 end
 
--- Keeps a game session's place in the search indexes: in `created`, `players` and `max` (scored by those) while
--- ACTIVE and its server is not ending; in `free`, scored by creation time, while it could take a player. `free`
--- is a membership, not a count: a search only ever asks it for sessions with a slot, and a player joining or
--- leaving then moves it only when the session fills or stops being full. `known` as tally_session's; `also`, fields
--- of the session its caller changed, written with its share (move_share).
+-- Keeps a game session's place in its location's search index: by created, players and max while ACTIVE and its
+-- server is not ending; in `free`, by creation time, while it could take a player. `known` as tally_session's;
+-- `also`, fields of the session its caller changed, written with its share (move_share).
 local function index_session(k, sid, known, also)
   local t = tally_session(k, sid, known, false, nil, also)
   local status, cur, max, srv_end, c_ms = t[3], t[4], t[5], t[7], t[9]
   if status ~= S.ACTIVE or srv_end == '1' then return unindex_session(k, sid, t[1]) end
-  local prefix = k.idx .. (t[1] or '') .. ':'
-  redis.call('ZADD', prefix .. 'created', c_ms, sid)
-  redis.call('ZADD', prefix .. 'players', cur, sid)
-  redis.call('ZADD', prefix .. 'max', max, sid)
-  index_room(prefix, sid, takes_players(status, t[6], cur, max, srv_end), c_ms)
+  local key = k.search .. (t[1] or '')
+  local members = {tonumber(c_ms), 'c' .. sid, SEARCH_BASES.p + cur, 'p' .. sid, SEARCH_BASES.m + max, 'm' .. sid}
+  if takes_players(status, t[6], cur, max, srv_end) then
+    extend(members, {SEARCH_BASES.f + c_ms, 'f' .. sid})
+  else
+    redis.call('ZREM', key, 'f' .. sid)
+  end
+  redis.call('ZADD', key, unpack(members))
 end
 
--- Keeps the indexes that move with a game session's player count: `players`, and `free` when the session filled
+-- Keeps the orders that move with a game session's player count: by players, and `free` when the session filled
 -- or stopped being full. `known` is what tally_session reads, for a caller that holds it as it stands now;
 -- `was_open` whether the session could take a player before (nil when the caller does not know); `also` fields of
 -- the session its caller changed, written with its share (move_share).
@@ -386,9 +386,38 @@ local function index_counts(k, sid, known, was_open, also)
   local s = {t[3], t[1], t[4], t[5], t[6], t[7], t[9]}
   if s[1] ~= S.ACTIVE or s[6] == '1' then return end
   local open = takes_players(s[1], s[5], s[3], s[4], s[6])
-  local prefix = k.idx .. (s[2] or '') .. ':'
-  redis.call('ZADD', prefix .. 'players', s[3], sid)
-  if open ~= was_open then index_room(prefix, sid, open, s[7]) end
+  local key = k.search .. (s[2] or '')
+  local members = {SEARCH_BASES.p + s[3], 'p' .. sid}
+  if open and open ~= was_open then
+    extend(members, {SEARCH_BASES.f + s[7], 'f' .. sid})
+  elseif open ~= was_open then
+    redis.call('ZREM', key, 'f' .. sid)
+  end
+  redis.call('ZADD', key, unpack(members))
+end
+
+-- Moves what an earlier release indexed in four sets per location (idx:<loc>:<created | players | max | free>) into
+-- each location's search index, up to `limit` sessions a set per call: each is indexed afresh from its record, so
+-- that one which ended or changed since is placed as it stands. `locations`, the fleet's, with '' for the servers
+-- that carry none. A replica of the earlier release running beside this one writes the old sets again while it
+-- runs; the next call moves those too.
+local function adopt_indexes(k, locations, limit)
+  local old = {}
+  for _, loc in ipairs(locations) do
+    for _, name in ipairs({'created', 'players', 'max', 'free'}) do old[#old + 1] = k.idx .. loc .. ':' .. name end
+  end
+  if redis.call('EXISTS', unpack(old)) == 0 then return end
+  local seen = {}
+  for _, key in ipairs(old) do
+    local sids = redis.call('ZRANGE', key, 0, limit - 1)
+    for _, sid in ipairs(sids) do
+      if not seen[sid] then
+        seen[sid] = true
+        index_session(k, sid)
+      end
+    end
+    if #sids > 0 then redis.call('ZREM', key, unpack(sids)) end
+  end
 end
 
 -- The reply of the scripts that change a game session: {outcome, now_ms, replica, version, desired state or '',

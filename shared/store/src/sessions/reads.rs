@@ -1,6 +1,7 @@
 //! Reading sessions: by id, a page of a listing, and a chunk of a search index.
 
 use berth_domain::game_session::{GameSessionRecord, GameSessionStatus, PlayerSessionRecord};
+use berth_domain::search::IndexedOperand;
 use redis::Value;
 
 use crate::codec::unexpected;
@@ -171,24 +172,46 @@ pub async fn list_player_sessions(
     Ok(Page { items, next })
 }
 
-/// A range of one search index (created, players, max or free) of one location, read in score order
-/// (`descending`: from the top). A search of every location reads each location's (the indexes hold each session
+/// A range of one order (created, players, max or free) of one location's search index, read in score order
+/// (`descending`: from the top). A search of every location reads each location's (the index holds each session
 /// once, so that a player joining moves one entry).
 #[derive(Clone, Copy, Debug)]
 pub struct IndexScan<'a> {
     pub location: &'a str,
-    pub index: &'a str,
+    pub order: IndexedOperand,
     pub range: (Option<i64>, Option<i64>),
     pub descending: bool,
 }
 
+/// The span of one order's scores in a location's search index. A location keeps one sorted set, in which a session
+/// has a member per order, scored the order's base (a multiple of this, see [`IndexScan::base`]) plus its value
+/// there: a creation time in ms (below 2^44 until the year 2527) or a count. So a session entering or leaving the
+/// index is one write, and an order's range is a range of the set. sessions/lib.lua (SEARCH_BASES) writes by this
+/// layout.
+const SEARCH_SPAN: i64 = 1 << 44;
+
 impl IndexScan<'_> {
-    fn set(&self) -> (&str, String, String) {
-        (
-            self.location,
-            self.range.0.map_or_else(|| "-inf".to_owned(), |min| min.to_string()),
-            self.range.1.map_or_else(|| "+inf".to_owned(), |max| max.to_string()),
-        )
+    /// Where the scan's order starts in the index.
+    fn base(&self) -> i64 {
+        let place = match self.order {
+            IndexedOperand::CreationTimeMillis => 0,
+            IndexedOperand::PlayerSessionCount => 1,
+            IndexedOperand::MaximumSessions => 2,
+            IndexedOperand::AvailableSlots => 3,
+        };
+        place * SEARCH_SPAN
+    }
+
+    /// The location's index and the scores of the range, as the index holds them (a range that holds no value of
+    /// the order reads as lowest above highest).
+    fn set(&self) -> (&str, i64, i64) {
+        let base = self.base();
+        let lowest = self.range.0.map_or(0, |min| min.clamp(0, SEARCH_SPAN));
+        let highest = self
+            .range
+            .1
+            .map_or(SEARCH_SPAN - 1, |max| max.clamp(-1, SEARCH_SPAN - 1));
+        (self.location, base + lowest, base + highest)
     }
 }
 
@@ -205,7 +228,7 @@ pub async fn search_chunk(
     const SCRIPT: &str = "search_sessions";
     let mut call = scripts().search_sessions.prepare();
     let (location, min, max) = scan.set();
-    call.key(FleetKeys::new(fleet_id).search_index(location, scan.index))
+    call.key(FleetKeys::new(fleet_id).search_index(location))
         .arg(min)
         .arg(max)
         .arg(if scan.descending { "DESC" } else { "ASC" })
@@ -230,7 +253,7 @@ pub async fn search_chunk(
                 status: GameSessionStatus::parse(status),
                 ..GameSessionRecord::default()
             };
-            Ok((record, number(score)? as i64))
+            Ok((record, number(score)? as i64 - scan.base()))
         })
         .collect()
 }
@@ -238,6 +261,6 @@ pub async fn search_chunk(
 /// How many ACTIVE game sessions a scan's range holds.
 pub async fn search_count(store: &Store, fleet_id: &str, scan: &IndexScan<'_>) -> Result<u64, StoreError> {
     let (location, min, max) = scan.set();
-    let key = FleetKeys::new(fleet_id).search_index(location, scan.index);
+    let key = FleetKeys::new(fleet_id).search_index(location);
     store.query(redis::cmd("ZCOUNT").arg(key).arg(min).arg(max)).await
 }

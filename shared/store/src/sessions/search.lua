@@ -1,10 +1,12 @@
 -- Reads, in score order, a chunk of one range of a search index of ACTIVE game sessions, with just what a filter
 -- and a sort look at; the caller evaluates them and reads whole records only for the page it returns.
--- KEYS[1] the index (one location's, by created | players | max | free). ARGV[1] lowest score ('-inf' or a number), ARGV[2] highest score ('+inf' or a number), ARGV[3] ASC |
--- DESC, ARGV[4] how many sessions at the start of the range (in reading order: the ties of its first score) were
--- read before, ARGV[5] most sessions to read. A caller goes on from the last score it read, narrowing the range,
+-- KEYS[1] the index (one location's: sessions under a member per order, see index_session). ARGV[1] lowest score,
+-- ARGV[2] highest score (of one order's members: berth_store::sessions::IndexScan places them), ARGV[3] ASC | DESC,
+-- ARGV[4] how many sessions at the start of the range (in reading order: the ties of its first score) were read
+-- before, ARGV[5] most sessions to read. A caller goes on from the last score it read, narrowing the range,
 -- so a chunk costs what it reads wherever it lies in the range.
--- Reply: per session {id, score, name, props, max, cur, c_ms, accept, status}; fewer than asked at the range's end.
+-- Reply: per session {id, score, name, props, max, cur, c_ms, accept, status}, the score as the index holds it; fewer
+-- than asked at the range's end.
 local set = KEYS[1]
 local ids
 if ARGV[3] == 'DESC' then
@@ -14,8 +16,10 @@ else
 end
 local out = {}
 for i = 1, #ids, 2 do
-  local s = redis.call('HMGET', gkey(k, ids[i]), 'name', 'props', 'max', 'cur', 'c_ms', 'accept', 'status')
-  out[#out + 1] = {ids[i], ids[i + 1], s[1] or '', s[2] or '[]', s[3] or '0', s[4] or '0', s[5] or '0', s[6] or '0',
+  -- A member is the order's letter, then the session's id.
+  local sid = string.sub(ids[i], 2)
+  local s = redis.call('HMGET', gkey(k, sid), 'name', 'props', 'max', 'cur', 'c_ms', 'accept', 'status')
+  out[#out + 1] = {sid, ids[i + 1], s[1] or '', s[2] or '[]', s[3] or '0', s[4] or '0', s[5] or '0', s[6] or '0',
     s[7] or ''}
 end
 return out

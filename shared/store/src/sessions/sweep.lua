@@ -2,10 +2,10 @@
 -- their activation deadline end TERMINATED (ACTIVATION_TIMEOUT) and free their server for another; TERMINATING
 -- sessions past the grace period end TERMINATED (FORCE_TERMINATED); RESERVED player sessions past their
 -- reservation end TIMEDOUT; ended sessions past their retention (and their end event past the events') are deleted
--- with their player sessions; events older than the retention are trimmed.
--- KEYS: k.act_due, k.ended, k.hosting, k.pool, k.res_due, k.sessions, k.sevents, k.sevents_gone, k.term_due. ARGV[1]
--- most items of each kind per sweep, ARGV[2] events retention ms,
--- ARGV[3] most events kept.
+-- with their player sessions; events older than the retention are trimmed; what an earlier release indexed moves
+-- into the search index (adopt_indexes).
+-- KEYS: k.act_due, k.ended, k.fleet, k.hosting, k.pool, k.res_due, k.sessions, k.sevents, k.sevents_gone, k.term_due.
+-- ARGV[1] most items of each kind per sweep, ARGV[2] events retention ms, ARGV[3] most events kept.
 -- Reply: {activation timeouts, forced, player timeouts, deleted, then (server id, replica, version) of each
 -- server whose desired state changed, so that it is told now rather than at its next heartbeat}.
 local now = now_ms()
@@ -93,6 +93,9 @@ for _, sid in ipairs(due(k.ended)) do
   end
 end
 trim_events(k.sevents, k.sevents_gone, events_cutoff, tonumber(ARGV[3]))
+local locations = {''}
+for loc in string.gmatch(redis.call('HGET', k.fleet, 'locs') or '', '%S+') do locations[#locations + 1] = loc end
+adopt_indexes(k, locations, limit)
 -- An earlier release also indexed every session under location '*', which no search reads any more.
 redis.call('DEL', k.idx .. '*:created', k.idx .. '*:players', k.idx .. '*:max', k.idx .. '*:free')
 return out
