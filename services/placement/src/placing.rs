@@ -269,8 +269,12 @@ impl Placement<'_> {
             .map(|p| (p.key.clone(), p.value.clone()))
             .collect();
         let mut too_small = 0;
-        for candidate in &order.candidates {
+        for (index, candidate) in order.candidates.iter().enumerate() {
             let attempt = self.attempt(record.attempts, candidate);
+            let first_here = record.attempts == 1
+                && !order.candidates[..index]
+                    .iter()
+                    .any(|earlier| earlier.fleet_id == candidate.fleet_id);
             let game_session_id = attempt.game_session_id(&candidate.fleet_id);
             // Heard from before the server is told of the session: its activation may come back at once.
             let waiting = self.placer.activations.wait_for(&game_session_id);
@@ -291,6 +295,7 @@ impl Placement<'_> {
                     notify: &self.placer.replica,
                     players: &players,
                     avoid: &progress.failed_on,
+                    first_here,
                 }),
                 ..NewGameSession::new(
                     &game_session_id,

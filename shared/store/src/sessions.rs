@@ -215,13 +215,14 @@ pub async fn create_game_session(
         Some(placed) => {
             call.arg(placed.notify);
             placed.attempt.args(&mut call);
-            call.arg(placed.avoid.join(" "));
+            call.arg(placed.avoid.join(" "))
+                .arg(if placed.first_here { "1" } else { "" });
             for (player, data) in placed.players {
                 call.arg(*player).arg(*data);
             }
         }
         None => {
-            call.arg("").arg("").arg("").arg("").arg("");
+            call.arg("").arg("").arg("").arg("").arg("").arg("");
         }
     }
     let raw: Vec<String> = store.invoke_acknowledged(&call).await?;

@@ -241,6 +241,7 @@ async fn hosted(
             notify: RAW_REPLICA,
             players: &players,
             avoid: &[],
+            first_here: true,
         }),
         ..NewGameSession::new(&game_session_id, fleet_id, request.maximum_player_session_count)
     };

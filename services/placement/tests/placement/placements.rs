@@ -12,6 +12,7 @@ use berth_runtime::auth::Role;
 use berth_sdk::AuthedChannel;
 use berth_sdk::game_server::{Event, GameServer};
 use berth_store::Store;
+use berth_store::keys::FleetKeys;
 use berth_testkit::{
     RunningService, TestRedis, anywhere_fleet, fast_settings, game_server_config, game_session_status,
     set_fleet_settings, spawn_service, token, unary_without_timer,
@@ -399,6 +400,45 @@ async fn no_capacity_times_out_on_time_then_servers_fulfil(redis: TestRedis) {
     assert_eq!(fulfilled.status(), pb::PlacementStatus::Fulfilled);
     assert_eq!(fulfilled.fleet_id, EU.0);
     assert!(fulfilled.attempt_count > 1, "{fulfilled:?}");
+
+    // With both busy a placement waits in both locations, the autoscaler's demand there, until a second US server
+    // takes it. The create that placed it clears where it waited in that fleet; the EU fleet's mark lapses alone.
+    placements
+        .start_game_session_placement(start("again", "casual"))
+        .await
+        .unwrap();
+    let waits_in = |(fleet, location): (&'static str, &'static str)| {
+        let tag = FleetKeys::new(fleet)
+            .game_session("")
+            .trim_end_matches("gsess:")
+            .to_owned();
+        let store = stack.store.clone();
+        async move {
+            let score: Option<f64> = store
+                .query(
+                    redis::cmd("ZSCORE")
+                        .arg(format!("{tag}wanting:{location}"))
+                        .arg("again"),
+                )
+                .await
+                .unwrap();
+            score.is_some()
+        }
+    };
+    let until = tokio::time::Instant::now() + Duration::from_secs(5);
+    while !(waits_in(US).await && waits_in(EU).await) {
+        assert!(
+            tokio::time::Instant::now() < until,
+            "the placement never waited in both locations"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _second = stack.host(US, "us-2", Activation::Now).await;
+    let fulfilled = ended(&stack, "again", Duration::from_secs(5)).await;
+    assert_eq!(fulfilled.status(), pb::PlacementStatus::Fulfilled);
+    assert_eq!(fulfilled.fleet_id, US.0);
+    assert!(!waits_in(US).await, "it still counts as demand where it was placed");
+    assert!(waits_in(EU).await);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -709,6 +749,7 @@ async fn a_worker_dying_between_any_two_steps_leaves_one_session(redis: TestRedi
                 notify: "ghost",
                 players: &players,
                 avoid: &[],
+                first_here: false,
             }),
             ..NewGameSession::new(&game_session_id, fleet, 8)
         };
@@ -735,6 +776,7 @@ async fn a_worker_dying_between_any_two_steps_leaves_one_session(redis: TestRedi
                     notify: "ghost",
                     players: &[],
                     avoid: &[],
+                    first_here: false,
                 }),
                 ..NewGameSession::new(&stray, EU.0, 8)
             };

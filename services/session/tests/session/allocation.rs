@@ -92,6 +92,7 @@ async fn chosen_by_the_lua(store: &Store, fleet_id: &str, case: &Case) -> Chosen
         notify: "",
         players: &[],
         avoid: &case.avoid,
+        first_here: false,
     };
     let new = NewGameSession {
         location,

@@ -28,6 +28,7 @@ async fn created(stack: &Stack, server: &str) -> (String, Routing) {
         notify: "",
         players: &[("ana", "{\"rank\":3}"), ("bo", "")],
         avoid: &[],
+        first_here: false,
     };
     let new = NewGameSession {
         game_server_id: Some(server),

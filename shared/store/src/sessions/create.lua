@@ -11,9 +11,10 @@
 -- ARGV[13] game session data, ARGV[14] matchmaker data, ARGV[15] placement id, ARGV[16] fleet id; for a placement's
 -- attempt (see attempt_spent), ARGV[17] the placement replica to tell when the session is activated, ARGV[18] the
 -- attempt's spend key, ARGV[19] its number, ARGV[20] the placement's deadline ms, ARGV[21] the game-server ids its
--- earlier attempts failed on (space-separated: not to be tried again), then per player to reserve a slot for: player
--- id, player data (ARGV[17] to ARGV[21] are '' otherwise), whose player sessions are numbered 1, 2, ... in that
--- order (player_session_id). The
+-- earlier attempts failed on (space-separated: not to be tried again), ARGV[22] '1' when no earlier create of the
+-- placement came to this fleet (it waits nowhere here), then per player to reserve a slot for: player id, player
+-- data (ARGV[17] to ARGV[22] are '' otherwise), whose player sessions are numbered 1, 2, ... in that order
+-- (player_session_id). The
 -- activation and reservation deadlines and the creator limit are the fleet's settings (fleet_settings); the
 -- players' reservations start when the session is activated.
 -- Reply: session_reply's {outcome, now_ms, replica, version, desired state, detail, session fields...}. Outcomes:
@@ -134,7 +135,7 @@ end
 local server_key = k.gs .. id
 local deadline = now + set.act_ms
 local players = 0
-if #ARGV >= 22 then players = (#ARGV - 21) / 2 end
+if #ARGV >= 23 then players = (#ARGV - 22) / 2 end
 -- Written whole, with its share of the live counts, in one HSET (tally_session).
 local record = {'id', sid, 'fleet', ARGV[16], 'loc', server[2] or '', 'server', id,
   'inst', server[1] or '', 'ip', server[11] or '', 'dns', server[12] or '', 'port', server[13] or '0',
@@ -145,8 +146,8 @@ local record = {'id', sid, 'fleet', ARGV[16], 'loc', server[2] or '', 'server', 
 -- The desired players of a placement, RESERVED with it (their reservation timers start at activation), written in
 -- one HSET.
 local seated, hosted = {}, {record}
-for i = 22, #ARGV, 2 do
-  local n = (i - 20) / 2
+for i = 23, #ARGV, 2 do
+  local n = (i - 21) / 2
   local v = {n, ARGV[i], S.RESERVED, ARGV[i + 1], now, false, false}
   seated[#seated + 1], seated[#seated + 2] = player_field(n), cmsgpack.pack(v)
   seated[#seated + 1], seated[#seated + 2] = seat_field(ARGV[i]), n
@@ -177,7 +178,7 @@ if creator ~= '' and limit > 0 then
   redis.call('PEXPIRE', created_by, period)
 end
 -- A placement served waits nowhere in this fleet any more.
-if spend ~= '' then
+if spend ~= '' and ARGV[22] ~= '1' then
   local waits = k.waits .. ARGV[15]
   local where = redis.call('SMEMBERS', waits)
   for _, name in ipairs(where) do

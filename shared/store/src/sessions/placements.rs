@@ -59,6 +59,10 @@ pub struct PlacementAttempt<'a> {
     pub players: &'a [NewPlayer<'a>],
     /// Game servers the placement's earlier attempts failed on (they never activated its session): not tried again.
     pub avoid: &'a [String],
+    /// No earlier create of the placement can have come to this fleet: it is the first attempt, and no candidate
+    /// before this one was in the fleet. So it waits nowhere here (a refused create marks where it waits), and the
+    /// create spares looking.
+    pub first_here: bool,
 }
 
 /// An attempt found by its token.
