@@ -37,16 +37,25 @@ pub struct Counts<'a> {
     pub counters: &'a HashMap<String, u64>,
 }
 
-/// The counters as the metrics read them. A fulfilled placement is counted once, as `f:<first-choice
-/// outcome>|<lowest latency 1 | 0>|<lowest price 1 | 0>|<location>`, which stands for FULFILLED, `fco:<outcome>`,
-/// `ll`, `lp` and `loc:<location>` (the names an earlier release counted it by, which still read).
+/// The counters as the metrics read them. A fulfilled placement is counted once, as `g:<wait bucket>|<first-choice
+/// outcome>|<lowest latency 1 | 0>|<lowest price 1 | 0>|<location>`, which stands for FULFILLED, `w:<bucket>`,
+/// `fco:<outcome>`, `ll`, `lp` and `loc:<location>`. Earlier releases counted it as `f:` (the same less the bucket)
+/// beside `w:<bucket>`, or by each of those names, which still read.
 fn expanded(counters: &HashMap<String, u64>) -> HashMap<String, u64> {
     let mut out: HashMap<String, u64> = HashMap::with_capacity(counters.len());
     let mut add = |name: String, count: u64| *out.entry(name).or_default() += count;
     for (name, &count) in counters {
-        let Some(fulfilled) = name.strip_prefix("f:") else {
-            add(name.clone(), count);
-            continue;
+        let fulfilled = match name.split_at_checked(2) {
+            Some(("g:", counted)) => {
+                let (bucket, placed) = counted.split_once('|').unwrap_or((counted, ""));
+                add(format!("w:{bucket}"), count);
+                placed
+            }
+            Some(("f:", placed)) => placed,
+            _ => {
+                add(name.clone(), count);
+                continue;
+            }
         };
         let mut parts = fulfilled.splitn(4, '|');
         let (outcome, lowest_latency, lowest_price, location) =
@@ -192,9 +201,11 @@ mod tests {
     #[test]
     fn a_fulfilled_placement_counted_once_reads_as_each_of_its_counts_beside_an_earlier_releases() {
         let counters = HashMap::from([
-            ("f:OUT_OF_CAPACITY|1|0|us-east".to_owned(), 3),
-            ("f:TAKEN|0|1|eu|west".to_owned(), 2),
-            // A minute the earlier release counted, one count per name.
+            ("g:65|OUT_OF_CAPACITY|1|0|us-east".to_owned(), 3),
+            ("g:66|TAKEN|0|1|eu|west".to_owned(), 2),
+            // Minutes earlier releases counted: the wait apart, or one count per name.
+            ("f:OUT_OF_CAPACITY|0|0|us-east".to_owned(), 1),
+            ("w:65".to_owned(), 1),
             ("FULFILLED".to_owned(), 4),
             ("fco:OUT_OF_CAPACITY".to_owned(), 1),
             ("ll".to_owned(), 4),
@@ -209,12 +220,15 @@ mod tests {
             oldest_start_ms: None,
             counters: &counters,
         });
-        assert_eq!(metrics.placements_succeeded, 9);
-        assert_eq!(metrics.first_choice_out_of_capacity, 4);
+        assert_eq!(metrics.placements_succeeded, 10);
+        assert_eq!(metrics.first_choice_out_of_capacity, 5);
         assert_eq!(
             (metrics.lowest_latency_placements, metrics.lowest_price_placements),
             (7, 2)
         );
-        assert_eq!(locations(&metrics), [("eu|west", 2), ("us-east", 7)]);
+        assert_eq!(locations(&metrics), [("eu|west", 2), ("us-east", 8)]);
+        // Waits of 4 placements in bucket 65 and 2 in 66, wherever they were counted.
+        assert_eq!(metrics.fulfilled_wait_time_p50_ms, bucket_middle(65));
+        assert_eq!(metrics.fulfilled_wait_time_p95_ms, bucket_middle(66));
     }
 }

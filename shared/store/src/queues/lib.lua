@@ -19,9 +19,10 @@
 --                 outcome), ll and lp (1 | 0: lowest latency, lowest price); cands only until its worker is done
 --                 with it
 --   m:<minute>    counts of a minute (ms / 60000), kept 25 hours: STARTED and each status but FULFILLED by name;
---                 f:<fco>|<ll>|<lp>|<location> (FULFILLED, with its first choice outcome, lowest latency and price
---                 1 | 0, and where: berth_domain::placement::metrics reads it, and the fco:, ll, lp and loc: counts
---                 of an earlier release); w:<bucket> (FULFILLED after a wait in that bucket)
+--                 g:<bucket>|<fco>|<ll>|<lp>|<location> (FULFILLED after a wait in that bucket, with its first choice
+--                 outcome, lowest latency and price 1 | 0, and where: berth_domain::placement::metrics reads it, and
+--                 the f:<fco>|<ll>|<lp>|<location> and w:<bucket>, or fco:, ll, lp and loc: counts, of earlier
+--                 releases)
 
 local PLACEMENT_WORKERS = 'workers'
 local MINUTE_KEPT_MS = 25 * 3600 * 1000
@@ -99,11 +100,10 @@ local function end_placement(q, id, status, reason, message, now, retention_ms, 
   placement_event(q, id, status, now)
   local counters = {status}
   if status == S.FULFILLED then
-    -- One count for what a fulfilled placement is counted by (berth_domain::placement::metrics reads it), and one
-    -- for its wait, in buckets 10 % wide: the middle of one is within 5 % of every wait in it.
-    counters = {'f:' .. record.fco .. '|' .. (record.ll == '1' and '1' or '0') .. '|' ..
-      (record.lp == '1' and '1' or '0') .. '|' .. record.loc,
-      'w:' .. math.floor(math.log(now - tonumber(record.s_ms) + 1) / math.log(1.1))}
+    -- One count for all a fulfilled placement is counted by (berth_domain::placement::metrics reads it): its wait,
+    -- in buckets 10 % wide (the middle of one is within 5 % of every wait in it), and how and where it was placed.
+    counters = {'g:' .. math.floor(math.log(now - tonumber(record.s_ms) + 1) / math.log(1.1)) .. '|' .. record.fco ..
+      '|' .. (record.ll == '1' and '1' or '0') .. '|' .. (record.lp == '1' and '1' or '0') .. '|' .. record.loc}
   end
   count_minute(q, now, counters)
   return values

@@ -10,11 +10,14 @@ local now = now_ms()
 local q = queue_keys(KEYS)
 local id = ARGV[1]
 local key = q.placement .. id
-local digest = redis.call('HGET', key, 'digest')
-local ended = not digest and ended_fields(q, id)
-if ended then digest = by_name(ended).digest end
-if digest == ARGV[2] then return placement_reply('EXISTING', now, '', ended or redis.call('HGETALL', key)) end
-if digest then return placement_reply('TOKEN_REUSED', now) end
+-- A new id, as most are, is told apart from one in use (PENDING or ended) in one read.
+if redis.call('EXISTS', key, q.ended .. id) > 0 then
+  local digest = redis.call('HGET', key, 'digest')
+  local ended = not digest and ended_fields(q, id)
+  if ended then digest = by_name(ended).digest end
+  if digest == ARGV[2] then return placement_reply('EXISTING', now, '', ended or redis.call('HGETALL', key)) end
+  if digest then return placement_reply('TOKEN_REUSED', now) end
+end
 local queue = redis.call('HMGET', q.record, 'timeout_ms', 'maxp')
 if not queue[1] then return placement_reply('NOT_FOUND', now) end
 local limit = tonumber(queue[2])
