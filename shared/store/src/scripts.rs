@@ -334,6 +334,7 @@ static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
     let mut body = key_table();
     body.push_str(&state_table());
     body.push_str(&allocation_table());
+    body.push_str(&crate::sessions::search_layout());
     body.push_str(&helpers_source());
     for &(field, source, read_only) in functions() {
         let flags = if read_only { "{'no-writes'}" } else { "{}" };

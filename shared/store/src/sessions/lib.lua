@@ -348,12 +348,10 @@ local function track_room(k, id, known, before)
 end
 
 -- A location's search index (k.search .. <loc>) is one sorted set that holds each indexed session four times, as a
--- member per order a search reads: '<letter><id>' scored the order's base + its value (SEARCH_BASES; the one
--- statement of the layout is berth_store::sessions::IndexScan). So that a session entering or leaving the index
+-- member per order a search reads: '<letter><id>' scored the order's base + its value (SEARCH_BASES, generated from
+-- berth_store::sessions::IndexScan, which reads by the same layout). So that a session entering or leaving the index
 -- is one ZADD or one ZREM, not four. `free` is a membership, not a count: a search only ever asks it for sessions
 -- with a slot, and a player joining or leaving then moves it only when the session fills or stops being full.
-local SEARCH_SPAN = 17592186044416
-local SEARCH_BASES = {c = 0, p = SEARCH_SPAN, m = 2 * SEARCH_SPAN, f = 3 * SEARCH_SPAN}
 
 -- Takes a game session out of the search index of its location `loc`.
 local function unindex_session(k, sid, loc)
@@ -368,7 +366,8 @@ local function index_session(k, sid, known, also)
   local status, cur, max, srv_end, c_ms = t[3], t[4], t[5], t[7], t[9]
   if status ~= S.ACTIVE or srv_end == '1' then return unindex_session(k, sid, t[1]) end
   local key = k.search .. (t[1] or '')
-  local members = {tonumber(c_ms), 'c' .. sid, SEARCH_BASES.p + cur, 'p' .. sid, SEARCH_BASES.m + max, 'm' .. sid}
+  local members = {SEARCH_BASES.c + c_ms, 'c' .. sid, SEARCH_BASES.p + cur, 'p' .. sid, SEARCH_BASES.m + max,
+    'm' .. sid}
   if takes_players(status, t[6], cur, max, srv_end) then
     extend(members, {SEARCH_BASES.f + c_ms, 'f' .. sid})
   else

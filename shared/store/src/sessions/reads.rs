@@ -184,22 +184,39 @@ pub struct IndexScan<'a> {
 }
 
 /// The span of one order's scores in a location's search index. A location keeps one sorted set, in which a session
-/// has a member per order, scored the order's base (a multiple of this, see [`IndexScan::base`]) plus its value
-/// there: a creation time in ms (below 2^44 until the year 2527) or a count. So a session entering or leaving the
-/// index is one write, and an order's range is a range of the set. sessions/lib.lua (SEARCH_BASES) writes by this
-/// layout.
+/// has a member per order (the order's letter, then the session's id), scored the order's base (a multiple of this,
+/// see [`order_base`]) plus its value there: a creation time in ms (below 2^44 until the year 2527) or a count. So a
+/// session entering or leaving the index is one write, and an order's range is a range of the set. sessions/lib.lua
+/// (index_session) writes by this layout, given the bases ([`search_layout`]).
 const SEARCH_SPAN: i64 = 1 << 44;
+
+/// Where an order's scores start in a location's search index.
+fn order_base(order: IndexedOperand) -> i64 {
+    let place = match order {
+        IndexedOperand::CreationTimeMillis => 0,
+        IndexedOperand::PlayerSessionCount => 1,
+        IndexedOperand::MaximumSessions => 2,
+        IndexedOperand::AvailableSlots => 3,
+    };
+    place * SEARCH_SPAN
+}
+
+/// The layout of a search index as the Lua writes it: SEARCH_BASES, each order's base by its member's letter.
+pub(crate) fn search_layout() -> String {
+    let bases = [
+        ('c', IndexedOperand::CreationTimeMillis),
+        ('p', IndexedOperand::PlayerSessionCount),
+        ('m', IndexedOperand::MaximumSessions),
+        ('f', IndexedOperand::AvailableSlots),
+    ]
+    .map(|(letter, order)| format!("{letter} = {}", order_base(order)));
+    format!("local SEARCH_BASES = {{{}}}\n", bases.join(", "))
+}
 
 impl IndexScan<'_> {
     /// Where the scan's order starts in the index.
     fn base(&self) -> i64 {
-        let place = match self.order {
-            IndexedOperand::CreationTimeMillis => 0,
-            IndexedOperand::PlayerSessionCount => 1,
-            IndexedOperand::MaximumSessions => 2,
-            IndexedOperand::AvailableSlots => 3,
-        };
-        place * SEARCH_SPAN
+        order_base(self.order)
     }
 
     /// The location's index and the scores of the range, as the index holds them (a range that holds no value of
