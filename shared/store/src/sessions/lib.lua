@@ -348,14 +348,16 @@ local function track_room(k, id, known, before)
 end
 
 -- A location's search index (k.search .. <loc>) is one sorted set that holds each indexed session four times, as a
--- member per order a search reads: '<letter><id>' scored the order's base + its value (SEARCH_BASES, generated from
--- berth_store::sessions::IndexScan, which reads by the same layout). So that a session entering or leaving the index
--- is one ZADD or one ZREM, not four. `free` is a membership, not a count: a search only ever asks it for sessions
--- with a slot, and a player joining or leaving then moves it only when the session fills or stops being full.
+-- member per order a search reads: its id after the order's prefix (SEARCH_PREFIXES; none for the creation order)
+-- scored the order's base + its value (SEARCH_BASES; both generated from berth_store::sessions::IndexScan, which
+-- reads by the same layout). So that a session entering or leaving the index is one ZADD or one ZREM, not four.
+-- `free` is a membership, not a count: a search only ever asks it for sessions with a slot, and a player joining or
+-- leaving then moves it only when the session fills or stops being full.
 
 -- Takes a game session out of the search index of its location `loc`.
 local function unindex_session(k, sid, loc)
-  redis.call('ZREM', k.search .. (loc or ''), 'c' .. sid, 'p' .. sid, 'm' .. sid, 'f' .. sid)
+  redis.call('ZREM', k.search .. (loc or ''), sid, SEARCH_PREFIXES.p .. sid, SEARCH_PREFIXES.m .. sid,
+    SEARCH_PREFIXES.f .. sid)
 end
 
 -- Keeps a game session's place in its location's search index: by created, players and max while ACTIVE and its
@@ -366,12 +368,12 @@ local function index_session(k, sid, known, also)
   local status, cur, max, srv_end, c_ms = t[3], t[4], t[5], t[7], t[9]
   if status ~= S.ACTIVE or srv_end == '1' then return unindex_session(k, sid, t[1]) end
   local key = k.search .. (t[1] or '')
-  local members = {SEARCH_BASES.c + c_ms, 'c' .. sid, SEARCH_BASES.p + cur, 'p' .. sid, SEARCH_BASES.m + max,
-    'm' .. sid}
+  local members = {SEARCH_BASES.c + c_ms, sid, SEARCH_BASES.p + cur, SEARCH_PREFIXES.p .. sid, SEARCH_BASES.m + max,
+    SEARCH_PREFIXES.m .. sid}
   if takes_players(status, t[6], cur, max, srv_end) then
-    extend(members, {SEARCH_BASES.f + c_ms, 'f' .. sid})
+    extend(members, {SEARCH_BASES.f + c_ms, SEARCH_PREFIXES.f .. sid})
   else
-    redis.call('ZREM', key, 'f' .. sid)
+    redis.call('ZREM', key, SEARCH_PREFIXES.f .. sid)
   end
   redis.call('ZADD', key, unpack(members))
 end
@@ -386,11 +388,11 @@ local function index_counts(k, sid, known, was_open, also)
   if s[1] ~= S.ACTIVE or s[6] == '1' then return end
   local open = takes_players(s[1], s[5], s[3], s[4], s[6])
   local key = k.search .. (s[2] or '')
-  local members = {SEARCH_BASES.p + s[3], 'p' .. sid}
+  local members = {SEARCH_BASES.p + s[3], SEARCH_PREFIXES.p .. sid}
   if open and open ~= was_open then
-    extend(members, {SEARCH_BASES.f + s[7], 'f' .. sid})
+    extend(members, {SEARCH_BASES.f + s[7], SEARCH_PREFIXES.f .. sid})
   elseif open ~= was_open then
-    redis.call('ZREM', key, 'f' .. sid)
+    redis.call('ZREM', key, SEARCH_PREFIXES.f .. sid)
   end
   redis.call('ZADD', key, unpack(members))
 end
