@@ -11,7 +11,7 @@ use std::sync::LazyLock;
 use berth_domain::page_token::digest;
 use redis::{Cmd, ToRedisArgs};
 
-use crate::keys::{CAPACITY_CHANNEL, FLEET_KEYS, FleetKeys};
+use crate::keys::{CAPACITY_CHANNEL, FLEET_KEYS, FleetKeys, search_layout};
 use crate::{Store, StoreError};
 
 /// Every script of the store.
@@ -334,7 +334,7 @@ static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
     let mut body = key_table();
     body.push_str(&state_table());
     body.push_str(&allocation_table());
-    body.push_str(&crate::sessions::search_layout());
+    body.push_str(&search_layout());
     body.push_str(&helpers_source());
     for &(field, source, read_only) in functions() {
         let flags = if read_only { "{'no-writes'}" } else { "{}" };

@@ -6,7 +6,7 @@ use redis::Value;
 
 use crate::codec::unexpected;
 use crate::codec::{game_session, player_session, properties, strings};
-use crate::keys::FleetKeys;
+use crate::keys::{FleetKeys, SEARCH_SPAN, member_prefix, order_base};
 use crate::scripts::scripts;
 use crate::{Store, StoreError};
 
@@ -181,54 +181,6 @@ pub struct IndexScan<'a> {
     pub order: IndexedOperand,
     pub range: (Option<i64>, Option<i64>),
     pub descending: bool,
-}
-
-/// The span of one order's scores in a location's search index. A location keeps one sorted set, in which a session
-/// has a member per order (see [`member_prefix`]), scored the order's base (a multiple of this, see [`order_base`])
-/// plus its value there: a creation time in ms (below 2^44 until the year 2527) or a count. So a session entering or
-/// leaving the index is one write, and an order's range is a range of the set. sessions/lib.lua (index_session)
-/// writes by this layout, given it by [`search_layout`].
-const SEARCH_SPAN: i64 = 1 << 44;
-
-/// Where an order's scores start in a location's search index.
-fn order_base(order: IndexedOperand) -> i64 {
-    let place = match order {
-        IndexedOperand::CreationTimeMillis => 0,
-        IndexedOperand::PlayerSessionCount => 1,
-        IndexedOperand::MaximumSessions => 2,
-        IndexedOperand::AvailableSlots => 3,
-    };
-    place * SEARCH_SPAN
-}
-
-/// What a session's member in an order holds before its id. The creation order, which a search reads most (it is
-/// the default sort, and the order of a search with no numeric bound), holds the bare id, so that reading it takes
-/// no id apart; the others mark theirs with a prefix no id starts with ('#': ids start with their fleet's).
-fn member_prefix(order: IndexedOperand) -> &'static str {
-    match order {
-        IndexedOperand::CreationTimeMillis => "",
-        IndexedOperand::PlayerSessionCount => "#p",
-        IndexedOperand::MaximumSessions => "#m",
-        IndexedOperand::AvailableSlots => "#f",
-    }
-}
-
-/// The layout of a search index as the Lua writes it: SEARCH_BASES and SEARCH_PREFIXES, each order's base and member
-/// prefix, by the order's letter.
-pub(crate) fn search_layout() -> String {
-    let orders = [
-        ('c', IndexedOperand::CreationTimeMillis),
-        ('p', IndexedOperand::PlayerSessionCount),
-        ('m', IndexedOperand::MaximumSessions),
-        ('f', IndexedOperand::AvailableSlots),
-    ];
-    let bases = orders.map(|(letter, order)| format!("{letter} = {}", order_base(order)));
-    let prefixes = orders.map(|(letter, order)| format!("{letter} = '{}'", member_prefix(order)));
-    format!(
-        "local SEARCH_BASES = {{{}}}\nlocal SEARCH_PREFIXES = {{{}}}\n",
-        bases.join(", "),
-        prefixes.join(", ")
-    )
 }
 
 impl IndexScan<'_> {
