@@ -13,7 +13,7 @@ import redis
 port = int(sys.argv[1])
 r = redis.Redis(port=port, decode_responses=True)
 raw = redis.Redis(port=port)
-lib = r.execute_command('FUNCTION', 'LIST')[0]['library_name']
+lib = next(l['library_name'] for l in r.execute_command('FUNCTION', 'LIST') if l['library_name'].startswith('berth_'))
 
 def stats():
     s = r.info('commandstats')
@@ -48,7 +48,7 @@ for pool in r.scan_iter(match='*:lpool:*', count=1000):
 keys = lambda tag, *names: [tag + ':' + n for n in names]
 creates = [('create_game_session', keys(t, 'act_due', 'fleet', 'hosting', 'pool', 'sessions'),
             [sid, '', loc, 8, 3600000, '', 'digest', '', 1, '', 'name', '[]', '', '', '', sid.split('/')[0], '', '',
-             '', '', ''] + p) for t, sid, p, loc in made]
+             '', '', '', '1'] + p) for t, sid, p, loc in made]
 outs = phase('create', creates)
 live = []
 for (t, sid, p, loc), out in zip(made, outs):

@@ -222,16 +222,19 @@ pub async fn search_chunk(
         .arg(skip)
         .arg(count)
         .arg(member_prefix(scan.order).len());
-    let raw: Vec<Value> = store.invoke(&call).await?;
-    raw.iter()
-        .map(|value| {
-            let row = strings(SCRIPT, value)?;
-            let [id, score, name, props, max, cur, created, accept, status] = row.as_slice() else {
+    let raw: Value = store.invoke(&call).await?;
+    strings(SCRIPT, &raw)?
+        .chunks(9)
+        .map(|row| {
+            let [member, score, name, props, max, cur, created, accept, status] = row else {
                 return Err(unexpected(SCRIPT, row.len()));
             };
+            let id = member
+                .strip_prefix(member_prefix(scan.order))
+                .ok_or_else(|| unexpected(SCRIPT, member))?;
             let number = |text: &String| text.parse::<f64>().map_err(|_| unexpected(SCRIPT, text));
             let record = GameSessionRecord {
-                game_session_id: id.clone(),
+                game_session_id: id.to_owned(),
                 name: name.clone(),
                 properties: properties(props)?,
                 maximum_players: number(max)? as u32,
