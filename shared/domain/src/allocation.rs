@@ -37,7 +37,8 @@ pub struct Server {
     /// Most players a session on it may take, and most sessions it hosts at once.
     pub max_players: u32,
     pub max_sessions: u32,
-    /// Sessions it hosts now.
+    /// Sessions it hosts now: none unless it is ACTIVE (a process becomes ACTIVE with its first session and
+    /// STANDING_BY again once its last ends), which lets the store count only an ACTIVE one's.
     pub sessions: u32,
     pub health: ProcessHealth,
     pub instance: InstanceStatus,

@@ -96,7 +96,10 @@ local function can_host(id)
   if players < max then too_small = too_small + 1 end
   if (loc ~= '' and s[2] ~= loc) or players < max or s[7] == S.UNHEALTHY then return false end
   if not TIER[s[6]] or s[4] ~= S.AVAILABLE or s[5] then return false end
-  local hosted = redis.call('SCARD', k.gs .. id .. ':sessions')
+  -- Only an ACTIVE process hosts sessions (it becomes ACTIVE with its first and STANDING_BY once its last ends), so
+  -- a ready one's are not counted.
+  local hosted = 0
+  if s[3] == S.ACTIVE then hosted = redis.call('SCARD', k.gs .. id .. ':sessions') end
   if hosted >= tonumber(s[8] or '1') then return false end
   server, open = s, hosted
   return true

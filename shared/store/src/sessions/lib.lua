@@ -595,7 +595,9 @@ local function release_process(k, id, pending, known)
   local routing = {s[10], tonumber(s[11] or '0') + 1}
   -- Written with its share, in one HSET.
   local changed = {'ver', routing[2]}
-  local open = redis.call('SCARD', key .. ':sessions')
+  -- Its caller has just ended one of its sessions: a process that hosts one at a time hosts none now.
+  local open = 0
+  if tonumber(s[8] or '1') > 1 then open = redis.call('SCARD', key .. ':sessions') end
   if open == 0 and s[3] == S.ACTIVE then
     s[3] = S.STANDING_BY
     changed[3], changed[4] = 'pstate', s[3]
