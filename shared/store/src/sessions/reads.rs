@@ -215,13 +215,14 @@ pub async fn search_chunk(
     const SCRIPT: &str = "search_sessions";
     let mut call = scripts().search_sessions.prepare();
     let (location, min, max) = scan.set();
+    let prefix = member_prefix(scan.order);
     call.key(FleetKeys::new(fleet_id).search_index(location))
         .arg(min)
         .arg(max)
         .arg(if scan.descending { "DESC" } else { "ASC" })
         .arg(skip)
         .arg(count)
-        .arg(member_prefix(scan.order).len());
+        .arg(prefix.len());
     let raw: Value = store.invoke(&call).await?;
     strings(SCRIPT, &raw)?
         .chunks(9)
@@ -229,9 +230,7 @@ pub async fn search_chunk(
             let [member, score, name, props, max, cur, created, accept, status] = row else {
                 return Err(unexpected(SCRIPT, row.len()));
             };
-            let id = member
-                .strip_prefix(member_prefix(scan.order))
-                .ok_or_else(|| unexpected(SCRIPT, member))?;
+            let id = member.strip_prefix(prefix).ok_or_else(|| unexpected(SCRIPT, member))?;
             let number = |text: &String| text.parse::<f64>().map_err(|_| unexpected(SCRIPT, text));
             let record = GameSessionRecord {
                 game_session_id: id.to_owned(),
