@@ -51,7 +51,8 @@ fn main() -> ExitCode {
         (TestRedis::Single(primary), Durability::Replica) => Some(RedisServer::replica_of(primary)),
         _ => None,
     };
-    let outcome = tokio::runtime::Runtime::new()
+    // The services' own runtime: those a scenario runs in-process are scheduled as in production.
+    let outcome = berth_runtime::server::runtime()
         .map_err(Failure::from)
         .and_then(|runtime| runtime.block_on(run(&args, redis, replica)));
     match outcome {

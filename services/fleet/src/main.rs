@@ -19,8 +19,7 @@ struct Cli {
     fleets: berth_fleet::FleetArgs,
 }
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
+fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let ports = DefaultPorts {
         grpc: berth_fleet::GRPC_PORT,
@@ -34,5 +33,4 @@ async fn main() -> std::process::ExitCode {
     berth_runtime::run_binary("berth-fleet", &cli.common, &cli.listen, ports, |store| {
         berth_fleet::service(store, &cli.fleets, tokens)
     })
-    .await
 }

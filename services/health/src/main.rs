@@ -19,8 +19,7 @@ struct Cli {
     health: berth_health::HealthArgs,
 }
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
+fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let ports = DefaultPorts {
         grpc: berth_health::GRPC_PORT,
@@ -29,5 +28,4 @@ async fn main() -> std::process::ExitCode {
     berth_runtime::run_binary("berth-health", &cli.common, &cli.listen, ports, |store| {
         berth_health::service(store, &cli.health)
     })
-    .await
 }

@@ -20,8 +20,7 @@ struct Cli {
     placement: PlacementArgs,
 }
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
+fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let ports = DefaultPorts {
         grpc: berth_placement::GRPC_PORT,
@@ -30,5 +29,4 @@ async fn main() -> std::process::ExitCode {
     berth_runtime::run_binary("berth-placement", &cli.common, &cli.listen, ports, |store| {
         berth_placement::service(store, &cli.placement)
     })
-    .await
 }

@@ -20,8 +20,7 @@ struct Cli {
     session: SessionArgs,
 }
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
+fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let ports = DefaultPorts {
         grpc: berth_session::GRPC_PORT,
@@ -30,5 +29,4 @@ async fn main() -> std::process::ExitCode {
     berth_runtime::run_binary("berth-session", &cli.common, &cli.listen, ports, |store| {
         berth_session::service(store, &cli.session)
     })
-    .await
 }

@@ -381,9 +381,38 @@ pub struct DefaultPorts {
     pub metrics: u16,
 }
 
-/// The whole life of a service binary: telemetry, metrics, Redis, then serving until SIGTERM/SIGINT.
-/// `start` builds the service over the connected store and spawns its background tasks.
-pub async fn run_binary(
+/// The runtime a service runs on: tokio's multi-threaded one, without the "LIFO slot" where a woken task would run
+/// next on the waking thread. With it, each stream's answer woke its HTTP/2 connection's task straight away, which
+/// wrote that one frame alone: a health replica made 0.84 `writev` per heartbeat. Without it the connection's task
+/// runs after the other answers woken in the same pass, and writes them together: 0.17 per heartbeat, and ~10 % less
+/// CPU per heartbeat and ~15 % less per placement on the health replica (load-tests, heartbeats and placements).
+pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.enable_all();
+    #[cfg(tokio_unstable)]
+    builder.disable_lifo_slot();
+    builder.build()
+}
+
+/// The whole life of a service binary, on its `runtime`: telemetry, metrics, Redis, then serving until
+/// SIGTERM/SIGINT. `start` builds the service over the connected store and spawns its background tasks.
+pub fn run_binary(
+    name: &'static str,
+    common: &CommonArgs,
+    listen: &ListenArgs,
+    ports: DefaultPorts,
+    start: impl FnOnce(Store) -> ServiceDef,
+) -> std::process::ExitCode {
+    match runtime() {
+        Ok(runtime) => runtime.block_on(serve_binary(name, common, listen, ports, start)),
+        Err(err) => {
+            eprintln!("{name}: cannot start the async runtime: {err}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn serve_binary(
     name: &'static str,
     common: &CommonArgs,
     listen: &ListenArgs,
