@@ -98,7 +98,8 @@ pub struct FleetArgs {
     /// How long fleet events are kept, and a TERMINATED fleet stays readable, in ms.
     #[arg(long, env = "BERTH_FLEET_RETENTION_MS", default_value_t = 7 * 86_400_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub retention_ms: u64,
-    /// How often DELETING fleets and locations are checked for their last process gone, in ms.
+    /// How often DELETING fleets and locations are checked for their last process gone, and fleets past their
+    /// retention taken off the list of fleets, in ms.
     #[arg(long, env = "BERTH_FLEET_SWEEP_MS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
     pub sweep_ms: u64,
 }
@@ -161,6 +162,10 @@ pub fn service(store: Store, args: &FleetArgs, tokens: Option<TokenKey>) -> Serv
                 }
                 if finished.terminated {
                     tracing::info!(fleet = %fleet, "fleet terminated: its last process is gone");
+                }
+                if finished.gone {
+                    berth_store::fleets::forget(store, &fleet).await?;
+                    tracing::info!(fleet = %fleet, "fleet forgotten: nothing of it is left");
                 }
                 Ok(())
             })

@@ -1,7 +1,7 @@
 //! Fleets: their records (see `records.rs`), and the registry of every fleet id — one set, written beside (never
 //! inside) a fleet's own scripts, since the set has a slot of its own. A fleet is listed there once it has a record
-//! or, until servers need a fleet record to register, once one of its game servers registered. Sweeps and watches
-//! of every fleet start here.
+//! and leaves it once nothing of it is left (`forget`): no record, as when a deleted fleet's retention passed, and
+//! nothing for a sweep. Sweeps and watches of every fleet start here.
 
 mod events;
 mod records;
@@ -61,6 +61,20 @@ pub async fn fleets_now(store: &Store) -> Result<(u64, Vec<String>), StoreError>
     call.key(FLEETS);
     let (now, fleets): (String, Vec<String>) = store.invoke(&call).await?;
     Ok((now.parse().map_err(|_| unexpected("fleets_now", &now))?, fleets))
+}
+
+/// Takes a fleet that is gone (`DeletionsFinished::gone`) off the list. A create of the same id may run meanwhile:
+/// it lists its fleet again once its record is written (`create_fleet`), and this lists it again when it finds a
+/// record after taking it off; so in whichever order the two interleave, a fleet with a record stays listed.
+pub async fn forget(store: &Store, fleet_id: &str) -> Result<(), StoreError> {
+    let _: i64 = store.query(redis::cmd("SREM").arg(FLEETS).arg(fleet_id)).await?;
+    let recreated: bool = store
+        .query(redis::cmd("EXISTS").arg(FleetKeys::new(fleet_id).fleet()))
+        .await?;
+    if recreated {
+        enlist(store, fleet_id).await?;
+    }
+    Ok(())
 }
 
 /// Lists a fleet, before the first script that gives it a server: adding is idempotent, and a fleet listed without

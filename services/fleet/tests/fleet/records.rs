@@ -2,6 +2,8 @@
 //! described with the defaults their zero values stand for, listed a page at a time, their capacity changed against
 //! the current bounds however changes race, and every step an event.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use berth_domain::fleet::settings::FleetSettings;
@@ -15,7 +17,7 @@ use berth_runtime::auth::Role;
 use berth_runtime::server::WRITES;
 use berth_sdk::game_server::{Event, Events, GameServer, SdkError};
 use berth_store::keys::FleetKeys;
-use berth_store::{Store, pool};
+use berth_store::{Store, endings, pool};
 use berth_testkit::{
     RunningService, TestRedis, game_server_config, keys_without_expiry, spawn_service, token, wait_for_health,
 };
@@ -938,6 +940,95 @@ async fn fleet_events_are_kept_for_the_retention() {
         codes(&events(&mut fleets, "arena").await),
         [(pb::FleetEventCode::CapacityChanged, "home".into())]
     );
+}
+
+/// Whether the list of fleets that the sweeps visit names `fleet_id`.
+async fn listed(store: &Store, fleet_id: &str) -> bool {
+    let listed = berth_store::fleets::fleets(store).await.unwrap();
+    listed.iter().any(|id| id == fleet_id)
+}
+
+async fn a_deleted_fleet_leaves_the_list_of_fleets_once_its_retention_passed(redis: TestRedis) {
+    let store = Store::connect(&redis.config()).await.unwrap();
+    let args = berth_fleet::FleetArgs {
+        retention_ms: 300,
+        ..Default::default()
+    };
+    let service = fleet_service_with(&redis, args).await;
+    let mut fleets = client(&service).await;
+    for id in ["brief", "kept"] {
+        fleets.create_fleet(create(id)).await.unwrap();
+    }
+    let delete = pb::DeleteFleetRequest {
+        fleet_id: "brief".into(),
+        force: false,
+        expected_revision: 0,
+    };
+    fleets.delete_fleet(delete).await.unwrap();
+    let mut forgotten = false;
+    for _ in 0..200 {
+        if !listed(&store, "brief").await {
+            forgotten = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(forgotten, "a fleet deleted and past its retention is still swept");
+    assert!(listed(&store, "kept").await);
+    // The id can be taken again: the new fleet is listed, and stays so sweep after sweep.
+    fleets.create_fleet(create("brief")).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(listed(&store, "brief").await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_fleet_leaves_the_list_of_fleets_once_its_retention_passed_on_a_single_node() {
+    a_deleted_fleet_leaves_the_list_of_fleets_once_its_retention_passed(TestRedis::single()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_fleet_leaves_the_list_of_fleets_once_its_retention_passed_on_a_cluster() {
+    a_deleted_fleet_leaves_the_list_of_fleets_once_its_retention_passed(TestRedis::cluster()).await;
+}
+
+/// A fleet created under an id that sweeps are forgetting (as they forget one whose retention passed) is listed once
+/// created, whichever way the create and the sweeps interleave: else no sweep would ever visit it.
+async fn a_fleet_created_while_sweeps_forget_its_id_stays_listed(redis: TestRedis) {
+    let store = Store::connect(&redis.config()).await.unwrap();
+    let service = fleet_service(&redis).await;
+    let mut fleets = client(&service).await;
+    for round in 0..60 {
+        let id = format!("again-{round}");
+        let created = Arc::new(AtomicBool::new(false));
+        let mut sweeps = JoinSet::new();
+        for _ in 0..16 {
+            let (store, id, created) = (store.clone(), id.clone(), created.clone());
+            sweeps.spawn(async move {
+                while !created.load(Ordering::SeqCst) {
+                    if endings::finish_fleet_deletion(&store, &id, 1000).await.unwrap().gone {
+                        berth_store::fleets::forget(&store, &id).await.unwrap();
+                    }
+                }
+            });
+        }
+        fleets.create_fleet(create(&id)).await.unwrap();
+        created.store(true, Ordering::SeqCst);
+        sweeps.join_all().await;
+        assert!(
+            listed(&store, &id).await,
+            "round {round}: {id} has a record that no sweep visits"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_created_while_sweeps_forget_its_id_stays_listed_on_a_single_node() {
+    a_fleet_created_while_sweeps_forget_its_id_stays_listed(TestRedis::single()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_created_while_sweeps_forget_its_id_stays_listed_on_a_cluster() {
+    a_fleet_created_while_sweeps_forget_its_id_stays_listed(TestRedis::cluster()).await;
 }
 
 async fn a_location_is_deployed_and_its_fleet_active_once_a_server_is_ready(redis: TestRedis) {

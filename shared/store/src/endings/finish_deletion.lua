@@ -3,13 +3,17 @@
 -- from its fleet (event LOCATION_REMOVED) with its counts and autoscaling state, and a DELETING fleet becomes
 -- TERMINATED (event FLEET_TERMINATED), its record, events, counts and scaling policies kept for the retention, then
 -- expiring.
--- KEYS: k.events, k.fleet, k.inst_status, k.policies, k.servers, k.sevents, k.sevents_gone, k.writers. ARGV[1] the
--- retention, ms.
+-- KEYS: k.ended, k.events, k.fleet, k.inst_status, k.policies, k.servers, k.sessions, k.sevents, k.sevents_gone,
+-- k.writers. ARGV[1] the retention, ms.
 -- Reply: {outcome, now_ms, locations removed...}. Outcomes: TERMINATED; WAITING (the fleet is not finished, or not
--- DELETING).
+-- DELETING); GONE (no record, as when a TERMINATED one's retention passed, and nothing of it left for a sweep: the
+-- fleet may leave the list of fleets, fleets::forget).
 local now = now_ms()
 local f = redis.call('HMGET', k.fleet, 'status', 'locs')
 local status = f[1]
+-- Its servers and its sessions, live or ended, need a record to begin with; the sweeps that end them need the fleet
+-- listed until they are gone.
+if not status and redis.call('EXISTS', k.ended, k.servers, k.sessions) == 0 then return {'GONE', tostring(now)} end
 local names = {}
 for name in string.gmatch(f[2] or '', '%S+') do names[#names + 1] = name end
 local deleting = {}

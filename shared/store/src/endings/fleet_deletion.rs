@@ -105,10 +105,13 @@ pub struct DeletionsFinished {
     pub terminated: bool,
     /// These DELETING locations, with no process left, were removed.
     pub removed: Vec<String>,
+    /// Nothing is left of the fleet, not even its record (its retention passed, or it never had one): it may leave
+    /// the list of fleets (`fleets::forget`).
+    pub gone: bool,
 }
 
 /// Finishes a fleet's deletions where no process is left: DELETING locations are removed, a DELETING fleet becomes
-/// TERMINATED, its record and events kept for `retention_ms`.
+/// TERMINATED, its record and events kept for `retention_ms`; says when nothing is left of it.
 pub async fn finish_fleet_deletion(
     store: &Store,
     fleet_id: &str,
@@ -124,5 +127,6 @@ pub async fn finish_fleet_deletion(
     Ok(DeletionsFinished {
         terminated: outcome == "TERMINATED",
         removed: removed.to_vec(),
+        gone: outcome == "GONE",
     })
 }

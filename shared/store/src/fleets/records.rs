@@ -46,6 +46,8 @@ pub async fn create_fleet(store: &Store, fleet: &NewFleet, retention_ms: u64) ->
     new_locations(&mut call, &fleet.locations);
     let raw: Vec<Value> = store.invoke_acknowledged(&call).await?;
     let (outcome, _, record) = outcome_detail(SCRIPT, &raw)?;
+    // And again once written: a sweep forgetting a gone fleet of this id may have taken it off meanwhile (forget).
+    enlist(store, fleet_id).await?;
     match outcome.as_str() {
         "CREATED" => Ok(Created::Created(Box::new(decode(SCRIPT, record)?))),
         "EXISTS" => Ok(Created::Exists),
