@@ -77,9 +77,21 @@ pub async fn forget(store: &Store, fleet_id: &str) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Lists a fleet, before the first script that gives it a server: adding is idempotent, and a fleet listed without
-/// servers costs a sweep one empty look, while a server whose fleet is not listed would never be swept.
+/// Lists a fleet: adding is idempotent, and a fleet listed without servers costs a sweep one empty look, while a
+/// server whose fleet is not listed would never be swept.
 pub(crate) async fn enlist(store: &Store, fleet_id: &str) -> Result<(), StoreError> {
     let _: i64 = store.query(redis::cmd("SADD").arg(FLEETS).arg(fleet_id)).await?;
     Ok(())
+}
+
+/// Runs `script`, one that gives the fleet a server, with the fleet listed again beside it. A server needs its
+/// fleet's record, and the create that wrote the record listed the fleet; listing it again with every server mends
+/// a list that lost it (as a failover of the list's node can) by the next server that comes. Sent together with the
+/// script, it adds no wait; when it fails, the next server mends the list instead.
+pub(crate) async fn listed_beside<T>(store: &Store, fleet_id: &str, script: impl Future<Output = T>) -> T {
+    let (listed, done) = tokio::join!(enlist(store, fleet_id), script);
+    if let Err(err) = listed {
+        tracing::debug!(fleet = fleet_id, error = %err, "the fleet was not listed again beside a new server");
+    }
+    done
 }

@@ -113,8 +113,8 @@ pub async fn register(store: &Store, reg: &Registration<'_>) -> Result<Registere
         .arg(reg.instance_id)
         .arg(reg.connection_info)
         .arg(reg.game_server_data);
-    fleets::enlist(store, reg.fleet_id).await?;
-    let reply = decode_reply(reg.fleet_id, store.invoke(&call).await?)?;
+    let reply = fleets::listed_beside(store, reg.fleet_id, store.invoke(&call)).await?;
+    let reply = decode_reply(reg.fleet_id, reply)?;
     match reply.outcome.as_str() {
         "REGISTERED" => Ok(Registered::New(Box::new(present(reply, "register")?))),
         "EXISTS" => Ok(Registered::AlreadyExists),

@@ -557,8 +557,8 @@ pub async fn attach(store: &Store, attach: &Attach<'_>, timings: &Timings) -> Re
     for (field, value) in attach.introduction.fields() {
         call.arg(field).arg(value);
     }
-    fleets::enlist(store, attach.fleet_id).await?;
-    let reply = decode_reply(attach.fleet_id, store.invoke(&call).await?)?;
+    let reply = fleets::listed_beside(store, attach.fleet_id, store.invoke(&call)).await?;
+    let reply = decode_reply(attach.fleet_id, reply)?;
     let (number, superseded) = (field(&reply.fields, "attach"), field(&reply.fields, "superseded"));
     let settings = || {
         let text = field(&reply.fields, "settings");

@@ -418,6 +418,18 @@ async fn a_replica_far_behind_its_heartbeat_writes_turns_new_streams_away_until_
     }
 }
 
+/// A fleet that the list of fleets lost (as a failover of the list's node can) is listed again by the next server
+/// that attaches: else no sweep would judge its servers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_the_list_lost_is_listed_again_by_its_next_server() {
+    let (_redis, store, service, _process) = one_process(&fast(), false).await;
+    let forget = redis::cmd("SREM").arg(berth_store::keys::FLEETS).arg("arena").clone();
+    let _: i64 = store.query(&forget).await.unwrap();
+    let _next = attach(&service.endpoint(), "arena", "gs-2").await;
+    let listed = berth_store::fleets::fleets(&store).await.unwrap();
+    assert_eq!(listed, ["arena"]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fleets_that_cannot_be_swept_do_not_stop_the_monitor_for_the_others() {
     let metrics = berth_runtime::metrics::install(None).unwrap();
