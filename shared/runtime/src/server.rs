@@ -384,8 +384,8 @@ pub struct DefaultPorts {
 /// The runtime a service runs on: tokio's multi-threaded one, without the "LIFO slot" where a woken task would run
 /// next on the waking thread. With it, each stream's answer woke its HTTP/2 connection's task straight away, which
 /// wrote that one frame alone: a health replica made 0.84 `writev` per heartbeat. Without it the connection's task
-/// runs after the other answers woken in the same pass, and writes them together: 0.17 per heartbeat, and ~10 % less
-/// CPU per heartbeat and ~15 % less per placement on the health replica (load-tests, heartbeats and placements).
+/// runs after the other answers woken in the same pass, and writes them together: 0.17 per heartbeat, and about 15 %
+/// less CPU per heartbeat and 5–22 % less per placement on the health replica (load-tests, heartbeats and placements).
 pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     builder.enable_all();

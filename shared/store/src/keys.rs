@@ -8,8 +8,8 @@
 
 use berth_domain::search::IndexedOperand;
 
-/// Set of the fleets that have registered game servers, for sweeps that visit every fleet. It has a slot of its
-/// own and is only ever added to beside a fleet's script, never inside one.
+/// Set of the fleets that have a record, for sweeps that visit every fleet; one leaves it once nothing of it is left
+/// (`fleets::forget`). It has a slot of its own and is only ever changed beside a fleet's script, never inside one.
 pub const FLEETS: &str = "berth:fleets";
 
 /// Sorted set of every queue's name (all scored 0, so in name order), for listing. It has a slot of its own and is
