@@ -403,38 +403,31 @@ pub fn run_binary(
     ports: DefaultPorts,
     start: impl FnOnce(Store) -> ServiceDef,
 ) -> std::process::ExitCode {
-    match runtime() {
-        Ok(runtime) => runtime.block_on(serve_binary(name, common, listen, ports, start)),
+    let runtime = match runtime() {
+        Ok(runtime) => runtime,
         Err(err) => {
             eprintln!("{name}: cannot start the async runtime: {err}");
-            std::process::ExitCode::FAILURE
-        }
-    }
-}
-
-async fn serve_binary(
-    name: &'static str,
-    common: &CommonArgs,
-    listen: &ListenArgs,
-    ports: DefaultPorts,
-    start: impl FnOnce(Store) -> ServiceDef,
-) -> std::process::ExitCode {
-    let telemetry = match crate::telemetry::init(name, common) {
-        Ok(telemetry) => telemetry,
-        Err(err) => {
-            eprintln!("{name}: {err}");
             return std::process::ExitCode::FAILURE;
         }
     };
-    let result = run_service(name, common, listen, ports, start).await;
-    if let Err(err) = &result {
-        tracing::error!(error = %err, "{name} stopped");
-    }
-    telemetry.shutdown();
-    match result {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(_) => std::process::ExitCode::FAILURE,
-    }
+    runtime.block_on(async {
+        let telemetry = match crate::telemetry::init(name, common) {
+            Ok(telemetry) => telemetry,
+            Err(err) => {
+                eprintln!("{name}: {err}");
+                return std::process::ExitCode::FAILURE;
+            }
+        };
+        let result = run_service(name, common, listen, ports, start).await;
+        if let Err(err) = &result {
+            tracing::error!(error = %err, "{name} stopped");
+        }
+        telemetry.shutdown();
+        match result {
+            Ok(()) => std::process::ExitCode::SUCCESS,
+            Err(_) => std::process::ExitCode::FAILURE,
+        }
+    })
 }
 
 async fn run_service(
