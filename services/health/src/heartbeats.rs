@@ -48,6 +48,8 @@ pub(crate) struct Beat {
 pub(crate) async fn run(context: Arc<Context>, mut queue: mpsc::Receiver<Beat>) {
     let flush = Duration::from_millis(context.args.heartbeat_flush_ms);
     while let Some(first) = queue.recv().await {
+        // Waiting from now on: while the round gathers, its first heartbeat is not written either.
+        context.keeping_up.round_starts(first.received);
         let mut batch = vec![first];
         let deadline = tokio::time::Instant::now() + flush;
         loop {
@@ -60,6 +62,8 @@ pub(crate) async fn run(context: Arc<Context>, mut queue: mpsc::Receiver<Beat>) 
                 },
             }
         }
+        // The queue was empty when the gathering stopped: whatever queues from here on arrived after.
+        let gathered = Instant::now();
         let oldest = batch
             .iter()
             .map(|beat| beat.received)
@@ -79,9 +83,10 @@ pub(crate) async fn run(context: Arc<Context>, mut queue: mpsc::Receiver<Beat>) 
         });
         context.keeping_up.round_starts(oldest);
         let failed = join_all(writes.map(|(fleet_id, beats)| write(&context, fleet_id, beats))).await;
+        let queued_since = (!queue.is_empty()).then_some(gathered);
         context
             .keeping_up
-            .round_ends(failed.into_iter().flatten(), Instant::now());
+            .round_ends(failed.into_iter().flatten(), Instant::now(), queued_since);
     }
 }
 

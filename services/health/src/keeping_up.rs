@@ -2,12 +2,16 @@
 //! in Redis, which only the heartbeats this replica wrote push out; a heartbeat the replica received but could not
 //! write yet (its write failed, hung on a failing-over node, or waited behind a round that ran long) is not a missed
 //! one. Nor is silence through an outage: while Redis did not answer the monitor's sweep of a fleet, no heartbeat of
-//! it could be recorded either. So the monitor sweeps a fleet's heartbeat deadlines only once this replica has kept
-//! up for it for a whole heartbeat window: every heartbeat written soon after it arrived, none of the fleet's writes
-//! or sweeps failing.
+//! it could be recorded either.
 //!
-//! This is one replica's view: another replica's monitor, whose writer keeps up, still sweeps the processes whose
-//! streams this one holds.
+//! So the monitor sweeps a fleet's heartbeat deadlines only once Redis has answered for it for a whole heartbeat
+//! window (`answered`: none of the fleet's writes or sweeps failing), and judges this replica's own processes by
+//! how long its oldest heartbeat not yet written has waited (`lag`): a process due longer ago than that sent nothing
+//! this replica holds. A writer running late all the time, as one past its capacity does, thus still finds its dead
+//! processes, later by its lateness, and never a live one.
+//!
+//! Another replica's monitor judges the processes whose streams this one holds by what this one records in Redis
+//! with its writes (`for_fleet`): since when it has kept up, every heartbeat written soon after it arrived.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -37,7 +41,10 @@ struct State {
     /// Since when every heartbeat has been written in good time and Redis has answered every sweep: the end of the
     /// last round that was late, or the last sweep that failed as a whole.
     on_time_since: Instant,
-    /// When the oldest heartbeat of the round being written arrived.
+    /// Since when Redis has answered every sweep: the last one that failed as a whole.
+    answered_since: Instant,
+    /// When the oldest heartbeat not yet written arrived: the round being gathered or written, or the heartbeats
+    /// queued behind the last one.
     oldest_waiting: Option<Instant>,
     /// How long the last round's oldest heartbeat had waited when it was written, and when that was.
     last_round: Option<(Duration, Instant)>,
@@ -58,6 +65,7 @@ impl KeepingUp {
         KeepingUp {
             state: Mutex::new(State {
                 on_time_since: now,
+                answered_since: now,
                 oldest_waiting: None,
                 last_round: None,
                 failed: HashMap::new(),
@@ -65,16 +73,23 @@ impl KeepingUp {
         }
     }
 
-    /// A round of writes starts; the oldest of its heartbeats arrived at `oldest`.
+    /// A round of writes is gathered, or starts; the oldest of its heartbeats arrived at `oldest`.
     pub(crate) fn round_starts(&self, oldest: Instant) {
         lock(&self.state).oldest_waiting = Some(oldest);
     }
 
-    /// The round ended at `now`; `failed` are the fleets whose write failed in it. A late round restarts the count
-    /// from its end: everything it held is written by then, and an idle writer after it stays counted as keeping up.
-    pub(crate) fn round_ends(&self, failed: impl IntoIterator<Item = Arc<str>>, now: Instant) {
+    /// The round ended at `now`; `failed` are the fleets whose write failed in it, and `queued_since`, when
+    /// heartbeats wait for the next round, a moment before the first of them arrived. A late round restarts the
+    /// count from its end: everything it held is written by then, and an idle writer after it stays counted as
+    /// keeping up.
+    pub(crate) fn round_ends(
+        &self,
+        failed: impl IntoIterator<Item = Arc<str>>,
+        now: Instant,
+        queued_since: Option<Instant>,
+    ) {
         let mut state = lock(&self.state);
-        if let Some(oldest) = state.oldest_waiting.take() {
+        if let Some(oldest) = std::mem::replace(&mut state.oldest_waiting, queued_since) {
             let waited = now.saturating_duration_since(oldest);
             if waited > LATE {
                 state.on_time_since = now;
@@ -91,8 +106,28 @@ impl KeepingUp {
         let mut state = lock(&self.state);
         match fleet {
             Some(fleet) => state.fail(fleet, now),
-            None => state.on_time_since = state.on_time_since.max(now),
+            None => {
+                state.on_time_since = state.on_time_since.max(now);
+                state.answered_since = state.answered_since.max(now);
+            }
         }
+    }
+
+    /// How long, as of `now`, the oldest heartbeat not yet written has waited; 0 when none waits.
+    pub(crate) fn lag(&self, now: Instant) -> Duration {
+        lock(&self.state)
+            .oldest_waiting
+            .map_or(Duration::ZERO, |oldest| now.saturating_duration_since(oldest))
+    }
+
+    /// How long, as of `now`, Redis has answered for `fleet`: every sweep answered, none of its writes failing.
+    pub(crate) fn answered(&self, fleet: &str, now: Instant) -> Duration {
+        let state = lock(&self.state);
+        let since = state
+            .failed
+            .get(fleet)
+            .map_or(state.answered_since, |failed| state.answered_since.max(*failed));
+        now.saturating_duration_since(since)
     }
 
     /// How far behind the writer is as of `now`: how long the oldest heartbeat of the round being written has
@@ -139,7 +174,7 @@ mod tests {
         let start = Instant::now();
         let keeping_up = KeepingUp::new(start);
         keeping_up.round_starts(start + 500 * MS);
-        keeping_up.round_ends([Arc::from("eu")], start + 510 * MS);
+        keeping_up.round_ends([Arc::from("eu")], start + 510 * MS, None);
         assert_eq!(keeping_up.for_fleet("eu", start + 800 * MS), 290 * MS);
         assert_eq!(keeping_up.for_fleet("us", start + 800 * MS), 800 * MS);
     }
@@ -155,7 +190,7 @@ mod tests {
             Duration::ZERO,
             "while it is late"
         );
-        keeping_up.round_ends([], start + 1300 * MS);
+        keeping_up.round_ends([], start + 1300 * MS, None);
         assert_eq!(
             keeping_up.for_fleet("us", start + 1300 * MS),
             Duration::ZERO,
@@ -169,13 +204,47 @@ mod tests {
     }
 
     #[test]
+    fn lateness_holds_back_only_what_other_replicas_are_told_and_the_lag_is_the_oldest_unwritten_heartbeats_wait() {
+        let start = Instant::now();
+        let keeping_up = KeepingUp::new(start);
+        keeping_up.round_starts(start + 1000 * MS);
+        assert_eq!(keeping_up.lag(start + 1200 * MS), 200 * MS);
+        keeping_up.round_ends([], start + 1300 * MS, Some(start + 1250 * MS));
+        assert_eq!(keeping_up.for_fleet("us", start + 1300 * MS), Duration::ZERO, "late");
+        assert_eq!(
+            keeping_up.answered("us", start + 1300 * MS),
+            1300 * MS,
+            "yet answered all along"
+        );
+        assert_eq!(
+            keeping_up.lag(start + 1400 * MS),
+            150 * MS,
+            "the heartbeats queued behind the round"
+        );
+        keeping_up.round_starts(start + 1260 * MS);
+        keeping_up.round_ends([Arc::from("eu")], start + 1350 * MS, None);
+        assert_eq!(keeping_up.lag(start + 1400 * MS), Duration::ZERO, "nothing waits");
+        assert_eq!(
+            keeping_up.answered("eu", start + 1400 * MS),
+            50 * MS,
+            "a failed write holds its fleet back"
+        );
+        keeping_up.sweep_failed(None, start + 1380 * MS);
+        assert_eq!(
+            keeping_up.answered("us", start + 1400 * MS),
+            20 * MS,
+            "a failed sweep holds every fleet back"
+        );
+    }
+
+    #[test]
     fn a_writer_a_second_behind_is_full_until_a_second_after_it_caught_up() {
         let start = Instant::now();
         let keeping_up = KeepingUp::new(start);
         keeping_up.round_starts(start);
         assert!(!keeping_up.full(start + 900 * MS));
         assert!(keeping_up.full(start + 1100 * MS), "while its round waits");
-        keeping_up.round_ends([], start + 1500 * MS);
+        keeping_up.round_ends([], start + 1500 * MS, None);
         assert_eq!(keeping_up.behind(start + 1600 * MS), 1500 * MS);
         assert!(keeping_up.full(start + 2400 * MS), "just after");
         assert!(

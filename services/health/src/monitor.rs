@@ -17,21 +17,26 @@ use crate::{Context, metrics};
 const SWEEP_LIMIT: u32 = 500;
 
 /// Sweeps every `every` until the service stops. A fleet's heartbeat deadlines are swept only once Redis has
-/// answered the sweep for it, and the heartbeat writer has kept up for it, for a whole heartbeat window of the
-/// fleet's (`keeping_up` keeps both; the sweep script compares): while its node was unreachable, or while the writer
-/// was behind, heartbeats were not recorded, and a process silent through an outage is not dead. A fleet whose node
-/// or writes failed is held back alone; a writer running late, or Redis failing every sweep, holds back every fleet.
+/// answered the sweep and the heartbeat writes for it for a whole heartbeat window of the fleet's (`keeping_up`
+/// keeps it; the sweep script compares): while its node was unreachable, heartbeats were not recorded, and a process
+/// silent through an outage is not dead. A fleet whose node or writes failed is held back alone; Redis failing every
+/// sweep holds back every fleet. A writer running late holds back none: the sweep gives this replica's processes its
+/// lag (see `keeping_up`).
 pub(crate) async fn run(context: Arc<Context>, every: Duration) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
         metrics::write_lag(context.keeping_up.behind(Instant::now()));
-        let answered_ms = |fleet: &str| {
-            let answered = context.keeping_up.for_fleet(fleet, Instant::now());
-            u64::try_from(answered.as_millis()).unwrap_or(u64::MAX)
+        let judge = |fleet: &str| {
+            let now = Instant::now();
+            store::Judge {
+                replica: &context.replica,
+                answered: context.keeping_up.answered(fleet, now),
+                lag: context.keeping_up.lag(now),
+            }
         };
-        match sweep(&context, answered_ms).await {
+        match sweep(&context, judge).await {
             Ok(failed) => {
                 for (fleet, err) in failed {
                     if matches!(err, StoreError::Unavailable(_)) {
@@ -49,17 +54,19 @@ pub(crate) async fn run(context: Arc<Context>, every: Duration) {
     }
 }
 
-/// Sweeps every fleet, each told how long Redis has answered for it (`answered_ms`); the fleets that failed, with
-/// why.
-async fn sweep(context: &Context, answered_ms: impl Fn(&str) -> u64) -> Result<Vec<(String, StoreError)>, StoreError> {
-    let answered_ms = &answered_ms;
+/// Sweeps every fleet, each with what `judge` allows for it; the fleets that failed, with why.
+async fn sweep<'a>(
+    context: &'a Context,
+    judge: impl Fn(&str) -> store::Judge<'a>,
+) -> Result<Vec<(String, StoreError)>, StoreError> {
+    let judge = &judge;
     for_each_fleet(&context.store, "health_monitor", move |fleet_id| async move {
         let swept = store::sweep(
             &context.store,
             &fleet_id,
             SWEEP_LIMIT,
             &context.timings,
-            answered_ms(&fleet_id),
+            judge(&fleet_id),
         )
         .await?;
         for lost in swept.lost {

@@ -213,17 +213,16 @@ impl SdkService for Sdk {
             replica: &context.replica,
             introduction,
         };
-        let (settings, record, attach, resumed) = match store::attach(&context.store, &attach, &context.timings).await?
-        {
-            Attached::Registered(settings, attach, record) => (settings, record, attach, false),
-            Attached::Resumed(settings, attach, superseded, record) => {
+        let (joined, resumed) = match store::attach(&context.store, &attach, &context.timings).await? {
+            Attached::Registered(joined) => (joined, false),
+            Attached::Resumed(joined, superseded) => {
                 // The stream this one replaces ends with ABORTED: here when this replica holds it (see
                 // Streams::insert), else through the replica that does.
                 if superseded != context.replica {
                     let (fleet_id, game_server_id) = (&register.fleet_id, &register.game_server_id);
-                    store::supersede(&context.store, &superseded, fleet_id, game_server_id, attach).await;
+                    store::supersede(&context.store, &superseded, fleet_id, game_server_id, joined.attach).await;
                 }
-                (settings, record, attach, true)
+                (joined, true)
             }
             Attached::Exists => {
                 return Err(Status::already_exists(format!(
@@ -250,7 +249,12 @@ impl SdkService for Sdk {
             }
         };
         let registration_id = resume.map(str::to_owned).unwrap_or(registration_id);
-        let desired = store::desired_state(&context.store, &register.fleet_id, &register.game_server_id).await?;
+        let store::Joined {
+            settings,
+            attach,
+            record,
+            desired,
+        } = *joined;
         crate::metrics::attached(resumed);
 
         let (out, out_rx) = mpsc::channel(QUEUE);

@@ -71,19 +71,33 @@ pub struct Swept {
     pub unhealthy: u64,
 }
 
+/// The health replica sweeping, and what its view of Redis allows it to judge: how long Redis has answered it for
+/// the fleet (no sweep or heartbeat write failing), and how long the oldest heartbeat it holds but has not written
+/// has waited.
+#[derive(Clone, Copy, Debug)]
+pub struct Judge<'a> {
+    pub replica: &'a str,
+    pub answered: Duration,
+    pub lag: Duration,
+}
+
 /// Sweeps one fleet: every process whose ready or ProcessEnding deadline passed — and, once Redis has answered
-/// for the fleet (`answered_ms`) a whole heartbeat window of the fleet's, whose heartbeat deadline passed — is
-/// declared lost.
+/// `judge` for the fleet a whole heartbeat window of the fleet's, whose heartbeat deadline passed (for one whose
+/// stream `judge` holds, longer ago than its lag) — is declared lost.
 pub async fn sweep(
     store: &Store,
     fleet_id: &str,
     limit: u32,
     timings: &Timings,
-    answered_ms: u64,
+    judge: Judge<'_>,
 ) -> Result<Swept, StoreError> {
     let keys = FleetKeys::new(fleet_id);
     let mut call = scripts().sweep_processes.for_fleet(&keys);
-    call.arg(limit).arg(timings.retention_ms).arg(answered_ms);
+    call.arg(limit)
+        .arg(timings.retention_ms)
+        .arg(u64::try_from(judge.answered.as_millis()).unwrap_or(u64::MAX))
+        .arg(judge.replica)
+        .arg(u64::try_from(judge.lag.as_millis()).unwrap_or(u64::MAX));
     let raw: Vec<String> = store.invoke(&call).await?;
     let [alive, unhealthy, lost @ ..] = raw.as_slice() else {
         return Err(unexpected("sweep", "too short a reply"));

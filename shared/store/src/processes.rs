@@ -524,14 +524,26 @@ pub struct Attach<'a> {
     pub introduction: Introduction<'a>,
 }
 
+/// A stream that registered its process or resumed its registration: what the process is told first.
+#[derive(Debug)]
+pub struct Joined {
+    /// The fleet's settings.
+    pub settings: FleetSettings,
+    /// The stream's attach number.
+    pub attach: u64,
+    /// The process's record (its state).
+    pub record: GameServerRecord,
+    /// What the process should be doing as the stream opened; `None` when it went away meanwhile.
+    pub desired: Option<Desired>,
+}
+
 /// The outcome of opening a stream.
 #[derive(Debug)]
 pub enum Attached {
-    /// A new registration: the fleet's settings it is told, the stream's attach number, and its record.
-    Registered(FleetSettings, u64, Box<GameServerRecord>),
-    /// The registration resumed: the fleet's settings, the stream's attach number, the replica that held the stream
-    /// it supersedes, and its record (its state).
-    Resumed(FleetSettings, u64, String, Box<GameServerRecord>),
+    /// A new registration.
+    Registered(Box<Joined>),
+    /// The registration resumed, and the replica that held the stream it supersedes.
+    Resumed(Box<Joined>, String),
     /// The id has a live registration.
     Exists,
     /// The registration to resume was declared lost.
@@ -557,25 +569,32 @@ pub async fn attach(store: &Store, attach: &Attach<'_>, timings: &Timings) -> Re
     for (field, value) in attach.introduction.fields() {
         call.arg(field).arg(value);
     }
-    let reply = fleets::listed_beside(store, attach.fleet_id, store.invoke(&call)).await?;
+    let script = fleets::listed_beside(store, attach.fleet_id, store.invoke(&call));
+    // A new registration's desired state is the one the script wrote: version 0, INITIALIZING, hosting nothing. A
+    // resume leaves the process's desired state as it was, so it is read beside the script, not after it: one round
+    // trip per attach either way, which is what a storm of re-attaches waits on.
+    let (reply, desired) = match attach.resume {
+        Some(_) => {
+            let (reply, desired) = tokio::join!(script, desired_state(store, attach.fleet_id, attach.game_server_id));
+            (reply?, desired)
+        }
+        None => (script.await?, Ok(Some(Desired::registered()))),
+    };
     let reply = decode_reply(attach.fleet_id, reply)?;
     let (number, superseded) = (field(&reply.fields, "attach"), field(&reply.fields, "superseded"));
-    let settings = || {
+    let joined = |reply: Reply, desired: Result<Option<Desired>, StoreError>| -> Result<Box<Joined>, StoreError> {
         let text = field(&reply.fields, "settings");
-        FleetSettings::decode(&text).ok_or_else(|| unexpected("attach", format!("fleet settings {text:?}")))
+        Ok(Box::new(Joined {
+            settings: FleetSettings::decode(&text)
+                .ok_or_else(|| unexpected("attach", format!("fleet settings {text:?}")))?,
+            attach: self::number("attach", &number)?,
+            record: present(reply, "attach")?,
+            desired: desired?,
+        }))
     };
     match reply.outcome.as_str() {
-        "REGISTERED" => Ok(Attached::Registered(
-            settings()?,
-            self::number("attach", &number)?,
-            Box::new(present(reply, "attach")?),
-        )),
-        "RESUMED" => Ok(Attached::Resumed(
-            settings()?,
-            self::number("attach", &number)?,
-            superseded,
-            Box::new(present(reply, "attach")?),
-        )),
+        "REGISTERED" => Ok(Attached::Registered(joined(reply, desired)?)),
+        "RESUMED" => Ok(Attached::Resumed(joined(reply, desired)?, superseded)),
         "EXISTS" => Ok(Attached::Exists),
         "LOST" => Ok(Attached::Lost),
         "UNKNOWN" => Ok(Attached::Unknown),
@@ -731,6 +750,19 @@ pub struct Desired {
     pub termination: Option<Termination>,
     /// Its open game sessions.
     pub sessions: Vec<Hosted>,
+}
+
+impl Desired {
+    /// The desired state of a process the attach script has just registered (`processes/attach.lua` writes it):
+    /// version 0, INITIALIZING, told nothing.
+    fn registered() -> Desired {
+        Desired {
+            version: 0,
+            process_state: ProcessState::Initializing,
+            termination: None,
+            sessions: Vec::new(),
+        }
+    }
 }
 
 /// A game session a process hosts, with the player sessions reserved in it before it was activated.

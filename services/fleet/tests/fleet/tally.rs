@@ -622,11 +622,12 @@ impl Run {
                 let timings = self.timings(store).await;
                 let outcome = processes::attach(store, &attach, &timings).await.unwrap();
                 match &outcome {
-                    Attached::Registered(_, number, _) => {
-                        self.registrations.insert(process.id.clone(), (registration, *number));
+                    Attached::Registered(joined) => {
+                        self.registrations
+                            .insert(process.id.clone(), (registration, joined.attach));
                     }
-                    Attached::Resumed(_, number, _, _) => {
-                        self.registrations.get_mut(&process.id).unwrap().1 = *number;
+                    Attached::Resumed(joined, _) => {
+                        self.registrations.get_mut(&process.id).unwrap().1 = joined.attach;
                     }
                     _ => {}
                 }
@@ -709,8 +710,12 @@ impl Run {
             Action::SweepProcesses => {
                 let timings = self.timings(store).await;
                 let heartbeats = self.rng.chance(80);
-                let answered_ms = if heartbeats { u64::MAX } else { 0 };
-                let swept = endings::sweep(store, FLEET, 100, &timings, answered_ms).await.unwrap();
+                let judge = endings::Judge {
+                    replica: "monitor",
+                    answered: if heartbeats { Duration::MAX } else { Duration::ZERO },
+                    lag: Duration::ZERO,
+                };
+                let swept = endings::sweep(store, FLEET, 100, &timings, judge).await.unwrap();
                 let lost: Vec<_> = swept.lost.iter().map(|lost| lost.game_server_id.as_str()).collect();
                 format!("sweep processes (heartbeats {heartbeats}): lost {lost:?}")
             }

@@ -18,7 +18,7 @@ use berth_runtime::server::CAPACITY;
 use berth_store::Store;
 use berth_store::endings;
 use berth_store::fleets::recent_fleet_events;
-use berth_store::processes::{self, Attach, Attached, Heartbeat, Introduction, ProcessRef, Timings};
+use berth_store::processes::{self, Attach, Attached, Heartbeat, Introduction, Joined, ProcessRef, Timings};
 use berth_testkit::{
     RunningService, TestRedis, anywhere_fleet, anywhere_fleet_with, fast_settings, game_session_status, health_within,
     place_game_session, process_events, set_fleet_settings, spawn_service, token,
@@ -369,6 +369,44 @@ async fn a_silent_process_is_declared_lost_and_its_sessions_end() {
     let endpoint = service.endpoint();
     let refused = attach_with(&endpoint, &token(Role::GameServer, Some(("arena", "gs-1"))), late).await;
     assert_eq!(refused.err().unwrap().code(), Code::FailedPrecondition);
+}
+
+/// A replica whose heartbeat writes are always late (each waits 150 ms to be batched, past the 100 ms after which a
+/// write counts as late, as happens to a replica past its capacity) still declares its silent process lost, later by
+/// its lateness, and never the one that beats: a writer's lag is not its processes' silence, and not a reason to
+/// stop finding the dead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_always_late_writing_finds_its_silent_process_and_spares_the_beating_one() {
+    let late = berth_health::HealthArgs {
+        heartbeat_flush_ms: 150,
+        ..fast()
+    };
+    let (_redis, store, service, mut beating) = one_process(&late, true).await;
+    let mut silent = attach(&service.endpoint(), "arena", "gs-2").await;
+    ok(silent.ask(Ask::Ready(pb::ProcessReady::default())).await.unwrap());
+    let started = tokio::time::Instant::now();
+    let mut found = None;
+    // Beats on for a second after the silent one is found (or for 10 s if it never is), each heartbeat as soon as
+    // the last was answered.
+    while started.elapsed() < Duration::from_secs(10)
+        && found.is_none_or(|at| started.elapsed() < at + Duration::from_secs(1))
+    {
+        let answer = beating.heartbeat(pb::ProcessHealth::Healthy, 0).await;
+        assert!(matches!(answer, Ok(Tell::HeartbeatAck(_))), "{answer:?}");
+        if found.is_none() && !process_events(&store, "arena").await.is_empty() {
+            found = Some(started.elapsed());
+        }
+    }
+    let lost: Vec<(String, String)> = process_events(&store, "arena")
+        .await
+        .into_iter()
+        .map(|event| (event.game_server_id.clone(), event.code_name().to_owned()))
+        .collect();
+    assert_eq!(
+        lost,
+        [("gs-2".to_owned(), "SERVER_PROCESS_TERMINATED_UNHEALTHY".to_owned())],
+        "the silent process, and only it, is declared lost"
+    );
 }
 
 /// A replica whose heartbeat writes are held up for over a second (every Redis client paused) turns a new stream
@@ -798,9 +836,25 @@ async fn a_redis_stall_longer_than_the_window_kills_no_process() {
     );
 }
 
-/// Attaches process `id` of fleet "arena" through `replica` and makes it ready, straight through the store: its
-/// registration id and attach number.
-async fn attached_through(store: &Store, id: &str, replica: &str, timings: &Timings) -> Heartbeat {
+/// A new registration is told the desired state that a read of it finds, without the read: the one its attach
+/// wrote (version 0, INITIALIZING, told nothing).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_registration_is_told_the_desired_state_its_attach_wrote() {
+    let redis = TestRedis::single();
+    let store = Store::connect(&redis.config()).await.unwrap();
+    anywhere_fleet(&store, "arena", &["home"]).await;
+    let timings = Timings {
+        initial_delay_ms: 60_000,
+        retention_ms: 60_000,
+    };
+    let joined = registered_through(&store, "gs-1", "replica-0", &timings).await;
+    let read = processes::desired_state(&store, "arena", "gs-1").await.unwrap();
+    assert!(read.is_some(), "the process is known");
+    assert_eq!(joined.desired, read);
+}
+
+/// Registers process `id` of fleet "arena" through `replica`, straight through the store.
+async fn registered_through(store: &Store, id: &str, replica: &str, timings: &Timings) -> Box<Joined> {
     let registration = Registration {
         location: "home".to_owned(),
         ip_address: "10.0.0.1".to_owned(),
@@ -824,9 +878,16 @@ async fn attached_through(store: &Store, id: &str, replica: &str, timings: &Timi
             ports: &[],
         },
     };
-    let Attached::Registered(_, number, _) = processes::attach(store, &attach, timings).await.unwrap() else {
+    let Attached::Registered(joined) = processes::attach(store, &attach, timings).await.unwrap() else {
         panic!("{id} registers");
     };
+    joined
+}
+
+/// Attaches process `id` of fleet "arena" through `replica` and makes it ready, straight through the store: its
+/// registration id and attach number.
+async fn attached_through(store: &Store, id: &str, replica: &str, timings: &Timings) -> Heartbeat {
+    let number = registered_through(store, id, replica, timings).await.attach;
     let process = ProcessRef {
         fleet_id: "arena",
         game_server_id: id,
@@ -883,7 +944,12 @@ async fn a_process_whose_replica_stopped_writing_gets_one_more_window_and_one_on
     while started.elapsed() < window * 3 {
         tokio::time::sleep(Duration::from_millis(100)).await;
         write(vec![beating.clone()], "writing").await;
-        let swept = endings::sweep(&store, "arena", 100, &timings, 60_000).await.unwrap();
+        let judge = endings::Judge {
+            replica: "monitor",
+            answered: Duration::from_secs(60),
+            lag: Duration::ZERO,
+        };
+        let swept = endings::sweep(&store, "arena", 100, &timings, judge).await.unwrap();
         lost.extend(
             swept
                 .lost

@@ -4,12 +4,15 @@
 -- k.sevents, k.term, k.term_due, k.unhealthy, k.utilized, k.writers. ARGV[1] most processes to act on per deadline,
 -- ARGV[2] ms, retention ARGV[3] how long Redis has answered the monitor for this fleet, ms: heartbeat deadlines are
 -- swept only once that is a whole heartbeat window of the fleet's (after an outage no heartbeat could be recorded,
--- and silence then is not death).
+-- and silence then is not death). ARGV[4] the monitor's replica, ARGV[5] how long, ms, the oldest heartbeat it holds
+-- but has not written has waited.
 --
--- A process whose stream is open on another replica is judged by that replica's writer (k.writers) too, since the
--- monitor's own view of Redis says nothing of it: a replica that wrote nothing of this fleet since the process was
--- due (dead, or cut off from Redis, its processes resuming elsewhere) gets one more window; one that fell behind
--- gets a window from when it caught up, in which the heartbeats it holds are written.
+-- A process whose stream the monitor's replica holds is silent once it was due longer ago than that lag: any
+-- heartbeat the replica holds of it arrived later, so it would have been due later still. A process whose stream is
+-- open on another replica is judged by that replica's writer (k.writers), since the monitor's own view says nothing
+-- of it: a replica that wrote nothing of this fleet since the process was due (dead, or cut off from Redis, its
+-- processes resuming elsewhere) gets one more window; one that fell behind gets a window from when it caught up, in
+-- which the heartbeats it holds are written.
 -- Reply: {processes alive, processes reporting UNHEALTHY, then (game-server id, replica, event code) for each process
 -- declared lost, so that the replica holding its stream can tell it}; the counts are taken after the sweep, for
 -- the health metrics, so that the monitor needs no second round trip.
@@ -51,10 +54,13 @@ if set and tonumber(ARGV[3]) >= set.window_ms then
     end
   end
   if #stale > 0 then redis.call('HDEL', k.writers, unpack(stale)) end
+  local me, lag = ARGV[4], tonumber(ARGV[5])
   local function silent(id, replica, due)
-    local w = writers[replica]
     -- A stream gone was seen going by its replica, which was there to see it.
-    if not w or redis.call('HGET', k.gs .. id, 'linked') ~= '1' then return true end
+    if redis.call('HGET', k.gs .. id, 'linked') ~= '1' then return true end
+    if replica == me then return due <= now - lag end
+    local w = writers[replica]
+    if not w then return true end
     if w[2] >= due and now >= w[1] + window then return true end
     return now >= due + window
   end
