@@ -130,8 +130,8 @@ impl KeepingUp {
         now.saturating_duration_since(since)
     }
 
-    /// How far behind the writer is as of `now`: how long the oldest heartbeat of the round being written has
-    /// waited, or, for a moment after a round, how long its oldest had waited; 0 when it has nothing to write.
+    /// How far behind the writer is as of `now`: its lag, or, for a moment after a round, how long that round's
+    /// oldest heartbeat had waited when it was written, whichever is longer; 0 when it has nothing to write.
     pub(crate) fn behind(&self, now: Instant) -> Duration {
         let state = lock(&self.state);
         let writing = state
