@@ -38,11 +38,10 @@ pub(crate) struct KeepingUp {
 }
 
 struct State {
-    /// Since when every heartbeat has been written in good time and Redis has answered every sweep: the end of the
-    /// last round that was late, or the last sweep that failed as a whole.
-    on_time_since: Instant,
     /// Since when Redis has answered every sweep: the last one that failed as a whole.
     answered_since: Instant,
+    /// When the last round that was late ended.
+    late_round_ended: Instant,
     /// When the oldest heartbeat not yet written arrived: the round being gathered or written, or the heartbeats
     /// queued behind the last one.
     oldest_waiting: Option<Instant>,
@@ -57,6 +56,18 @@ impl State {
         self.failed.retain(|_, at| now - *at < FAILURE_MEMORY);
         self.failed.insert(fleet, now);
     }
+
+    /// How long the oldest heartbeat not yet written has waited as of `now`.
+    fn lag(&self, now: Instant) -> Duration {
+        self.oldest_waiting
+            .map_or(Duration::ZERO, |oldest| now.saturating_duration_since(oldest))
+    }
+
+    /// How long, as of `now`, nothing held `fleet` back since `since`: none of its writes or sweeps failing.
+    fn for_fleet_since(&self, fleet: &str, since: Instant, now: Instant) -> Duration {
+        let since = self.failed.get(fleet).map_or(since, |failed| since.max(*failed));
+        now.saturating_duration_since(since)
+    }
 }
 
 impl KeepingUp {
@@ -64,8 +75,8 @@ impl KeepingUp {
     pub(crate) fn new(now: Instant) -> KeepingUp {
         KeepingUp {
             state: Mutex::new(State {
-                on_time_since: now,
                 answered_since: now,
+                late_round_ended: now,
                 oldest_waiting: None,
                 last_round: None,
                 failed: HashMap::new(),
@@ -92,7 +103,7 @@ impl KeepingUp {
         if let Some(oldest) = std::mem::replace(&mut state.oldest_waiting, queued_since) {
             let waited = now.saturating_duration_since(oldest);
             if waited > LATE {
-                state.on_time_since = now;
+                state.late_round_ended = now;
             }
             state.last_round = Some((waited, now));
         }
@@ -106,42 +117,30 @@ impl KeepingUp {
         let mut state = lock(&self.state);
         match fleet {
             Some(fleet) => state.fail(fleet, now),
-            None => {
-                state.on_time_since = state.on_time_since.max(now);
-                state.answered_since = state.answered_since.max(now);
-            }
+            None => state.answered_since = state.answered_since.max(now),
         }
     }
 
     /// How long, as of `now`, the oldest heartbeat not yet written has waited; 0 when none waits.
     pub(crate) fn lag(&self, now: Instant) -> Duration {
-        lock(&self.state)
-            .oldest_waiting
-            .map_or(Duration::ZERO, |oldest| now.saturating_duration_since(oldest))
+        lock(&self.state).lag(now)
     }
 
     /// How long, as of `now`, Redis has answered for `fleet`: every sweep answered, none of its writes failing.
     pub(crate) fn answered(&self, fleet: &str, now: Instant) -> Duration {
         let state = lock(&self.state);
-        let since = state
-            .failed
-            .get(fleet)
-            .map_or(state.answered_since, |failed| state.answered_since.max(*failed));
-        now.saturating_duration_since(since)
+        state.for_fleet_since(fleet, state.answered_since, now)
     }
 
     /// How far behind the writer is as of `now`: its lag, or, for a moment after a round, how long that round's
     /// oldest heartbeat had waited when it was written, whichever is longer; 0 when it has nothing to write.
     pub(crate) fn behind(&self, now: Instant) -> Duration {
         let state = lock(&self.state);
-        let writing = state
-            .oldest_waiting
-            .map_or(Duration::ZERO, |oldest| now.saturating_duration_since(oldest));
         let last = state
             .last_round
             .filter(|(_, ended)| now.saturating_duration_since(*ended) < FULL)
             .map_or(Duration::ZERO, |(waited, _)| waited);
-        writing.max(last)
+        state.lag(now).max(last)
     }
 
     /// Whether the writer is too far behind, as of `now`, to take a new stream.
@@ -149,17 +148,15 @@ impl KeepingUp {
         self.behind(now) > FULL
     }
 
-    /// How long, as of `now`, the writer has kept up for `fleet`: 0 while a round holds a heartbeat that is late.
+    /// How long, as of `now`, the writer has kept up for `fleet`: every heartbeat written in good time since the
+    /// end of the last round that was late, and Redis answering as [`KeepingUp::answered`] counts; 0 while a heartbeat
+    /// waits past lateness.
     pub(crate) fn for_fleet(&self, fleet: &str, now: Instant) -> Duration {
         let state = lock(&self.state);
-        if state.oldest_waiting.is_some_and(|oldest| now - oldest > LATE) {
+        if state.lag(now) > LATE {
             return Duration::ZERO;
         }
-        let since = state
-            .failed
-            .get(fleet)
-            .map_or(state.on_time_since, |failed| state.on_time_since.max(*failed));
-        now.saturating_duration_since(since)
+        state.for_fleet_since(fleet, state.answered_since.max(state.late_round_ended), now)
     }
 }
 

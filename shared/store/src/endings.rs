@@ -71,6 +71,11 @@ pub struct Swept {
     pub unhealthy: u64,
 }
 
+/// A duration as the scripts take it, whole ms.
+fn ms(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
 /// The health replica sweeping, and what its view of Redis allows it to judge: how long Redis has answered it for
 /// the fleet (no sweep or heartbeat write failing), and how long the oldest heartbeat it holds but has not written
 /// has waited.
@@ -95,9 +100,9 @@ pub async fn sweep(
     let mut call = scripts().sweep_processes.for_fleet(&keys);
     call.arg(limit)
         .arg(timings.retention_ms)
-        .arg(u64::try_from(judge.answered.as_millis()).unwrap_or(u64::MAX))
+        .arg(ms(judge.answered))
         .arg(judge.replica)
-        .arg(u64::try_from(judge.lag.as_millis()).unwrap_or(u64::MAX));
+        .arg(ms(judge.lag));
     let raw: Vec<String> = store.invoke(&call).await?;
     let [alive, unhealthy, lost @ ..] = raw.as_slice() else {
         return Err(unexpected("sweep", "too short a reply"));
@@ -207,7 +212,7 @@ pub async fn record_heartbeats(
     call.arg(timings.retention_ms)
         .arg(writer.replica)
         // A day is as good as forever against any heartbeat window, and keeps the figure exact in Lua's doubles.
-        .arg(writer.kept_up.min(Duration::from_secs(86_400)).as_millis() as u64);
+        .arg(ms(writer.kept_up.min(Duration::from_secs(86_400))));
     for beat in heartbeats {
         call.arg(&*beat.game_server_id)
             .arg(&*beat.registration_id)

@@ -40,6 +40,13 @@ pub(crate) fn fast() -> berth_health::HealthArgs {
     }
 }
 
+/// The store's timings of the tests that attach and write heartbeats straight through it: a first heartbeat due a
+/// minute after registering, lost records kept a minute.
+const STORE_TIMINGS: Timings = Timings {
+    initial_delay_ms: 60_000,
+    retention_ms: 60_000,
+};
+
 /// Creates the fleet the processes of these tests register in: "arena", its home location eu-west, its processes
 /// beating every 100 ms, lost after 3 missed (300 ms) or 3 UNHEALTHY in a row, with a minute to be ready and to end.
 pub(crate) async fn arena(store: &Store) {
@@ -843,18 +850,14 @@ async fn a_new_registration_is_told_the_desired_state_its_attach_wrote() {
     let redis = TestRedis::single();
     let store = Store::connect(&redis.config()).await.unwrap();
     anywhere_fleet(&store, "arena", &["home"]).await;
-    let timings = Timings {
-        initial_delay_ms: 60_000,
-        retention_ms: 60_000,
-    };
-    let joined = registered_through(&store, "gs-1", "replica-0", &timings).await;
+    let joined = registered_through(&store, "gs-1", "replica-0").await;
     let read = processes::desired_state(&store, "arena", "gs-1").await.unwrap();
     assert!(read.is_some(), "the process is known");
     assert_eq!(joined.desired, read);
 }
 
 /// Registers process `id` of fleet "arena" through `replica`, straight through the store.
-async fn registered_through(store: &Store, id: &str, replica: &str, timings: &Timings) -> Box<Joined> {
+async fn registered_through(store: &Store, id: &str, replica: &str) -> Box<Joined> {
     let registration = Registration {
         location: "home".to_owned(),
         ip_address: "10.0.0.1".to_owned(),
@@ -878,7 +881,7 @@ async fn registered_through(store: &Store, id: &str, replica: &str, timings: &Ti
             ports: &[],
         },
     };
-    let Attached::Registered(joined) = processes::attach(store, &attach, timings).await.unwrap() else {
+    let Attached::Registered(joined) = processes::attach(store, &attach, &STORE_TIMINGS).await.unwrap() else {
         panic!("{id} registers");
     };
     joined
@@ -886,8 +889,8 @@ async fn registered_through(store: &Store, id: &str, replica: &str, timings: &Ti
 
 /// Attaches process `id` of fleet "arena" through `replica` and makes it ready, straight through the store: its
 /// registration id and attach number.
-async fn attached_through(store: &Store, id: &str, replica: &str, timings: &Timings) -> Heartbeat {
-    let number = registered_through(store, id, replica, timings).await.attach;
+async fn attached_through(store: &Store, id: &str, replica: &str) -> Heartbeat {
+    let number = registered_through(store, id, replica).await.attach;
     let process = ProcessRef {
         fleet_id: "arena",
         game_server_id: id,
@@ -916,15 +919,11 @@ async fn a_process_whose_replica_stopped_writing_gets_one_more_window_and_one_on
     };
     set_fleet_settings(&store, "arena", &settings).await;
     let window = Duration::from_millis(600);
-    let timings = Timings {
-        initial_delay_ms: 60_000,
-        retention_ms: 60_000,
-    };
     // The stream of "stranded" is open on a replica that stops writing (killed, or cut off from Redis); "hung" and
     // "beating" are on one that goes on writing, "hung" never heartbeating again.
-    let stranded = attached_through(&store, "stranded", "cut-off", &timings).await;
-    let hung = attached_through(&store, "hung", "writing", &timings).await;
-    let beating = attached_through(&store, "beating", "writing", &timings).await;
+    let stranded = attached_through(&store, "stranded", "cut-off").await;
+    let hung = attached_through(&store, "hung", "writing").await;
+    let beating = attached_through(&store, "beating", "writing").await;
     let write = |beats: Vec<Heartbeat>, replica: &'static str| {
         let store = store.clone();
         async move {
@@ -932,7 +931,7 @@ async fn a_process_whose_replica_stopped_writing_gets_one_more_window_and_one_on
                 replica,
                 kept_up: Duration::from_secs(3600),
             };
-            endings::record_heartbeats(&store, "arena", &beats, &timings, writer)
+            endings::record_heartbeats(&store, "arena", &beats, &STORE_TIMINGS, writer)
                 .await
                 .unwrap();
         }
@@ -949,7 +948,9 @@ async fn a_process_whose_replica_stopped_writing_gets_one_more_window_and_one_on
             answered: Duration::from_secs(60),
             lag: Duration::ZERO,
         };
-        let swept = endings::sweep(&store, "arena", 100, &timings, judge).await.unwrap();
+        let swept = endings::sweep(&store, "arena", 100, &STORE_TIMINGS, judge)
+            .await
+            .unwrap();
         lost.extend(
             swept
                 .lost
