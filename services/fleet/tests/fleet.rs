@@ -20,7 +20,7 @@ use berth_proto::fleet::v1::ListFleetsRequest;
 use berth_proto::fleet::v1::fleet_service_client::FleetServiceClient;
 use berth_runtime::auth::Role;
 use berth_store::Store;
-use berth_testkit::{BinaryProcess, TestRedis, assert_serves, spawn_service, token, wait_for_health};
+use berth_testkit::{BinaryProcess, TestRedis, assert_serves, free_port, spawn_service, token, wait_for_health};
 use tonic::Code;
 use tonic_health::pb::health_check_response::ServingStatus;
 
@@ -64,14 +64,6 @@ fn listening(port: u16, address: &str, table: &str) -> bool {
         let fields: Vec<&str> = line.split_whitespace().collect();
         fields.get(1) == Some(&wanted.as_str()) && fields.get(3) == Some(&"0A")
     })
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -2,7 +2,6 @@
 //! would. The binaries are those `cargo test --workspace --all-targets` builds beside the test executables.
 
 use std::io::BufReader;
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, ChildStderr, Command, Stdio};
 
@@ -13,6 +12,9 @@ pub struct BinaryProcess {
     child: Child,
     /// The gRPC port it listens on.
     pub port: u16,
+    /// The file its log lines (warnings and errors) go to, printed when a test fails with it running, so that a
+    /// process that died or misbehaved says why in the test's output; none when the test reads them itself.
+    log: Option<PathBuf>,
 }
 
 impl BinaryProcess {
@@ -20,17 +22,23 @@ impl BinaryProcess {
     /// `BERTH_LISTEN`, metrics off and logs at warn.
     pub fn spawn(name: &str, envs: &[(&str, String)]) -> BinaryProcess {
         let path = binary(name);
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let port = crate::free_port();
+        let log = std::env::temp_dir().join(format!("berth-test-{name}-{}-{port}.log", std::process::id()));
+        let log_file = std::fs::File::create(&log).expect("creating a log file in the temporary directory");
         let child = Command::new(&path)
             .env("BERTH_LISTEN", format!("127.0.0.1:{port}"))
             .env("BERTH_METRICS_LISTEN", "off")
             .env("BERTH_LOG", "warn")
             .envs(envs.iter().map(|(key, value)| (*key, value.as_str())))
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(log_file)
             .spawn()
             .unwrap_or_else(|err| panic!("starting {}: {err}", path.display()));
-        BinaryProcess { child, port }
+        BinaryProcess {
+            child,
+            port,
+            log: Some(log),
+        }
     }
 
     /// Starts `name` with nothing chosen for it but `envs` — so on its default gRPC port, `port` — with its log
@@ -48,7 +56,7 @@ impl BinaryProcess {
             .spawn()
             .unwrap_or_else(|err| panic!("starting {}: {err}", path.display()));
         let stderr = BufReader::new(child.stderr.take().expect("stderr is piped"));
-        (BinaryProcess { child, port }, stderr)
+        (BinaryProcess { child, port, log: None }, stderr)
     }
 
     /// Its `http://` endpoint.
@@ -73,9 +81,27 @@ impl BinaryProcess {
 
 impl Drop for BinaryProcess {
     fn drop(&mut self) {
+        let exited = self.child.try_wait().ok().flatten();
         self.kill();
+        let Some(log) = self.log.take() else { return };
+        if std::thread::panicking()
+            && let Ok(lines) = std::fs::read_to_string(&log)
+        {
+            let state = exited.map_or("running".to_owned(), |status| status.to_string());
+            let tail: Vec<&str> = lines.lines().rev().take(LOG_TAIL).collect();
+            eprintln!(
+                "--- the binary on port {} ({state}), its last {} log lines:",
+                self.port,
+                tail.len()
+            );
+            tail.iter().rev().for_each(|line| eprintln!("{line}"));
+        }
+        let _ = std::fs::remove_file(log);
     }
 }
+
+/// How many of its last log lines a binary shows when a test fails with it.
+const LOG_TAIL: usize = 40;
 
 /// The example game server (`berth-example-game-server`) as a real process on the SDK, killed when dropped.
 pub struct ExampleGameServer {
@@ -89,7 +115,7 @@ impl ExampleGameServer {
     /// Starts game server `id` of `fleet`, on a free port, speaking to the health replicas at `endpoints`
     /// (comma-separated) with a token scoped to it, as a provisioner would launch it.
     pub fn spawn(endpoints: &str, fleet: &str, id: &str) -> ExampleGameServer {
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let port = crate::free_port();
         let child = Command::new(binary("berth-example-game-server"))
             .env("BERTH_SDK_ENDPOINT", endpoints)
             .env("BERTH_SDK_TOKEN", crate::token(Role::GameServer, Some((fleet, id))))

@@ -25,27 +25,12 @@ pub struct RedisServer {
 /// Offset of a cluster node's bus port from its client port, as Redis fixes it.
 const CLUSTER_BUS_OFFSET: u16 = 10_000;
 
-fn ephemeral_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|addr| addr.port())
-        .expect("binding an ephemeral port")
-}
-
-/// A free port; for a cluster node, one whose bus port (port + 10000) fits in 16 bits and is free too, since
-/// Redis refuses to start otherwise.
+/// A free port; for a cluster node, one whose bus port (port + 10000) is free too, since Redis refuses to start
+/// otherwise.
 fn free_port(cluster: bool) -> u16 {
-    loop {
-        let port = ephemeral_port();
-        if !cluster {
-            return port;
-        }
-        if let Some(bus) = port.checked_add(CLUSTER_BUS_OFFSET)
-            && TcpListener::bind(("127.0.0.1", bus)).is_ok()
-        {
-            return port;
-        }
-    }
+    crate::ports::free_port_where(|port| {
+        !cluster || TcpListener::bind(("127.0.0.1", port + CLUSTER_BUS_OFFSET)).is_ok()
+    })
 }
 
 fn scratch_dir(port: u16) -> PathBuf {

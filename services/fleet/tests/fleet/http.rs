@@ -3,7 +3,6 @@
 //! example game servers as OS processes with the environment Berth hands it; they register with a real health
 //! replica, on a single node and on the cluster.
 
-use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -98,7 +97,7 @@ impl Hosting {
         }
         let mut processes = Vec::new();
         for process in &request.processes {
-            let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+            let port = berth_testkit::free_port();
             let started = Command::new(&launch.launch_path)
                 .args(launch.parameters.split_whitespace())
                 .envs(&process.env)

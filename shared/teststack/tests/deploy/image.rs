@@ -5,11 +5,10 @@
 //! reachable), each service answering SERVING and serving its metrics on its published ports. Skipped, saying so,
 //! where no Docker engine answers (`make deps` installs docker.io and starts dockerd).
 
-use std::net::TcpListener;
 use std::process::Command;
 use std::time::Duration;
 
-use berth_testkit::{TestRedis, binary, health_within};
+use berth_testkit::{TestRedis, binary, free_port, health_within};
 use tonic_health::pb::health_check_response::ServingStatus;
 
 const IMAGE: &str = "berth-test/berth:latest";
@@ -37,10 +36,6 @@ impl Drop for Containers {
             let _ = docker(&["rm", "-f", name]);
         }
     }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -133,11 +133,7 @@ async fn scrape(port: u16) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dashboard_and_the_rules_query_series_the_services_record() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = berth_testkit::free_port();
     berth_runtime::metrics::install(Some(([127, 0, 0, 1], port).into())).unwrap();
     let redis = TestRedis::single();
     let stack = Stack::start(&redis).await;
@@ -260,11 +256,7 @@ struct Prometheus {
 
 impl Prometheus {
     fn start(metrics: u16) -> Prometheus {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = berth_testkit::free_port();
         let dir = std::env::temp_dir().join(format!("berth-prometheus-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let config = format!(
