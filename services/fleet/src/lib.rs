@@ -132,6 +132,8 @@ pub(crate) struct Context {
     /// Becomes true when the replica shuts down: watches then end with UNAVAILABLE and their clients resume
     /// through another replica.
     pub(crate) closing: tokio::sync::watch::Sender<bool>,
+    /// Follows the event streams this replica's watches cover.
+    pub(crate) tails: berth_runtime::watch::Tails,
 }
 
 /// The fleet service over `store`; `tokens` signs the tokens of the game servers it launches (none in an insecure
@@ -142,6 +144,7 @@ pub fn service(store: Store, args: &FleetArgs, tokens: Option<TokenKey>) -> Serv
         store,
         args: args.clone(),
         closing: tokio::sync::watch::Sender::new(false),
+        tails: berth_runtime::watch::Tails::default(),
     });
     let background = Background::new();
     let reconciler = Arc::new(reconciler(&context.store, args, tokens));

@@ -42,6 +42,10 @@ impl EventStreams for FleetEvents {
     type Message = pb::WatchFleetEventsResponse;
     const SERVICE: &'static str = "fleet";
 
+    fn tails(&self) -> &watch::Tails {
+        &self.context.tails
+    }
+
     async fn read(&self, fleet_id: &str, start: &str, count: usize) -> Result<EventsRead<FleetEventEntry>, StoreError> {
         store::poll_fleet_events(&self.context.store, fleet_id, start, count).await
     }

@@ -13,7 +13,7 @@ use berth_domain::validate::invalid;
 use berth_proto::placement::v1::placement_service_server::PlacementService;
 use berth_proto::placement::v1::{self as pb, watch_game_session_placements_response::Kind};
 use berth_runtime::deadline::caller_deadline;
-use berth_runtime::watch::{self, EventStreams, Placed, Start};
+use berth_runtime::watch::{self, EventStreams, Placed, Start, Tails};
 use berth_store::queues::placements::{self as store, Finish, Finished, IdHold, PlacementEventEntry, Started};
 use berth_store::{EventsRead, Store, StoreError};
 use prost::Message;
@@ -28,6 +28,8 @@ pub struct Placements {
     retention_ms: u64,
     /// Turns true when the replica shuts down, ending its watches.
     closing: signal::Receiver<bool>,
+    /// Follows the queues' event streams its watches cover.
+    tails: Tails,
 }
 
 impl Placements {
@@ -37,6 +39,7 @@ impl Placements {
             store,
             retention_ms,
             closing,
+            tails: Tails::default(),
         }
     }
 
@@ -233,6 +236,7 @@ impl PlacementService for Placements {
             store: self.store.clone(),
             placement_ids: req.placement_ids.clone(),
             types: req.event_types().collect(),
+            tails: self.tails.clone(),
         };
         let start = Start {
             fleet_ids: req.queue_names,
@@ -272,6 +276,7 @@ struct PlacementEvents {
     store: Store,
     placement_ids: Vec<String>,
     types: Vec<pb::PlacementEventType>,
+    tails: Tails,
 }
 
 impl EventStreams for PlacementEvents {
@@ -281,6 +286,10 @@ impl EventStreams for PlacementEvents {
     const STREAM: &'static str = "queue";
     // Matchmakers wait on these: a placement's outcome should reach them within milliseconds.
     const POLL: std::time::Duration = std::time::Duration::from_millis(5);
+
+    fn tails(&self) -> &Tails {
+        &self.tails
+    }
 
     fn every(&self, store: &Store) -> impl Future<Output = Result<(u64, Vec<String>), StoreError>> + Send {
         store::queues_now(store)

@@ -73,6 +73,8 @@ pub(crate) struct Context {
     /// Becomes true when the replica shuts down: watches then end with UNAVAILABLE and their clients resume
     /// through another replica.
     pub(crate) closing: tokio::sync::watch::Sender<bool>,
+    /// Follows the event streams this replica's watches cover.
+    pub(crate) tails: berth_runtime::watch::Tails,
 }
 
 /// The session service over `store`, with its sweeper running in the background.
@@ -85,6 +87,7 @@ pub fn service(store: Store, args: &SessionArgs) -> ServiceDef {
             retention_ms: args.retention_ms,
         },
         closing: tokio::sync::watch::Sender::new(false),
+        tails: berth_runtime::watch::Tails::default(),
     });
     let background = Background::new();
     let sweeping = context.clone();

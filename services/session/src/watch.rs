@@ -47,6 +47,10 @@ impl EventStreams for SessionEvents {
     type Message = pb::WatchSessionEventsResponse;
     const SERVICE: &'static str = "session";
 
+    fn tails(&self) -> &watch::Tails {
+        &self.context.tails
+    }
+
     async fn read(
         &self,
         fleet_id: &str,

@@ -3,8 +3,12 @@
 //! service says through [`EventStreams`] how to read one fleet's stream and what to send; [`open`] does the rest.
 //!
 //! Each fleet has its own stream (a script may only touch its fleet's slot), so a watch reads the streams of the
-//! fleets it covers in turn, polling each every [`POLL`] while nothing arrives; blocking reads would hold a
-//! connection that every other call shares. The watch merges the fleets into one order — by stream position
+//! fleets it covers in turn; blocking reads would hold a connection that every other call shares. Rather than every
+//! watch polling every stream it covers, one task of the replica ([`Tails`]) polls each stream that some watch of it
+//! covers, every [`EventStreams::POLL`], and wakes that stream's watches when something was appended: a thousand
+//! quiet watches of one stream cost Redis what one does. A woken watch reads its streams from where it stands; a
+//! quiet one reads them once every [`QUIET`] all the same (a trim, a Redis outage), and a watch of every fleet
+//! still polls on its own, since it must also find the fleets created after it opened. The watch merges the fleets into one order — by stream position
 //! (`<ms>-<seq>` from Redis' clock), then fleet id — and delivers an event only once every fleet has been read
 //! past it: each read also returns the clock of the node holding the fleet, after which that fleet can only get
 //! later positions. So a single position, with the fleet it was in, says exactly what has been delivered, and the
@@ -17,17 +21,20 @@ use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use berth_domain::validate::invalid;
 use berth_store::{EventsRead, Store, StoreError, parse_position};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{Notify, mpsc, watch};
 use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Status;
 
-/// How often a quiet watch reads its fleets' streams again.
+/// How often a replica reads again a stream its watches cover, by default.
 pub const POLL: Duration = Duration::from_millis(100);
+/// How often a watch that nothing woke reads its streams all the same.
+pub const QUIET: Duration = Duration::from_secs(1);
 /// How long a watch sends nothing before it sends a keepalive.
 pub const KEEPALIVE: Duration = Duration::from_secs(15);
 /// Events read from one fleet per round trip.
@@ -48,8 +55,11 @@ pub trait EventStreams: Send + Sync + 'static {
     const SERVICE: &'static str;
     /// What one stream is of, as errors name it: a fleet's events, unless said otherwise.
     const STREAM: &'static str = "fleet";
-    /// How often a quiet watch reads its streams again.
+    /// How often the replica reads again a stream its watches cover (and a watch of every stream polls them).
     const POLL: Duration = POLL;
+
+    /// The replica's followers of these streams, which wake the watches when something was appended.
+    fn tails(&self) -> &Tails;
 
     /// Every stream there is, with the clock of the node holding their list: a watch that names none watches
     /// these, and those that appear later from their first event. Every fleet's, unless said otherwise.
@@ -233,6 +243,10 @@ pub async fn open<S: EventStreams>(
         None => Mark::before(earliest.unwrap_or_default()),
     };
     let (out, out_rx) = mpsc::channel(QUEUE);
+    let streams = Arc::new(streams);
+    let woken = Arc::new(Notify::new());
+    // Followed before the first round reads, so that nothing appended after that read goes unnoticed.
+    let following = fixed.then(|| streams.tails().follow(&streams, &fleet_ids, &woken));
     let watch = Watch {
         store,
         streams,
@@ -241,6 +255,8 @@ pub async fn open<S: EventStreams>(
         floors,
         fixed,
         out,
+        woken,
+        _following: following,
     };
     tokio::spawn(watch.run(closing));
     Ok(Box::pin(ReceiverStream::new(out_rx)))
@@ -257,7 +273,7 @@ fn trimmed_after<S: EventStreams>(fleet_id: &str) -> Status {
 
 struct Watch<S: EventStreams> {
     store: Store,
-    streams: S,
+    streams: Arc<S>,
     fleet_ids: Vec<String>,
     /// How far the merged order has been delivered.
     delivered: Mark,
@@ -266,11 +282,18 @@ struct Watch<S: EventStreams> {
     /// Whether the request named its fleets (else every fleet is watched, new ones as they appear).
     fixed: bool,
     out: mpsc::Sender<Result<S::Message, Status>>,
+    /// Woken when a stream the watch covers got something (see [`Tails`]).
+    woken: Arc<Notify>,
+    /// Its place among its streams' followers, while it runs; none for a watch of every stream.
+    _following: Option<Following>,
 }
 
 impl<S: EventStreams> Watch<S> {
     async fn run(mut self, mut closing: watch::Receiver<bool>) {
         let mut last_sent = Instant::now();
+        // A stream's follower that started with this watch may have first read it after the watch's first round:
+        // what came between, only the watch's next read finds.
+        let mut first = true;
         loop {
             let read = match self.round().await {
                 Ok(read) => read,
@@ -294,10 +317,18 @@ impl<S: EventStreams> Watch<S> {
                 return;
             }
             // Read again at once only while a fleet has more waiting and the watch moves: a node whose clock lags
-            // can hold everything back.
+            // can hold everything back. Events held back for a lagging clock, and a watch of every stream, are read
+            // again after a poll period; otherwise the watch waits to be woken.
             if !read.full || !read.moved {
+                let wait = if read.held || first || !self.fixed {
+                    S::POLL
+                } else {
+                    QUIET
+                };
+                first = false;
                 tokio::select! {
-                    _ = tokio::time::sleep(S::POLL) => {}
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = self.woken.notified() => {}
                     // A client that went away stops the polling now, not at the next message it would have got.
                     _ = self.out.closed() => return,
                     _ = closing.changed() => {
@@ -358,6 +389,7 @@ impl<S: EventStreams> Watch<S> {
         let Some(reached) = reached else {
             return Ok(round);
         };
+        let read = entries.len();
         let mut ready: Vec<(Mark, String, S::Entry)> = entries
             .into_iter()
             .filter_map(|(fleet_id, entry)| {
@@ -365,6 +397,7 @@ impl<S: EventStreams> Watch<S> {
                 (mark <= reached).then_some((mark, fleet_id, entry))
             })
             .collect();
+        round.held = ready.len() < read;
         ready.sort_by(|a, b| a.0.cmp(&b.0));
         for (mark, fleet_id, entry) in ready {
             let placed = Placed {
@@ -398,10 +431,100 @@ struct Round {
     moved: bool,
     /// Whether the client went away.
     gone: bool,
+    /// Whether events read wait for another stream's clock to pass them.
+    held: bool,
+}
+
+/// A replica's followers of the streams its watches cover: one task per stream, polling it every
+/// [`EventStreams::POLL`] while some watch covers it, wakes those watches when something was appended (or the read
+/// failed, for each watch to meet the failure itself). A service keeps one, shared by all its watches.
+#[derive(Clone, Default)]
+pub struct Tails(Arc<Mutex<HashMap<String, Followers>>>);
+
+/// The watches covering one stream, and whether a task follows it: one that finds no watch left ends, and removes
+/// this, under the lock a watch takes to join, so that a stream never has two.
+#[derive(Default)]
+struct Followers {
+    watches: Vec<Arc<Notify>>,
+    followed: bool,
+}
+
+/// A watch's place among the followers of its streams; it leaves them when dropped.
+struct Following {
+    tails: Tails,
+    stream_ids: Vec<String>,
+    woken: Arc<Notify>,
+}
+
+impl Tails {
+    /// Has `woken` notified whenever one of `stream_ids` gets something, starting the follower of each stream that
+    /// has none.
+    fn follow<S: EventStreams>(&self, streams: &Arc<S>, stream_ids: &[String], woken: &Arc<Notify>) -> Following {
+        let mut tails = crate::sync::lock(&self.0);
+        for stream_id in stream_ids {
+            let followers = tails.entry(stream_id.clone()).or_default();
+            if !followers.followed {
+                followers.followed = true;
+                tokio::spawn(self.clone().tail(streams.clone(), stream_id.clone()));
+            }
+            followers.watches.push(woken.clone());
+        }
+        Following {
+            tails: self.clone(),
+            stream_ids: stream_ids.to_vec(),
+            woken: woken.clone(),
+        }
+    }
+
+    /// Polls one stream until no watch covers it: each read asks for what came after the node's clock at the read
+    /// before (an entry appended later has a later position), so one entry is enough to tell.
+    async fn tail<S: EventStreams>(self, streams: Arc<S>, stream_id: String) {
+        let mut start = "-".to_owned();
+        let mut count = 0;
+        loop {
+            let read = streams.read(&stream_id, &start, count).await;
+            let wake = match &read {
+                Ok(read) => !read.entries.is_empty(),
+                Err(_) => true,
+            };
+            if let Ok(read) = read {
+                start = format!("({}-{}", read.now_ms.saturating_sub(1), u64::MAX);
+                count = 1;
+            }
+            {
+                let mut tails = crate::sync::lock(&self.0);
+                let Some(followers) = tails.get(&stream_id).filter(|followers| !followers.watches.is_empty()) else {
+                    tails.remove(&stream_id);
+                    return;
+                };
+                if wake {
+                    followers.watches.iter().for_each(|woken| woken.notify_one());
+                }
+            }
+            tokio::time::sleep(S::POLL).await;
+        }
+    }
+}
+
+impl Drop for Following {
+    fn drop(&mut self) {
+        let mut tails = crate::sync::lock(&self.tails.0);
+        for stream_id in &self.stream_ids {
+            if let Some(followers) = tails.get_mut(stream_id)
+                && let Some(at) = followers
+                    .watches
+                    .iter()
+                    .position(|woken| Arc::ptr_eq(woken, &self.woken))
+            {
+                followers.watches.swap_remove(at);
+            }
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
     use std::sync::{Arc, Mutex};
 
     use berth_testkit::TestRedis;
@@ -447,12 +570,27 @@ mod tests {
     /// Streams kept in memory, changed by the test while a watch reads them; a message is an event's id and
     /// cursor, or a keepalive's cursor. It holds the replica's shutdown switch, never turned, as a service's
     /// context does.
+    /// Its follower of the streams, and how many reads all its watches made.
     #[derive(Clone)]
-    struct Memory(Arc<Mutex<HashMap<String, Fleet>>>, Arc<watch::Sender<bool>>);
+    struct Memory(
+        Arc<Mutex<HashMap<String, Fleet>>>,
+        Arc<watch::Sender<bool>>,
+        Tails,
+        Arc<AtomicUsize>,
+    );
 
     impl Memory {
         fn new() -> Memory {
-            Memory(Arc::default(), Arc::new(watch::Sender::new(false)))
+            Memory(
+                Arc::default(),
+                Arc::new(watch::Sender::new(false)),
+                Tails::default(),
+                Arc::default(),
+            )
+        }
+
+        fn reads(&self) -> usize {
+            self.3.load(AtomicOrdering::Relaxed)
         }
 
         fn with(&self, fleet_id: &str, change: impl FnOnce(&mut Fleet)) {
@@ -480,7 +618,12 @@ mod tests {
         type Message = Placed;
         const SERVICE: &'static str = "test";
 
+        fn tails(&self) -> &Tails {
+            &self.2
+        }
+
         async fn read(&self, fleet_id: &str, start: &str, count: usize) -> Result<EventsRead<String>, StoreError> {
+            self.3.fetch_add(1, AtomicOrdering::Relaxed);
             let fleets = self.0.lock().unwrap();
             let Some(fleet) = fleets.get(fleet_id) else {
                 return Ok(EventsRead {
@@ -602,4 +745,36 @@ mod tests {
         let ended = ended.expect("the end in time").expect("a status");
         assert_eq!(ended.err().map(|status| status.code()), Some(Code::OutOfRange));
     }
+
+    #[tokio::test]
+    async fn quiet_watches_of_one_stream_cost_about_the_reads_of_one_and_all_wake_to_its_next_event() {
+        let redis = TestRedis::single();
+        let memory = Memory::new();
+        memory.with("a", |a| {
+            a.events = vec![(10, 0)];
+            a.now_ms = 20;
+        });
+        let mut watches = Vec::new();
+        for _ in 0..WATCHES {
+            let mut events = memory.open(&["a"], "", &redis).await.unwrap();
+            assert_eq!(next_ids(&mut events, 1).await, ["a/10-0"]);
+            watches.push(events);
+        }
+        let before = memory.reads();
+        tokio::time::sleep(POLL * 10).await;
+        let quiet = memory.reads() - before;
+        // Polling each on its own, the watches would read the stream WATCHES times a poll period; followed, it is
+        // read once a period, and each watch reads it once a QUIET second.
+        assert!(quiet < 10 + 2 * WATCHES, "{quiet} reads in 10 poll periods");
+        memory.with("a", |a| {
+            a.events.push((30, 0));
+            a.now_ms = 40;
+        });
+        for events in &mut watches {
+            assert_eq!(next_ids(events, 1).await, ["a/30-0"]);
+        }
+    }
+
+    /// Quiet watches of one stream.
+    const WATCHES: usize = 50;
 }

@@ -22,6 +22,7 @@ use tonic::Streaming;
 
 use super::{BACK_TARGET_S, until};
 use crate::connections::Rotation;
+use crate::redis_stats::RedisStats;
 use crate::replica::Replica;
 use crate::report::{Figure, Line, Shards, Target};
 use crate::stack::Stack;
@@ -37,6 +38,8 @@ const QUEUE: &str = "storm-watched";
 const EMPTY_FLEET: &str = "storm-empty";
 /// How long the bench waits for every watcher to be back and to have seen every cancellation.
 const PATIENCE: Duration = Duration::from_secs(60);
+/// How long Redis' work is sampled while the watches are open and quiet.
+const QUIET_SPAN: Duration = Duration::from_secs(2);
 
 fn placement_id(n: u64) -> String {
     format!("storm-{n}")
@@ -196,6 +199,13 @@ pub async fn run(stack: &Stack) -> Result<Measured, Failure> {
     };
     matchmaker.stop_game_session_placement(stop(0)).await?;
     let primed = until(&watchers.progress, WATCHES, || watchers.primed.load(Ordering::Acquire)).await;
+    // What the open, quiet watches cost Redis (with whatever else of the stack runs meanwhile).
+    let quiet_from = RedisStats::read(&stack.store).await?;
+    tokio::time::sleep(QUIET_SPAN).await;
+    let quiet = RedisStats::read(&stack.store)
+        .await?
+        .per(&quiet_from, &RedisStats::default(), 1);
+    let quiet_calls = quiet.commands.values().map(|(calls, _)| calls).sum::<f64>() / QUIET_SPAN.as_secs_f64();
 
     eprintln!("killing the first placement replica");
     *watchers.killed_at.lock().expect("kill lock") = Some(Instant::now());
@@ -253,6 +263,11 @@ pub async fn run(stack: &Stack) -> Result<Measured, Failure> {
                 "cancellations each watcher should see",
                 (CANCELLED + 1) as f64,
                 "events",
+            ),
+            Figure::new(
+                &format!("Redis commands a second while the {WATCHES} watches are open and quiet"),
+                quiet_calls,
+                "commands",
             ),
             Figure::new("cancellations a watcher missed", missed as f64, "events"),
             Figure::new("cancellations a watcher saw twice", doubled as f64, "events"),
