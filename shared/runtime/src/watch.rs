@@ -7,15 +7,16 @@
 //! watch polling every stream it covers, one task of the replica ([`Tails`]) polls each stream that some watch of it
 //! covers, every [`EventStreams::POLL`], and wakes that stream's watches when something was appended: a thousand
 //! quiet watches of one stream cost Redis what one does. A woken watch reads its streams from where it stands; a
-//! quiet one reads them once every [`QUIET`] all the same (a trim, a Redis outage), and a watch of every fleet
-//! still polls on its own, since it must also find the fleets created after it opened. The watch merges the fleets into one order — by stream position
-//! (`<ms>-<seq>` from Redis' clock), then fleet id — and delivers an event only once every fleet has been read
-//! past it: each read also returns the clock of the node holding the fleet, after which that fleet can only get
-//! later positions. So a single position, with the fleet it was in, says exactly what has been delivered, and the
-//! cursor of each event is the position just after it: a resumed watch starts with the next event. On a Redis
-//! Cluster whose nodes' clocks differ, events wait until the slowest node's clock has passed them. A watch of
-//! every fleet lists them again each round, with the clock of the node holding the list, so that a fleet created
-//! while it runs is watched from its first event.
+//! quiet one reads them once every [`QUIET`] all the same (a trim, a Redis outage). For the watches of every fleet,
+//! the replica also lists the fleets every period, and wakes them when the list changed.
+//!
+//! The watch merges the fleets into one order — by stream position (`<ms>-<seq>` from Redis' clock), then fleet id —
+//! and delivers an event only once every fleet has been read past it: each read also returns the clock of the node
+//! holding the fleet, after which that fleet can only get later positions. So a single position, with the fleet it was
+//! in, says exactly what has been delivered, and the cursor of each event is the position just after it: a resumed
+//! watch starts with the next event. On a Redis Cluster whose nodes' clocks differ, events wait until the slowest
+//! node's clock has passed them. A watch of every fleet lists them again each round, with the clock of the node holding
+//! the list, so that a fleet created while it runs is watched from its first event.
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
@@ -55,7 +56,8 @@ pub trait EventStreams: Send + Sync + 'static {
     const SERVICE: &'static str;
     /// What one stream is of, as errors name it: a fleet's events, unless said otherwise.
     const STREAM: &'static str = "fleet";
-    /// How often the replica reads again a stream its watches cover (and a watch of every stream polls them).
+    /// How often the replica reads again a stream its watches cover, and the list of every stream when a watch
+    /// covers them all.
     const POLL: Duration = POLL;
 
     /// The replica's followers of these streams, which wake the watches when something was appended.
@@ -246,7 +248,9 @@ pub async fn open<S: EventStreams>(
     let streams = Arc::new(streams);
     let woken = Arc::new(Notify::new());
     // Followed before the first round reads, so that nothing appended after that read goes unnoticed.
-    let following = fixed.then(|| streams.tails().follow(&streams, &fleet_ids, &woken));
+    let following = streams
+        .tails()
+        .follow(&streams, &store, &followed(fixed, &fleet_ids), &woken);
     let watch = Watch {
         store,
         streams,
@@ -256,7 +260,7 @@ pub async fn open<S: EventStreams>(
         fixed,
         out,
         woken,
-        _following: following,
+        following,
     };
     tokio::spawn(watch.run(closing));
     Ok(Box::pin(ReceiverStream::new(out_rx)))
@@ -282,10 +286,10 @@ struct Watch<S: EventStreams> {
     /// Whether the request named its fleets (else every fleet is watched, new ones as they appear).
     fixed: bool,
     out: mpsc::Sender<Result<S::Message, Status>>,
-    /// Woken when a stream the watch covers got something (see [`Tails`]).
+    /// Woken when a stream the watch covers got something, or the list of every stream changed (see [`Tails`]).
     woken: Arc<Notify>,
-    /// Its place among its streams' followers, while it runs; none for a watch of every stream.
-    _following: Option<Following>,
+    /// Its place among the followers of its streams (and of the list, for a watch of every stream), while it runs.
+    following: Following,
 }
 
 impl<S: EventStreams> Watch<S> {
@@ -317,10 +321,10 @@ impl<S: EventStreams> Watch<S> {
                 return;
             }
             // Read again at once only while a fleet has more waiting and the watch moves: a node whose clock lags
-            // can hold everything back. Events held back for a lagging clock, and a watch of every stream, are read
-            // again after a poll period; otherwise the watch waits to be woken.
+            // can hold everything back. Events held back for a lagging clock are read again after a poll period, as
+            // are streams whose follower has just started (see `first`); otherwise the watch waits to be woken.
             if !read.full || !read.moved {
-                let wait = if read.held || first || !self.fixed {
+                let wait = if read.held || read.followed || first {
                     S::POLL
                 } else {
                     QUIET
@@ -350,8 +354,14 @@ impl<S: EventStreams> Watch<S> {
         // positions after its time.
         let mut reached = None;
         if !self.fixed {
-            let (now, fleet_ids) = self.streams.every(&self.store).await?;
-            self.fleet_ids = fleet_ids;
+            let (now, mut fleet_ids) = self.streams.every(&self.store).await?;
+            fleet_ids.sort_unstable();
+            if fleet_ids != self.fleet_ids {
+                let tails = self.streams.tails();
+                self.following = tails.follow(&self.streams, &self.store, &followed(false, &fleet_ids), &self.woken);
+                self.fleet_ids = fleet_ids;
+                round.followed = true;
+            }
             reached = Some(Mark::before(now));
         }
         let mut entries = Vec::new();
@@ -433,7 +443,21 @@ struct Round {
     gone: bool,
     /// Whether events read wait for another stream's clock to pass them.
     held: bool,
+    /// Whether the watch began following streams it found listed.
+    followed: bool,
 }
+
+/// What a watch follows: its streams, and for a watch of every stream the list of them too ([`EVERY`]).
+fn followed(fixed: bool, stream_ids: &[String]) -> Vec<String> {
+    let mut followed = stream_ids.to_vec();
+    if !fixed {
+        followed.push(EVERY.to_owned());
+    }
+    followed
+}
+
+/// The list of every stream, as [`Tails`] follows it beside the streams (a stream's id is never empty).
+const EVERY: &str = "";
 
 /// A replica's followers of the streams its watches cover: one task per stream, polling it every
 /// [`EventStreams::POLL`] while some watch covers it, wakes those watches when something was appended (or the read
@@ -459,13 +483,25 @@ struct Following {
 impl Tails {
     /// Has `woken` notified whenever one of `stream_ids` gets something, starting the follower of each stream that
     /// has none.
-    fn follow<S: EventStreams>(&self, streams: &Arc<S>, stream_ids: &[String], woken: &Arc<Notify>) -> Following {
+    fn follow<S: EventStreams>(
+        &self,
+        streams: &Arc<S>,
+        store: &Store,
+        stream_ids: &[String],
+        woken: &Arc<Notify>,
+    ) -> Following {
         let mut tails = crate::sync::lock(&self.0);
         for stream_id in stream_ids {
             let followers = tails.entry(stream_id.clone()).or_default();
             if !followers.followed {
                 followers.followed = true;
-                tokio::spawn(self.clone().tail(streams.clone(), stream_id.clone()));
+                let probe = Probe {
+                    streams: streams.clone(),
+                    store: store.clone(),
+                    start: None,
+                    listed: None,
+                };
+                tokio::spawn(self.clone().tail(probe, stream_id.clone()));
             }
             followers.watches.push(woken.clone());
         }
@@ -476,21 +512,10 @@ impl Tails {
         }
     }
 
-    /// Polls one stream until no watch covers it: each read asks for what came after the node's clock at the read
-    /// before (an entry appended later has a later position), so one entry is enough to tell.
-    async fn tail<S: EventStreams>(self, streams: Arc<S>, stream_id: String) {
-        let mut start = "-".to_owned();
-        let mut count = 0;
+    /// Polls one stream (or the list, [`EVERY`]) until no watch covers it.
+    async fn tail<S: EventStreams>(self, mut probe: Probe<S>, stream_id: String) {
         loop {
-            let read = streams.read(&stream_id, &start, count).await;
-            let wake = match &read {
-                Ok(read) => !read.entries.is_empty(),
-                Err(_) => true,
-            };
-            if let Ok(read) = read {
-                start = format!("({}-{}", read.now_ms.saturating_sub(1), u64::MAX);
-                count = 1;
-            }
+            let wake = probe.changed(&stream_id).await;
             {
                 let mut tails = crate::sync::lock(&self.0);
                 let Some(followers) = tails.get(&stream_id).filter(|followers| !followers.watches.is_empty()) else {
@@ -502,6 +527,43 @@ impl Tails {
                 }
             }
             tokio::time::sleep(S::POLL).await;
+        }
+    }
+}
+
+/// What a follower reads, and what it read last.
+struct Probe<S> {
+    streams: Arc<S>,
+    store: Store,
+    /// Where the next read of a stream starts: after the node's clock at the read before (an entry appended later has
+    /// a later position), so one entry is enough to tell; none before the first read, which only reads the clock.
+    start: Option<String>,
+    /// The streams listed last, for [`EVERY`].
+    listed: Option<Vec<String>>,
+}
+
+impl<S: EventStreams> Probe<S> {
+    /// Whether `stream_id` got something since the last call (or the list of every stream changed), or the read
+    /// failed: either way its watches have something to read.
+    async fn changed(&mut self, stream_id: &str) -> bool {
+        if stream_id == EVERY {
+            return match self.streams.every(&self.store).await {
+                Ok((_, mut listed)) => {
+                    listed.sort_unstable();
+                    let changed = self.listed.as_ref().is_some_and(|last| *last != listed);
+                    self.listed = Some(listed);
+                    changed
+                }
+                Err(_) => true,
+            };
+        }
+        let (start, count) = self.start.as_deref().map_or(("-", 0), |start| (start, 1));
+        match self.streams.read(stream_id, start, count).await {
+            Ok(read) => {
+                self.start = Some(format!("({}-{}", read.now_ms.saturating_sub(1), u64::MAX));
+                !read.entries.is_empty()
+            }
+            Err(_) => true,
         }
     }
 }
@@ -568,9 +630,8 @@ mod tests {
     }
 
     /// Streams kept in memory, changed by the test while a watch reads them; a message is an event's id and
-    /// cursor, or a keepalive's cursor. It holds the replica's shutdown switch, never turned, as a service's
-    /// context does.
-    /// Its follower of the streams, and how many reads all its watches made.
+    /// cursor, or a keepalive's cursor. It holds the replica's shutdown switch, never turned, and its followers of
+    /// the streams, as a service's context does, and counts the reads its watches and followers make.
     #[derive(Clone)]
     struct Memory(
         Arc<Mutex<HashMap<String, Fleet>>>,
@@ -620,6 +681,13 @@ mod tests {
 
         fn tails(&self) -> &Tails {
             &self.2
+        }
+
+        async fn every(&self, _: &Store) -> Result<(u64, Vec<String>), StoreError> {
+            self.3.fetch_add(1, AtomicOrdering::Relaxed);
+            let fleets = self.0.lock().unwrap();
+            let now_ms = fleets.values().map(|fleet| fleet.now_ms).max().unwrap_or_default();
+            Ok((now_ms, fleets.keys().cloned().collect()))
         }
 
         async fn read(&self, fleet_id: &str, start: &str, count: usize) -> Result<EventsRead<String>, StoreError> {
@@ -746,23 +814,29 @@ mod tests {
         assert_eq!(ended.err().map(|status| status.code()), Some(Code::OutOfRange));
     }
 
-    #[tokio::test]
-    async fn quiet_watches_of_one_stream_cost_about_the_reads_of_one_and_all_wake_to_its_next_event() {
-        let redis = TestRedis::single();
-        let memory = Memory::new();
+    /// WATCHES watches of `fleet_ids` (every fleet when none) over fleet a, quiet once each has its one event: how
+    /// many reads they and their followers make in 10 poll periods.
+    async fn quiet_watches(memory: &Memory, fleet_ids: &[&str], redis: &TestRedis) -> (Vec<Events<Placed>>, usize) {
         memory.with("a", |a| {
             a.events = vec![(10, 0)];
             a.now_ms = 20;
         });
         let mut watches = Vec::new();
         for _ in 0..WATCHES {
-            let mut events = memory.open(&["a"], "", &redis).await.unwrap();
+            let mut events = memory.open(fleet_ids, "", redis).await.unwrap();
             assert_eq!(next_ids(&mut events, 1).await, ["a/10-0"]);
             watches.push(events);
         }
         let before = memory.reads();
         tokio::time::sleep(POLL * 10).await;
-        let quiet = memory.reads() - before;
+        (watches, memory.reads() - before)
+    }
+
+    #[tokio::test]
+    async fn quiet_watches_of_one_stream_cost_about_the_reads_of_one_and_all_wake_to_its_next_event() {
+        let redis = TestRedis::single();
+        let memory = Memory::new();
+        let (mut watches, quiet) = quiet_watches(&memory, &["a"], &redis).await;
         // Polling each on its own, the watches would read the stream WATCHES times a poll period; followed, it is
         // read once a period, and each watch reads it once a QUIET second.
         assert!(quiet < 10 + 2 * WATCHES, "{quiet} reads in 10 poll periods");
@@ -775,6 +849,24 @@ mod tests {
         }
     }
 
-    /// Quiet watches of one stream.
+    #[tokio::test]
+    async fn quiet_watches_of_every_stream_cost_about_the_reads_of_one_and_all_follow_a_new_one() {
+        let redis = TestRedis::single();
+        let memory = Memory::new();
+        let (mut watches, quiet) = quiet_watches(&memory, &[], &redis).await;
+        // Each round of a watch of every stream lists them and reads each: polling on its own, 2 reads a period
+        // each; followed, the list and the stream are read once a period, and each watch does a round a second.
+        assert!(quiet < 2 * 10 + 2 * 2 * WATCHES, "{quiet} reads in 10 poll periods");
+        memory.with("a", |a| a.now_ms = 40);
+        memory.with("b", |b| {
+            b.events = vec![(30, 0)];
+            b.now_ms = 40;
+        });
+        for events in &mut watches {
+            assert_eq!(next_ids(events, 1).await, ["b/30-0"]);
+        }
+    }
+
+    /// Quiet watches in each test of their cost.
     const WATCHES: usize = 50;
 }
