@@ -133,7 +133,7 @@ pub(crate) struct Context {
     /// through another replica.
     pub(crate) closing: tokio::sync::watch::Sender<bool>,
     /// Follows the event streams this replica's watches cover.
-    pub(crate) tails: berth_runtime::watch::Tails,
+    pub(crate) tails: berth_runtime::watch::Tails<berth_store::fleets::FleetEventEntry>,
 }
 
 /// The fleet service over `store`; `tokens` signs the tokens of the game servers it launches (none in an insecure

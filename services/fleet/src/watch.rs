@@ -42,7 +42,7 @@ impl EventStreams for FleetEvents {
     type Message = pb::WatchFleetEventsResponse;
     const SERVICE: &'static str = "fleet";
 
-    fn tails(&self) -> &watch::Tails {
+    fn tails(&self) -> &watch::Tails<FleetEventEntry> {
         &self.context.tails
     }
 

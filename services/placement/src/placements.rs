@@ -29,7 +29,7 @@ pub struct Placements {
     /// Turns true when the replica shuts down, ending its watches.
     closing: signal::Receiver<bool>,
     /// Follows the queues' event streams its watches cover.
-    tails: Tails,
+    tails: Tails<PlacementEventEntry>,
 }
 
 impl Placements {
@@ -276,7 +276,7 @@ struct PlacementEvents {
     store: Store,
     placement_ids: Vec<String>,
     types: Vec<pb::PlacementEventType>,
-    tails: Tails,
+    tails: Tails<PlacementEventEntry>,
 }
 
 impl EventStreams for PlacementEvents {
@@ -287,7 +287,7 @@ impl EventStreams for PlacementEvents {
     // Matchmakers wait on these: a placement's outcome should reach them within milliseconds.
     const POLL: std::time::Duration = std::time::Duration::from_millis(5);
 
-    fn tails(&self) -> &Tails {
+    fn tails(&self) -> &Tails<PlacementEventEntry> {
         &self.tails
     }
 

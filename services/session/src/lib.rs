@@ -74,7 +74,7 @@ pub(crate) struct Context {
     /// through another replica.
     pub(crate) closing: tokio::sync::watch::Sender<bool>,
     /// Follows the event streams this replica's watches cover.
-    pub(crate) tails: berth_runtime::watch::Tails,
+    pub(crate) tails: berth_runtime::watch::Tails<berth_store::sessions::SessionEventEntry>,
 }
 
 /// The session service over `store`, with its sweeper running in the background.

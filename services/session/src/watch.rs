@@ -47,7 +47,7 @@ impl EventStreams for SessionEvents {
     type Message = pb::WatchSessionEventsResponse;
     const SERVICE: &'static str = "session";
 
-    fn tails(&self) -> &watch::Tails {
+    fn tails(&self) -> &watch::Tails<SessionEventEntry> {
         &self.context.tails
     }
 

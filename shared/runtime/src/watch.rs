@@ -48,8 +48,8 @@ pub type Events<M> = Pin<Box<dyn Stream<Item = Result<M, Status>> + Send>>;
 
 /// One kind of per-fleet event stream, and the messages a watch of it sends.
 pub trait EventStreams: Send + Sync + 'static {
-    /// An event as the store reads it.
-    type Entry: Send;
+    /// An event as the store reads it (the watches a follower woke share one read of it: see [`Tails`]).
+    type Entry: Clone + Send + Sync + 'static;
     /// What the watch streams: an event or a keepalive.
     type Message: Send + 'static;
     /// The service, as a replica shutting down names itself to its watchers.
@@ -61,7 +61,7 @@ pub trait EventStreams: Send + Sync + 'static {
     const POLL: Duration = POLL;
 
     /// The replica's followers of these streams, which wake the watches when something was appended.
-    fn tails(&self) -> &Tails;
+    fn tails(&self) -> &Tails<Self::Entry>;
 
     /// Every stream there is, with the clock of the node holding their list: a watch that names none watches
     /// these, and those that appear later from their first event. Every fleet's, unless said otherwise.
@@ -289,7 +289,7 @@ struct Watch<S: EventStreams> {
     /// Woken when a stream the watch covers got something, or the list of every stream changed (see [`Tails`]).
     woken: Arc<Notify>,
     /// Its place among the followers of its streams (and of the list, for a watch of every stream), while it runs.
-    following: Following,
+    following: Following<S::Entry>,
 }
 
 impl<S: EventStreams> Watch<S> {
@@ -368,7 +368,7 @@ impl<S: EventStreams> Watch<S> {
         let before = self.delivered.clone();
         for fleet_id in &self.fleet_ids {
             let start = self.delivered.start(fleet_id);
-            let read = self.streams.read(fleet_id, &start, BATCH).await?;
+            let read = self.streams.tails().read(&*self.streams, fleet_id, &start).await?;
             // Missed: the last event trimmed comes after what was delivered (and, from the oldest, after the last
             // one trimmed when the watch began).
             let missed = read.gone.map(|gone| Mark::after(gone, fleet_id)).is_some_and(|gone| {
@@ -461,35 +461,65 @@ const EVERY: &str = "";
 
 /// A replica's followers of the streams its watches cover: one task per stream, polling it every
 /// [`EventStreams::POLL`] while some watch covers it, wakes those watches when something was appended (or the read
-/// failed, for each watch to meet the failure itself). A service keeps one, shared by all its watches.
-#[derive(Clone, Default)]
-pub struct Tails(Arc<Mutex<HashMap<String, Followers>>>);
+/// failed, for each watch to meet the failure itself). The watches woken together mostly stand at the same place,
+/// so they share their reads: the first to read a stream from a place reads it, and the others take its answer,
+/// until the follower finds more or a poll period passes. A service keeps one, shared by all its watches.
+pub struct Tails<E>(Arc<Mutex<HashMap<String, Followers<E>>>>);
 
-/// The watches covering one stream, and whether a task follows it: one that finds no watch left ends, and removes
-/// this, under the lock a watch takes to join, so that a stream never has two.
-#[derive(Default)]
-struct Followers {
+impl<E> Clone for Tails<E> {
+    fn clone(&self) -> Self {
+        Tails(self.0.clone())
+    }
+}
+
+impl<E> Default for Tails<E> {
+    fn default() -> Self {
+        Tails(Arc::default())
+    }
+}
+
+/// The watches covering one stream, whether a task follows it (one that finds no watch left ends, and removes this,
+/// under the lock a watch takes to join, so that a stream never has two), and the reads its watches share, by
+/// where they start.
+struct Followers<E> {
     watches: Vec<Arc<Notify>>,
     followed: bool,
+    reads: HashMap<String, Arc<SharedRead<E>>>,
+}
+
+impl<E> Default for Followers<E> {
+    fn default() -> Self {
+        Followers {
+            watches: Vec::new(),
+            followed: false,
+            reads: HashMap::new(),
+        }
+    }
+}
+
+/// One read of a stream that the watches asking for the same take, once the first of them made it.
+struct SharedRead<E> {
+    begun: Instant,
+    read: tokio::sync::OnceCell<EventsRead<E>>,
 }
 
 /// A watch's place among the followers of its streams; it leaves them when dropped.
-struct Following {
-    tails: Tails,
+struct Following<E> {
+    tails: Tails<E>,
     stream_ids: Vec<String>,
     woken: Arc<Notify>,
 }
 
-impl Tails {
+impl<E: Clone + Send + Sync + 'static> Tails<E> {
     /// Has `woken` notified whenever one of `stream_ids` gets something, starting the follower of each stream that
     /// has none.
-    fn follow<S: EventStreams>(
+    fn follow<S: EventStreams<Entry = E>>(
         &self,
         streams: &Arc<S>,
         store: &Store,
         stream_ids: &[String],
         woken: &Arc<Notify>,
-    ) -> Following {
+    ) -> Following<E> {
         let mut tails = crate::sync::lock(&self.0);
         for stream_id in stream_ids {
             let followers = tails.entry(stream_id.clone()).or_default();
@@ -512,22 +542,58 @@ impl Tails {
         }
     }
 
-    /// Polls one stream (or the list, [`EVERY`]) until no watch covers it.
-    async fn tail<S: EventStreams>(self, mut probe: Probe<S>, stream_id: String) {
+    /// Polls one stream (or the list, [`EVERY`]) until no watch covers it. Before it wakes the watches, the reads
+    /// they shared are dropped: one begun before what it found came would not find it.
+    async fn tail<S: EventStreams<Entry = E>>(self, mut probe: Probe<S>, stream_id: String) {
         loop {
             let wake = probe.changed(&stream_id).await;
             {
                 let mut tails = crate::sync::lock(&self.0);
-                let Some(followers) = tails.get(&stream_id).filter(|followers| !followers.watches.is_empty()) else {
+                let Some(followers) = tails
+                    .get_mut(&stream_id)
+                    .filter(|followers| !followers.watches.is_empty())
+                else {
                     tails.remove(&stream_id);
                     return;
                 };
                 if wake {
+                    followers.reads.clear();
                     followers.watches.iter().for_each(|woken| woken.notify_one());
                 }
             }
             tokio::time::sleep(S::POLL).await;
         }
+    }
+
+    /// Reads up to a batch of `stream_id` from `start` for a watch, through the read another watch made from there
+    /// (or is making) when there is one.
+    async fn read<S: EventStreams<Entry = E>>(
+        &self,
+        streams: &S,
+        stream_id: &str,
+        start: &str,
+    ) -> Result<EventsRead<E>, StoreError> {
+        let shared = {
+            let mut tails = crate::sync::lock(&self.0);
+            tails.get_mut(stream_id).map(|followers| {
+                followers.reads.retain(|_, shared| shared.begun.elapsed() < S::POLL);
+                followers
+                    .reads
+                    .entry(start.to_owned())
+                    .or_insert_with(|| {
+                        Arc::new(SharedRead {
+                            begun: Instant::now(),
+                            read: tokio::sync::OnceCell::new(),
+                        })
+                    })
+                    .clone()
+            })
+        };
+        let Some(shared) = shared else {
+            return streams.read(stream_id, start, BATCH).await;
+        };
+        let read = shared.read.get_or_try_init(|| streams.read(stream_id, start, BATCH));
+        read.await.cloned()
     }
 }
 
@@ -568,7 +634,7 @@ impl<S: EventStreams> Probe<S> {
     }
 }
 
-impl Drop for Following {
+impl<E> Drop for Following<E> {
     fn drop(&mut self) {
         let mut tails = crate::sync::lock(&self.tails.0);
         for stream_id in &self.stream_ids {
@@ -636,7 +702,7 @@ mod tests {
     struct Memory(
         Arc<Mutex<HashMap<String, Fleet>>>,
         Arc<watch::Sender<bool>>,
-        Tails,
+        Tails<String>,
         Arc<AtomicUsize>,
     );
 
@@ -679,7 +745,7 @@ mod tests {
         type Message = Placed;
         const SERVICE: &'static str = "test";
 
-        fn tails(&self) -> &Tails {
+        fn tails(&self) -> &Tails<String> {
             &self.2
         }
 
@@ -840,6 +906,7 @@ mod tests {
         // Polling each on its own, the watches would read the stream WATCHES times a poll period; followed, it is
         // read once a period, and each watch reads it once a QUIET second.
         assert!(quiet < 10 + 2 * WATCHES, "{quiet} reads in 10 poll periods");
+        let before = memory.reads();
         memory.with("a", |a| {
             a.events.push((30, 0));
             a.now_ms = 40;
@@ -847,6 +914,12 @@ mod tests {
         for events in &mut watches {
             assert_eq!(next_ids(events, 1).await, ["a/30-0"]);
         }
+        // Woken together, standing at the same place, they share one read (beside the follower's).
+        let woken = memory.reads() - before;
+        assert!(
+            woken < WATCHES / 5,
+            "{woken} reads to bring the event to {WATCHES} watches"
+        );
     }
 
     #[tokio::test]

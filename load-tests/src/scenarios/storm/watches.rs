@@ -197,15 +197,19 @@ pub async fn run(stack: &Stack) -> Result<Measured, Failure> {
     let stop = |n: u64| pb::StopGameSessionPlacementRequest {
         placement_id: placement_id(n),
     };
+    let calls = |stats: RedisStats| stats.commands.values().map(|(calls, _)| calls).sum::<f64>();
+    // What bringing one event to every watch costs Redis, and what the open, quiet watches cost it (with whatever
+    // else of the stack runs meanwhile).
+    let priming_from = RedisStats::read(&stack.store).await?;
     matchmaker.stop_game_session_placement(stop(0)).await?;
     let primed = until(&watchers.progress, WATCHES, || watchers.primed.load(Ordering::Acquire)).await;
-    // What the open, quiet watches cost Redis (with whatever else of the stack runs meanwhile).
     let quiet_from = RedisStats::read(&stack.store).await?;
+    let priming_calls = calls(quiet_from.per(&priming_from, &RedisStats::default(), 1));
     tokio::time::sleep(QUIET_SPAN).await;
     let quiet = RedisStats::read(&stack.store)
         .await?
         .per(&quiet_from, &RedisStats::default(), 1);
-    let quiet_calls = quiet.commands.values().map(|(calls, _)| calls).sum::<f64>() / QUIET_SPAN.as_secs_f64();
+    let quiet_calls = calls(quiet) / QUIET_SPAN.as_secs_f64();
 
     eprintln!("killing the first placement replica");
     *watchers.killed_at.lock().expect("kill lock") = Some(Instant::now());
@@ -263,6 +267,11 @@ pub async fn run(stack: &Stack) -> Result<Measured, Failure> {
                 "cancellations each watcher should see",
                 (CANCELLED + 1) as f64,
                 "events",
+            ),
+            Figure::new(
+                &format!("Redis commands from one cancellation until all {WATCHES} watches had it"),
+                priming_calls,
+                "commands",
             ),
             Figure::new(
                 &format!("Redis commands a second while the {WATCHES} watches are open and quiet"),
