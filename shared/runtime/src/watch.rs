@@ -525,11 +525,15 @@ impl<E: Clone + Send + Sync + 'static> Tails<E> {
             let followers = tails.entry(stream_id.clone()).or_default();
             if !followers.followed {
                 followers.followed = true;
+                let seen = if stream_id == EVERY {
+                    Seen::Listed(None)
+                } else {
+                    Seen::Start(None)
+                };
                 let probe = Probe {
                     streams: streams.clone(),
                     store: store.clone(),
-                    start: None,
-                    listed: None,
+                    seen,
                 };
                 tokio::spawn(self.clone().tail(probe, stream_id.clone()));
             }
@@ -597,39 +601,46 @@ impl<E: Clone + Send + Sync + 'static> Tails<E> {
     }
 }
 
-/// What a follower reads, and what it read last.
+/// What a follower reads, and what it has seen so far.
 struct Probe<S> {
     streams: Arc<S>,
     store: Store,
-    /// Where the next read of a stream starts: after the node's clock at the read before (an entry appended later has
-    /// a later position), so one entry is enough to tell; none before the first read, which only reads the clock.
-    start: Option<String>,
-    /// The streams listed last, for [`EVERY`].
-    listed: Option<Vec<String>>,
+    seen: Seen,
+}
+
+/// What a follower has seen: none before its first read.
+enum Seen {
+    /// Of a stream, where its next read starts: after the node's clock at the read before (an entry appended later
+    /// has a later position), so one entry is enough to tell; the first read only reads the clock.
+    Start(Option<String>),
+    /// Of the list of every stream ([`EVERY`]), the streams it listed last.
+    Listed(Option<Vec<String>>),
 }
 
 impl<S: EventStreams> Probe<S> {
     /// Whether `stream_id` got something since the last call (or the list of every stream changed), or the read
     /// failed: either way its watches have something to read.
     async fn changed(&mut self, stream_id: &str) -> bool {
-        if stream_id == EVERY {
-            return match self.streams.every(&self.store).await {
+        match &mut self.seen {
+            Seen::Listed(last) => match self.streams.every(&self.store).await {
                 Ok((_, mut listed)) => {
                     listed.sort_unstable();
-                    let changed = self.listed.as_ref().is_some_and(|last| *last != listed);
-                    self.listed = Some(listed);
+                    let changed = last.as_ref().is_some_and(|last| *last != listed);
+                    *last = Some(listed);
                     changed
                 }
                 Err(_) => true,
-            };
-        }
-        let (start, count) = self.start.as_deref().map_or(("-", 0), |start| (start, 1));
-        match self.streams.read(stream_id, start, count).await {
-            Ok(read) => {
-                self.start = Some(format!("({}-{}", read.now_ms.saturating_sub(1), u64::MAX));
-                !read.entries.is_empty()
+            },
+            Seen::Start(start) => {
+                let (from, count) = start.as_deref().map_or(("-", 0), |start| (start, 1));
+                match self.streams.read(stream_id, from, count).await {
+                    Ok(read) => {
+                        *start = Some(format!("({}-{}", read.now_ms.saturating_sub(1), u64::MAX));
+                        !read.entries.is_empty()
+                    }
+                    Err(_) => true,
+                }
             }
-            Err(_) => true,
         }
     }
 }

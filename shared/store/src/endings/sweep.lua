@@ -56,11 +56,12 @@ if set and tonumber(ARGV[3]) >= set.window_ms then
   if #stale > 0 then redis.call('HDEL', k.writers, unpack(stale)) end
   local me, lag = ARGV[4], tonumber(ARGV[5])
   local function silent(id, replica, due)
+    -- Another replica with no writer record wrote nothing of this fleet for ten windows: it holds nothing back.
+    local w = writers[replica]
+    if replica ~= me and not w then return true end
     -- A stream gone was seen going by its replica, which was there to see it.
     if redis.call('HGET', k.gs .. id, 'linked') ~= '1' then return true end
     if replica == me then return due <= now - lag end
-    local w = writers[replica]
-    if not w then return true end
     if w[2] >= due and now >= w[1] + window then return true end
     return now >= due + window
   end
