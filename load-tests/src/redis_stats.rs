@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use berth_store::{RedisMode, Store};
+use berth_testkit::scan_page;
 
 use crate::Failure;
 
@@ -132,19 +133,17 @@ fn is_function_call(name: &str) -> bool {
 /// Keys looked at per round trip when memory is counted by kind.
 const KEYS_PER_READ: usize = 500;
 
-/// Bytes held by each kind of key (see [`kind`]) and how many keys of it there are: every key's `MEMORY USAGE`
-/// (exact, every element counted). A single node only: `None` on a cluster, whose keys a SCAN of one connection
-/// does not reach.
-pub async fn memory_by_kind(store: &Store) -> Result<Option<BTreeMap<String, (f64, f64)>>, Failure> {
+/// Bytes held by each kind of key (see [`kind`]) of those matching `pattern` (a SCAN pattern, `*` for all), and how
+/// many keys of it there are: every key's `MEMORY USAGE` (exact, every element counted). A single node only: `None`
+/// on a cluster, whose keys a SCAN of one connection does not reach.
+pub async fn memory_by_kind(store: &Store, pattern: &str) -> Result<Option<BTreeMap<String, (f64, f64)>>, Failure> {
     if store.mode() == RedisMode::Cluster {
         return Ok(None);
     }
     let mut kinds: BTreeMap<String, (f64, f64)> = BTreeMap::new();
     let mut cursor = 0_u64;
     loop {
-        let (next, keys): (u64, Vec<String>) = store
-            .query(redis::cmd("SCAN").arg(cursor).arg("COUNT").arg(KEYS_PER_READ))
-            .await?;
+        let (next, keys) = scan_page(store, cursor, pattern, KEYS_PER_READ).await?;
         let mut usage = redis::pipe();
         for key in &keys {
             usage.cmd("MEMORY").arg("USAGE").arg(key).arg("SAMPLES").arg(0);

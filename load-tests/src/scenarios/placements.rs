@@ -16,7 +16,8 @@
 //! - **claim**: the direct-claim path (ClaimGameServer) on the same placement service, over servers registered in
 //!   a fleet of their own;
 //! - floors: a no-op gRPC call over the same connections; the scripts of a whole placement straight on the store
-//!   (see `floor`) and the claim script, once the services are stopped;
+//!   (see `floor`) and the claim script, once the services are stopped; and the least a placement's life could
+//!   cost Redis (see `minimal`), beside which the cost's figures are printed as multiples;
 //! - CPU per placement in the closed loop's window (this process: services, matchmakers and SDK processes; the
 //!   health replica; Redis), and Redis memory per placement kept for the retention;
 //! - **cost**: one placement's whole life, each player accepted and removed by its own SDK call, as Redis and the
@@ -32,6 +33,7 @@ mod cost;
 mod floor;
 mod hosts;
 mod ledger;
+mod minimal;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -55,7 +57,7 @@ use crate::args::Args;
 use crate::connections::Rotation;
 use crate::driver::{CALL_DEADLINE, Outcome};
 use crate::procfs::{self, CpuTimes, Used};
-use crate::redis_stats::used_memory;
+use crate::redis_stats::{RedisStats, used_memory};
 use crate::replica::Replica;
 use crate::report::{Figure, Findings, Line, Ratio, Target};
 use crate::stack::Stack;
@@ -476,6 +478,53 @@ fn cost_targets(cost: &cost::Cost) -> Vec<Target> {
     ]
 }
 
+/// The minimal lifecycle's cost per placement (`minimal`), and the cost phase's as a multiple of it.
+fn floor_figures(cost: &cost::Cost, least: &RedisStats) -> Vec<Figure> {
+    let redis = &cost.redis;
+    let parts: [(&str, f64, f64, &'static str); 5] = [
+        (
+            "Redis commands per placement, those in functions included",
+            redis.commands_run(),
+            least.commands_run(),
+            "commands",
+        ),
+        (
+            "function calls per placement",
+            redis.function_calls(),
+            least.function_calls(),
+            "calls",
+        ),
+        (
+            "stream entries per placement",
+            redis.calls("xadd"),
+            least.calls("xadd"),
+            "entries",
+        ),
+        (
+            "Redis time in functions per placement",
+            redis.function_micros(),
+            least.function_micros(),
+            "µs",
+        ),
+        (
+            "Redis memory kept per ended placement",
+            redis.used_memory,
+            least.used_memory,
+            "bytes",
+        ),
+    ];
+    let mut figures = Vec::new();
+    for (name, measured, floor, unit) in parts {
+        figures.push(Figure::new(&format!("floor (minimal lifecycle): {name}"), floor, unit));
+        figures.push(Figure::new(
+            &format!("{name}, × the floor"),
+            measured / floor.max(f64::MIN_POSITIVE),
+            "×",
+        ));
+    }
+    figures
+}
+
 /// Sets the fleets, queues, services and processes up, measures both loads, the claim and the floors.
 pub async fn run(stack: &Stack, args: &Args) -> Result<Findings, Failure> {
     let (servers, concurrency) = (args.servers, args.concurrency);
@@ -556,6 +605,7 @@ pub async fn run(stack: &Stack, args: &Args) -> Result<Findings, Failure> {
     let raw = floor::raw_placements(store, servers, concurrency, args.players).await?;
     let raw_cpu_after = CpuTimes::read(None, &redis)?;
     let steps = floor::by_step(store, args.players).await?;
+    let least = minimal::lifecycles(store, minimal::CHAINS, args.players).await?;
     let [_, raw_claim] = floors::raw_scripts(store, servers, concurrency).await;
 
     let mut figures = vec![
@@ -619,6 +669,7 @@ pub async fn run(stack: &Stack, args: &Args) -> Result<Findings, Failure> {
             "µs",
         ));
     }
+    figures.extend(floor_figures(&cost, &least));
     let mut targets = targets(&closed, &open, args.rate);
     targets.extend(cost_targets(&cost));
     let ratios = vec![

@@ -3,21 +3,14 @@
 
 use berth_store::{Store, StoreError};
 
+use crate::scan_page;
+
 /// Of the keys matching `pattern`, how many were looked at and those without an expiry.
 pub async fn keys_without_expiry(store: &Store, pattern: &str) -> Result<(u64, Vec<String>), StoreError> {
     let (mut looked_at, mut lasting) = (0, Vec::new());
     let mut cursor = 0_u64;
     loop {
-        let (next, keys): (u64, Vec<String>) = store
-            .query(
-                redis::cmd("SCAN")
-                    .arg(cursor)
-                    .arg("MATCH")
-                    .arg(pattern)
-                    .arg("COUNT")
-                    .arg(1000),
-            )
-            .await?;
+        let (next, keys) = scan_page(store, cursor, pattern, 1000).await?;
         for key in keys {
             looked_at += 1;
             let ttl: i64 = store.query(redis::cmd("PTTL").arg(&key)).await?;

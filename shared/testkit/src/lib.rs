@@ -11,6 +11,7 @@ mod process;
 mod raw_call;
 pub mod recount;
 mod redis_server;
+mod scan;
 mod service;
 mod sessions;
 
@@ -22,5 +23,6 @@ pub use ports::free_port;
 pub use process::{assert_serves, health_within, wait_for_health};
 pub use raw_call::unary_without_timer;
 pub use redis_server::{RedisCluster, RedisServer, TestRedis};
+pub use scan::scan_page;
 pub use service::{RunningService, TEST_KEY, game_server_config, spawn_service, spawn_service_at, token};
 pub use sessions::{SESSION_TIMINGS, game_session_status, place_game_session};

@@ -49,7 +49,7 @@ pub async fn lifecycle(
     cpu: impl Fn() -> Result<CpuTimes, Failure>,
 ) -> Result<Cost, Failure> {
     eprintln!("costing {count} placements, start to match end, after {QUIET_SPAN:?} of quiet");
-    let held_before = memory_by_kind(store).await?;
+    let held_before = memory_by_kind(store, "*").await?;
     let (quiet_stats, quiet_cpu, quiet_began) = (RedisStats::read(store).await?, cpu()?, Instant::now());
     tokio::time::sleep(QUIET_SPAN).await;
     let (before, cpu_before, began) = (RedisStats::read(store).await?, cpu()?, Instant::now());
@@ -93,7 +93,7 @@ pub async fn lifecycle(
         (part(&cpu_after) - part(&cpu_before) - quiet).max(0.0) * 1e6 / fulfilled.max(1) as f64
     };
     let mut memory_kept = Vec::new();
-    if let (Some(before), Some(after)) = (held_before, memory_by_kind(store).await?) {
+    if let (Some(before), Some(after)) = (held_before, memory_by_kind(store, "*").await?) {
         for (kind, (_, bytes)) in after {
             let was = before.get(&kind).map_or(0.0, |(_, bytes)| *bytes);
             let kept = (bytes - was) / fulfilled.max(1) as f64;
