@@ -144,15 +144,18 @@ pub async fn memory_by_kind(store: &Store, pattern: &str) -> Result<Option<BTree
     let mut cursor = 0_u64;
     loop {
         let (next, keys) = scan_page(store, cursor, pattern, KEYS_PER_READ).await?;
-        let mut usage = redis::pipe();
-        for key in &keys {
-            usage.cmd("MEMORY").arg("USAGE").arg(key).arg("SAMPLES").arg(0);
-        }
-        let bytes: Vec<Option<u64>> = store.query_pipeline(&usage).await?;
-        for (key, bytes) in keys.iter().zip(bytes) {
-            let entry = kinds.entry(kind(key)).or_default();
-            entry.0 += 1.0;
-            entry.1 += bytes.unwrap_or(0) as f64;
+        // A page of a SCAN with a pattern is often empty, and Redis refuses an empty pipeline.
+        if !keys.is_empty() {
+            let mut usage = redis::pipe();
+            for key in &keys {
+                usage.cmd("MEMORY").arg("USAGE").arg(key).arg("SAMPLES").arg(0);
+            }
+            let bytes: Vec<Option<u64>> = store.query_pipeline(&usage).await?;
+            for (key, bytes) in keys.iter().zip(bytes) {
+                let entry = kinds.entry(kind(key)).or_default();
+                entry.0 += 1.0;
+                entry.1 += bytes.unwrap_or(0) as f64;
+            }
         }
         if next == 0 {
             return Ok(Some(kinds));

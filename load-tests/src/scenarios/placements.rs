@@ -606,6 +606,7 @@ pub async fn run(stack: &Stack, args: &Args) -> Result<Findings, Failure> {
     let raw_cpu_after = CpuTimes::read(None, &redis)?;
     let steps = floor::by_step(store, args.players).await?;
     let least = minimal::lifecycles(store, minimal::CHAINS, args.players).await?;
+    let least_steps = minimal::by_step(store, args.players).await?;
     let [_, raw_claim] = floors::raw_scripts(store, servers, concurrency).await;
 
     let mut figures = vec![
@@ -660,14 +661,16 @@ pub async fn run(stack: &Stack, args: &Args) -> Result<Findings, Failure> {
         ),
     ]);
     figures.extend(cost_figures(&cost));
-    for (step, cost) in &steps {
-        let name = format!("raw chain: {step} ({:.0} function calls)", cost.function_calls);
-        figures.push(Figure::new(&name, cost.commands, "commands"));
-        figures.push(Figure::new(
-            &format!("{name}, time in functions"),
-            cost.function_micros,
-            "µs",
-        ));
+    for (chain, steps) in [("raw chain", &steps), ("floor chain", &least_steps)] {
+        for (step, cost) in steps {
+            let name = format!("{chain}: {step} ({:.0} function calls)", cost.function_calls);
+            figures.push(Figure::new(&name, cost.commands, "commands"));
+            figures.push(Figure::new(
+                &format!("{name}, time in functions"),
+                cost.function_micros,
+                "µs",
+            ));
+        }
     }
     figures.extend(floor_figures(&cost, &least));
     let mut targets = targets(&closed, &open, args.rate);

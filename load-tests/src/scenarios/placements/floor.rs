@@ -78,12 +78,12 @@ fn code(err: StoreError) -> Code {
     Status::from(err).code()
 }
 
-/// Chains [`by_step`] runs alone to cost each step.
-const METERED_CHAINS: u64 = 20;
+/// Chains [`by_step`] runs alone to cost each step (and `minimal::by_step` too).
+pub(super) const METERED_CHAINS: u64 = 20;
 
 /// Redis's command counts read between the steps of chains run one at a time: commands (those inside functions
 /// included), function calls and µs in functions of each step, summed over the chains.
-struct Meter {
+pub(super) struct Meter {
     last: RedisStats,
     /// Step name → what it cost, in the order first met.
     steps: Vec<(&'static str, StepCost)>,
@@ -100,6 +100,29 @@ pub struct StepCost {
 }
 
 impl Meter {
+    pub(super) async fn new(store: &Store) -> Result<Meter, Failure> {
+        Ok(Meter {
+            last: RedisStats::read(store).await?,
+            steps: Vec::new(),
+        })
+    }
+
+    /// What each step cost per chain, over `chains` chains, in the order the steps were first met.
+    pub(super) fn per_chain(self, chains: u64) -> Vec<(&'static str, StepCost)> {
+        let chains = chains as f64;
+        self.steps
+            .into_iter()
+            .map(|(step, cost)| {
+                let per_chain = StepCost {
+                    commands: cost.commands / chains,
+                    function_calls: cost.function_calls / chains,
+                    function_micros: cost.function_micros / chains,
+                };
+                (step, per_chain)
+            })
+            .collect()
+    }
+
     /// Charges what Redis did since the last reading to `step`.
     async fn step(&mut self, store: &Store, step: &'static str) -> Result<(), Code> {
         let now = RedisStats::read(store).await.map_err(|_| Code::Unavailable)?;
@@ -122,7 +145,7 @@ impl Meter {
 }
 
 /// Charges `step` to `meter` when there is one.
-async fn mark(meter: &mut Option<&mut Meter>, store: &Store, step: &'static str) -> Result<(), Code> {
+pub(super) async fn mark(meter: &mut Option<&mut Meter>, store: &Store, step: &'static str) -> Result<(), Code> {
     match meter {
         Some(meter) => meter.step(store, step).await,
         None => Ok(()),
@@ -133,29 +156,14 @@ async fn mark(meter: &mut Option<&mut Meter>, store: &Store, step: &'static str)
 /// chain, in the chain's order. A step met twice in a chain (a player's accept) is summed.
 pub async fn by_step(store: &Store, players: u64) -> Result<Vec<(&'static str, StepCost)>, Failure> {
     let view = view(store, &super::queue_name(0)).await?;
-    let mut meter = Meter {
-        last: RedisStats::read(store).await?,
-        steps: Vec::new(),
-    };
+    let mut meter = Meter::new(store).await?;
     for chain in 0..METERED_CHAINS {
         let index = chain * super::QUEUES;
         placed(store, &view, index + 1_000_000_000, players, Some(&mut meter))
             .await
             .map_err(|code| format!("a metered placement failed: {code:?}"))?;
     }
-    let chains = METERED_CHAINS as f64;
-    Ok(meter
-        .steps
-        .into_iter()
-        .map(|(step, cost)| {
-            let per_chain = StepCost {
-                commands: cost.commands / chains,
-                function_calls: cost.function_calls / chains,
-                function_micros: cost.function_micros / chains,
-            };
-            (step, per_chain)
-        })
-        .collect())
+    Ok(meter.per_chain(METERED_CHAINS))
 }
 
 /// One placement's chain, as its calls would go had the service made them, each step charged to `meter` if given.

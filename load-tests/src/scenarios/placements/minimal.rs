@@ -3,12 +3,15 @@
 //! one chain after another on servers of its own once everything else has stopped, so that what Redis counts
 //! between two readings is theirs alone. The cost phase's commands, stream entries, time in functions and memory
 //! kept per placement are each printed beside this floor's, and as a multiple of it: an absolute target measured on
-//! another machine says less than how far the placement core sits from the least its work could cost here.
+//! another machine says less than how far the placement core sits from the least its work could cost here. Its
+//! steps are metered as `floor::by_step` meters Berth's, under the same names, so that each step shows its gap.
 
 use berth_store::Store;
 
 use crate::Failure;
 use crate::redis_stats::{RedisStats, memory_by_kind};
+
+use super::floor::{METERED_CHAINS, Meter, StepCost, mark};
 
 /// Chains run: enough that the readings around them and the allocator's steps vanish in the average.
 pub const CHAINS: u64 = 2_000;
@@ -35,12 +38,15 @@ const SERVER_FIELDS: [&str; 14] = [
     "port",
     "7777",
 ];
+/// The metered chains' first number, apart from those of [`lifecycles`].
+const METERED_FIRST: u64 = 1_000_000_000;
 /// The services' default retention and placement timeout.
 const RETENTION_MS: u64 = 86_400_000;
 const TIMEOUT_MS: u64 = 600_000;
 
-/// What one chain cost Redis, per placement (from [`RedisStats::per`]): commands and their µs by name, memory kept.
-pub async fn lifecycles(store: &Store, chains: u64, players: u64) -> Result<RedisStats, Failure> {
+/// Loads the floor's library and fills its pool; the first call of the scenario's run sets them up, the next ones
+/// find them there.
+async fn prepare(store: &Store) -> Result<(), Failure> {
     let mut load = redis::cmd("FUNCTION");
     load.arg("LOAD")
         .arg("REPLACE")
@@ -62,13 +68,19 @@ pub async fn lifecycles(store: &Store, chains: u64, players: u64) -> Result<Redi
         .arg("workers")
         .arg("$")
         .arg("MKSTREAM");
-    // The group is there already when the scenario ran before against the same Redis.
+    // The group is there already when the floor ran before against the same Redis.
     let _ = store.query::<redis::Value>(&group).await;
+    Ok(())
+}
+
+/// What one chain cost Redis, per placement (from [`RedisStats::per`]): commands and their µs by name, memory kept.
+pub async fn lifecycles(store: &Store, chains: u64, players: u64) -> Result<RedisStats, Failure> {
+    prepare(store).await?;
     // Held first, so that the SCAN and MEMORY USAGE that count it are not counted as the chains' commands.
     let held_before = held(store).await?;
     let before = RedisStats::read(store).await?;
     for chain in 0..chains {
-        lifecycle(store, chain, players).await?;
+        lifecycle(store, chain, players, None).await?;
     }
     let after = RedisStats::read(store).await?;
     let mut per = after.per(&before, &RedisStats::default(), chains);
@@ -78,6 +90,17 @@ pub async fn lifecycles(store: &Store, chains: u64, players: u64) -> Result<Redi
         per.used_memory = (after - before) / chains as f64;
     }
     Ok(per)
+}
+
+/// What each of the floor's steps costs Redis per chain, as `floor::by_step` tells it of Berth's, from chains run
+/// one at a time with Redis's counts read between their steps.
+pub async fn by_step(store: &Store, players: u64) -> Result<Vec<(&'static str, StepCost)>, Failure> {
+    prepare(store).await?;
+    let mut meter = Meter::new(store).await?;
+    for chain in 0..METERED_CHAINS {
+        lifecycle(store, METERED_FIRST + chain, players, Some(&mut meter)).await?;
+    }
+    Ok(meter.per_chain(METERED_CHAINS))
 }
 
 /// Bytes the floor's keys hold (`MEMORY USAGE` of each), exact where `used_memory` moves with whatever else Redis
@@ -118,8 +141,9 @@ async fn call(
     Ok(reply)
 }
 
-/// One placement's whole life through the floor's functions, as the server and the worker would call them.
-async fn lifecycle(store: &Store, chain: u64, players: u64) -> Result<(), Failure> {
+/// One placement's whole life through the floor's functions, as the server and the worker would call them, each
+/// step charged to `meter` if given, under the name `floor::by_step` gives Berth's.
+async fn lifecycle(store: &Store, chain: u64, players: u64, mut meter: Option<&mut Meter>) -> Result<(), Failure> {
     let placement_id = format!("floor-{chain:010}");
     let placement = format!("{QUEUE_TAG}:pl:{placement_id}");
     let (requests, events) = (format!("{QUEUE_TAG}:requests"), format!("{QUEUE_TAG}:events"));
@@ -133,6 +157,7 @@ async fn lifecycle(store: &Store, chain: u64, players: u64) -> Result<(), Failur
         "STARTED",
     )
     .await?;
+    charge(&mut meter, store, "start the placement").await?;
     let entry = started.get(1).cloned().unwrap_or_default();
     let session_id = format!("bench-placement-floor/gsess-{chain:010}");
     let session = format!("{FLEET_TAG}:gsess:{session_id}");
@@ -157,6 +182,7 @@ async fn lifecycle(store: &Store, chain: u64, players: u64) -> Result<(), Failur
         "CREATED",
     )
     .await?;
+    charge(&mut meter, store, "create the game session").await?;
     let server = created.get(1).cloned().unwrap_or_default();
     call(
         store,
@@ -171,6 +197,7 @@ async fn lifecycle(store: &Store, chain: u64, players: u64) -> Result<(), Failur
         "ACTIVATED",
     )
     .await?;
+    charge(&mut meter, store, "activate it").await?;
     let placed = format!("{session_id}|{}", created[1..].join("|"));
     call(
         store,
@@ -180,13 +207,16 @@ async fn lifecycle(store: &Store, chain: u64, players: u64) -> Result<(), Failur
         "FULFILLED",
     )
     .await?;
+    charge(&mut meter, store, "fulfil the placement").await?;
     for n in 1..=players {
         let args = [session_id.clone(), server.clone(), n.to_string()];
         call(store, "accept", std::slice::from_ref(&session), &args, "ACCEPTED").await?;
+        charge(&mut meter, store, "accept a player").await?;
     }
     for n in 1..=players {
         let args = [session_id.clone(), server.clone(), n.to_string()];
         call(store, "remove", &[session.clone(), tally.clone()], &args, "REMOVED").await?;
+        charge(&mut meter, store, "remove a player").await?;
     }
     call(
         store,
@@ -202,5 +232,13 @@ async fn lifecycle(store: &Store, chain: u64, players: u64) -> Result<(), Failur
         "ENDED",
     )
     .await?;
+    charge(&mut meter, store, "end the game session").await?;
     Ok(())
+}
+
+/// Charges `step` to `meter` when there is one (`floor::mark`).
+async fn charge(meter: &mut Option<&mut Meter>, store: &Store, step: &'static str) -> Result<(), Failure> {
+    mark(meter, store, step)
+        .await
+        .map_err(|code| format!("reading Redis's counts after the floor's {step} failed: {code:?}").into())
 }
