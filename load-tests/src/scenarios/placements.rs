@@ -481,6 +481,12 @@ fn cost_targets(cost: &cost::Cost) -> Vec<Target> {
 /// The minimal lifecycle's cost per placement (`minimal`), and the cost phase's as a multiple of it.
 fn floor_figures(cost: &cost::Cost, least: &RedisStats) -> Vec<Figure> {
     let redis = &cost.redis;
+    // Counted as the floor's is where it can be, its keys' MEMORY USAGE (a single node), else `used_memory`.
+    let kept = if cost.memory_kept.is_empty() {
+        redis.used_memory
+    } else {
+        cost.memory_kept.iter().map(|(_, bytes)| bytes).sum()
+    };
     let parts: [(&str, f64, f64, &'static str); 5] = [
         (
             "Redis commands per placement, those in functions included",
@@ -508,7 +514,7 @@ fn floor_figures(cost: &cost::Cost, least: &RedisStats) -> Vec<Figure> {
         ),
         (
             "Redis memory kept per ended placement",
-            redis.used_memory,
+            kept,
             least.used_memory,
             "bytes",
         ),
