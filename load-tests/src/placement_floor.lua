@@ -11,6 +11,11 @@
 
 local ACTIVATION_MS, RESERVATION_MS = 600000, 60000
 
+-- Whether a player session's values (player, status, created, accepted, ended) hold a slot of its game session.
+local function holds_slot(v)
+  return v[2] == 'RESERVED' or v[2] == 'ACTIVE'
+end
+
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -111,7 +116,7 @@ redis.register_function('berth_bench_floor_remove', function(keys, args)
   if not s[1] or not s[3] then return {'NOT_FOUND'} end
   if s[1] ~= args[2] then return {'NOT_YOURS'} end
   local v = cmsgpack.unpack(s[3])
-  if v[2] ~= 'RESERVED' and v[2] ~= 'ACTIVE' then return {'REMOVED'} end
+  if not holds_slot(v) then return {'REMOVED'} end
   v[2], v[5] = 'COMPLETED', now
   redis.call('HSET', keys[1], 'p' .. args[3], cmsgpack.pack(v), 'cur', tonumber(s[2]) - 1)
   redis.call('HINCRBY', keys[2], 'left', 1)
@@ -132,7 +137,7 @@ redis.register_function('berth_bench_floor_end', function(keys, args)
   end
   if r.server ~= args[2] then return {'NOT_YOURS'} end
   for _, v in ipairs(players) do
-    if v[2] == 'RESERVED' or v[2] == 'ACTIVE' then v[2], v[5] = 'COMPLETED', now end
+    if holds_slot(v) then v[2], v[5] = 'COMPLETED', now end
   end
   redis.call('SET', keys[2], cmsgpack.pack({r.server, tonumber(r.c_ms), tonumber(r.act_ms or '0'), now, tonumber(r.max),
     r.placement, r.ip, tonumber(r.port), players}), 'PX', args[3])

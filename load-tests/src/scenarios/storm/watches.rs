@@ -197,7 +197,8 @@ pub async fn run(stack: &Stack) -> Result<Measured, Failure> {
     let stop = |n: u64| pb::StopGameSessionPlacementRequest {
         placement_id: placement_id(n),
     };
-    let calls = |stats: RedisStats| stats.commands.values().map(|(calls, _)| calls).sum::<f64>();
+    // Every command Redis ran: the function calls and the commands inside them.
+    let calls = |stats: RedisStats| stats.commands_run() + stats.function_calls();
     // What bringing one event to every watch costs Redis, and what the open, quiet watches cost it (with whatever
     // else of the stack runs meanwhile).
     let priming_from = RedisStats::read(&stack.store).await?;
