@@ -13,7 +13,9 @@ import redis
 port = int(sys.argv[1])
 r = redis.Redis(port=port, decode_responses=True)
 raw = redis.Redis(port=port)
-lib = next(l['library_name'] for l in r.execute_command('FUNCTION', 'LIST') if l['library_name'].startswith('berth_'))
+# Berth's library, not the floors the bench loads beside it.
+lib = next(l['library_name'] for l in r.execute_command('FUNCTION', 'LIST')
+           if l['library_name'].startswith('berth_') and not l['library_name'].startswith('berth_bench_'))
 
 def stats():
     s = r.info('commandstats')

@@ -2,6 +2,7 @@
 //! more than one area of the store sees (a process's desired state holds game sessions; a game session's scripts
 //! answer with them), so that no area has to import another's decoders.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use berth_domain::game_session::{
@@ -95,16 +96,16 @@ pub(crate) fn events_read<R, E>(
 }
 
 /// Fields of a stored record by name.
-type Fields = HashMap<String, String>;
+type Fields<'a> = HashMap<&'a str, &'a str>;
 
 pub(crate) fn strings(script: &str, value: &Value) -> Result<Vec<String>, StoreError> {
     redis::from_redis_value_ref(value).map_err(|_| unexpected(script, "a malformed reply"))
 }
 
-fn fields(pairs: &[String]) -> Fields {
+fn fields(pairs: &[String]) -> Fields<'_> {
     pairs
         .chunks_exact(2)
-        .map(|pair| (pair[0].clone(), pair[1].clone()))
+        .map(|pair| (pair[0].as_str(), pair[1].as_str()))
         .collect()
 }
 
@@ -116,8 +117,8 @@ fn count(fields: &Fields, name: &str) -> u32 {
     fields.get(name).and_then(|value| value.parse().ok()).unwrap_or(0)
 }
 
-fn take(fields: &mut Fields, name: &str) -> String {
-    fields.remove(name).unwrap_or_default()
+fn take(fields: &Fields, name: &str) -> String {
+    fields.get(name).map_or_else(String::new, |value| (*value).to_owned())
 }
 
 /// Game properties as stored: JSON `[[key, value], ...]` (Lua's cjson writes an empty list as `{}`).
@@ -133,8 +134,8 @@ pub(crate) fn game_session(pairs: &[String]) -> Result<Option<GameSessionRecord>
     if pairs.is_empty() {
         return Ok(None);
     }
-    let mut f = fields(pairs);
-    let properties = properties(f.get("props").map_or("", String::as_str))?;
+    let f = fields(pairs);
+    let properties = properties(f.get("props").copied().unwrap_or(""))?;
     let status = f.get("status").and_then(|status| GameSessionStatus::parse(status));
     Ok(Some(GameSessionRecord {
         status,
@@ -147,74 +148,113 @@ pub(crate) fn game_session(pairs: &[String]) -> Result<Option<GameSessionRecord>
         current_players: count(&f, "cur"),
         maximum_players: count(&f, "max"),
         port: count(&f, "port"),
-        accepts_players: f.get("accept").map(String::as_str) == Some("1"),
-        protected: f.get("prot").map(String::as_str) == Some("1"),
-        server_ending: f.get("srv_end").map(String::as_str) == Some("1"),
+        accepts_players: f.get("accept") == Some(&"1"),
+        protected: f.get("prot") == Some(&"1"),
+        server_ending: f.get("srv_end") == Some(&"1"),
         properties,
-        game_session_id: take(&mut f, "id"),
-        fleet_id: take(&mut f, "fleet"),
-        location: take(&mut f, "loc"),
-        game_server_id: take(&mut f, "server"),
-        instance_id: take(&mut f, "inst"),
-        ip_address: take(&mut f, "ip"),
-        dns_name: take(&mut f, "dns"),
-        status_reason: take(&mut f, "reason"),
-        name: take(&mut f, "name"),
-        game_session_data: take(&mut f, "data"),
-        matchmaker_data: take(&mut f, "mm"),
-        creator_id: take(&mut f, "creator"),
-        placement_id: take(&mut f, "placement"),
+        game_session_id: take(&f, "id"),
+        fleet_id: take(&f, "fleet"),
+        location: take(&f, "loc"),
+        game_server_id: take(&f, "server"),
+        instance_id: take(&f, "inst"),
+        ip_address: take(&f, "ip"),
+        dns_name: take(&f, "dns"),
+        status_reason: take(&f, "reason"),
+        name: take(&f, "name"),
+        game_session_data: take(&f, "data"),
+        matchmaker_data: take(&f, "mm"),
+        creator_id: take(&f, "creator"),
+        placement_id: take(&f, "placement"),
     }))
 }
 
+/// A value of a reply by position as text, borrowed when Redis sent a string: `Some(None)` for a null (Lua's false),
+/// `None` for what is no text (a list, an error).
+fn reply_text(value: &Value) -> Option<Option<Cow<'_, str>>> {
+    match value {
+        Value::Nil => Some(None),
+        Value::BulkString(bytes) => std::str::from_utf8(bytes).ok().map(|text| Some(Cow::Borrowed(text))),
+        Value::SimpleString(text) => Some(Some(Cow::Borrowed(text.as_str()))),
+        Value::Int(n) => Some(Some(Cow::Owned(n.to_string()))),
+        _ => None,
+    }
+}
+
+/// A reply's values by position as text (see [`reply_text`]).
+fn reply_texts<'v>(script: &str, values: &'v [Value]) -> Result<Vec<Option<Cow<'v, str>>>, StoreError> {
+    values
+        .iter()
+        .map(|value| reply_text(value).ok_or_else(|| unexpected(script, "a malformed player session")))
+        .collect()
+}
+
 /// The player sessions of one game session as a reply by position holds them (sessions/lib.lua: players_reply,
-/// append_player): the game session's `{loc, ip, dns, port}`, then 8 values per player session — its number in game
-/// session `game_session_id` (or the id an earlier release gave it), player, status, data, c_ms, act_ms, end_ms and
-/// its reservation deadline; null where it has none.
+/// append_player): the game session's `{loc, ip, dns, port}`, then 8 values per player session (see
+/// [`stored_player`]).
 pub(crate) fn stored_player_sessions(
     script: &str,
     fleet_id: &str,
     game_session_id: &str,
     values: &[Value],
 ) -> Result<Vec<PlayerSessionRecord>, StoreError> {
-    let values: Vec<Option<String>> = values
-        .iter()
-        .map(|value| redis::from_redis_value_ref(value).map_err(|_| unexpected(script, "a malformed player session")))
-        .collect::<Result<_, _>>()?;
+    let values = reply_texts(script, values)?;
     let [loc, ip, dns, port, sessions @ ..] = values.as_slice() else {
         return Err(unexpected(script, values.len()));
     };
     if sessions.len() % 8 != 0 {
         return Err(unexpected(script, values.len()));
     }
-    let text = |value: &Option<String>| value.clone().unwrap_or_default();
-    let ms = |value: &Option<String>| value.as_deref().and_then(|ms| ms.parse().ok());
-    let port = port.as_deref().and_then(|port| port.parse().ok()).unwrap_or(0);
+    let text = |value: &Option<Cow<'_, str>>| value.as_deref().unwrap_or_default().to_owned();
+    let endpoint = [text(loc), text(ip), text(dns), text(port)];
     Ok(sessions
         .chunks_exact(8)
-        .map(|session| {
-            let id = text(&session[0]);
-            PlayerSessionRecord {
-                player_session_id: match id.parse() {
-                    Ok(n) => player_session_id(game_session_id, n),
-                    Err(_) => id,
-                },
-                player_id: text(&session[1]),
-                game_session_id: game_session_id.to_owned(),
-                fleet_id: fleet_id.to_owned(),
-                status: session[2].as_deref().and_then(PlayerSessionStatus::parse),
-                player_data: text(&session[3]),
-                creation_ms: ms(&session[4]).unwrap_or(0),
-                activation_ms: ms(&session[5]),
-                termination_ms: ms(&session[6]),
-                reserved_until_ms: ms(&session[7]),
-                location: text(loc),
-                ip_address: text(ip),
-                dns_name: text(dns),
-                port,
-            }
-        })
+        .map(|session| stored_player(fleet_id, game_session_id, session, &endpoint))
         .collect())
+}
+
+/// One player session of game session `game_session_id` from its values by position — its number in the game
+/// session (or the id an earlier release gave it), player, status, data, c_ms, act_ms, end_ms and its reservation
+/// deadline, null (or left off, at the end) where it has none — and its game session's `{loc, ip, dns, port}`.
+pub(crate) fn stored_player(
+    fleet_id: &str,
+    game_session_id: &str,
+    values: &[Option<Cow<'_, str>>],
+    endpoint: &[String; 4],
+) -> PlayerSessionRecord {
+    let at = |i: usize| values.get(i).and_then(|value| value.as_deref());
+    let text = |i: usize| at(i).unwrap_or_default().to_owned();
+    let ms = |i: usize| at(i).and_then(|ms| ms.parse().ok());
+    let id = text(0);
+    PlayerSessionRecord {
+        player_session_id: match id.parse() {
+            Ok(n) => player_session_id(game_session_id, n),
+            Err(_) => id,
+        },
+        player_id: text(1),
+        game_session_id: game_session_id.to_owned(),
+        fleet_id: fleet_id.to_owned(),
+        status: at(2).and_then(PlayerSessionStatus::parse),
+        player_data: text(3),
+        creation_ms: ms(4).unwrap_or(0),
+        activation_ms: ms(5),
+        termination_ms: ms(6),
+        reserved_until_ms: ms(7),
+        location: endpoint[0].clone(),
+        ip_address: endpoint[1].clone(),
+        dns_name: endpoint[2].clone(),
+        port: endpoint[3].parse().unwrap_or(0),
+    }
+}
+
+/// The values of one player session in a reply by position (see [`stored_player`]).
+pub(crate) fn stored_player_values<'v>(
+    script: &str,
+    value: &'v Value,
+) -> Result<Vec<Option<Cow<'v, str>>>, StoreError> {
+    match value {
+        Value::Array(values) if values.len() >= 7 => reply_texts(script, values),
+        _ => Err(unexpected(script, "a malformed player session")),
+    }
 }
 
 /// A player session from its stored fields and its game session's `{loc, ip, dns, port}`.
@@ -222,7 +262,7 @@ pub(crate) fn player_session(fleet_id: &str, pairs: &[String], endpoint: &[Strin
     if pairs.is_empty() {
         return None;
     }
-    let mut f = fields(pairs);
+    let f = fields(pairs);
     let at = |i: usize| endpoint.get(i).cloned().unwrap_or_default();
     Some(PlayerSessionRecord {
         status: f.get("status").and_then(|status| PlayerSessionStatus::parse(status)),
@@ -230,10 +270,10 @@ pub(crate) fn player_session(fleet_id: &str, pairs: &[String], endpoint: &[Strin
         reserved_until_ms: ms(&f, "until_ms"),
         activation_ms: ms(&f, "act_ms"),
         termination_ms: ms(&f, "end_ms"),
-        player_session_id: take(&mut f, "id"),
-        player_id: take(&mut f, "player"),
-        game_session_id: take(&mut f, "gs"),
-        player_data: take(&mut f, "data"),
+        player_session_id: take(&f, "id"),
+        player_id: take(&f, "player"),
+        game_session_id: take(&f, "gs"),
+        player_data: take(&f, "data"),
         fleet_id: fleet_id.to_owned(),
         location: at(0),
         ip_address: at(1),

@@ -198,7 +198,7 @@ impl FleetKeys {
             .iter()
             .find(|(known, _)| *known == name)
             .unwrap_or_else(|| panic!("{name} is not a key of FLEET_KEYS"));
-        format!("{}{suffix}", self.tag)
+        [self.tag.as_str(), suffix].concat()
     }
 
     /// Hash of one game server (fields are listed in `pool/lib.lua`).

@@ -11,7 +11,7 @@ use berth_domain::process::Registration;
 use berth_domain::stored::{GameState, ProcessHealth, ProcessState};
 use redis::Value;
 
-use crate::codec::{field, game_session, player_session, strings, unexpected};
+use crate::codec::{field, game_session, stored_player, stored_player_values, strings, unexpected};
 use crate::fleets;
 use crate::keys::{FleetKeys, push_channel};
 use crate::pool::{Metadata, Reply, Update, Updated, decode_reply, describe_reply, present, update_call, updated};
@@ -786,23 +786,62 @@ pub async fn desired_state(store: &Store, fleet_id: &str, game_server_id: &str) 
 }
 
 /// A desired state an announcement carries: the reply of `desired_state` as JSON (`desired_text` in
-/// `processes/lib.lua`), whose strings and numbers read as the reply's strings.
+/// `processes/lib.lua`), whose strings and numbers read as the reply's strings and `false` as its null.
 fn announced_state(text: &str) -> Option<Desired> {
-    fn value(json: &serde_json::Value) -> Option<Value> {
-        match json {
-            serde_json::Value::String(text) => Some(Value::BulkString(text.clone().into_bytes())),
-            serde_json::Value::Number(number) => Some(Value::BulkString(number.to_string().into_bytes())),
-            serde_json::Value::Array(items) => items.iter().map(value).collect::<Option<_>>().map(Value::Array),
-            _ => None,
-        }
-    }
-    let json: Vec<serde_json::Value> = serde_json::from_str(text).ok()?;
-    let raw = json.iter().map(value).collect::<Option<Vec<_>>>()?;
+    let AnnouncedValue(raw) = serde_json::from_str(text).ok()?;
+    let Value::Array(raw) = raw else { return None };
     decode_desired(&raw).ok().flatten()
 }
 
+/// A value of an announced desired state, read straight into the reply's form (a string or number as a bulk string,
+/// `false` as null, a list as an array) rather than through a JSON tree: an announcement comes with every session a
+/// placement makes.
+struct AnnouncedValue(Value);
+
+impl<'de> serde::Deserialize<'de> for AnnouncedValue {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = AnnouncedValue;
+            fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+                formatter.write_str("a string, a number or a list of them")
+            }
+            fn visit_str<E>(self, text: &str) -> Result<AnnouncedValue, E> {
+                Ok(AnnouncedValue(Value::BulkString(text.as_bytes().to_vec())))
+            }
+            fn visit_string<E>(self, text: String) -> Result<AnnouncedValue, E> {
+                Ok(AnnouncedValue(Value::BulkString(text.into_bytes())))
+            }
+            fn visit_u64<E>(self, n: u64) -> Result<AnnouncedValue, E> {
+                Ok(AnnouncedValue(Value::BulkString(n.to_string().into_bytes())))
+            }
+            fn visit_i64<E>(self, n: i64) -> Result<AnnouncedValue, E> {
+                Ok(AnnouncedValue(Value::BulkString(n.to_string().into_bytes())))
+            }
+            fn visit_f64<E>(self, n: f64) -> Result<AnnouncedValue, E> {
+                Ok(AnnouncedValue(Value::BulkString(n.to_string().into_bytes())))
+            }
+            fn visit_bool<E: serde::de::Error>(self, flag: bool) -> Result<AnnouncedValue, E> {
+                if flag {
+                    return Err(E::invalid_value(serde::de::Unexpected::Bool(true), &self));
+                }
+                Ok(AnnouncedValue(Value::Nil))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut items: A) -> Result<AnnouncedValue, A::Error> {
+                let mut out = Vec::with_capacity(items.size_hint().unwrap_or(0));
+                while let Some(AnnouncedValue(item)) = items.next_element()? {
+                    out.push(item);
+                }
+                Ok(AnnouncedValue(Value::Array(out)))
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
+}
+
 /// Decodes `desired_state`'s reply: {version, pstate, term_reason, term_by_ms, term_force, {{session fields},
-/// {player session fields}...}...}, version -1 for an unknown process.
+/// {player session values}...}...} (each player session's values by position, `codec::stored_player`), version -1
+/// for an unknown process.
 fn decode_desired(raw: &[Value]) -> Result<Option<Desired>, StoreError> {
     let bad = || unexpected("desired_state", "a malformed reply");
     let version: i64 = raw
@@ -828,7 +867,9 @@ fn decode_desired(raw: &[Value]) -> Result<Option<Desired>, StoreError> {
     let sessions = sessions
         .iter()
         .map(|hosted| {
-            let parts: Vec<Value> = redis::from_redis_value_ref(hosted).map_err(|_| bad())?;
+            let Value::Array(parts) = hosted else {
+                return Err(bad());
+            };
             let [session, players @ ..] = parts.as_slice() else {
                 return Err(bad());
             };
@@ -841,8 +882,14 @@ fn decode_desired(raw: &[Value]) -> Result<Option<Desired>, StoreError> {
             ];
             let players = players
                 .iter()
-                .map(|fields| {
-                    player_session(&session.fleet_id, &strings("desired_state", fields)?, &endpoint).ok_or_else(bad)
+                .map(|values| {
+                    let values = stored_player_values("desired_state", values)?;
+                    Ok(stored_player(
+                        &session.fleet_id,
+                        &session.game_session_id,
+                        &values,
+                        &endpoint,
+                    ))
                 })
                 .collect::<Result<_, StoreError>>()?;
             Ok(Hosted { session, players })
@@ -896,6 +943,28 @@ mod tests {
         );
         assert_eq!(parsed("arena\ngs-1\n8\n{}"), Some(Announcement::Version(8)));
         assert_eq!(parsed("arena\ngs-1\nlater"), None);
+    }
+
+    #[test]
+    fn an_announced_state_reads_as_the_reply_it_stands_for() {
+        let read = |json: &str| {
+            serde_json::from_str::<AnnouncedValue>(json)
+                .ok()
+                .map(|AnnouncedValue(value)| value)
+        };
+        let bulk = |text: &str| Value::BulkString(text.as_bytes().to_vec());
+        assert_eq!(
+            read(r#"[3,"RESERVED",false,[1764000000123,""]]"#),
+            Some(Value::Array(vec![
+                bulk("3"),
+                bulk("RESERVED"),
+                Value::Nil,
+                Value::Array(vec![bulk("1764000000123"), bulk("")]),
+            ]))
+        );
+        assert_eq!(read("[true]"), None, "no reply holds a true");
+        assert_eq!(read("[null]"), None);
+        assert_eq!(read(r#"{"a":1}"#), None);
     }
 
     #[test]

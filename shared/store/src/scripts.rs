@@ -200,13 +200,13 @@ pub struct FunctionCall<'a> {
 impl FunctionCall<'_> {
     /// Adds a key.
     pub fn key<T: ToRedisArgs>(&mut self, key: T) -> &mut Self {
-        self.keys.extend(key.to_redis_args());
+        key.write_redis_args(&mut self.keys);
         self
     }
 
     /// Adds an argument.
     pub fn arg<T: ToRedisArgs>(&mut self, arg: T) -> &mut Self {
-        self.args.extend(arg.to_redis_args());
+        arg.write_redis_args(&mut self.args);
         self
     }
 

@@ -23,8 +23,9 @@ end
 
 -- A process's whole desired state as desired.lua answers it, for a caller that knows it without reading it: at
 -- `version`, in state `pstate`, told nothing about ending, hosting `hosted` ({{session fields}, {player session
--- fields}...} each, the players only of one ACTIVATING). As JSON, which an announcement carries to the replica
--- holding the process's stream instead of that replica reading it back (processes.rs reads both forms alike).
+-- values}...} each, the players only of one ACTIVATING). As JSON, which an announcement carries to the replica
+-- holding the process's stream instead of that replica reading it back (processes.rs reads both forms alike, a
+-- JSON false as the reply's null).
 local function desired_text(version, pstate, hosted)
   local out = {version, pstate, '', '0', '0'}
   for _, session in ipairs(hosted) do out[#out + 1] = session end

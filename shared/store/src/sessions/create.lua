@@ -154,7 +154,7 @@ for i = 23, #ARGV, 2 do
   local v = {n, ARGV[i], S.RESERVED, ARGV[i + 1], now, false, false}
   seated[#seated + 1], seated[#seated + 2] = player_field(n), cmsgpack.pack(v)
   seated[#seated + 1], seated[#seated + 2] = seat_field(ARGV[i]), n
-  hosted[#hosted + 1] = player_fields(sid, v)
+  hosted[#hosted + 1] = v
   redis.call('ZADD', k.player .. ARGV[i], now, listed_player(player_session_id(sid, n)))
 end
 if #seated > 0 then redis.call('HSET', players_key(k, sid), unpack(seated)) end

@@ -2,8 +2,9 @@
 -- ACTIVATING and ACTIVE ones to host, TERMINATING ones to end (with the player sessions reserved in those not yet
 -- activated, which the process is handed as it starts them).
 -- KEYS[1] the process's hash.
--- Reply: {version, pstate, term_reason, term_by_ms, term_force, {{session fields}, {player session fields}...},
--- ...}; version -1 when the process is unknown.
+-- Reply: {version, pstate, term_reason, term_by_ms, term_force, {{session fields}, {player session values}...},
+-- ...}, a player session's values by position as the session's players hash keeps them (no reservation deadline yet:
+-- it runs from the activation); version -1 when the process is unknown.
 local key = KEYS[1]
 local s = redis.call('HMGET', key, 'ver', 'pstate', 'term_reason', 'term_by_ms', 'term_force')
 if not s[2] then return {-1} end
@@ -15,7 +16,7 @@ for _, sid in ipairs(redis.call('SMEMBERS', key .. ':sessions')) do
     local session = {fields}
     if status == S.ACTIVATING then
       for _, v in ipairs(live_players(k, sid, true)) do
-        if holds_slot(v) then session[#session + 1] = player_fields(sid, v) end
+        if holds_slot(v) then session[#session + 1] = v end
       end
     end
     out[#out + 1] = session
