@@ -53,14 +53,40 @@ pub fn named_game_session_id(fleet_id: &str, name: &str) -> String {
 /// as it makes them (`player_session_id` in `sessions/lib.lua`): a new game session's reserved players 1, 2, … in
 /// the order its request gives them.
 pub fn player_session_id(game_session_id: &str, n: u64) -> String {
-    format!("{}-{n}", game_session_id.replacen("/gsess-", "/psess-", 1))
+    use std::fmt::Write;
+    let mut id = String::with_capacity(game_session_id.len() + 12);
+    match game_session_id.split_once("/gsess-") {
+        Some((fleet, rest)) => {
+            id.push_str(fleet);
+            id.push_str("/psess-");
+            id.push_str(rest);
+        }
+        None => id.push_str(game_session_id),
+    }
+    // Writing to a String cannot fail.
+    let _ = write!(id, "-{n}");
+    id
 }
 
 /// The number of player session `id` in game session `game_session_id`, when it is that session's
-/// (as [`player_session_id`] makes them).
+/// (as [`player_session_id`] makes them). Called for every player a game server accepts or removes, so it compares
+/// the id's parts in place rather than building the id it should be.
 pub fn player_session_number(game_session_id: &str, id: &str) -> Option<u64> {
-    let n: u64 = id.rsplit_once('-')?.1.parse().ok()?;
-    (player_session_id(game_session_id, n) == id).then_some(n)
+    let (session, number) = id.rsplit_once('-')?;
+    // Written as player_session_id writes it: digits only, no leading zero.
+    let canonical = number.bytes().all(|b| b.is_ascii_digit()) && (number == "0" || !number.starts_with('0'));
+    if !canonical {
+        return None;
+    }
+    let n: u64 = number.parse().ok()?;
+    let same_session = match game_session_id.split_once("/gsess-") {
+        Some((fleet, rest)) => session
+            .strip_prefix(fleet)
+            .and_then(|tail| tail.strip_prefix("/psess-"))
+            .is_some_and(|tail| tail == rest),
+        None => session == game_session_id,
+    };
+    same_session.then_some(n)
 }
 
 /// The game session a player-session id belongs to, when the id is well formed.
@@ -289,6 +315,24 @@ mod tests {
         assert_eq!(player_session_number(&new_game_session_id("fleet-1"), &player), None);
         assert_eq!(player_session_number(&game, &format!("{player}0")), Some(30));
         assert_eq!(player_session_number(&game, "fleet-1/psess-x"), None);
+        let uuid = game.split_once("/gsess-").map(|(_, uuid)| uuid).unwrap_or_default();
+        for other in [
+            format!("fleet-1/psess-{uuid}-03"),
+            format!("fleet-1/psess-{uuid}-+3"),
+            format!("fleet-2/psess-{uuid}-3"),
+            format!("fleet-1/gsess-{uuid}-3"),
+            format!("fleet-1/psess-{uuid}x-3"),
+        ] {
+            assert_eq!(player_session_number(&game, &other), None, "{other}");
+        }
+        for n in [0, 1, 9, 10, 1000, u64::MAX] {
+            assert_eq!(player_session_number(&game, &player_session_id(&game, n)), Some(n));
+            assert_eq!(
+                player_session_number("elsewhere", &player_session_id("elsewhere", n)),
+                Some(n)
+            );
+        }
+        assert_eq!(player_session_id("elsewhere", 2), "elsewhere-2");
         assert_eq!(game_session_of("fleet-1/psess-x-"), None);
         assert_eq!(game_session_of("fleet-1/psess-x-12345678901"), None);
     }
