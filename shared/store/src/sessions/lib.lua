@@ -501,13 +501,20 @@ local function end_event(k, type, sid, now, players)
   redis.call('XADD', k.sevents, '*', 'type', type, 't', now, 'kind', 'e', 'id', sid, 'with', table.concat(with, ' '))
 end
 
--- Ends player session `v` (its values) of game session `sid`, COMPLETED or TIMEDOUT at `now`, when it holds a slot:
+-- Ends player session `v` (its values), `status` at `now`, when it holds a slot: whether it did. Its values alone
+-- change; a session ending with its players keeps them packed with it (keep_ended), not in its players hash.
+local function close_player(v, status, now)
+  if not holds_slot(v) then return false end
+  v[P_STATUS], v[P_ENDED] = status, now
+  return true
+end
+
+-- Ends player session `v` of game session `sid`, COMPLETED or TIMEDOUT at `now`, when it holds a slot (close_player):
 -- answers what its game session's players hash takes for it (its field, its seat freed), for the caller to write, or
 -- nil when it had ended already. Only a timeout is an event of its own (see SessionEventType in
 -- the contract), for which `endpoint` is its game session's {loc, ip, dns, port}.
 local function end_player(k, sid, v, status, now, endpoint)
-  if not holds_slot(v) then return nil end
-  v[P_STATUS], v[P_ENDED] = status, now
+  if not close_player(v, status, now) then return nil end
   if status == S.TIMEDOUT then player_event(k, S.PLAYER_SESSION_TIMED_OUT, player_fields(sid, v), endpoint, now) end
   return {player_field(v[1]), cmsgpack.pack(v), seat_field(v[P_PLAYER]), ''}
 end
@@ -546,7 +553,7 @@ local function end_game_session(k, sid, status, reason, now, fields, pending)
   redis.call('SREM', k.gs .. r.server .. ':sessions', sid)
   local completed = {}
   for _, v in ipairs(players) do
-    if end_player(k, sid, v, S.COMPLETED, now) then completed[#completed + 1] = v end
+    if close_player(v, S.COMPLETED, now) then completed[#completed + 1] = v end
   end
   -- Only an ACTIVATING session waits for its activation, only a TERMINATING one for its forced end, and only one
   -- activated with players can wait for their reservations.
