@@ -53,7 +53,6 @@ pub fn named_game_session_id(fleet_id: &str, name: &str) -> String {
 /// as it makes them (`player_session_id` in `sessions/lib.lua`): a new game session's reserved players 1, 2, … in
 /// the order its request gives them.
 pub fn player_session_id(game_session_id: &str, n: u64) -> String {
-    use std::fmt::Write;
     let mut id = String::with_capacity(game_session_id.len() + 12);
     match game_session_id.split_once("/gsess-") {
         Some((fleet, rest)) => {
@@ -63,8 +62,8 @@ pub fn player_session_id(game_session_id: &str, n: u64) -> String {
         }
         None => id.push_str(game_session_id),
     }
-    // Writing to a String cannot fail.
-    let _ = write!(id, "-{n}");
+    id.push('-');
+    id.push_str(&n.to_string());
     id
 }
 

@@ -117,7 +117,7 @@ fn count(fields: &Fields, name: &str) -> u32 {
     fields.get(name).and_then(|value| value.parse().ok()).unwrap_or(0)
 }
 
-fn take(fields: &Fields, name: &str) -> String {
+fn owned(fields: &Fields, name: &str) -> String {
     fields.get(name).map_or_else(String::new, |value| (*value).to_owned())
 }
 
@@ -152,19 +152,19 @@ pub(crate) fn game_session(pairs: &[String]) -> Result<Option<GameSessionRecord>
         protected: f.get("prot") == Some(&"1"),
         server_ending: f.get("srv_end") == Some(&"1"),
         properties,
-        game_session_id: take(&f, "id"),
-        fleet_id: take(&f, "fleet"),
-        location: take(&f, "loc"),
-        game_server_id: take(&f, "server"),
-        instance_id: take(&f, "inst"),
-        ip_address: take(&f, "ip"),
-        dns_name: take(&f, "dns"),
-        status_reason: take(&f, "reason"),
-        name: take(&f, "name"),
-        game_session_data: take(&f, "data"),
-        matchmaker_data: take(&f, "mm"),
-        creator_id: take(&f, "creator"),
-        placement_id: take(&f, "placement"),
+        game_session_id: owned(&f, "id"),
+        fleet_id: owned(&f, "fleet"),
+        location: owned(&f, "loc"),
+        game_server_id: owned(&f, "server"),
+        instance_id: owned(&f, "inst"),
+        ip_address: owned(&f, "ip"),
+        dns_name: owned(&f, "dns"),
+        status_reason: owned(&f, "reason"),
+        name: owned(&f, "name"),
+        game_session_data: owned(&f, "data"),
+        matchmaker_data: owned(&f, "mm"),
+        creator_id: owned(&f, "creator"),
+        placement_id: owned(&f, "placement"),
     }))
 }
 
@@ -270,10 +270,10 @@ pub(crate) fn player_session(fleet_id: &str, pairs: &[String], endpoint: &[Strin
         reserved_until_ms: ms(&f, "until_ms"),
         activation_ms: ms(&f, "act_ms"),
         termination_ms: ms(&f, "end_ms"),
-        player_session_id: take(&f, "id"),
-        player_id: take(&f, "player"),
-        game_session_id: take(&f, "gs"),
-        player_data: take(&f, "data"),
+        player_session_id: owned(&f, "id"),
+        player_id: owned(&f, "player"),
+        game_session_id: owned(&f, "gs"),
+        player_data: owned(&f, "data"),
         fleet_id: fleet_id.to_owned(),
         location: at(0),
         ip_address: at(1),

@@ -804,7 +804,7 @@ impl<'de> serde::Deserialize<'de> for AnnouncedValue {
         impl<'de> serde::de::Visitor<'de> for Visitor {
             type Value = AnnouncedValue;
             fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
-                formatter.write_str("a string, a number or a list of them")
+                formatter.write_str("a string, a number, false or a list of them")
             }
             fn visit_str<E>(self, text: &str) -> Result<AnnouncedValue, E> {
                 Ok(AnnouncedValue(Value::BulkString(text.as_bytes().to_vec())))
