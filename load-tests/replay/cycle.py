@@ -2,9 +2,11 @@
 session of 4 players created on every pooled server but one per location, then each activated, given one more
 player, its 4 players accepted and removed, and it ended. Each phase prints its calls' mean time in functions and
 commands (the FCALL included) from INFO commandstats around it, and, with a library probe.py wrote, where the time
-went. OLD=1 calls accept and remove as a library before 4d3cc96 took them (the player session's id, not its game
+went; run by icount.sh (ICOUNT_DIR set), the instructions executed in functions per call as callgrind counted them. OLD=1 calls accept and remove as a library before 4d3cc96 took them (the player session's id, not its game
 session and number)."""
+import glob
 import os
+import subprocess
 import sys
 import uuid
 
@@ -23,12 +25,27 @@ def stats():
     total = sum(v['calls'] for name, v in s.items() if name != 'cmdstat_info')
     return fc['usec'], total, fc['calls']
 
+def instructions():
+    """Instructions callgrind counted since its last dump, which this one starts again from."""
+    if not os.environ.get('ICOUNT_DIR'):
+        return 0
+    pid = str(r.info('server')['process_id'])
+    subprocess.run(['callgrind_control', '--dump', pid], check=True, capture_output=True)
+    newest = max(glob.glob(os.path.join(os.environ['ICOUNT_DIR'], 'out.*')), key=os.path.getmtime)
+    summary = next(line for line in open(newest) if line.startswith(('summary:', 'totals:')))
+    return int(summary.split()[1])
+
 def phase(name, calls):
     u0, c0, f0 = stats()
+    instructions()
     outs = [raw.execute_command('FCALL', f'{lib}_{fn}', len(ks), *ks, *args) for fn, ks, args in calls]
+    counted = instructions()
     u1, c1, f1 = stats()
     n = max(f1 - f0, 1)
-    print(f'{name:10s} {n:5d} calls  {(u1 - u0) / n:7.1f} µs  {(c1 - c0 - 1) / n:5.1f} commands (FCALL included)')
+    line = f'{name:10s} {n:5d} calls  {(u1 - u0) / n:7.1f} µs  {(c1 - c0 - 1) / n:5.1f} commands (FCALL included)'
+    if counted:
+        line += f'  {counted / n:9.0f} instructions'
+    print(line)
     try:
         prof = r.execute_command('FCALL', f'{lib}_prof_dump', 0)
         for label, us in sorted(zip(prof[::2], prof[1::2]), key=lambda x: -float(x[1])):
