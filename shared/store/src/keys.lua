@@ -19,11 +19,11 @@ end}
 -- The clock this function call read (now_ms), and the counts it moved that are still to be written (add_count in
 -- fleets/tally.lua): every function calls fleet_keys first, which forgets the last call's, so that no count a call
 -- failing midway left unwritten is written by the next.
-local clock = nil
+local clock, clock_text = nil, nil
 local moved = {}
 
 local function fleet_keys(KEYS, names)
-  clock = nil
+  clock, clock_text = nil, nil
   moved = {}
   local k = {[0] = KEYS[1]}
   for i = 1, #names do k[names[i]] = KEYS[i] end
@@ -51,6 +51,24 @@ local function now_ms()
     clock = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   end
   return clock
+end
+
+-- A number as text, for a reply, a key or a value to store. Lua turns a number it concatenates or hands to redis.call
+-- into text with sprintf's %.14g or %.17g, thousands of machine instructions each (load-tests/replay/icount.sh counts
+-- them): the small integers functions write over and over (counts, player numbers, states) are formatted once per
+-- library load, the clock once per call, any other integer with the cheaper %d. Text passes through.
+local small_ints = {}
+local function int_text(n)
+  if type(n) ~= 'number' then return n end
+  local text = small_ints[n]
+  if text then return text end
+  if n == clock then
+    clock_text = clock_text or string.format('%d', n)
+    return clock_text
+  end
+  text = string.format('%d', n)
+  if n >= 0 and n < 4096 then small_ints[n] = text end
+  return text
 end
 
 -- Appends a record's `fields` (as HGETALL answers them) to a reply, as field, value, ..., without the record's share

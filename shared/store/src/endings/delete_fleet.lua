@@ -13,16 +13,16 @@
 -- UTILIZED).
 local now = now_ms()
 local s = redis.call('HMGET', k.fleet, 'status', 'rev')
-if not s[1] then return {'NOT_FOUND', tostring(now), ''} end
-if s[1] == S.DELETING or s[1] == S.TERMINATED then return {'GONE', tostring(now), s[1]} end
-if ARGV[2] ~= '0' and ARGV[2] ~= s[2] then return {'CONFLICT', tostring(now), s[2]} end
+if not s[1] then return {'NOT_FOUND', int_text(now), ''} end
+if s[1] == S.DELETING or s[1] == S.TERMINATED then return {'GONE', int_text(now), s[1]} end
+if ARGV[2] ~= '0' and ARGV[2] ~= s[2] then return {'CONFLICT', int_text(now), s[2]} end
 -- Ended sessions are in both sets until they expire, so the live ones are the difference.
 local live = redis.call('ZCARD', k.sessions) - redis.call('ZCARD', k.ended)
 local in_use = redis.call('ZCARD', k.claims) + redis.call('ZCARD', k.utilized)
-if live + in_use > 0 and ARGV[1] ~= '1' then return {'LIVE', tostring(now), tostring(live), tostring(in_use)} end
+if live + in_use > 0 and ARGV[1] ~= '1' then return {'LIVE', int_text(now), tostring(live), tostring(in_use)} end
 redis.call('HSET', k.fleet, 'status', S.DELETING, 'msg', '', 'st_ms', now)
 fleet_event(k, now, S.FLEET_DELETING, live .. ' game session(s) live')
-local out = {S.DELETING, tostring(now), ''}
+local out = {S.DELETING, int_text(now), ''}
 local deadline = now + tonumber(ARGV[3])
 for _, id in ipairs(redis.call('ZRANGE', k.servers, 0, -1)) do end_for_deletion(k, id, deadline, out) end
 return out

@@ -8,16 +8,16 @@
 -- HOME (detail: the home location, which only deleting the fleet removes).
 local now = now_ms()
 local status = redis.call('HGET', k.fleet, 'status')
-if not status then return {'NOT_FOUND', tostring(now), ''} end
-if status == S.DELETING or status == S.TERMINATED then return {'GONE', tostring(now), status} end
+if not status then return {'NOT_FOUND', int_text(now), ''} end
+if status == S.DELETING or status == S.TERMINATED then return {'GONE', int_text(now), status} end
 local home = fleet_location(k, '')
 local removed = {}
 for i = 2, #ARGV do
-  if not fleet_location(k, ARGV[i]) then return {'NO_LOCATION', tostring(now), ARGV[i]} end
-  if ARGV[i] == home then return {'HOME', tostring(now), home} end
+  if not fleet_location(k, ARGV[i]) then return {'NO_LOCATION', int_text(now), ARGV[i]} end
+  if ARGV[i] == home then return {'HOME', int_text(now), home} end
   removed[ARGV[i]] = true
 end
-local out = {S.DELETING, tostring(now), ''}
+local out = {S.DELETING, int_text(now), ''}
 for i = 2, #ARGV do
   local loc = ARGV[i]
   if redis.call('HGET', k.fleet, loc_field(loc, 'status')) ~= S.DELETING then

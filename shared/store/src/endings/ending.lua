@@ -8,8 +8,8 @@ local id = ARGV[1]
 local key = k.gs .. id
 local state = redis.call('HMGET', key, 'reg', 'pstate', 'instance', 'term_reason')
 if state[1] ~= ARGV[2] then
-  if state[1] == false and ARGV[2] ~= '' then return {'ENDED', tostring(now)} end
-  return {'UNKNOWN', tostring(now)}
+  if state[1] == false and ARGV[2] ~= '' then return {'ENDED', int_text(now)} end
+  return {'UNKNOWN', int_text(now)}
 end
 if state[2] ~= S.LOST then
   retire(k, id)
@@ -22,4 +22,4 @@ if state[3] then redis.call('SREM', k.inst .. state[3], id) end
 redis.call('ZREM', k.servers, id)
 tally_server(k, id, true)
 redis.call('DEL', key, key .. ':sessions')
-return {'ENDED', tostring(now)}
+return {'ENDED', int_text(now)}

@@ -13,14 +13,14 @@ local f = redis.call('HMGET', k.fleet, 'status', 'locs')
 local status = f[1]
 -- Its servers and its sessions, live or ended, need a record to begin with; the sweeps that end them need the fleet
 -- listed until they are gone.
-if not status and redis.call('EXISTS', k.ended, k.servers, k.sessions) == 0 then return {'GONE', tostring(now)} end
+if not status and redis.call('EXISTS', k.ended, k.servers, k.sessions) == 0 then return {'GONE', int_text(now)} end
 local names = {}
 for name in string.gmatch(f[2] or '', '%S+') do names[#names + 1] = name end
 local deleting = {}
 for _, loc in ipairs(names) do
   if redis.call('HGET', k.fleet, loc_field(loc, 'status')) == S.DELETING then deleting[loc] = true end
 end
-if status ~= S.DELETING and next(deleting) == nil then return {'WAITING', tostring(now)} end
+if status ~= S.DELETING and next(deleting) == nil then return {'WAITING', int_text(now)} end
 -- Where processes are left.
 local busy, any = {}, false
 for _, id in ipairs(redis.call('ZRANGE', k.servers, 0, -1)) do
@@ -37,7 +37,7 @@ for _, loc in ipairs(names) do
     busy[loc] = true
   end
 end
-local out, kept = {'WAITING', tostring(now)}, {}
+local out, kept = {'WAITING', int_text(now)}, {}
 for _, loc in ipairs(names) do
   if deleting[loc] and not busy[loc] and status ~= S.DELETING then
     local fields = {}

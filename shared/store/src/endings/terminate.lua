@@ -6,7 +6,7 @@
 local now = now_ms()
 local key = k.gs .. ARGV[1]
 local pstate = redis.call('HGET', key, 'pstate')
-if not pstate then return {'NOT_FOUND', tostring(now), '', '0'} end
+if not pstate then return {'NOT_FOUND', int_text(now), '', '0'} end
 if pstate == S.LOST then return process_reply(S.LOST, now, key) end
 if pstate ~= S.TERMINATING then
   ask_to_end(k, ARGV[1], ARGV[2], now + termination_grace_ms(k), '0')

@@ -9,20 +9,20 @@
 -- maximum and desired, space-separated).
 local now = now_ms()
 local status = redis.call('HGET', k.fleet, 'status')
-if not status then return {'NOT_FOUND', tostring(now), ''} end
-if status == S.DELETING or status == S.TERMINATED then return {S.DELETING, tostring(now), 'fleet'} end
+if not status then return {'NOT_FOUND', int_text(now), ''} end
+if status == S.DELETING or status == S.TERMINATED then return {S.DELETING, int_text(now), 'fleet'} end
 local loc = fleet_location(k, ARGV[1])
-if not loc then return {'NO_LOCATION', tostring(now), ''} end
+if not loc then return {'NO_LOCATION', int_text(now), ''} end
 local f = function(name) return loc_field(loc, name) end
 local s = redis.call('HMGET', k.fleet, f('status'), f('min'), f('max'), f('desired'))
-if s[1] == S.DELETING then return {S.DELETING, tostring(now), 'location'} end
+if s[1] == S.DELETING then return {S.DELETING, int_text(now), 'location'} end
 local merged = {}
 for i, given in ipairs({ARGV[2], ARGV[3], ARGV[4]}) do
   if given == '' then merged[i] = tonumber(s[i + 1]) else merged[i] = tonumber(given) end
 end
 local min, max, desired = merged[1], merged[2], merged[3]
 if not (min <= desired and desired <= max) then
-  return {'OUT_OF_ORDER', tostring(now), min .. ' ' .. max .. ' ' .. desired}
+  return {'OUT_OF_ORDER', int_text(now), min .. ' ' .. max .. ' ' .. desired}
 end
 redis.call('HSET', k.fleet, f('min'), min, f('max'), max, f('desired'), desired)
 fleet_event(k, now, S.CAPACITY_CHANGED,
@@ -31,6 +31,6 @@ fleet_event(k, now, S.CAPACITY_CHANGED,
 if (s[1] == S.INITIALIZED and desired > 0) or s[1] == S.UNHEALTHY then
   location_deploying(k, now, loc, 'given capacity')
 end
-local out = {'CHANGED', tostring(now), ''}
+local out = {'CHANGED', int_text(now), ''}
 append_fields(out, k.fleet)
 return out

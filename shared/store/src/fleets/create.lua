@@ -7,13 +7,13 @@
 -- viabilities, and 1 when it has standby servers (else 0).
 -- Reply: {outcome, now_ms, '', fleet fields...}: CREATED, with the new record; EXISTS, with nothing changed.
 local now = now_ms()
-if redis.call('EXISTS', k.fleet) == 1 then return {'EXISTS', tostring(now), ''} end
+if redis.call('EXISTS', k.fleet) == 1 then return {'EXISTS', int_text(now), ''} end
 redis.call('HSET', k.fleet, 'cfg', ARGV[1], 'ret_ms', ARGV[2], 'mca', ARGV[3], 'set', ARGV[4], 'status', S.NEW,
   'msg', '', 'st_ms', now, 'rev', 1, 'c_ms', now, 'u_ms', now)
 fleet_event(k, now, S.FLEET_CREATED, 'created with ' .. (#ARGV - 4) / 6 .. ' location(s)')
 local names = {}
 for i = 5, #ARGV, 6 do names[#names + 1] = add_location(k, now, ARGV, i) end
 redis.call('HSET', k.fleet, 'locs', table.concat(names, ' '))
-local out = {'CREATED', tostring(now), ''}
+local out = {'CREATED', int_text(now), ''}
 append_fields(out, k.fleet)
 return out

@@ -4,4 +4,4 @@
 -- Reply: {now_ms, fleet ids}.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-return {tostring(now), redis.call('SMEMBERS', KEYS[1])}
+return {int_text(now), redis.call('SMEMBERS', KEYS[1])}

@@ -84,20 +84,19 @@ local function flush_counts()
       if type(n) == 'table' or n ~= 0 then names[#names + 1] = field end
     end
     if #names <= 2 and not windows then
-      for _, field in ipairs(names) do redis.call('HINCRBY', key, field, counts[field]) end
+      for _, field in ipairs(names) do redis.call('HINCRBY', key, field, int_text(counts[field])) end
     elseif #names > 0 then
       local was, out = redis.call('HMGET', key, unpack(names)), {}
       for i, field in ipairs(names) do
         local n, value = counts[field], nil
         if type(n) == 'table' then
           -- '<minute>|<sums by place...>', restarted when it holds an hour ago's minute.
-          local w = {}
-          for part in string.gmatch(was[i] or '', '[^|]+') do w[#w + 1] = tonumber(part) end
-          if w[1] ~= n[1] then w = {n[1], 0, 0, 0, 0} end
+          local w = {string.match(was[i] or '', '^(%d+)|(%d+)|(%d+)|(%d+)|(%d+)$')}
+          if not w[1] or tonumber(w[1]) ~= n[1] then w = {n[1], 0, 0, 0, 0} end
           for at, added in pairs(n[2]) do w[at] = w[at] + added end
-          value = table.concat(w, '|')
+          value = string.format('%d|%d|%d|%d|%d', w[1], w[2], w[3], w[4], w[5])
         else
-          value = tonumber(was[i] or '0') + n
+          value = int_text(tonumber(was[i] or '0') + n)
         end
         out[#out + 1], out[#out + 2] = field, value
       end
@@ -144,7 +143,7 @@ end
 -- current minute of a location's last hour, w<minute mod 60> (written with the counts, see add_count).
 local function add_to_minute(k, loc, added, now)
   local minute = math.floor(now / 60000)
-  add_count(k.tally .. loc, 'w' .. (minute % 60), {minute, added})
+  add_count(k.tally .. loc, 'w' .. int_text(minute % 60), {minute, added})
 end
 
 -- What an instance's share says, '<state><idle 0 | 1><draining 0 | 1><activatable>,<launching>': its state (0
@@ -180,11 +179,11 @@ local function instance_share(id, a, vm, limit)
   elseif ready > 0 then
     local draining = (vm[2] == S.DRAINING or tonumber(a[7] or '0') > 0) and '1' or '0'
     if free > 0 and limit > 0 then free = math.min(free, math.max(limit - tonumber(a[6] or '0'), 0)) end
-    what = '1' .. (busy == 0 and '1' or '0') .. draining .. free
+    what = '1' .. (busy == 0 and '1' or '0') .. draining .. int_text(free)
   end
   local launching = 0
   if vm[2] and vm[2] ~= S.TERMINATING then launching = tonumber(vm[3] or '0') end
-  return id .. '|' .. loc .. '|' .. what .. ',' .. launching
+  return id .. '|' .. loc .. '|' .. what .. ',' .. int_text(launching)
 end
 
 -- The fields of an instance's aggregate its share is made of, in the order instance_share reads them, then its copy
@@ -208,9 +207,15 @@ local function tally_instance(k, id, deltas)
   local only = next(deltas)
   if only and THRESHOLD[only] and next(deltas, only) == nil then
     local n = deltas[only]
-    local now = redis.call('HINCRBY', key, only, n)
+    local now = redis.call('HINCRBY', key, only, int_text(n))
     if now ~= 0 and now ~= n then return end
     deltas = {}
+  end
+  -- Sessions beginning or ending their activation move the share only under an activation limit (instance_share reads
+  -- act for nothing else): with none, as for a session's activation, the count is all that moves.
+  if only == 'act' and next(deltas, only) == nil and redis.call('HGET', key, 'vmca') == '0' then
+    redis.call('HINCRBY', key, 'act', int_text(deltas.act))
+    return
   end
   local a = redis.call('HMGET', key, unpack(INSTANCE_TALLIED))
   local also = {}
@@ -218,7 +223,7 @@ local function tally_instance(k, id, deltas)
     local n = deltas[field]
     if n and n ~= 0 then
       a[i] = tonumber(a[i] or '0') + n
-      also[#also + 1], also[#also + 2] = field, a[i]
+      also[#also + 1], also[#also + 2] = field, int_text(a[i])
     end
   end
   local vm, limit = {a[11], a[12], a[13]}, a[14]
@@ -287,7 +292,8 @@ local function server_share(key, s, open)
   end
   local istatus = '0'
   if s[6] == S.DRAINING then istatus = '1' elseif s[6] == S.SPOT_TERMINATING then istatus = '2' end
-  return s[1] .. '|' .. (s[2] or '') .. '|' .. state .. (s[7] == S.UNHEALTHY and '1' or '0') .. istatus .. free
+  return s[1] .. '|' .. (s[2] or '') .. '|' .. int_text(state) .. (s[7] == S.UNHEALTHY and '1' or '0') .. istatus ..
+    int_text(free)
 end
 
 -- The fields of a game server its share is made of, in the order server_share reads them.
@@ -352,17 +358,27 @@ local SESSION_STATES = {[S.ACTIVATING] = 1, [S.ACTIVE] = 2, [S.TERMINATING] = 3}
 -- Brings a game session's share up to date. Answers what it read of the session, {loc, inst, status, cur, max,
 -- accept, srv_end, tly, c_ms}, for the search indexes that move with the same fields; a caller that holds them as
 -- they are now passes them as `known`, and `gone` when the record is about to be deleted; `pending` as
--- tally_instances'; `also` as move_share's.
-local function tally_session(k, sid, known, gone, pending, also)
+-- tally_instances'; `also` as move_share's; `joined`, when players joining (or leaving: negative) is all that
+-- changed, how many.
+local function tally_session(k, sid, known, gone, pending, also, joined)
   local key = k.gsess .. sid
   local s = known or redis.call('HMGET', key, 'loc', 'inst', 'status', 'cur', 'max', 'accept', 'srv_end', 'tly', 'c_ms')
   local state = SESSION_STATES[s[3]]
-  local share = nil
+  local share, old = nil, s[8] or nil
   if state then
     local seats = 0
     if s[3] == S.ACTIVE and s[6] == '1' and s[7] ~= '1' then seats = s[5] end
-    share = (s[2] or '') .. '|' .. (s[1] or '') .. '|' .. state .. s[4] .. ';' .. seats
+    local head = (s[2] or '') .. '|' .. (s[1] or '') .. '|' .. int_text(state)
+    local tail = ';' .. int_text(seats)
+    share = head .. int_text(s[4]) .. tail
+    -- Players coming or going alone move one count (as session_counts would), without taking both shares apart: a
+    -- player's removal, the commonest change of a session, runs 14 % fewer instructions so (replay/icount.sh).
+    if joined and old and old == head .. int_text(tonumber(s[4]) - joined) .. tail then
+      add_count(k.tally .. (s[1] or ''), tonumber(seats) ~= 0 and 'p_open' or 'p_other', joined)
+      redis.call('HSET', key, 'tly', share, unpack(also or {}))
+      return s
+    end
   end
-  tally_instances(k, move_share(k, not gone and key or nil, s[8] or nil, share, session_counts, also), pending)
+  tally_instances(k, move_share(k, not gone and key or nil, old, share, session_counts, also), pending)
   return s
 end

@@ -14,15 +14,15 @@
 -- NOT_FOUND; DELETING (detail: the fleet's status); CONFLICT (detail: what changed since).
 local now = now_ms()
 local s = redis.call('HMGET', k.fleet, 'status', 'rev')
-if not s[1] then return {'NOT_FOUND', tostring(now), ''} end
-if s[1] == S.DELETING or s[1] == S.TERMINATED then return {S.DELETING, tostring(now), s[1]} end
-if ARGV[1] ~= '' and ARGV[1] ~= s[2] then return {'CONFLICT', tostring(now), 'revision ' .. s[2]} end
+if not s[1] then return {'NOT_FOUND', int_text(now), ''} end
+if s[1] == S.DELETING or s[1] == S.TERMINATED then return {S.DELETING, int_text(now), s[1]} end
+if ARGV[1] ~= '' and ARGV[1] ~= s[2] then return {'CONFLICT', int_text(now), 'revision ' .. s[2]} end
 local events_at = 7 + 5 * tonumber(ARGV[5])
 for i = 7, events_at - 1, 5 do
   local loc = ARGV[i]
   local l = redis.call('HMGET', k.fleet, loc_field(loc, 'ver'), loc_field(loc, 'status'))
   if not fleet_location(k, loc) or l[1] ~= ARGV[i + 1] or l[2] == S.DELETING then
-    return {'CONFLICT', tostring(now), 'location ' .. loc}
+    return {'CONFLICT', int_text(now), 'location ' .. loc}
   end
 end
 if ARGV[1] ~= '' then
@@ -70,6 +70,6 @@ if ARGV[6] == '1' then
     end
   end
 end
-local out = {'WRITTEN', tostring(now), ''}
+local out = {'WRITTEN', int_text(now), ''}
 append_fields(out, k.fleet)
 return out

@@ -4,10 +4,10 @@
 -- Reply: {DRAINING | GONE | FENCED, now_ms}.
 local now = now_ms()
 local loc, id = ARGV[1], ARGV[3]
-if not holds_lease(k, loc, ARGV[2]) then return {'FENCED', tostring(now)} end
+if not holds_lease(k, loc, ARGV[2]) then return {'FENCED', int_text(now)} end
 local vm = k.vm .. id
 local state = redis.call('HGET', vm, 'state')
-if not state or state == S.TERMINATING then return {'GONE', tostring(now)} end
+if not state or state == S.TERMINATING then return {'GONE', int_text(now)} end
 if state ~= S.DRAINING then
   redis.call('HSET', vm, 'state', S.DRAINING)
   tally_instance(k, id)
@@ -16,4 +16,4 @@ if state ~= S.DRAINING then
   fleet_event(k, now, S.INSTANCE_DRAINING, 'its instance type ' .. redis.call('HGET', vm, 'type') .. ' is not viable',
     {'location', loc, 'instance_id', id})
 end
-return {S.DRAINING, tostring(now)}
+return {S.DRAINING, int_text(now)}

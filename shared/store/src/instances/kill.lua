@@ -5,9 +5,9 @@
 -- Reply: {KILLED | GONE | FENCED, now_ms}.
 local now = now_ms()
 local loc, id = ARGV[1], ARGV[3]
-if not holds_lease(k, loc, ARGV[2]) then return {'FENCED', tostring(now)} end
+if not holds_lease(k, loc, ARGV[2]) then return {'FENCED', int_text(now)} end
 local vm = k.vm .. id
-if redis.call('EXISTS', vm) == 0 then return {'GONE', tostring(now)} end
+if redis.call('EXISTS', vm) == 0 then return {'GONE', int_text(now)} end
 if redis.call('HSETNX', vm, 'killed_ms', now) == 1 then
   for _, sid in ipairs(instance_servers(vm)) do
     -- Registered, and its record gone: it ended by itself, as a lost process's record stays.
@@ -17,4 +17,4 @@ if redis.call('HSETNX', vm, 'killed_ms', now) == 1 then
     end
   end
 end
-return {'KILLED', tostring(now)}
+return {'KILLED', int_text(now)}

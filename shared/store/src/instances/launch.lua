@@ -6,8 +6,8 @@
 -- Reply: {RECORDED | FENCED, now_ms}. Recording an instance again (a retry after a lost reply) changes nothing.
 local now = now_ms()
 local loc = ARGV[1]
-if not holds_lease(k, loc, ARGV[2]) then return {'FENCED', tostring(now)} end
-if redis.call('EXISTS', k.vm .. ARGV[3]) == 1 then return {'RECORDED', tostring(now)} end
+if not holds_lease(k, loc, ARGV[2]) then return {'FENCED', int_text(now)} end
+if redis.call('EXISTS', k.vm .. ARGV[3]) == 1 then return {'RECORDED', int_text(now)} end
 local servers = 0
 for _ in string.gmatch(ARGV[5], '%S+') do servers = servers + 1 end
 redis.call('HSET', k.vm .. ARGV[3], 'id', ARGV[3], 'loc', loc, 'type', ARGV[4], 'state', S.LAUNCHING,
@@ -22,4 +22,4 @@ if redis.call('HGET', k.fleet, 'status') == S.NEW then
   redis.call('HSET', k.fleet, 'status', S.ACTIVATING, 'msg', '', 'st_ms', now)
   fleet_event(k, now, S.FLEET_ACTIVATING, 'launching its first instances')
 end
-return {'RECORDED', tostring(now)}
+return {'RECORDED', int_text(now)}

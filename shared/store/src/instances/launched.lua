@@ -6,14 +6,14 @@
 -- Reply: {LAUNCHED | LAUNCH_FAILED | GONE | FENCED, now_ms}. GONE: no such instance is recorded any more.
 local now = now_ms()
 local loc, id = ARGV[1], ARGV[3]
-if not holds_lease(k, loc, ARGV[2]) then return {'FENCED', tostring(now)} end
+if not holds_lease(k, loc, ARGV[2]) then return {'FENCED', int_text(now)} end
 local vm = k.vm .. id
-if redis.call('EXISTS', vm) == 0 then return {'GONE', tostring(now)} end
+if redis.call('EXISTS', vm) == 0 then return {'GONE', int_text(now)} end
 local extra = {'location', loc, 'instance_id', id}
 if ARGV[5] ~= '' then
   forget_instance(k, loc, id)
   fleet_event(k, now, S.INSTANCE_LAUNCH_FAILED, ARGV[5], extra)
-  return {'LAUNCH_FAILED', tostring(now)}
+  return {'LAUNCH_FAILED', int_text(now)}
 end
 if redis.call('HGET', vm, 'state') == S.LAUNCHING then
   redis.call('HSET', vm, 'state', S.RUNNING)
@@ -21,4 +21,4 @@ if redis.call('HGET', vm, 'state') == S.LAUNCHING then
 end
 redis.call('HSET', vm, 'handle', ARGV[4])
 fleet_event(k, now, S.INSTANCE_LAUNCHED, redis.call('HGET', vm, 'type'), extra)
-return {'LAUNCHED', tostring(now)}
+return {'LAUNCHED', int_text(now)}

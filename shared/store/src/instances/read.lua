@@ -11,7 +11,7 @@ local l = redis.call('HMGET', k.fleet, loc_field(loc, 'first_ms'), loc_field(loc
 -- A first launch before the location's last change of status belongs to an earlier deployment.
 local first = l[1]
 if first and l[3] and tonumber(first) < tonumber(l[3]) then first = nil end
-local out = {tostring(now), first or '', l[2] or '', {}}
+local out = {int_text(now), first or '', l[2] or '', {}}
 for _, id in ipairs(redis.call('ZRANGE', k.vms .. loc, 0, -1)) do
   local vm = k.vm .. id
   local r = redis.call('HMGET', vm, 'type', 'state', 'launch_ms', 'kill_ms', 'handle')

@@ -9,10 +9,10 @@
 -- Reply: {REMOVED | GONE | FENCED, now_ms, ''} then {game-server id, replica, version} of each process lost.
 local now = now_ms()
 local loc, id = ARGV[1], ARGV[3]
-if not holds_lease(k, loc, ARGV[2]) then return {'FENCED', tostring(now), ''} end
+if not holds_lease(k, loc, ARGV[2]) then return {'FENCED', int_text(now), ''} end
 local vm = k.vm .. id
-if redis.call('EXISTS', vm) == 0 then return {'GONE', tostring(now), ''} end
-local out = {'REMOVED', tostring(now), ''}
+if redis.call('EXISTS', vm) == 0 then return {'GONE', int_text(now), ''} end
+local out = {'REMOVED', int_text(now), ''}
 local exited = ''
 if ARGV[6] ~= '' then exited = ' (' .. ARGV[6] .. ')' end
 local code, message, session_reason = S.SERVER_PROCESS_CRASHED, 'its instance stopped running' .. exited,

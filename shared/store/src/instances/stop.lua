@@ -7,11 +7,11 @@
 -- Reply: {STOPPING | GONE | FENCED, now_ms, ''} then {game-server id, replica, version} of each process told.
 local now = now_ms()
 local loc, id = ARGV[1], ARGV[3]
-if not holds_lease(k, loc, ARGV[2]) then return {'FENCED', tostring(now), ''} end
+if not holds_lease(k, loc, ARGV[2]) then return {'FENCED', int_text(now), ''} end
 local vm = k.vm .. id
 local state = redis.call('HGET', vm, 'state')
-if not state then return {'GONE', tostring(now), ''} end
-local out = {'STOPPING', tostring(now), ''}
+if not state then return {'GONE', int_text(now), ''} end
+local out = {'STOPPING', int_text(now), ''}
 if state == S.TERMINATING then return out end
 redis.call('HSET', vm, 'state', S.TERMINATING, 'kill_ms', now + tonumber(ARGV[6]))
 tally_instance(k, id)

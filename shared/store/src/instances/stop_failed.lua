@@ -8,9 +8,9 @@
 -- Reply: {RECORDED | UNCHANGED | GONE | FENCED, now_ms}. UNCHANGED: that request's failure was recorded before.
 local now = now_ms()
 local loc, id = ARGV[1], ARGV[3]
-if not holds_lease(k, loc, ARGV[2]) then return {'FENCED', tostring(now)} end
+if not holds_lease(k, loc, ARGV[2]) then return {'FENCED', int_text(now)} end
 local vm = k.vm .. id
-if redis.call('EXISTS', vm) == 0 then return {'GONE', tostring(now)} end
-if redis.call('HSETNX', vm, ARGV[4] .. '_failed_ms', now) == 0 then return {'UNCHANGED', tostring(now)} end
+if redis.call('EXISTS', vm) == 0 then return {'GONE', int_text(now)} end
+if redis.call('HSETNX', vm, ARGV[4] .. '_failed_ms', now) == 0 then return {'UNCHANGED', int_text(now)} end
 fleet_event(k, now, S.INSTANCE_STOP_FAILED, ARGV[5], {'location', loc, 'instance_id', id})
-return {'RECORDED', tostring(now)}
+return {'RECORDED', int_text(now)}

@@ -4,9 +4,9 @@
 -- Reply: {UNHEALTHY | UNCHANGED | FENCED, now_ms}. UNCHANGED: it was no longer DEPLOYING.
 local now = now_ms()
 local loc = ARGV[1]
-if not holds_lease(k, loc, ARGV[2]) then return {'FENCED', tostring(now)} end
-if redis.call('HGET', k.fleet, loc_field(loc, 'status')) ~= S.DEPLOYING then return {'UNCHANGED', tostring(now)} end
+if not holds_lease(k, loc, ARGV[2]) then return {'FENCED', int_text(now)} end
+if redis.call('HGET', k.fleet, loc_field(loc, 'status')) ~= S.DEPLOYING then return {'UNCHANGED', int_text(now)} end
 redis.call('HSET', k.fleet, loc_field(loc, 'status'), S.UNHEALTHY, loc_field(loc, 'msg'), ARGV[3],
   loc_field(loc, 'st_ms'), now)
 fleet_event(k, now, S.LOCATION_UNHEALTHY, ARGV[3], {'location', loc})
-return {S.UNHEALTHY, tostring(now)}
+return {S.UNHEALTHY, int_text(now)}

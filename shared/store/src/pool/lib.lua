@@ -29,6 +29,7 @@ end
 -- CAPACITY_CHANNEL, so that waiting placements try again at once.
 local function place(k, set, mirror, id, score, loc)
   if score then
+    score = int_text(score)
     redis.call('ZADD', set, score, id)
   elseif redis.call('ZREM', set, id) == 0 then
     -- The mirror holds only what the set does.
@@ -149,7 +150,7 @@ end
 
 -- The typed reply every single-record script returns: {outcome, now_ms, hash field, value, ...}.
 local function reply(outcome, now, key)
-  local out = {outcome, tostring(now)}
+  local out = {outcome, int_text(now)}
   if key then append_fields(out, key) end
   return out
 end

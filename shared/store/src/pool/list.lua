@@ -15,4 +15,4 @@ for i, id in ipairs(ids) do
   end
   page[#page + 1] = redis.call('HGETALL', ARGV[1] .. id)
 end
-return {tostring(now), next_after, page}
+return {int_text(now), next_after, page}

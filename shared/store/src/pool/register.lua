@@ -15,7 +15,7 @@ if redis.call('EXISTS', key) == 1 then
   return reply('EXISTS', now, key)
 end
 local refused = refusal(k, '')
-if refused then return {refused[1], tostring(now), 'detail', refused[2]} end
+if refused then return {refused[1], int_text(now), 'detail', refused[2]} end
 local istatus = redis.call('HGET', k.inst_status, ARGV[2]) or S.ACTIVE
 redis.call('HSET', key, 'id', id, 'instance', ARGV[2], 'conn', ARGV[3], 'data', ARGV[4], 'util', S.AVAILABLE,
   'istatus', istatus, 'reg_ms', now)

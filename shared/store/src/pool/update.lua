@@ -58,11 +58,11 @@ if #changes > 0 then
   counters = counters or cjson.decode(redis.call('HGET', KEYS[1], 'counters') or '[]')
   for _, change in ipairs(changes) do
     local c = entry_of(counters, change[1])
-    if not c then return {'NO_COUNTER', tostring(now), 'detail', change[1]} end
+    if not c then return {'NO_COUNTER', int_text(now), 'detail', change[1]} end
     local capacity = change[2] >= 0 and change[2] or tonumber(c[3])
     local count = (change[3] >= 0 and change[3] or tonumber(c[2])) + change[4]
     if count < 0 or count > (capacity == 0 and 2 ^ 62 or capacity) then
-      return {'OUT_OF_RANGE', tostring(now), 'detail', change[1]}
+      return {'OUT_OF_RANGE', int_text(now), 'detail', change[1]}
     end
     c[2], c[3] = score_str(count), score_str(capacity)
   end
@@ -73,7 +73,7 @@ if #changes > 0 then
   lists = lists or cjson.decode(redis.call('HGET', KEYS[1], 'lists') or '[]')
   for _, change in ipairs(changes) do
     local l = entry_of(lists, change[1])
-    if not l then return {'NO_LIST', tostring(now), 'detail', change[1]} end
+    if not l then return {'NO_LIST', int_text(now), 'detail', change[1]} end
     if change[2] >= 0 then l[2] = change[2] end
     local values = change[3] and change[4] or l[3]
     local kept, held = {}, {}
@@ -81,12 +81,12 @@ if #changes > 0 then
       if not held[v] and #kept < l[2] then kept[#kept + 1], held[v] = v, true end
     end
     for _, v in ipairs(change[5]) do
-      if held[v] then return {'VALUE_EXISTS', tostring(now), 'detail', change[1] .. '\n' .. v} end
-      if #kept >= l[2] then return {'OUT_OF_RANGE', tostring(now), 'detail', change[1]} end
+      if held[v] then return {'VALUE_EXISTS', int_text(now), 'detail', change[1] .. '\n' .. v} end
+      if #kept >= l[2] then return {'OUT_OF_RANGE', int_text(now), 'detail', change[1]} end
       kept[#kept + 1], held[v] = v, true
     end
     for _, v in ipairs(change[6]) do
-      if not held[v] then return {'NO_VALUE', tostring(now), 'detail', change[1] .. '\n' .. v} end
+      if not held[v] then return {'NO_VALUE', int_text(now), 'detail', change[1] .. '\n' .. v} end
       held[v] = nil
       for i, kept_value in ipairs(kept) do
         if kept_value == v then table.remove(kept, i) break end

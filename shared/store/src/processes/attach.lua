@@ -28,7 +28,7 @@ end
 if ARGV[4] ~= '' then
   if current[1] ~= ARGV[4] then return reply('UNKNOWN', now) end
   if current[2] == S.LOST or not redis.call('ZSCORE', k.hb, id) then return reply(S.LOST, now, key) end
-  if not set then return {'NO_FLEET', tostring(now), 'detail', 'no such fleet'} end
+  if not set then return {'NO_FLEET', int_text(now), 'detail', 'no such fleet'} end
   local superseded = redis.call('HGET', key, 'replica')
   redis.call('HSET', key, 'replica', ARGV[5], 'linked', 1)
   redis.call('HINCRBY', key, 'attach', 1)
@@ -53,7 +53,7 @@ if refused then
     fleet_event(k, now, S.SERVER_PROCESS_REGISTRATION_REJECTED, refused[2], {'game_server_id', id, 'location', loc,
       'instance_id', ARGV[2]})
   end
-  return {refused[1], tostring(now), 'detail', refused[2]}
+  return {refused[1], int_text(now), 'detail', refused[2]}
 end
 local istatus = redis.call('HGET', k.inst_status, ARGV[2]) or S.ACTIVE
 redis.call('HSET', key, 'id', id, 'instance', ARGV[2], 'util', S.AVAILABLE, 'istatus', istatus, 'reg_ms', now,

@@ -35,7 +35,7 @@ end
 -- The reply of the process scripts: {outcome, now_ms, replica, version}.
 local function process_reply(outcome, now, key)
   local state = redis.call('HMGET', key, 'replica', 'ver')
-  return {outcome, tostring(now), state[1] or '', state[2] or '0'}
+  return {outcome, int_text(now), state[1] or '', state[2] or '0'}
 end
 
 -- A fleet event about a process: its id, location and instance.

@@ -7,7 +7,7 @@
 local now = now_ms()
 local key = k.gs .. ARGV[1]
 local state = redis.call('HMGET', key, 'reg', 'pstate', 'istatus')
-if state[1] ~= ARGV[2] or state[2] == S.LOST then return {S.LOST, tostring(now), '', '0'} end
+if state[1] ~= ARGV[2] or state[2] == S.LOST then return {S.LOST, int_text(now), '', '0'} end
 if state[2] == S.INITIALIZING then
   if ARGV[3] == '1' then redis.call('HSET', key, 'ip', ARGV[4], 'dns', ARGV[5], 'port', ARGV[6], 'conn', ARGV[7]) end
   redis.call('HSET', key, 'pstate', S.STANDING_BY)

@@ -5,7 +5,7 @@
 -- exists (nothing is changed).
 local now = now_ms()
 local q = queue_keys(KEYS)
-if redis.call('EXISTS', q.record) == 1 then return {'EXISTS', tostring(now), ''} end
+if redis.call('EXISTS', q.record) == 1 then return {'EXISTS', int_text(now), ''} end
 redis.call('HSET', q.record, 'cfg', ARGV[1], 'rev', 1, 'c_ms', now, 'u_ms', now, 'timeout_ms', ARGV[2], 'maxp', ARGV[3],
   'ced', ARGV[4], 'psum', 0)
 -- A queue of the same name deleted before may have left its requests stream (with the group) and its events, set
@@ -16,4 +16,4 @@ redis.call('PERSIST', q.requests)
 if redis.call('EXISTS', q.requests) == 0 then
   redis.call('XGROUP', 'CREATE', q.requests, PLACEMENT_WORKERS, '$', 'MKSTREAM')
 end
-return append_fields({'CREATED', tostring(now), ''}, q.record)
+return append_fields({'CREATED', int_text(now), ''}, q.record)

@@ -8,10 +8,10 @@
 local now = now_ms()
 local q = queue_keys(KEYS)
 local rev = redis.call('HGET', q.record, 'rev')
-if not rev then return {'NOT_FOUND', tostring(now), ''} end
-if ARGV[1] ~= '0' and rev ~= ARGV[1] then return {'CONFLICT', tostring(now), rev} end
+if not rev then return {'NOT_FOUND', int_text(now), ''} end
+if ARGV[1] ~= '0' and rev ~= ARGV[1] then return {'CONFLICT', int_text(now), rev} end
 local ids = redis.call('ZRANGE', q.pending, 0, -1)
-if #ids > 0 and ARGV[2] ~= '1' then return {'HAS_PENDING', tostring(now), #ids} end
+if #ids > 0 and ARGV[2] ~= '1' then return {'HAS_PENDING', int_text(now), #ids} end
 local retention = tonumber(ARGV[3])
 for _, id in ipairs(ids) do
   end_placement(q, id, S.CANCELLED, S.QUEUE_DELETED, 'its queue was deleted', now, retention, {}, false)
@@ -20,4 +20,4 @@ redis.call('DEL', q.record)
 redis.call('PEXPIRE', q.events, retention)
 redis.call('PEXPIRE', q.events_gone, retention)
 redis.call('PEXPIRE', q.requests, retention)
-return {'DELETED', tostring(now), #ids, redis.call('XLEN', q.requests)}
+return {'DELETED', int_text(now), #ids, redis.call('XLEN', q.requests)}

@@ -49,7 +49,8 @@ local NOT_SHOWN = {cands = true, digest = true}
 -- Appends a placement event: its type and time, the queue's custom event data, and the placement's id, whose record
 -- a reader joins (read_events.lua).
 local function placement_event(q, id, type, now)
-  redis.call('XADD', q.events, '*', 'type', type, 't', now, 'ced', redis.call('HGET', q.record, 'ced') or '', 'id', id)
+  redis.call('XADD', q.events, '*', 'type', type, 't', int_text(now), 'ced', redis.call('HGET', q.record, 'ced') or '',
+    'id', id)
 end
 
 -- The fields of an ended placement, in the order its packed record keeps them (record_values in keys.lua): cands
@@ -82,7 +83,7 @@ end
 local function end_placement(q, id, status, reason, message, now, retention_ms, extra, done, record)
   local key = q.placement .. id
   record = record or by_name(redis.call('HGETALL', key))
-  record.status, record.reason, record.msg, record.e_ms = status, reason, message, tostring(now)
+  record.status, record.reason, record.msg, record.e_ms = status, reason, message, int_text(now)
   for i = 1, #extra, 2 do record[extra[i]] = extra[i + 1] end
   if done then record.cands = false end
   local values = record_values(record, ENDED)
@@ -130,5 +131,5 @@ end
 
 -- The reply of the placement scripts: {outcome, now_ms, detail, placement `fields` (as HGETALL answers them)...}.
 local function placement_reply(outcome, now, detail, fields)
-  return append_pairs({outcome, tostring(now), tostring(detail or '')}, fields or {})
+  return append_pairs({outcome, int_text(now), int_text(detail or '')}, fields or {})
 end

@@ -5,7 +5,7 @@ local now = now_ms()
 local q = queue_keys(KEYS)
 local exists = redis.call('EXISTS', q.record)
 local oldest = redis.call('ZRANGE', q.pending, 0, 0, 'WITHSCORES')[2] or ''
-local out = {tostring(now), exists, redis.call('ZCARD', q.pending), redis.call('HGET', q.record, 'psum') or '0',
+local out = {int_text(now), exists, redis.call('ZCARD', q.pending), redis.call('HGET', q.record, 'psum') or '0',
   oldest}
 for minute = tonumber(ARGV[1]), math.floor(now / 60000) do
   out[#out + 1] = redis.call('HGETALL', q.minute .. minute)

@@ -24,15 +24,15 @@ local limit = tonumber(queue[2])
 if limit > 0 and redis.call('ZCARD', q.pending) >= limit then return placement_reply('FULL', now, limit) end
 local deadline = now + tonumber(queue[1])
 local record = {'id', id, 'queue', string.match(KEYS[1], '{q:([^}]*)}'), 'req', ARGV[3], 'digest', ARGV[2],
-  'status', S.PENDING, 's_ms', tostring(now), 'dl_ms', tostring(deadline), 'n', '0'}
+  'status', S.PENDING, 's_ms', int_text(now), 'dl_ms', int_text(deadline), 'n', '0'}
 redis.call('HSET', key, unpack(record))
-redis.call('ZADD', q.pending, now, id)
-redis.call('HINCRBY', q.record, 'psum', now)
+redis.call('ZADD', q.pending, int_text(now), id)
+redis.call('HINCRBY', q.record, 'psum', int_text(now))
 -- The entry carries the request whole, so that the worker taking it first needs no read of the record.
 if ARGV[4] == '' then
-  redis.call('XADD', q.requests, '*', 'id', id, 'dl_ms', deadline, 'req', ARGV[3])
+  redis.call('XADD', q.requests, '*', 'id', id, 'dl_ms', int_text(deadline), 'req', ARGV[3])
 else
-  redis.call('XADD', q.requests, '*', 'id', id, 'dl_ms', deadline, 'req', ARGV[3], 'tp', ARGV[4])
+  redis.call('XADD', q.requests, '*', 'id', id, 'dl_ms', int_text(deadline), 'req', ARGV[3], 'tp', ARGV[4])
 end
 count_minute(q, now, {S.STARTED})
 return placement_reply('CREATED', now, '', record)

@@ -4,4 +4,4 @@
 local now = now_ms()
 local q = queue_keys(KEYS)
 trim_events(q.events, q.events_gone, now - tonumber(ARGV[1]), tonumber(ARGV[2]))
-return {redis.call('ZCARD', q.pending), redis.call('HGET', q.record, 'psum') or '0', tostring(now)}
+return {redis.call('ZCARD', q.pending), redis.call('HGET', q.record, 'psum') or '0', int_text(now)}

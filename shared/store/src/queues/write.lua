@@ -7,8 +7,8 @@
 local now = now_ms()
 local q = queue_keys(KEYS)
 local rev = redis.call('HGET', q.record, 'rev')
-if not rev then return {'NOT_FOUND', tostring(now), ''} end
-if rev ~= ARGV[1] then return {'CONFLICT', tostring(now), rev} end
+if not rev then return {'NOT_FOUND', int_text(now), ''} end
+if rev ~= ARGV[1] then return {'CONFLICT', int_text(now), rev} end
 redis.call('HSET', q.record, 'cfg', ARGV[2], 'rev', tonumber(rev) + 1, 'u_ms', now, 'timeout_ms', ARGV[3],
   'maxp', ARGV[4], 'ced', ARGV[5])
-return append_fields({'WRITTEN', tostring(now), ''}, q.record)
+return append_fields({'WRITTEN', int_text(now), ''}, q.record)

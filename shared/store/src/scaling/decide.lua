@@ -12,7 +12,7 @@
 -- moved meanwhile); FENCED (the lease is no longer the live one: nothing was written).
 local now = now_ms()
 local loc, lease = ARGV[1], ARGV[2]
-if not holds_lease(k, loc, lease) then return {'FENCED', tostring(now), ''} end
+if not holds_lease(k, loc, lease) then return {'FENCED', int_text(now), ''} end
 for i = 11, #ARGV, 4 do
   local name = ARGV[i]
   if redis.call('HGET', k.policy .. name, 'rev') == ARGV[i + 1] then
@@ -28,12 +28,12 @@ if #lapsed > 0 then
   redis.call('ZREMRANGEBYSCORE', k.wanting .. loc, '-inf', now)
   redis.call('HDEL', k.wanted .. loc, unpack(lapsed))
 end
-if ARGV[4] == '' then return {'UNCHANGED', tostring(now), ''} end
+if ARGV[4] == '' then return {'UNCHANGED', int_text(now), ''} end
 local f = function(name) return loc_field(loc, name) end
 local s = redis.call('HMGET', k.fleet, f('status'), f('min'), f('max'), f('desired'))
 local desired = tonumber(ARGV[4])
 if s[4] ~= ARGV[3] or desired < tonumber(s[2]) or desired > tonumber(s[3]) or s[1] == S.DELETING then
-  return {'UNCHANGED', tostring(now), ''}
+  return {'UNCHANGED', int_text(now), ''}
 end
 redis.call('HSET', k.fleet, f('desired'), desired)
 if redis.call('EXISTS', k.policy .. ARGV[5]) == 1 then redis.call('HSET', k.peval .. ARGV[5], 'a:' .. loc, now) end
@@ -41,4 +41,4 @@ fleet_event(k, now, S.SCALING_ACTION, ARGV[6], {'location', loc, 'prev', s[4], '
 if s[1] == S.INITIALIZED and desired > 0 then
   location_deploying(k, now, loc, 'scaled up by ' .. ARGV[5])
 end
-return {'SCALED', tostring(now), ''}
+return {'SCALED', int_text(now), ''}

@@ -4,8 +4,8 @@
 local now = now_ms()
 local key = k.policy .. ARGV[1]
 local rev = redis.call('HGET', key, 'rev')
-if not rev then return {'NOT_FOUND', tostring(now), ''} end
-if ARGV[2] ~= '0' and ARGV[2] ~= rev then return {'REVISION', tostring(now), rev} end
+if not rev then return {'NOT_FOUND', int_text(now), ''} end
+if ARGV[2] ~= '0' and ARGV[2] ~= rev then return {'REVISION', int_text(now), rev} end
 redis.call('DEL', key, k.peval .. ARGV[1])
 redis.call('ZREM', k.policies, ARGV[1])
-return {'DELETED', tostring(now), ''}
+return {'DELETED', int_text(now), ''}

@@ -6,8 +6,8 @@
 -- space-separated), sb (the standby rule's state), target (its effective standby target) and lost (the count of
 -- servers lost its last pass saw)}.
 local now = now_ms()
-if redis.call('EXISTS', k.fleet) == 0 then return {'NOT_FOUND', tostring(now), ''} end
-local out = {'FOUND', tostring(now), ''}
+if redis.call('EXISTS', k.fleet) == 0 then return {'NOT_FOUND', int_text(now), ''} end
+local out = {'FOUND', int_text(now), ''}
 local loc = ARGV[1]
 for _, name in ipairs(redis.call('ZRANGE', k.policies, 0, -1)) do
   out[#out + 1] = name

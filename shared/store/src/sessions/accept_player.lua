@@ -12,13 +12,13 @@ local sid, own, n = ARGV[2], ARGV[3], tonumber(ARGV[4])
 -- What an accept needs; a reservation that timed out reads what its counts need apart (below).
 local s, v = live_player(k, own, n, {'server', 'status', 'act_ms', 'res_ms', 'loc', 'ip', 'dns', 'port'})
 if not v then
-  if s[1] then return {'NOT_FOUND', tostring(now), ''} end
+  if s[1] then return {'NOT_FOUND', int_text(now), ''} end
   local ended, _, refused = servers_ended_player(k, ARGV[1], sid, own, n)
-  if not ended then return {refused, tostring(now), ''} end
-  return {'ENDED', tostring(now), ended[P_STATUS]}
+  if not ended then return {refused, int_text(now), ''} end
+  return {'ENDED', int_text(now), ended[P_STATUS]}
 end
-if s[1] ~= ARGV[1] then return {'NOT_YOURS', tostring(now), ''} end
-if own ~= sid then return {'NOT_FOUND', tostring(now), ''} end
+if s[1] ~= ARGV[1] then return {'NOT_YOURS', int_text(now), ''} end
+if own ~= sid then return {'NOT_FOUND', int_text(now), ''} end
 local endpoint = {s[5], s[6], s[7], s[8]}
 -- A reservation past its deadline is over, whether or not the sweep got to it yet.
 local deadline = reservation_deadline(v, s[3], s[4])
@@ -27,15 +27,15 @@ if deadline and deadline <= now then
   local cur = tonumber(t[2]) - 1
   redis.call('HSET', players_key(k, sid), unpack(end_player(k, sid, v, S.TIMEDOUT, now, endpoint)))
   index_counts(k, sid, {s[5], t[1], s[2], cur, t[3], t[4], t[5], t[6], t[7]},
-    takes_players(s[2], t[4], t[2], t[3], t[5]), {'cur', cur})
-  return {'ENDED', tostring(now), S.TIMEDOUT}
+    takes_players(s[2], t[4], t[2], t[3], t[5]), {'cur', int_text(cur)}, -1)
+  return {'ENDED', int_text(now), S.TIMEDOUT}
 end
-if s[2] ~= S.ACTIVE and v[P_STATUS] == S.RESERVED then return {'NOT_ACTIVE', tostring(now), s[2]} end
+if s[2] ~= S.ACTIVE and v[P_STATUS] == S.RESERVED then return {'NOT_ACTIVE', int_text(now), s[2]} end
 if v[P_STATUS] == S.RESERVED then
   -- Its session's reservation deadline stays: the sweep finds it accepted.
   v[P_STATUS], v[P_ACTIVATED] = S.ACTIVE, now
   redis.call('HSET', players_key(k, sid), player_field(n), cmsgpack.pack(v))
 elseif v[P_STATUS] ~= S.ACTIVE then
-  return {'ENDED', tostring(now), v[P_STATUS]}
+  return {'ENDED', int_text(now), v[P_STATUS]}
 end
 return player_reply('ACCEPTED', now, endpoint, v)

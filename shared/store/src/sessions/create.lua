@@ -142,10 +142,11 @@ if #ARGV >= 23 then players = (#ARGV - 22) / 2 end
 -- Written whole, with its share of the live counts, in one HSET (tally_session).
 local record = {'id', sid, 'fleet', ARGV[16], 'loc', server[2] or '', 'server', id,
   'inst', server[1] or '', 'ip', server[11] or '', 'dns', server[12] or '', 'port', server[13] or '0',
-  'status', S.ACTIVATING, 'reason', '', 'c_ms', now, 'act_by_ms', deadline, 'cur', players, 'max', max,
-  'accept', ARGV[9], 'prot', protected, 'name', ARGV[11], 'props', ARGV[12], 'data', ARGV[13], 'mm', ARGV[14],
-  'creator', creator, 'placement', ARGV[15], 'notify', ARGV[17], 'res_ms', set.res_ms, 'ret_ms', ARGV[5],
-  'idem', token, 'digest', ARGV[7], 'np', players}
+  'status', S.ACTIVATING, 'reason', '', 'c_ms', int_text(now), 'act_by_ms', int_text(deadline),
+  'cur', int_text(players), 'max', ARGV[4], 'accept', ARGV[9], 'prot', protected, 'name', ARGV[11],
+  'props', ARGV[12], 'data', ARGV[13], 'mm', ARGV[14], 'creator', creator, 'placement', ARGV[15], 'notify', ARGV[17],
+  'res_ms', int_text(set.res_ms), 'ret_ms', ARGV[5],
+  'idem', token, 'digest', ARGV[7], 'np', int_text(players)}
 -- The desired players of a placement, RESERVED with it (their reservation timers start at activation), written in
 -- one HSET.
 local seated, hosted = {}, {record}
@@ -155,7 +156,7 @@ for i = 23, #ARGV, 2 do
   seated[#seated + 1], seated[#seated + 2] = player_field(n), cmsgpack.pack(v)
   seated[#seated + 1], seated[#seated + 2] = seat_field(ARGV[i]), n
   hosted[#hosted + 1] = v
-  redis.call('ZADD', k.player .. ARGV[i], now, listed_player(player_session_id(sid, n)))
+  redis.call('ZADD', k.player .. ARGV[i], int_text(now), listed_player(player_session_id(sid, n)))
 end
 if #seated > 0 then redis.call('HSET', players_key(k, sid), unpack(seated)) end
 redis.call('SADD', server_key .. ':sessions', sid)
@@ -172,8 +173,8 @@ tally_session(k, sid, {server[2] or '', server[1] or '', S.ACTIVATING, players, 
   pending, record)
 tally_instances(k, pending)
 add_to_minute(k, server[2] or '', {[4] = 1}, now)
-redis.call('ZADD', k.sessions, now, sid)
-redis.call('ZADD', k.act_due, deadline, sid)
+redis.call('ZADD', k.sessions, int_text(now), sid)
+redis.call('ZADD', k.act_due, int_text(deadline), sid)
 -- A client's token lives as long as the session's record: the sweep that expires the record deletes it.
 if token ~= '' and spend == '' then redis.call('SET', idem, sid) end
 if creator ~= '' and limit > 0 then

@@ -16,13 +16,13 @@ local s = redis.call('HMGET', key, 'status', 'accept', 'cur', 'max', 'res_ms', '
   'c_ms', 'np', 'inst', 'tly', 'act_ms')
 if not s[1] then
   local ended = ended_session(k, sid)
-  if ended then return {'NOT_ACTIVE', tostring(now), by_name(ended.fields).status} end
-  return {'NOT_FOUND', tostring(now), ''}
+  if ended then return {'NOT_ACTIVE', int_text(now), by_name(ended.fields).status} end
+  return {'NOT_FOUND', int_text(now), ''}
 end
-if s[1] ~= S.ACTIVE then return {'NOT_ACTIVE', tostring(now), s[1]} end
+if s[1] ~= S.ACTIVE then return {'NOT_ACTIVE', int_text(now), s[1]} end
 -- Its server was told to end (scale-in, unhealthy…): the session ends with it, so nobody new should join.
-if s[10] == '1' then return {'NOT_ACTIVE', tostring(now), 'ACTIVE on a server that is ending'} end
-if s[2] ~= '1' then return {'DENY_ALL', tostring(now), ''} end
+if s[10] == '1' then return {'NOT_ACTIVE', int_text(now), 'ACTIVE on a server that is ending'} end
+if s[2] ~= '1' then return {'DENY_ALL', int_text(now), ''} end
 -- Players holding a slot already (their seat names the number of their live player session): their player
 -- sessions, read in one call, must carry the same data.
 local players = players_key(k, sid)
@@ -47,7 +47,7 @@ if #held > 0 then
   local packed = redis.call('HMGET', players, unpack(held_fields))
   for j, i in ipairs(held) do
     local v = cmsgpack.unpack(packed[j])
-    if v[P_DATA] ~= ARGV[i + 1] then return {'PLAYER_CONFLICT', tostring(now), ARGV[i]} end
+    if v[P_DATA] ~= ARGV[i + 1] then return {'PLAYER_CONFLICT', int_text(now), ARGV[i]} end
     held_values[i] = v
   end
 end
@@ -56,17 +56,17 @@ local fresh, data_of = 0, {}
 for i = 2, #ARGV, 2 do
   if not held_values[i] then
     local data = data_of[ARGV[i]]
-    if data and data ~= ARGV[i + 1] then return {'PLAYER_CONFLICT', tostring(now), ARGV[i]} end
+    if data and data ~= ARGV[i + 1] then return {'PLAYER_CONFLICT', int_text(now), ARGV[i]} end
     if not data then fresh = fresh + 1 end
     data_of[ARGV[i]] = ARGV[i + 1]
   end
 end
 local cur, max = tonumber(s[3]), tonumber(s[4])
-if cur + fresh > max then return {'FULL', tostring(now), tostring(max - cur)} end
+if cur + fresh > max then return {'FULL', int_text(now), tostring(max - cur)} end
 local until_ms = now + tonumber(s[5])
 local out = players_reply('CREATED', now, {s[6], s[7], s[8], s[9]})
 -- New ones are numbered on from the session's last, written in one HSET; its count, with its share in another.
-local also = {'cur', cur + fresh, 'np', numbered + fresh}
+local also = {'cur', int_text(cur + fresh), 'np', int_text(numbered + fresh)}
 local seated, made = {}, {}
 for i = 2, #ARGV, 2 do
   local v = held_values[i] or made[ARGV[i]]
@@ -75,14 +75,15 @@ for i = 2, #ARGV, 2 do
     numbered = v[1]
     made[ARGV[i]] = v
     extend(seated, {player_field(v[1]), cmsgpack.pack(v), seat_field(ARGV[i]), v[1]})
-    redis.call('ZADD', k.player .. ARGV[i], now, listed_player(player_session_id(sid, v[1])))
+    redis.call('ZADD', k.player .. ARGV[i], int_text(now), listed_player(player_session_id(sid, v[1])))
   end
   append_player(out, v, reservation_deadline(v, s[15], s[5]) or false)
 end
 if fresh > 0 then
   redis.call('HSET', players, unpack(seated))
   -- The session waits for its earliest reservation; a later one than that it already waits for changes nothing.
-  redis.call('ZADD', k.res_due, 'LT', until_ms, sid)
-  index_counts(k, sid, {s[6], s[13], s[1], cur + fresh, max, s[2], s[10], s[14], s[11]}, cur < max, also)
+  redis.call('ZADD', k.res_due, 'LT', int_text(until_ms), sid)
+  index_counts(k, sid, {s[6], s[13], s[1], cur + fresh, max, s[2], s[10], s[14], s[11]}, cur < max, also,
+    fresh)
 end
 return out

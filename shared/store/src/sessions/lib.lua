@@ -64,7 +64,7 @@ local PLAYER_ENDED = {'id', 'player', 'status', 'data', 'c_ms', 'act_ms', 'end_m
 local P_PLAYER, P_STATUS, P_DATA, P_CREATED, P_ACTIVATED, P_ENDED = 2, 3, 4, 5, 6, 7
 
 local function player_field(n)
-  return 'p' .. n
+  return 'p' .. int_text(n)
 end
 
 local function players_key(k, sid)
@@ -78,7 +78,7 @@ end
 -- The id of the n-th player session (from 1) of game session `sid`: berth_domain::game_session::player_session_id,
 -- whose game session is known from the id alone.
 local function player_session_id(sid, n)
-  return (string.gsub(sid, '/gsess%-', '/psess-', 1)) .. '-' .. n
+  return (string.gsub(sid, '/gsess%-', '/psess-', 1)) .. '-' .. int_text(n)
 end
 
 -- The number of player session `psid` in game session `sid` (berth_domain::game_session::player_session_number), or
@@ -221,7 +221,7 @@ end
 -- An ended game session's {loc, ip, dns, port} from its values by position (ended_entry's): where its players
 -- connected.
 local function ended_endpoint(session)
-  return {session[E_LOC] or '', session[E_IP] or '', session[E_DNS] or '', tostring(session[E_PORT] or 0)}
+  return {session[E_LOC] or '', session[E_IP] or '', session[E_DNS] or '', int_text(session[E_PORT] or 0)}
 end
 
 -- A player session that ended with its game session, as the game server `server` names it in game session `sid`
@@ -250,8 +250,8 @@ end
 -- A reply about player sessions of one game session: {outcome, now_ms, '', loc, ip, dns, port} (its `endpoint`),
 -- then the player sessions (append_player).
 local function players_reply(outcome, now, endpoint)
-  return {outcome, tostring(now), '', endpoint[1] or '', endpoint[2] or '', endpoint[3] or '',
-    tostring(endpoint[4] or 0)}
+  return {outcome, int_text(now), '', endpoint[1] or '', endpoint[2] or '', endpoint[3] or '',
+    int_text(endpoint[4] or 0)}
 end
 
 -- What accept_player.lua and remove_player.lua answer with a player session, which holds no reservation then.
@@ -274,7 +274,7 @@ local function live_player_fields(sid, v, act_ms, res_ms)
   local deadline = reservation_deadline(v, act_ms, res_ms)
   if deadline then
     fields[#fields + 1] = 'until_ms'
-    fields[#fields + 1] = tostring(deadline)
+    fields[#fields + 1] = int_text(deadline)
   end
   return fields
 end
@@ -368,10 +368,10 @@ local function index_session(k, sid, known, also)
   local status, cur, max, srv_end, c_ms = t[3], t[4], t[5], t[7], t[9]
   if status ~= S.ACTIVE or srv_end == '1' then return unindex_session(k, sid, t[1]) end
   local key = k.search .. (t[1] or '')
-  local members = {SEARCH_BASES.c + c_ms, sid, SEARCH_BASES.p + cur, SEARCH_PREFIXES.p .. sid, SEARCH_BASES.m + max,
-    SEARCH_PREFIXES.m .. sid}
+  local members = {int_text(SEARCH_BASES.c + c_ms), sid, int_text(SEARCH_BASES.p + cur), SEARCH_PREFIXES.p .. sid,
+    int_text(SEARCH_BASES.m + max), SEARCH_PREFIXES.m .. sid}
   if takes_players(status, t[6], cur, max, srv_end) then
-    extend(members, {SEARCH_BASES.f + c_ms, SEARCH_PREFIXES.f .. sid})
+    extend(members, {int_text(SEARCH_BASES.f + c_ms), SEARCH_PREFIXES.f .. sid})
   else
     redis.call('ZREM', key, SEARCH_PREFIXES.f .. sid)
   end
@@ -381,16 +381,16 @@ end
 -- Keeps the orders that move with a game session's player count: by players, and `free` when the session filled
 -- or stopped being full. `known` is what tally_session reads, for a caller that holds it as it stands now;
 -- `was_open` whether the session could take a player before (nil when the caller does not know); `also` fields of
--- the session its caller changed, written with its share (move_share).
-local function index_counts(k, sid, known, was_open, also)
-  local t = tally_session(k, sid, known, false, nil, also)
+-- the session its caller changed, written with its share (move_share); `joined` as tally_session's.
+local function index_counts(k, sid, known, was_open, also, joined)
+  local t = tally_session(k, sid, known, false, nil, also, joined)
   local s = {t[3], t[1], t[4], t[5], t[6], t[7], t[9]}
   if s[1] ~= S.ACTIVE or s[6] == '1' then return end
   local open = takes_players(s[1], s[5], s[3], s[4], s[6])
   local key = k.search .. (s[2] or '')
-  local members = {SEARCH_BASES.p + s[3], SEARCH_PREFIXES.p .. sid}
+  local members = {int_text(SEARCH_BASES.p + s[3]), SEARCH_PREFIXES.p .. sid}
   if open and open ~= was_open then
-    extend(members, {SEARCH_BASES.f + s[7], SEARCH_PREFIXES.f .. sid})
+    extend(members, {int_text(SEARCH_BASES.f + s[7]), SEARCH_PREFIXES.f .. sid})
   elseif open ~= was_open then
     redis.call('ZREM', key, SEARCH_PREFIXES.f .. sid)
   end
@@ -426,9 +426,9 @@ end
 -- when they are given. `server` is the process's key, or its {replica, version, desired state (desired_text) when
 -- the caller knows it whole} when the caller holds them.
 local function session_reply(outcome, now, detail, server, fields)
-  local out = {outcome, tostring(now), '', '0', '', tostring(detail or '')}
+  local out = {outcome, int_text(now), '', '0', '', int_text(detail or '')}
   if type(server) == 'string' then server = redis.call('HMGET', server, 'replica', 'ver') end
-  if server then out[3], out[4], out[5] = server[1] or '', tostring(server[2] or '0'), server[3] or '' end
+  if server then out[3], out[4], out[5] = server[1] or '', int_text(server[2] or '0'), server[3] or '' end
   if fields then append_pairs(out, fields) end
   return out
 end
@@ -445,7 +445,7 @@ end
 -- Appends a player session's timeout, whose record the caller holds: `fields` its flat name/value list,
 -- `endpoint` its game session's {loc, ip, dns, port}.
 local function player_event(k, type, fields, endpoint, now)
-  local entry = {'type', type, 't', now, 'kind', 'p'}
+  local entry = {'type', type, 't', int_text(now), 'kind', 'p'}
   for i = 1, #fields do entry[#entry + 1] = fields[i] end
   for i, name in ipairs({'loc', 'ip', 'dns', 'port'}) do
     entry[#entry + 1] = name
@@ -469,7 +469,7 @@ local SESSION_UNSHOWN = {data = true, mm = true, tly = true, idem = true, digest
 -- the caller holds them as they are now. Answers the record's fields, for a reply that shows them.
 local function session_event(k, type, key, now, fields)
   fields = fields or redis.call('HGETALL', key)
-  local entry = {'type', type, 't', now, 'kind', 'g'}
+  local entry = {'type', type, 't', int_text(now), 'kind', 'g'}
   local status, deadline
   for i = 1, #fields, 2 do
     local name = fields[i]
@@ -498,7 +498,8 @@ end
 local function end_event(k, type, sid, now, players)
   local with = {}
   for i, v in ipairs(players) do with[i] = v[1] end
-  redis.call('XADD', k.sevents, '*', 'type', type, 't', now, 'kind', 'e', 'id', sid, 'with', table.concat(with, ' '))
+  redis.call('XADD', k.sevents, '*', 'type', type, 't', int_text(now), 'kind', 'e', 'id', sid, 'with',
+    table.concat(with, ' '))
 end
 
 -- Ends player session `v` (its values), `status` at `now`, when it holds a slot: whether it did. Its values alone
@@ -560,12 +561,12 @@ local function end_game_session(k, sid, status, reason, now, fields, pending)
   if r.status == S.ACTIVATING then redis.call('ZREM', k.act_due, sid) end
   if r.status == S.TERMINATING then redis.call('ZREM', k.term_due, sid) end
   if r.act_ms and #players > 0 then redis.call('ZREM', k.res_due, sid) end
-  redis.call('ZADD', k.ended, now + tonumber(r.ret_ms), sid)
+  redis.call('ZADD', k.ended, int_text(now + tonumber(r.ret_ms)), sid)
   local cur = tonumber(r.cur) - #completed
   tally_session(k, sid, {r.loc, r.inst, status, cur, r.max, r.accept, r.srv_end, r.tly or false, r.c_ms}, true,
     pending)
   if r.status == S.ACTIVE and r.srv_end ~= '1' then unindex_session(k, sid, r.loc) end
-  local changed = {status = status, reason = reason, end_ms = tostring(now), cur = tostring(cur), act_by_ms = false,
+  local changed = {status = status, reason = reason, end_ms = int_text(now), cur = int_text(cur), act_by_ms = false,
     term_by_ms = false, tly = false}
   fields = with_changes(fields, changed)
   for name, value in pairs(changed) do r[name] = value or nil end

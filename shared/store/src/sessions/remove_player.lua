@@ -9,19 +9,19 @@ local sid, own, n = ARGV[2], ARGV[3], tonumber(ARGV[4])
 local s, v = live_player(k, own, n, {'server', 'loc', 'ip', 'dns', 'port', 'inst', 'status', 'cur', 'max', 'accept',
   'srv_end', 'tly', 'c_ms'})
 if not v then
-  if s[1] then return {'NOT_FOUND', tostring(now), ''} end
+  if s[1] then return {'NOT_FOUND', int_text(now), ''} end
   local ended, endpoint, refused = servers_ended_player(k, ARGV[1], sid, own, n)
-  if not ended then return {refused, tostring(now), ''} end
+  if not ended then return {refused, int_text(now), ''} end
   return player_reply('REMOVED', now, endpoint, ended)
 end
-if s[1] ~= ARGV[1] then return {'NOT_YOURS', tostring(now), ''} end
-if own ~= sid then return {'NOT_FOUND', tostring(now), ''} end
+if s[1] ~= ARGV[1] then return {'NOT_YOURS', int_text(now), ''} end
+if own ~= sid then return {'NOT_FOUND', int_text(now), ''} end
 local ended = end_player(k, sid, v, S.COMPLETED, now)
 if ended then
   redis.call('HSET', players_key(k, sid), unpack(ended))
   -- The session's count is written with its share, in one HSET.
   local cur = tonumber(s[8]) - 1
   index_counts(k, sid, {s[2], s[6], s[7], cur, s[9], s[10], s[11], s[12], s[13]},
-    takes_players(s[7], s[10], s[8], s[9], s[11]), {'cur', cur})
+    takes_players(s[7], s[10], s[8], s[9], s[11]), {'cur', int_text(cur)}, -1)
 end
 return player_reply('REMOVED', now, {s[2], s[3], s[4], s[5]}, v)

@@ -61,7 +61,7 @@ for _, member in ipairs(due(k.res_due)) do
     local cur = tonumber(r.cur) - timed
     redis.call('HSET', players_key(k, sid), unpack(seats))
     index_counts(k, sid, {r.loc, r.inst, r.status, cur, r.max, r.accept, r.srv_end, r.tly or false, r.c_ms},
-      takes_players(r.status, r.accept, r.cur, r.max, r.srv_end), {'cur', cur})
+      takes_players(r.status, r.accept, r.cur, r.max, r.srv_end), {'cur', int_text(cur)}, -timed)
   end
   if next_due then redis.call('ZADD', k.res_due, next_due, sid) end
 end

@@ -7,7 +7,7 @@
 -- the FleetIQ servers, which have no location and count in the home location, under the name ''}.
 local now = now_ms()
 local locs = redis.call('HGET', k.fleet, 'locs')
-if not locs then return {'NOT_FOUND', tostring(now), ''} end
+if not locs then return {'NOT_FOUND', int_text(now), ''} end
 local home = string.match(locs, '^%S*')
 local names = {}
 if ARGV[1] == '' then
@@ -15,9 +15,9 @@ if ARGV[1] == '' then
 elseif fleet_location(k, ARGV[1]) then
   names[1] = ARGV[1]
 else
-  return {'NO_LOCATION', tostring(now), ''}
+  return {'NO_LOCATION', int_text(now), ''}
 end
-local out = {'FOUND', tostring(now), home}
+local out = {'FOUND', int_text(now), home}
 for _, loc in ipairs(names) do
   out[#out + 1] = loc
   out[#out + 1] = redis.call('HGET', k.fleet, loc_field(loc, 'desired')) or '0'
