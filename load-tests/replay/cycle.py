@@ -2,8 +2,9 @@
 session of 4 players created on every pooled server but one per location, then each activated, given one more
 player, its 4 players accepted and removed, and it ended. Each phase prints its calls' mean time in functions and
 commands (the FCALL included) from INFO commandstats around it, and, with a library probe.py wrote, where the time
-went; run by icount.sh (ICOUNT_DIR set), the instructions executed in functions per call as callgrind counted them. OLD=1 calls accept and remove as a library before 4d3cc96 took them (the player session's id, not its game
-session and number)."""
+went; run by icount.sh (ICOUNT_DIR set), the instructions executed in functions per call as callgrind counted them.
+OLD=1 calls accept and remove as a library before 4d3cc96 took them (the player session's id, not its game session
+and number)."""
 import glob
 import os
 import subprocess
