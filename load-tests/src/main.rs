@@ -52,7 +52,7 @@ fn main() -> ExitCode {
         _ => None,
     };
     // The services' own runtime: those a scenario runs in-process are scheduled as in production.
-    let outcome = berth_runtime::server::runtime()
+    let outcome = berth_runtime::server::runtime(None)
         .map_err(Failure::from)
         .and_then(|runtime| runtime.block_on(run(&args, redis, replica)));
     match outcome {

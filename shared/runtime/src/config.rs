@@ -69,6 +69,11 @@ pub struct CommonArgs {
     /// How long in-flight calls may run on after SIGTERM/SIGINT before the service exits anyway, in seconds.
     #[arg(long, env = "BERTH_SHUTDOWN_GRACE_SECONDS", default_value_t = 30)]
     pub shutdown_grace_seconds: u64,
+    /// Threads that run the service's work; unset, one per CPU core it may use (a container's CPU limit counts). A
+    /// replica that shares its cores with other busy work spends less CPU per call on fewer: less work moves between
+    /// threads.
+    #[arg(long, env = "BERTH_WORKER_THREADS", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub worker_threads: Option<u16>,
 }
 
 /// Log output format.

@@ -386,9 +386,12 @@ pub struct DefaultPorts {
 /// wrote that one frame alone: a health replica made 0.84 `writev` per heartbeat. Without it the connection's task
 /// runs after the other answers woken in the same pass, and writes them together: 0.17 per heartbeat, and about 15 %
 /// less CPU per heartbeat and 5–22 % less per placement on the health replica (load-tests, heartbeats and placements).
-pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+pub fn runtime(worker_threads: Option<u16>) -> std::io::Result<tokio::runtime::Runtime> {
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     builder.enable_all();
+    if let Some(threads) = worker_threads {
+        builder.worker_threads(usize::from(threads));
+    }
     #[cfg(tokio_unstable)]
     builder.disable_lifo_slot();
     builder.build()
@@ -403,7 +406,7 @@ pub fn run_binary(
     ports: DefaultPorts,
     start: impl FnOnce(Store) -> ServiceDef,
 ) -> std::process::ExitCode {
-    let runtime = match runtime() {
+    let runtime = match runtime(common.worker_threads) {
         Ok(runtime) => runtime,
         Err(err) => {
             eprintln!("{name}: cannot start the async runtime: {err}");
