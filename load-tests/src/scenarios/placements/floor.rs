@@ -155,15 +155,30 @@ pub(super) async fn mark(meter: &mut Option<&mut Meter>, store: &Store, step: &'
 /// What each step of a placement's chain costs Redis, from [`METERED_CHAINS`] chains run alone after the floor, per
 /// chain, in the chain's order. A step met twice in a chain (a player's accept) is summed.
 pub async fn by_step(store: &Store, players: u64) -> Result<Vec<(&'static str, StepCost)>, Failure> {
-    let view = view(store, &super::queue_name(0)).await?;
+    let (view, queue) = hosting_view(store, players).await?;
     let mut meter = Meter::new(store).await?;
     for chain in 0..METERED_CHAINS {
-        let index = chain * super::QUEUES;
+        let index = chain * super::QUEUES + queue;
         placed(store, &view, index + 1_000_000_000, players, Some(&mut meter))
             .await
             .map_err(|code| format!("a metered placement failed: {code:?}"))?;
     }
     Ok(meter.per_chain(METERED_CHAINS))
+}
+
+/// The first queue whose fleets have a server free, found by placing one chain unmetered in each in turn: after an
+/// open loop past what the stack sustains, the sessions its backlog left on stopped processes can fill a queue's
+/// servers. Its chains end their sessions, so a queue that hosts one hosts every metered chain after it.
+async fn hosting_view(store: &Store, players: u64) -> Result<(View, u64), Failure> {
+    for queue in 0..super::QUEUES {
+        let view = view(store, &super::queue_name(queue)).await?;
+        match placed(store, &view, 900_000_000 + queue, players, None).await {
+            Ok(()) => return Ok((view, queue)),
+            Err(Code::ResourceExhausted) => continue,
+            Err(code) => return Err(format!("a placement before the metered ones failed: {code:?}").into()),
+        }
+    }
+    Err("no queue has a server free for the metered placements".into())
 }
 
 /// One placement's chain, as its calls would go had the service made them, each step charged to `meter` if given.
