@@ -8,7 +8,7 @@ use berth_domain::fleet::settings::FleetSettings;
 use berth_domain::game_server::GameServerRecord;
 use berth_domain::game_session::{GameSessionRecord, PlayerSessionRecord};
 use berth_domain::process::Registration;
-use berth_domain::stored::{GameState, ProcessHealth, ProcessState};
+use berth_domain::stored::{GameState, PlayerSessionStatus, ProcessHealth, ProcessState};
 use redis::Value;
 
 use crate::codec::{field, game_session, stored_player, stored_player_values, strings, unexpected};
@@ -425,8 +425,9 @@ pub struct Routing {
     pub replica: String,
     /// Version of its desired state.
     pub version: u64,
-    /// That desired state whole, as the script that moved it knew it (`desired_text` in `processes/lib.lua`), for the
-    /// announcement to carry; `None` when the replica must read it.
+    /// That desired state whole, as the script that moved it knew it (`desired_text` in `processes/lib.lua`; a
+    /// create's, built from its reply by `hosting_only`), for the announcement to carry; `None` when the replica
+    /// must read it.
     pub desired: Option<String>,
 }
 
@@ -435,6 +436,18 @@ impl Routing {
     pub fn desired_state(&self) -> Option<Desired> {
         self.desired.as_deref().and_then(announced_state)
     }
+}
+
+/// The desired state of a process whose one game session was just created, with `players` (id, data) reserved in
+/// it at `now_ms`: what `desired_text` in `processes/lib.lua` writes, built from the create's reply (`session`, the
+/// record's fields by pair) rather than by Redis encoding the record a second time.
+pub(crate) fn hosting_only(version: u64, session: &[String], players: &[(&str, &str)], now_ms: u64) -> String {
+    let mut hosted = vec![serde_json::Value::from(session)];
+    for (n, (player, data)) in (1u32..).zip(players) {
+        let reserved = PlayerSessionStatus::Reserved.as_str();
+        hosted.push(serde_json::json!([n, player, reserved, data, now_ms, false, false]));
+    }
+    serde_json::json!([version, ProcessState::Active.as_str(), "", "0", "0", hosted]).to_string()
 }
 
 /// Decodes `{outcome, now_ms, replica, version}`.

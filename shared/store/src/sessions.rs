@@ -7,7 +7,7 @@ use berth_domain::game_session::GameSessionRecord;
 
 use crate::codec::{game_session, unexpected};
 use crate::keys::FleetKeys;
-use crate::processes::Routing;
+use crate::processes::{Routing, hosting_only};
 use crate::scripts::{Area, scripts};
 use crate::sessions::placements::PlacementAttempt;
 use crate::{Store, StoreError};
@@ -226,7 +226,13 @@ pub async fn create_game_session(
         }
     }
     let raw: Vec<String> = store.invoke_acknowledged(&call).await?;
-    let (outcome, routing, detail, session) = routed_session(SCRIPT, &raw)?;
+    let (outcome, mut routing, detail, session) = routed_session(SCRIPT, &raw)?;
+    // The session is all its server hosts: the script left its desired state for this reply to build.
+    if routing.desired.as_deref() == Some("1") {
+        let now_ms = raw[1].parse().map_err(|_| unexpected(SCRIPT, &raw[1]))?;
+        let players = new.attempt.as_ref().map_or(&[][..], |placed| placed.players);
+        routing.desired = Some(hosting_only(routing.version, &raw[6..], players, now_ms));
+    }
     let present =
         |session: Option<GameSessionRecord>| session.map(Box::new).ok_or_else(|| unexpected(SCRIPT, &outcome));
     Ok(match outcome.as_str() {

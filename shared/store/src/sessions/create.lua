@@ -17,7 +17,9 @@
 -- (player_session_id). The
 -- activation and reservation deadlines and the creator limit are the fleet's settings (fleet_settings); the
 -- players' reservations start when the session is activated.
--- Reply: session_reply's {outcome, now_ms, replica, version, desired state, detail, session fields...}. Outcomes:
+-- Reply: session_reply's {outcome, now_ms, replica, version, desired state, detail, session fields...}, where the
+-- desired state is '1' when the session is the only one its server hosts (the caller knows it whole: the version,
+-- ACTIVE, this session and the players reserved with it), else ''. Outcomes:
 -- CREATED; EXISTING (the token was used with the same request: the session as it stands); TOKEN_REUSED (used with
 -- another request); ABANDONED (the attempt was spent, or its placement's deadline has passed: nothing is created);
 -- NO_SERVER (none ready with room, or the named server is unknown or cannot host it: either way the caller looks
@@ -149,13 +151,12 @@ local record = {'id', sid, 'fleet', ARGV[16], 'loc', server[2] or '', 'server', 
   'idem', token, 'digest', ARGV[7], 'np', int_text(players)}
 -- The desired players of a placement, RESERVED with it (their reservation timers start at activation), written in
 -- one HSET.
-local seated, hosted = {}, {record}
+local seated = {}
 for i = 23, #ARGV, 2 do
   local n = (i - 21) / 2
   local v = {n, ARGV[i], S.RESERVED, ARGV[i + 1], now, false, false}
   seated[#seated + 1], seated[#seated + 2] = player_field(n), cmsgpack.pack(v)
   seated[#seated + 1], seated[#seated + 2] = seat_field(ARGV[i]), n
-  hosted[#hosted + 1] = v
   redis.call('ZADD', k.player .. ARGV[i], int_text(now), listed_player(player_session_id(sid, n)))
 end
 if #seated > 0 then redis.call('HSET', players_key(k, sid), unpack(seated)) end
@@ -190,6 +191,8 @@ if spend ~= '' and ARGV[22] ~= '1' then
   end
   if #where > 0 then redis.call('DEL', waits) end
 end
--- The only session it hosts: its whole desired state is known here, and goes to its replica with the announcement.
-if open == 1 then routing[3] = desired_text(routing[2], S.ACTIVE, {hosted}) end
+-- The only session it hosts: its whole desired state is known, and goes to its replica with the announcement. The
+-- caller builds it from this reply (processes::hosting_only), which holds all of it, rather than Redis writing the
+-- record out a second time.
+if open == 1 then routing[3] = '1' end
 return session_reply('CREATED', now, nil, routing, record)
