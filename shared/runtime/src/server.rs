@@ -386,6 +386,7 @@ pub struct DefaultPorts {
 /// wrote that one frame alone: a health replica made 0.84 `writev` per heartbeat. Without it the connection's task
 /// runs after the other answers woken in the same pass, and writes them together: 0.17 per heartbeat, and about 15 %
 /// less CPU per heartbeat and 5–22 % less per placement on the health replica (load-tests, heartbeats and placements).
+/// `worker_threads` replaces tokio's default of one thread per usable core (`BERTH_WORKER_THREADS`).
 pub fn runtime(worker_threads: Option<u16>) -> std::io::Result<tokio::runtime::Runtime> {
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     builder.enable_all();

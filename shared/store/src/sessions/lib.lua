@@ -424,7 +424,8 @@ end
 -- The reply of the scripts that change a game session: {outcome, now_ms, replica, version, desired state or '',
 -- detail, session fields...}, with the routing of its process and the session's `fields` (as HGETALL answers them)
 -- when they are given. `server` is the process's key, or its {replica, version, desired state (desired_text) when
--- the caller knows it whole} when the caller holds them.
+-- the script knows it whole, or '1' when the Rust side builds it from the reply (create.lua)} when the caller holds
+-- them.
 local function session_reply(outcome, now, detail, server, fields)
   local out = {outcome, int_text(now), '', '0', '', int_text(detail or '')}
   if type(server) == 'string' then server = redis.call('HMGET', server, 'replica', 'ver') end
