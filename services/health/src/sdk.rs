@@ -384,7 +384,8 @@ impl ProcessStream {
                     // A message that does not decode, or a transport that broke: say why, if anyone still listens.
                     Err(status) => Flow::End(Some(status)),
                 },
-                Some(command) = commands.recv() => self.command(command).await,
+                // Boxed, as the requests other than heartbeats are (see handle).
+                Some(command) = commands.recv() => Box::pin(self.command(command)).await,
             };
             if let Flow::End(status) = flow {
                 if let Some(status) = status {
@@ -568,6 +569,17 @@ impl ProcessStream {
                 format!("message {id:?} has none: set exactly one"),
             )));
         };
+        match kind {
+            Ask::Heartbeat(heartbeat) => self.heartbeat(id, heartbeat).await,
+            // Any other request is rare beside heartbeats, and its future (a store call's) is large: boxed, as the
+            // commands' are (serve), it takes room only while it runs rather than in every stream's task for the
+            // stream's whole life. A stream's task measured 7,024 bytes with both inline, 3,832 with both boxed.
+            kind => Box::pin(self.request(id, kind)).await,
+        }
+    }
+
+    /// Answers a request other than a heartbeat (which `handle` serves itself; one here is served the same way).
+    async fn request(&mut self, id: String, kind: Ask) -> Flow {
         let answer = match kind {
             Ask::RegisterProcess(_) => {
                 return Flow::End(Some(Status::failed_precondition(
