@@ -25,7 +25,7 @@ if s[2] == S.ACTIVATING then
   if tonumber(s[6]) > 0 then redis.call('ZADD', k.res_due, int_text(now + tonumber(s[3])), sid) end
   -- Its new status is written with its share, in one HSET.
   index_session(k, sid, {s[4], s[5], S.ACTIVE, s[6], s[7], s[8], s[9], s[10], s[11]},
-    {'status', S.ACTIVE, 'act_ms', now})
+    {'status', S.ACTIVE, 'act_ms', int_text(now)})
   return append_pairs({outcome, int_text(now)}, session_event(k, S.GAME_SESSION_ACTIVATED, key, now))
 elseif s[2] ~= S.ACTIVE then
   outcome = 'ENDED'

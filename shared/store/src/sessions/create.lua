@@ -156,7 +156,7 @@ for i = 23, #ARGV, 2 do
   local n = (i - 21) / 2
   local v = {n, ARGV[i], S.RESERVED, ARGV[i + 1], now, false, false}
   seated[#seated + 1], seated[#seated + 2] = player_field(n), cmsgpack.pack(v)
-  seated[#seated + 1], seated[#seated + 2] = seat_field(ARGV[i]), n
+  seated[#seated + 1], seated[#seated + 2] = seat_field(ARGV[i]), int_text(n)
   redis.call('ZADD', k.player .. ARGV[i], int_text(now), listed_player(player_session_id(sid, n)))
 end
 if #seated > 0 then redis.call('HSET', players_key(k, sid), unpack(seated)) end
@@ -169,7 +169,7 @@ server[3] = S.ACTIVE
 track_room(k, id, {S.ACTIVE, server[8], server[2], open}, open - 1)
 local pending = {}
 -- Its new state and desired-state version are written with its share, in one HSET.
-tally_server(k, id, false, server, open, pending, {'pstate', S.ACTIVE, 'ver', routing[2]})
+tally_server(k, id, false, server, open, pending, {'pstate', S.ACTIVE, 'ver', int_text(routing[2])})
 tally_session(k, sid, {server[2] or '', server[1] or '', S.ACTIVATING, players, max, ARGV[9], false, false, now}, false,
   pending, record)
 tally_instances(k, pending)

@@ -74,7 +74,7 @@ for i = 2, #ARGV, 2 do
     v = {numbered + 1, ARGV[i], S.RESERVED, ARGV[i + 1], now, false, false}
     numbered = v[1]
     made[ARGV[i]] = v
-    extend(seated, {player_field(v[1]), cmsgpack.pack(v), seat_field(ARGV[i]), v[1]})
+    extend(seated, {player_field(v[1]), cmsgpack.pack(v), seat_field(ARGV[i]), int_text(v[1])})
     redis.call('ZADD', k.player .. ARGV[i], int_text(now), listed_player(player_session_id(sid, v[1])))
   end
   append_player(out, v, reservation_deadline(v, s[15], s[5]) or false)

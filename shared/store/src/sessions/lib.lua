@@ -603,7 +603,7 @@ local function release_process(k, id, pending, known)
   if not s[3] then return nil end
   local routing = {s[10], tonumber(s[11] or '0') + 1}
   -- Written with its share, in one HSET.
-  local changed = {'ver', routing[2]}
+  local changed = {'ver', int_text(routing[2])}
   -- Its caller has just ended one of its sessions: a process that hosts one at a time hosts none now.
   local open = 0
   if tonumber(s[8] or '1') > 1 then open = redis.call('SCARD', key .. ':sessions') end
