@@ -154,7 +154,7 @@ pub(crate) const FLEET_KEYS: [(&str, &str); 46] = [
     // reservation and forced termination, ended sessions by expiry, the session event stream and its last trimmed
     // position.
     ("gsess", ":gsess:"),
-    // An earlier release's player sessions, one hash each: adopted into their game session's players hash when it is
+    // An earlier release's player sessions, one hash each: adopted into their game session's hash when it is
     // first read (sessions/lib.lua: adopt_players).
     ("psess", ":psess:"),
     ("gend", ":gend:"),
@@ -301,7 +301,8 @@ impl FleetKeys {
         self.named("sessions")
     }
 
-    /// Hash of one game session's player sessions, by number (sessions/lib.lua: players_key).
+    /// Hash of one game session's player sessions, by number, as the release before kept them apart from its record
+    /// (sessions/lib.lua: players_apart).
     pub fn players_of_session(&self, game_session_id: &str) -> String {
         format!("{}:p", self.game_session(game_session_id))
     }

@@ -25,7 +25,7 @@ pub(crate) const LUA: Area = Area {
         ("create_queue", include_str!("queues/create.lua"), false),
         ("write_queue", include_str!("queues/write.lua"), false),
         ("delete_queue", include_str!("queues/delete.lua"), false),
-        ("claim_placement_id", include_str!("queues/claim_id.lua"), false),
+        ("release_placement_id", include_str!("queues/release_id.lua"), false),
         ("start_placement", include_str!("queues/start.lua"), false),
         ("record_attempt", include_str!("queues/attempt.lua"), false),
         ("finish_placement", include_str!("queues/finish.lua"), false),

@@ -128,8 +128,8 @@ pub struct Scripts {
     pub write_queue: LuaScript,
     /// Deletes a queue.
     pub delete_queue: LuaScript,
-    /// Holds or lets go of a placement id.
-    pub claim_placement_id: LuaScript,
+    /// Lets go of a placement id held for a request that did not start.
+    pub release_placement_id: LuaScript,
     /// Starts a placement.
     pub start_placement: LuaScript,
     /// Records a placement's next attempt.
@@ -432,7 +432,7 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
         create_queue: function("create_queue"),
         write_queue: function("write_queue"),
         delete_queue: function("delete_queue"),
-        claim_placement_id: function("claim_placement_id"),
+        release_placement_id: function("release_placement_id"),
         start_placement: function("start_placement"),
         record_attempt: function("record_attempt"),
         finish_placement: function("finish_placement"),

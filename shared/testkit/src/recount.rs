@@ -14,19 +14,22 @@ use berth_store::Store;
 use berth_store::keys::FleetKeys;
 use berth_store::utilization::Tally;
 
-/// Counts the player sessions of a game session's players hash (KEYS[1]) that hold a slot, from their statuses, and
-/// the seats of its players: {holding, seated}.
+/// Counts the player sessions of a game session (its hash, KEYS[1], holds them as p<n> beside its record's fields)
+/// that hold a slot, from their statuses, and the seats of its players (l:<player id>): {holding, seated}.
 const HOLDING_SLOTS: &str = "local holding, seated = 0, 0
 local fields = redis.call('HGETALL', KEYS[1])
 for i = 1, #fields, 2 do
   if string.sub(fields[i], 1, 2) == 'l:' then
     if fields[i + 1] ~= '' then seated = seated + 1 end
-  else
+  elseif string.find(fields[i], '^p%d') then
     local status = cmsgpack.unpack(fields[i + 1])[3]
     if status == 'RESERVED' or status == 'ACTIVE' then holding = holding + 1 end
   end
 end
 return {holding, seated}";
+
+/// The fields of a game session's record the recount counts by.
+const SESSION_COUNTED: [&str; 6] = ["status", "loc", "inst", "max", "accept", "srv_end"];
 
 /// A reply of Redis, as the recount reads it.
 #[derive(Debug)]
@@ -242,12 +245,21 @@ pub async fn recount(
     let sids = raw.one(&["ZRANGE", &keys.game_sessions(), "0", "-1"]).await.strings();
     let mut reads = Vec::new();
     for sid in &sids {
-        reads.push(command(&["HGETALL", &keys.game_session(sid)]));
-        reads.push(command(&["EVAL", HOLDING_SLOTS, "1", &keys.players_of_session(sid)]));
+        // Its record's fields by name: its hash holds its players too, packed.
+        let game = keys.game_session(sid);
+        reads.push(command(&[&["HMGET", game.as_str()][..], &SESSION_COUNTED[..]].concat()));
+        reads.push(command(&["EVAL", HOLDING_SLOTS, "1", &keys.game_session(sid)]));
     }
     let mut replies = raw.pipeline(&reads).await.into_iter();
     for sid in &sids {
-        let game = replies.next().unwrap().hash();
+        let game: HashMap<&str, String> = SESSION_COUNTED
+            .iter()
+            .zip(replies.next().unwrap().items())
+            .filter_map(|(name, value)| match value {
+                Reply::Text(text) => Some((*name, text)),
+                _ => None,
+            })
+            .collect();
         let [holding, seated] = <[Reply; 2]>::try_from(replies.next().unwrap().items())
             .unwrap()
             .map(Reply::int);

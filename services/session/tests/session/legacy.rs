@@ -1,7 +1,8 @@
-//! What an earlier release stored, taken over by the current one. Player sessions as it stored them — a hash each,
-//! listed in their game session's `:ps` and, while they hold a slot, its `:live`, with RESERVED ones waiting in
-//! `res_due` by their own id — are taken over the first time their game session's players are read: listed,
-//! reserved again, accepted, removed and timed out as the current release's, and the old keys go. A game session's
+//! What an earlier release stored, taken over by the current one. Player sessions as it stored them — in a hash of
+//! their own beside their game session's record (`:p`), or before that a hash each, listed in their game session's
+//! `:ps` and, while they hold a slot, its `:live`, with RESERVED ones waiting in `res_due` by their own id — are taken
+//! over the first time their game session's players are written: listed, reserved again, accepted, removed, timed
+//! out and ended as the current release's, and the old keys go. A game session's
 //! share of its location's counts as it kept it moves to the current counts at the session's next change.
 //! Its search indexes, four sets per location, move into the location's one index at the next sweep.
 
@@ -64,7 +65,12 @@ async fn player_sessions_an_earlier_release_stored_are_taken_over() {
     let keys = FleetKeys::new(FLEET);
     let game = keys.game_session(&session);
     let tag = keys.game_session("").trim_end_matches("gsess:").to_owned();
-    raw(&stack, &["DEL", &keys.players_of_session(&session)]).await;
+    let moved = players_of_record(&stack, &session).await;
+    let mut forget = redis::cmd("HDEL");
+    forget
+        .arg(&game)
+        .arg(moved.iter().map(|(field, _)| field).collect::<Vec<_>>());
+    stack.store.query::<redis::Value>(&forget).await.unwrap();
     for p in &before {
         let key = format!("{tag}psess:{}", p.player_session_id);
         let status = p.status().as_str_name().trim_start_matches("PLAYER_SESSION_STATUS_");
@@ -138,17 +144,131 @@ async fn player_sessions_an_earlier_release_stored_are_taken_over() {
         .into_inner();
     assert_eq!(again.player_session.unwrap().player_session_id, alice);
     assert_eq!(crate::describe(&stack, &session).await.current_player_session_count, 2);
+    let_in_and_out(&stack, &server, &session, &alice, &bob, 1).await;
+}
+
+/// Lets `arriving` in and has `leaving` leave game session `session`, each answered as it now stands, which then
+/// holds `left` players.
+async fn let_in_and_out(stack: &Stack, server: &GameServer, session: &str, arriving: &str, leaving: &str, left: u32) {
     let accepted = server
-        .accept_player_session(session.clone(), alice.clone())
+        .accept_player_session(session.to_owned(), arriving.to_owned())
         .await
         .unwrap();
     assert_eq!(accepted.status(), pb::PlayerSessionStatus::Active);
     let removed = server
-        .remove_player_session(session.clone(), bob.clone())
+        .remove_player_session(session.to_owned(), leaving.to_owned())
         .await
         .unwrap();
     assert_eq!(removed.status(), pb::PlayerSessionStatus::Completed);
-    assert_eq!(crate::describe(&stack, &session).await.current_player_session_count, 1);
+    assert_eq!(crate::describe(stack, session).await.current_player_session_count, left);
+}
+
+/// The player sessions game session `session`'s hash holds beside its record (p<n>, l:<player id>), as stored.
+async fn players_of_record(stack: &Stack, session: &str) -> Vec<(String, Vec<u8>)> {
+    let all = raw(stack, &["HGETALL", &FleetKeys::new(FLEET).game_session(session)]).await;
+    let all: std::collections::HashMap<String, Vec<u8>> = redis::from_redis_value(all).unwrap();
+    let players: Vec<_> = all
+        .into_iter()
+        .filter(|(field, _)| {
+            field.starts_with("l:") || (field.starts_with('p') && field[1..].starts_with(|c: char| c.is_ascii_digit()))
+        })
+        .collect();
+    assert!(!players.is_empty(), "{session} holds no player session");
+    players
+}
+
+/// Moves game session `session`'s player sessions out of its hash into a hash of their own beside it (`:p`), as the
+/// release before kept them.
+async fn keep_apart(stack: &Stack, session: &str) -> String {
+    let keys = FleetKeys::new(FLEET);
+    let (game, apart) = (keys.game_session(session), keys.players_of_session(session));
+    let players = players_of_record(stack, session).await;
+    let mut write = redis::cmd("HSET");
+    write.arg(&apart);
+    let mut forget = redis::cmd("HDEL");
+    forget.arg(&game);
+    for (field, value) in &players {
+        write.arg(field).arg(value);
+        forget.arg(field);
+    }
+    stack.store.query::<redis::Value>(&write).await.unwrap();
+    stack.store.query::<redis::Value>(&forget).await.unwrap();
+    apart
+}
+
+async fn exists(stack: &Stack, key: &str) -> bool {
+    raw(stack, &["EXISTS", key]).await == redis::Value::Int(1)
+}
+
+/// Player sessions the release before kept in a hash beside their game session's record are read in place, taken
+/// over by the first call that writes them (a reservation here), and then accepted, removed and ended as the current
+/// release's; nothing of the old hash is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn player_sessions_the_release_before_kept_apart_are_taken_over() {
+    let (stack, server, _events, session) = hosting("gs-apart", &["alice", "bob", "carol"]).await;
+    let (alice, bob, carol) = (
+        player_session_id(&session, 1),
+        player_session_id(&session, 2),
+        player_session_id(&session, 3),
+    );
+    server
+        .accept_player_session(session.clone(), bob.clone())
+        .await
+        .unwrap();
+    let before = listed(&stack, &session).await;
+    let apart = keep_apart(&stack, &session).await;
+    assert_eq!(listed(&stack, &session).await, before, "read in place");
+    assert!(exists(&stack, &apart).await, "a read writes nothing");
+
+    let again = stack
+        .players()
+        .await
+        .create_player_session(join(&session, "carol"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        again.player_session.unwrap().player_session_id,
+        carol,
+        "carol keeps her seat"
+    );
+    assert!(!exists(&stack, &apart).await, "taken over");
+    assert_eq!(crate::describe(&stack, &session).await.current_player_session_count, 3);
+    let_in_and_out(&stack, &server, &session, &alice, &bob, 2).await;
+
+    server.end_game_session(session.clone()).await.unwrap();
+    let ended = listed(&stack, &session).await;
+    let statuses: Vec<_> = ended
+        .iter()
+        .map(|p| (p.player_session_id.clone(), p.status()))
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            (alice, pb::PlayerSessionStatus::Completed),
+            (bob, pb::PlayerSessionStatus::Completed),
+            (carol, pb::PlayerSessionStatus::Completed),
+        ]
+    );
+}
+
+/// A game session whose players the release before kept apart, ended before anything took them over, keeps them in
+/// its ended record, each ended with it; the old hash goes with the live record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_ended_with_its_players_kept_apart_keeps_them() {
+    let (stack, server, _events, session) = hosting("gs-apart-end", &["alice", "bob"]).await;
+    let apart = keep_apart(&stack, &session).await;
+    server.end_game_session(session.clone()).await.unwrap();
+    assert!(!exists(&stack, &apart).await);
+    let ended = listed(&stack, &session).await;
+    let statuses: Vec<_> = ended.iter().map(|p| (p.player_id.clone(), p.status())).collect();
+    assert_eq!(
+        statuses,
+        [
+            ("alice".to_owned(), pb::PlayerSessionStatus::Completed),
+            ("bob".to_owned(), pb::PlayerSessionStatus::Completed),
+        ]
+    );
 }
 
 /// The fleet's player counts as GetFleetUtilization reads them: (player sessions, free player slots).

@@ -292,33 +292,33 @@ pub async fn claim_placement_id(
     digest: &str,
     ttl_ms: u64,
 ) -> Result<IdHold, StoreError> {
-    const SCRIPT: &str = "claim_placement_id";
-    let mut call = scripts().claim_placement_id.prepare();
-    call.key(placement_id(id))
-        .arg("CLAIM")
-        .arg(holder(queue_name, digest))
-        .arg(ttl_ms);
-    let [outcome, held]: [String; 2] = store.invoke(&call).await?;
-    match outcome.as_str() {
-        "CLAIMED" => Ok(IdHold::Claimed),
-        "HELD" => Ok(IdHold::Held),
-        "TAKEN_BY" => Ok(IdHold::TakenBy(
+    // One command rather than a function call: Redis 7's SET with NX and GET holds the id unless it is held, and
+    // answers what was held before.
+    let mine = holder(queue_name, digest);
+    let mut hold = redis::cmd("SET");
+    hold.arg(placement_id(id))
+        .arg(&mine)
+        .arg("PX")
+        .arg(ttl_ms)
+        .arg("NX")
+        .arg("GET");
+    let held: Option<String> = store.query(&hold).await?;
+    Ok(match held {
+        None => IdHold::Claimed,
+        Some(held) if held == mine => IdHold::Held,
+        Some(held) => IdHold::TakenBy(
             held.split_once('\n')
                 .map_or(held.as_str(), |(queue, _)| queue)
                 .to_owned(),
-        )),
-        other => Err(unexpected(SCRIPT, other)),
-    }
+        ),
+    })
 }
 
 /// Lets go of a hold [`claim_placement_id`] made for a request that did not start.
 pub async fn release_placement_id(store: &Store, id: &str, queue_name: &str, digest: &str) -> Result<(), StoreError> {
-    let mut call = scripts().claim_placement_id.prepare();
-    call.key(placement_id(id))
-        .arg("RELEASE")
-        .arg(holder(queue_name, digest))
-        .arg(0);
-    let _: [String; 2] = store.invoke(&call).await?;
+    let mut call = scripts().release_placement_id.prepare();
+    call.key(placement_id(id)).arg(holder(queue_name, digest));
+    let _: String = store.invoke(&call).await?;
     Ok(())
 }
 

@@ -25,16 +25,17 @@ local deadline = reservation_deadline(v, s[3], s[4])
 if deadline and deadline <= now then
   local t = redis.call('HMGET', gkey(k, sid), 'inst', 'cur', 'max', 'accept', 'srv_end', 'tly', 'c_ms')
   local cur = tonumber(t[2]) - 1
-  redis.call('HSET', players_key(k, sid), unpack(end_player(k, sid, v, S.TIMEDOUT, now, endpoint)))
+  -- Its end and the session's count are written with the session's share, in one HSET.
+  local also = extend({'cur', int_text(cur)}, end_player(k, sid, v, S.TIMEDOUT, now, endpoint))
   index_counts(k, sid, {s[5], t[1], s[2], cur, t[3], t[4], t[5], t[6], t[7]},
-    takes_players(s[2], t[4], t[2], t[3], t[5]), {'cur', int_text(cur)}, -1)
+    takes_players(s[2], t[4], t[2], t[3], t[5]), also, -1)
   return {'ENDED', int_text(now), S.TIMEDOUT}
 end
 if s[2] ~= S.ACTIVE and v[P_STATUS] == S.RESERVED then return {'NOT_ACTIVE', int_text(now), s[2]} end
 if v[P_STATUS] == S.RESERVED then
   -- Its session's reservation deadline stays: the sweep finds it accepted.
   v[P_STATUS], v[P_ACTIVATED] = S.ACTIVE, now
-  redis.call('HSET', players_key(k, sid), player_field(n), cmsgpack.pack(v))
+  redis.call('HSET', gkey(k, sid), player_field(n), cmsgpack.pack(v))
 elseif v[P_STATUS] ~= S.ACTIVE then
   return {'ENDED', int_text(now), v[P_STATUS]}
 end

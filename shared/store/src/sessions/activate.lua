@@ -6,28 +6,32 @@
 local now = now_ms()
 local sid = ARGV[2]
 local key = gkey(k, sid)
--- Only the fields it needs: reading the record whole here and taking it apart in Lua costs Redis more than this
--- read and the one the event makes.
-local s = redis.call('HMGET', key, 'server', 'status', 'res_ms', 'loc', 'inst', 'cur', 'max', 'accept', 'srv_end',
-  'tly', 'c_ms')
-if not s[1] then
+-- The record whole, in one read: its event and the reply show it. By position in SESSION_RECORD: loc, server, inst,
+-- status, c_ms, act_ms, cur, max, accept, srv_end, res_ms, tly. (Its players stay unread: a pass over them in Lua
+-- to leave them out would cost Redis more than this read's scan for each field.)
+local s = redis.call('HMGET', key, unpack(SESSION_RECORD))
+local LOC, SERVER, INST, STATUS, C_MS, ACT_MS, CUR, MAX, ACCEPT, SRV_END, RES_MS, TLY = 3, 4, 5, 9, 11, 13, 15, 16, 17,
+  26, 28, 33
+if not s[SERVER] then
   local ended = ended_session(k, sid)
   if not ended then return {'NOT_FOUND', int_text(now)} end
   if by_name(ended.fields).server ~= ARGV[1] then return {'NOT_YOURS', int_text(now)} end
   return append_pairs({'ENDED', int_text(now)}, ended.fields)
 end
-if s[1] ~= ARGV[1] then return {'NOT_YOURS', int_text(now)} end
+if s[SERVER] ~= ARGV[1] then return {'NOT_YOURS', int_text(now)} end
 local outcome = 'ACTIVATED'
-if s[2] == S.ACTIVATING then
+if s[STATUS] == S.ACTIVATING then
   redis.call('ZREM', k.act_due, sid)
   -- No player is let in before its session is ACTIVE: every player session holding a slot is RESERVED still, its
   -- deadline this activation's time plus res_ms (reservation_deadline), which the session waits for as one.
-  if tonumber(s[6]) > 0 then redis.call('ZADD', k.res_due, int_text(now + tonumber(s[3])), sid) end
+  if tonumber(s[CUR]) > 0 then redis.call('ZADD', k.res_due, int_text(now + tonumber(s[RES_MS])), sid) end
   -- Its new status is written with its share, in one HSET.
-  index_session(k, sid, {s[4], s[5], S.ACTIVE, s[6], s[7], s[8], s[9], s[10], s[11]},
+  index_session(k, sid, {s[LOC], s[INST], S.ACTIVE, s[CUR], s[MAX], s[ACCEPT], s[SRV_END], s[TLY], s[C_MS]},
     {'status', S.ACTIVE, 'act_ms', int_text(now)})
-  return append_pairs({outcome, int_text(now)}, session_event(k, S.GAME_SESSION_ACTIVATED, key, now))
-elseif s[2] ~= S.ACTIVE then
+  s[STATUS], s[ACT_MS] = S.ACTIVE, int_text(now)
+  local fields = record_fields(s, SESSION_RECORD)
+  return append_pairs({outcome, int_text(now)}, session_event(k, S.GAME_SESSION_ACTIVATED, key, now, fields))
+elseif s[STATUS] ~= S.ACTIVE then
   outcome = 'ENDED'
 end
-return reply(outcome, now, key)
+return append_pairs({outcome, int_text(now)}, record_fields(s, SESSION_RECORD))

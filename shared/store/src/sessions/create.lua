@@ -31,12 +31,18 @@ local sid, named, loc, max = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local token, creator = ARGV[6], ARGV[8]
 local idem = k.idem .. token
 local spend = ARGV[18]
+local unspent = false
 if token ~= '' then
   -- A placement's attempt names its session by its token (Attempt::game_session_id), so the id finds what an earlier
   -- create of it made; a client's token is found through its key.
   local existing
   if spend ~= '' then
-    if redis.call('EXISTS', gkey(k, sid), k.gend .. sid) > 0 then existing = sid end
+    -- One read answers the common case, an attempt new here: no session under its token and nothing spent.
+    if redis.call('EXISTS', gkey(k, sid), k.gend .. sid, k.idem .. spend) == 0 then
+      unspent = true
+    elseif redis.call('EXISTS', gkey(k, sid), k.gend .. sid) > 0 then
+      existing = sid
+    end
   else
     existing = redis.call('GET', idem)
   end
@@ -46,7 +52,9 @@ if token ~= '' then
     return session_reply('EXISTING', now, nil, nil, fields)
   end
 end
-if spend ~= '' and attempt_spent(k, spend, ARGV[19], ARGV[20], now) then return session_reply('ABANDONED', now) end
+if spend ~= '' and (now > tonumber(ARGV[20]) or not unspent and attempt_spent(k, spend, ARGV[19], ARGV[20], now)) then
+  return session_reply('ABANDONED', now)
+end
 -- A placement's attempt refused here is spent, so that a late retry of it cannot create what the placement has
 -- moved on from.
 local function refuse(outcome, detail)
@@ -149,17 +157,16 @@ local record = {'id', sid, 'fleet', ARGV[16], 'loc', server[2] or '', 'server', 
   'props', ARGV[12], 'data', ARGV[13], 'mm', ARGV[14], 'creator', creator, 'placement', ARGV[15], 'notify', ARGV[17],
   'res_ms', int_text(set.res_ms), 'ret_ms', ARGV[5],
   'idem', token, 'digest', ARGV[7], 'np', int_text(players)}
--- The desired players of a placement, RESERVED with it (their reservation timers start at activation), written in
--- one HSET.
-local seated = {}
+-- The desired players of a placement, RESERVED with it (their reservation timers start at activation), written with
+-- the record in its one HSET; the reply shows the record's first `shown` fields alone.
+local shown = #record
 for i = 23, #ARGV, 2 do
   local n = (i - 21) / 2
   local v = {n, ARGV[i], S.RESERVED, ARGV[i + 1], now, false, false}
-  seated[#seated + 1], seated[#seated + 2] = player_field(n), cmsgpack.pack(v)
-  seated[#seated + 1], seated[#seated + 2] = seat_field(ARGV[i]), int_text(n)
+  record[#record + 1], record[#record + 2] = player_field(n), cmsgpack.pack(v)
+  record[#record + 1], record[#record + 2] = seat_field(ARGV[i]), int_text(n)
   redis.call('ZADD', k.player .. ARGV[i], int_text(now), listed_player(player_session_id(sid, n)))
 end
-if #seated > 0 then redis.call('HSET', players_key(k, sid), unpack(seated)) end
 redis.call('SADD', server_key .. ':sessions', sid)
 open = open + 1
 local routing = {server[14], tonumber(server[15] or '0') + 1}
@@ -172,6 +179,7 @@ local pending = {}
 tally_server(k, id, false, server, open, pending, {'pstate', S.ACTIVE, 'ver', int_text(routing[2])})
 tally_session(k, sid, {server[2] or '', server[1] or '', S.ACTIVATING, players, max, ARGV[9], false, false, now}, false,
   pending, record)
+for i = #record, shown + 1, -1 do record[i] = nil end
 tally_instances(k, pending)
 add_to_minute(k, server[2] or '', {[4] = 1}, now)
 redis.call('ZADD', k.sessions, int_text(now), sid)

@@ -12,8 +12,12 @@
 local now = now_ms()
 local sid = ARGV[1]
 local key = gkey(k, sid)
-local s = redis.call('HMGET', key, 'status', 'accept', 'cur', 'max', 'res_ms', 'loc', 'ip', 'dns', 'port', 'srv_end',
-  'c_ms', 'np', 'inst', 'tly', 'act_ms')
+-- Its fields, then its first player session (see below) and the seats of the players asked for: one read.
+local read = {'status', 'accept', 'cur', 'max', 'res_ms', 'loc', 'ip', 'dns', 'port', 'srv_end', 'c_ms', 'np', 'inst',
+  'tly', 'act_ms', player_field(1)}
+local first_player = #read
+for i = 2, #ARGV, 2 do read[#read + 1] = seat_field(ARGV[i]) end
+local s = redis.call('HMGET', key, unpack(read))
 if not s[1] then
   local ended = ended_session(k, sid)
   if ended then return {'NOT_ACTIVE', int_text(now), by_name(ended.fields).status} end
@@ -25,18 +29,12 @@ if s[10] == '1' then return {'NOT_ACTIVE', int_text(now), 'ACTIVE on a server th
 if s[2] ~= '1' then return {'DENY_ALL', int_text(now), ''} end
 -- Players holding a slot already (their seat names the number of their live player session): their player
 -- sessions, read in one call, must carry the same data.
-local players = players_key(k, sid)
 local numbered = tonumber(s[12] or '0')
--- The session's last player session comes with the seats: missing, its players are an earlier release's, adopted.
-local seat_fields = {player_field(numbered)}
-for i = 2, #ARGV, 2 do seat_fields[#seat_fields + 1] = seat_field(ARGV[i]) end
-local seats = redis.call('HMGET', players, unpack(seat_fields))
-if numbered > 0 and not seats[1] and adopt_players(k, sid) then
-  seats = redis.call('HMGET', players, unpack(seat_fields))
-end
+-- A session that made player sessions keeps its first: missing, its players are an earlier release's, adopted.
+if numbered > 0 and not s[first_player] and adopt_players(k, sid) then s = redis.call('HMGET', key, unpack(read)) end
 local held, held_fields = {}, {}
 for i = 2, #ARGV, 2 do
-  local seat = seats[i / 2 + 1]
+  local seat = s[first_player + i / 2]
   if seat and seat ~= '' then
     held[#held + 1] = i
     held_fields[#held_fields + 1] = player_field(seat)
@@ -44,7 +42,7 @@ for i = 2, #ARGV, 2 do
 end
 local held_values = {}
 if #held > 0 then
-  local packed = redis.call('HMGET', players, unpack(held_fields))
+  local packed = redis.call('HMGET', key, unpack(held_fields))
   for j, i in ipairs(held) do
     local v = cmsgpack.unpack(packed[j])
     if v[P_DATA] ~= ARGV[i + 1] then return {'PLAYER_CONFLICT', int_text(now), ARGV[i]} end
@@ -65,22 +63,21 @@ local cur, max = tonumber(s[3]), tonumber(s[4])
 if cur + fresh > max then return {'FULL', int_text(now), tostring(max - cur)} end
 local until_ms = now + tonumber(s[5])
 local out = players_reply('CREATED', now, {s[6], s[7], s[8], s[9]})
--- New ones are numbered on from the session's last, written in one HSET; its count, with its share in another.
+-- New ones are numbered on from the session's last, written with its count and its share, in one HSET.
 local also = {'cur', int_text(cur + fresh), 'np', int_text(numbered + fresh)}
-local seated, made = {}, {}
+local made = {}
 for i = 2, #ARGV, 2 do
   local v = held_values[i] or made[ARGV[i]]
   if not v then
     v = {numbered + 1, ARGV[i], S.RESERVED, ARGV[i + 1], now, false, false}
     numbered = v[1]
     made[ARGV[i]] = v
-    extend(seated, {player_field(v[1]), cmsgpack.pack(v), seat_field(ARGV[i]), int_text(v[1])})
+    extend(also, {player_field(v[1]), cmsgpack.pack(v), seat_field(ARGV[i]), int_text(v[1])})
     redis.call('ZADD', k.player .. ARGV[i], int_text(now), listed_player(player_session_id(sid, v[1])))
   end
   append_player(out, v, reservation_deadline(v, s[15], s[5]) or false)
 end
 if fresh > 0 then
-  redis.call('HSET', players, unpack(seated))
   -- The session waits for its earliest reservation; a later one than that it already waits for changes nothing.
   redis.call('ZADD', k.res_due, 'LT', int_text(until_ms), sid)
   index_counts(k, sid, {s[6], s[13], s[1], cur + fresh, max, s[2], s[10], s[14], s[11]}, cur < max, also,

@@ -3,14 +3,15 @@
 -- activated, which the process is handed as it starts them).
 -- KEYS[1] the process's hash.
 -- Reply: {version, pstate, term_reason, term_by_ms, term_force, {{session fields}, {player session values}...},
--- ...}, a player session's values by position as the session's players hash keeps them (no reservation deadline yet:
+-- ...}, a player session's values by position as the session's hash keeps them (no reservation deadline yet:
 -- it runs from the activation); version -1 when the process is unknown.
 local key = KEYS[1]
 local s = redis.call('HMGET', key, 'ver', 'pstate', 'term_reason', 'term_by_ms', 'term_force')
 if not s[2] then return {-1} end
 local out = {tonumber(s[1] or '0'), s[2], s[3] or '', s[4] or '0', s[5] or '0'}
 for _, sid in ipairs(redis.call('SMEMBERS', key .. ':sessions')) do
-  local fields = redis.call('HGETALL', gkey(k, sid))
+  -- Its record's fields, however many players it has seen; an ACTIVATING one's players besides.
+  local fields = session_record(gkey(k, sid))
   local status = by_name(fields).status
   if status == S.ACTIVATING or status == S.ACTIVE or status == S.TERMINATING then
     local session = {fields}

@@ -13,9 +13,11 @@
 --                       reservation timeout of its player sessions), idem (its idempotency token), digest (of the
 --                       request that created it, to tell a retry from a reuse of the token), notify (the
 --                       placement replica to tell when it is activated)
---                       np (how many player sessions it has made: the number of the last, see player_session_id)
---   gsess:<id>:p        its player sessions: p<n>, the n-th (see player_field), and l:<player id>, the number of that
---                       player's session while it holds a slot ('' once it ended)
+--                       np (how many player sessions it has made: the number of the last, see player_session_id);
+--                       and its player sessions: p<n>, the n-th (see player_field), and l:<player id>, the number of
+--                       that player's session while it holds a slot ('' once it ended)
+--   gsess:<id>:p        its player sessions as the release before kept them, apart from the record: taken over into
+--                       the record by the first function that writes them (adopt_players)
 --   gend:<id>           an ended game session with its player sessions, in one packed value (see ended_session):
 --                       its hashes go when it ends
 --   player:<player id>  the player's session ids in this fleet by creation ms, less the '<fleet id>/' every id of the
@@ -55,24 +57,54 @@ local SESSION_ENDED = {'id', 'fleet', 'loc', 'server', 'inst', 'ip', 'dns', 'por
 local E_LOC, E_SERVER, E_IP, E_DNS, E_PORT = 3, 4, 6, 7, 8
 local PLAYER_ENDED = {'id', 'player', 'status', 'data', 'c_ms', 'act_ms', 'end_ms'}
 
--- A live player session is one field of its game session's players hash (players_key), p<n> for the n-th: msgpack of
--- its values in PLAYER_ENDED's order, its number first and false where it has none, the entry its game session's
--- ended record keeps as it is. Its id follows from the game session's and its number, so no key of its own finds it
+-- A live player session is one field of its game session's hash, p<n> for the n-th: msgpack of its values in
+-- PLAYER_ENDED's order, its number first and false where it has none, the entry its game session's ended record
+-- keeps as it is. Its id follows from the game session's and its number, so no key of its own finds it
 -- (player_session_id); while it holds a slot its player's field l:<player id> holds its number, for a reservation
--- to find the player's live one. The players stay out of the game session's own hash, which every search and count
--- reads and which is rewritten in place as players come and go: it stays small whatever the players.
+-- to find the player's live one. In the record's own hash, an accept or a removal reads the session and the player
+-- in one HMGET and writes both in one HSET; what reads the record alone names its fields (SESSION_RECORD), so that
+-- a session that has seen thousands of players costs such a read no more than a new one.
 local P_PLAYER, P_STATUS, P_DATA, P_CREATED, P_ACTIVATED, P_ENDED = 2, 3, 4, 5, 6, 7
 
 local function player_field(n)
   return 'p' .. int_text(n)
 end
 
-local function players_key(k, sid)
-  return gkey(k, sid) .. ':p'
-end
-
 local function seat_field(player)
   return 'l:' .. player
+end
+
+-- The fields of a game session's record, all that its hash holds but its players.
+local SESSION_RECORD = {'id', 'fleet', 'loc', 'server', 'inst', 'ip', 'dns', 'port', 'status', 'reason', 'c_ms',
+  'act_by_ms', 'act_ms', 'end_ms', 'cur', 'max', 'accept', 'prot', 'name', 'props', 'data', 'mm', 'creator',
+  'placement', 'term_by_ms', 'srv_end', 'ret_ms', 'res_ms', 'idem', 'digest', 'notify', 'np', 'tly'}
+
+-- The record fields of the live game session at `key`, as HGETALL answers them ({} when it is not live), without its
+-- players.
+local function session_record(key)
+  return record_fields(redis.call('HMGET', key, unpack(SESSION_RECORD)), SESSION_RECORD)
+end
+
+-- A game session's whole hash (HGETALL's `all`) taken apart in one pass (Lua's work per field is most of what reading
+-- a record costs, replay/icount.sh shows): its record's fields, its player sessions' values by number, and its
+-- record by name. Every record field that starts with p or l goes on with a letter; a player's field (p<n>,
+-- l:<player id>) with a digit or ':'.
+local function split_session(all)
+  local fields, numbered, named, n, p = {}, {}, {}, 0, 0
+  for i = 1, #all, 2 do
+    local name, value = all[i], all[i + 1]
+    local first, second = string.byte(name, 1, 2)
+    if (first ~= 112 and first ~= 108) or second > 58 then
+      fields[n + 1], fields[n + 2] = name, value
+      n = n + 2
+      named[name] = value
+    elseif first == 112 then
+      p = p + 1
+      numbered[p] = cmsgpack.unpack(value)
+    end
+  end
+  if p > 1 then table.sort(numbered, function(a, b) return a[1] < b[1] end) end
+  return fields, numbered, named
 end
 
 -- The id of the n-th player session (from 1) of game session `sid`: berth_domain::game_session::player_session_id,
@@ -122,7 +154,7 @@ local function player_fields(sid, v)
 end
 
 -- Player sessions an earlier release kept one hash each (psess:<id>, listed by creation in gsess:<id>:ps, the live
--- ones by player in gsess:<id>:live): their values by number, what the players hash takes for them, and the old
+-- ones by player in gsess:<id>:live): their values by number, what the session's hash takes for them, and the old
 -- keys (none when there are none).
 local function legacy_players(k, sid)
   local listed = gkey(k, sid) .. ':ps'
@@ -145,29 +177,36 @@ local function legacy_players(k, sid)
   return numbered, fields, gone
 end
 
--- Moves an earlier release's player sessions of game session `sid` into its players hash, and deletes the old keys,
--- the first time a function that writes finds its players missing. Answers whether there were any.
+-- The player sessions of game session `sid` that an earlier release kept apart from its record: in a hash of their
+-- own (gsess:<id>:p), or before that one hash each (legacy_players). Their values by number, what the session's hash
+-- takes for them, and the keys that held them (none when there are none).
+local function players_apart(k, sid)
+  local apart = gkey(k, sid) .. ':p'
+  local fields = redis.call('HGETALL', apart)
+  if #fields == 0 then return legacy_players(k, sid) end
+  local _, numbered = split_session(fields)
+  return numbered, fields, {apart}
+end
+
+-- Moves the player sessions an earlier release kept apart (players_apart) into game session `sid`'s hash, and deletes
+-- the old keys, the first time a function that writes finds its players missing. Answers whether there were any.
 local function adopt_players(k, sid)
-  local _, fields, gone = legacy_players(k, sid)
+  local _, fields, gone = players_apart(k, sid)
   if #gone == 0 then return false end
-  if #fields > 0 then redis.call('HSET', players_key(k, sid), unpack(fields)) end
+  if #fields > 0 then redis.call('HSET', gkey(k, sid), unpack(fields)) end
   for first = 1, #gone, 1000 do redis.call('DEL', unpack(gone, first, math.min(first + 999, #gone))) end
   return true
 end
 
--- A live game session's player sessions, their values by number ({} for none); `reading` in a function that writes
--- nothing, which reads an earlier release's where it finds them rather than moving them.
-local function live_players(k, sid, reading)
-  local fields = redis.call('HGETALL', players_key(k, sid))
-  if #fields == 0 then
-    if reading then return (legacy_players(k, sid)) end
-    if adopt_players(k, sid) then fields = redis.call('HGETALL', players_key(k, sid)) end
-  end
-  local numbered = {}
-  for i = 1, #fields, 2 do
-    if string.byte(fields[i], 1) == 112 then numbered[#numbered + 1] = cmsgpack.unpack(fields[i + 1]) end
-  end
-  if #numbered > 1 then table.sort(numbered, function(a, b) return a[1] < b[1] end) end
+-- A live game session's player sessions, their values by number ({} for none); `all` its hash as HGETALL answers it,
+-- when the caller has read it; `reading` in a function that writes nothing, which reads an earlier release's where it
+-- finds them rather than moving them. A session that has made none (np 0) has none kept apart either.
+local function live_players(k, sid, reading, all)
+  all = all or redis.call('HGETALL', gkey(k, sid))
+  local _, numbered, named = split_session(all)
+  if #numbered > 0 or named.np == '0' then return numbered end
+  if reading then return (players_apart(k, sid)) end
+  if adopt_players(k, sid) then numbered = select(2, split_session(redis.call('HGETALL', gkey(k, sid)))) end
   return numbered
 end
 
@@ -190,9 +229,9 @@ local function ended_session(k, sid)
   return {fields = fields, players = players}
 end
 
--- A game session's fields, live or ended, as HGETALL answers them ({} when there is none).
+-- A game session's record fields, live or ended, as HGETALL answers them ({} when there is none).
 local function session_fields(k, sid)
-  local fields = redis.call('HGETALL', gkey(k, sid))
+  local fields = session_record(gkey(k, sid))
   if #fields > 0 then return fields end
   local ended = ended_session(k, sid)
   return ended and ended.fields or {}
@@ -280,19 +319,22 @@ local function live_player_fields(sid, v, act_ms, res_ms)
 end
 
 -- Live player session `n` of game session `sid`: that session's fields `read` (HMGET's values, in that order; the
--- first one every live session has) and the player session's values, nil when the session has no such player. {}
+-- first one every live session has), read with the player's field (which `read` is given at its end), and the player
+-- session's values, nil when the session has no such player. {}
 -- and nil when the session is not live (ended or gone). An earlier release's player sessions are taken over, or only
 -- read when `reading` (in a function that writes nothing).
 local function live_player(k, sid, n, read, reading)
+  read[#read + 1] = player_field(n)
   local s = redis.call('HMGET', gkey(k, sid), unpack(read))
+  local packed = s[#read]
+  s[#read] = nil
   if not s[1] then return s, nil end
-  local packed = redis.call('HGET', players_key(k, sid), player_field(n))
   if not packed and reading then
-    for _, legacy in ipairs(legacy_players(k, sid)) do
-      if legacy[1] == n then return s, legacy end
+    for _, apart in ipairs((players_apart(k, sid))) do
+      if apart[1] == n then return s, apart end
     end
   elseif not packed and adopt_players(k, sid) then
-    packed = redis.call('HGET', players_key(k, sid), player_field(n))
+    packed = redis.call('HGET', gkey(k, sid), player_field(n))
   end
   return s, packed and cmsgpack.unpack(packed)
 end
@@ -469,7 +511,7 @@ local SESSION_UNSHOWN = {data = true, mm = true, tly = true, idem = true, digest
 -- what no event shows (SESSION_UNSHOWN) and the fields a reader joins (SESSION_FIXED); `fields` the record's, when
 -- the caller holds them as they are now. Answers the record's fields, for a reply that shows them.
 local function session_event(k, type, key, now, fields)
-  fields = fields or redis.call('HGETALL', key)
+  fields = fields or session_record(key)
   local entry = {'type', type, 't', int_text(now), 'kind', 'g'}
   local status, deadline
   for i = 1, #fields, 2 do
@@ -504,7 +546,7 @@ local function end_event(k, type, sid, now, players)
 end
 
 -- Ends player session `v` (its values), `status` at `now`, when it holds a slot: whether it did. Its values alone
--- change; a session ending with its players keeps them packed with it (keep_ended), not in its players hash.
+-- change; a session ending with its players keeps them packed with it (keep_ended), not in its hash.
 local function close_player(v, status, now)
   if not holds_slot(v) then return false end
   v[P_STATUS], v[P_ENDED] = status, now
@@ -512,7 +554,7 @@ local function close_player(v, status, now)
 end
 
 -- Ends player session `v` of game session `sid`, COMPLETED or TIMEDOUT at `now`, when it holds a slot (close_player):
--- answers what its game session's players hash takes for it (its field, its seat freed), for the caller to write, or
+-- answers what its game session's hash takes for it (its field, its seat freed), for the caller to write, or
 -- nil when it had ended already. Only a timeout is an event of its own (see SessionEventType in
 -- the contract), for which `endpoint` is its game session's {loc, ip, dns, port}.
 local function end_player(k, sid, v, status, now, endpoint)
@@ -530,7 +572,8 @@ local function told_end_reason(term_reason, otherwise)
 end
 
 -- Keeps an ended game session as one packed value (see ended_session): `record` its own fields by name as it ended,
--- `players` its player sessions' values by number; its hashes go.
+-- `players` its player sessions' values by number; its hash goes, and the players hash an earlier release's replica
+-- may still have written beside it.
 local function keep_ended(k, sid, record, players)
   if record.digest == record.idem then record.digest = nil end
   local values = record_values(record, SESSION_ENDED)
@@ -538,18 +581,20 @@ local function keep_ended(k, sid, record, players)
   if values[2] == fleet_of(sid) then values[2] = false end
   values[#SESSION_ENDED + 1] = players
   redis.call('SET', k.gend .. sid, cmsgpack.pack(values))
-  redis.call('DEL', gkey(k, sid), players_key(k, sid))
+  redis.call('DEL', gkey(k, sid), gkey(k, sid) .. ':p')
 end
 
 -- Ends a game session (TERMINATED or ERROR, with a reason): its player sessions complete, it leaves the search
--- indexes and every deadline, and it is kept packed until its retention from now has passed. Its hash is read once
--- and not written again: keep_ended deletes it (`fields`, as HGETALL answers them, when the caller has read it;
--- `pending` as tally_instances'). Answers the record's fields as it ended, or false when it had ended already.
-local function end_game_session(k, sid, status, reason, now, fields, pending)
-  fields = fields or redis.call('HGETALL', gkey(k, sid))
-  local r = by_name(fields)
+-- indexes and every deadline, and it is kept packed until its retention from now has passed. Its hash is read once,
+-- with its players, and not written again: keep_ended deletes it (`all`, as HGETALL answers it, when the caller has
+-- read it; `pending` as tally_instances'). Answers the record's fields as it ended, or false when it had ended
+-- already.
+local function end_game_session(k, sid, status, reason, now, all, pending)
+  all = all or redis.call('HGETALL', gkey(k, sid))
+  local fields, players, r = split_session(all)
   if not r.status or r.status == S.TERMINATED or r.status == S.ERROR then return false end
-  local players = live_players(k, sid)
+  -- None in its hash: an earlier release's, kept apart, are taken over.
+  if #players == 0 and r.np ~= '0' then players = live_players(k, sid) end
   -- Asked to end, it ended as asked, whatever else its server was doing.
   if r.status == S.TERMINATING and reason == S.ENDED_BY_SERVER then reason = S.TRIGGERED_ON_PROCESS_TERMINATE end
   redis.call('SREM', k.gs .. r.server .. ':sessions', sid)

@@ -2,10 +2,10 @@
 -- Serves ListGameSessions (the fleet's sessions, newest first, by location and statuses) and
 -- DescribePlayerSessions (a game session's or a player's player sessions, oldest first, by status). A game
 -- session's player sessions are read from its record, live or packed (ended_session), by number.
--- KEYS[1] the sorted set of ids, or for a game session's player sessions its players hash. ARGV[1] g | p,
+-- KEYS[1] the sorted set of ids, or for a game session's player sessions its record. ARGV[1] g | p,
 -- ARGV[2] DESC | ASC, ARGV[3] position to start after ('' for the first page), ARGV[4] page size,
 -- ARGV[5] location ('' for any; game sessions only), ARGV[6] statuses, space-separated ('' for any), ARGV[7] the
--- game session whose player sessions KEYS[1] holds ('' for a player's).
+-- game session whose player sessions are read ('' for a player's).
 -- Reply: {next position ('' on the last page), records as read.lua returns them...}. At most 20 pages' worth of
 -- ids are looked at per call, so a sparse filter returns a short page with a next position rather than scanning
 -- without end.
@@ -51,17 +51,17 @@ end
 -- A player's list holds its ids without their fleet (listed_player).
 local by_player = ARGV[1] == 'p' and ARGV[7] == ''
 
--- A game session's player sessions with their creation ms, read whole from its record (KEYS[1] is then its players
--- hash), live or ended, in creation order as a sorted set would hold them: by creation ms, then as the record lists
--- them (by number), whatever Redis' clock did between two of them.
+-- A game session's player sessions with their creation ms, read whole from its record (KEYS[1]), live or ended, in
+-- creation order as a sorted set would hold them: by creation ms, then as the record lists them (by number), whatever
+-- Redis' clock did between two of them.
 local listed = nil
 if ARGV[1] == 'p' and ARGV[7] ~= '' then
   listed = {}
-  local s = redis.call('HMGET', gkey(k, ARGV[7]), 'loc', 'ip', 'dns', 'port', 'act_ms', 'res_ms')
-  if s[1] then
-    local endpoint = {s[1], s[2] or '', s[3] or '', s[4] or '0'}
-    local r = {act_ms = s[5] or nil, res_ms = s[6] or nil}
-    for _, v in ipairs(live_players(k, ARGV[7], true)) do
+  local all = redis.call('HGETALL', set)
+  if #all > 0 then
+    local r = by_name(all)
+    local endpoint = endpoint_of(r)
+    for _, v in ipairs(live_players(k, ARGV[7], true, all)) do
       local id = player_session_id(ARGV[7], v[1])
       players[id] = {live_player_fields(ARGV[7], v, r.act_ms, r.res_ms), endpoint}
       listed[#listed + 1] = {id, tostring(v[P_CREATED])}
@@ -118,7 +118,7 @@ local function fits(id)
   return p and (any_status or statuses[by_name(p[1]).status])
 end
 local function record(id, ended_fields)
-  if ARGV[1] == 'g' then return ended_fields or redis.call('HGETALL', gkey(k, id)) end
+  if ARGV[1] == 'g' then return ended_fields or session_record(gkey(k, id)) end
   return player(id)
 end
 while true do

@@ -71,7 +71,7 @@ struct Listing<'a> {
     order: &'a str,
     location: &'a str,
     statuses: &'a [&'a str],
-    /// The game session whose player sessions to read (`set` is then its players hash), live or ended.
+    /// The game session whose player sessions to read (`set` is then its record), live or ended.
     game_session_id: &'a str,
 }
 
@@ -150,7 +150,7 @@ pub async fn list_player_sessions(
     const SCRIPT: &str = "page_sessions";
     let keys = FleetKeys::new(fleet_id);
     let (set, game_session_id) = match source {
-        PlayerSource::GameSession(id) => (keys.players_of_session(id), id),
+        PlayerSource::GameSession(id) => (keys.game_session(id), id),
         PlayerSource::Player(id) => (keys.sessions_of_player(id), ""),
     };
     let statuses: Vec<&str> = if status.is_empty() { Vec::new() } else { vec![status] };

@@ -44,8 +44,9 @@ for _, member in ipairs(due(k.res_due)) do
   -- An earlier release listed RESERVED player sessions: its game session is looked at instead.
   local sid = member
   if string.find(member, '/psess-', 1, true) then sid = session_of(member) or member end
-  local r = by_name(redis.call('HGETALL', gkey(k, sid)))
-  local players = r.status and live_players(k, sid) or {}
+  local all = redis.call('HGETALL', gkey(k, sid))
+  local r = by_name(all)
+  local players = r.status and live_players(k, sid, false, all) or {}
   local seats, timed, next_due = {}, 0, nil
   for _, v in ipairs(players) do
     local deadline = reservation_deadline(v, r.act_ms, r.res_ms)
@@ -59,9 +60,9 @@ for _, member in ipairs(due(k.res_due)) do
   if timed > 0 then
     out[3] = out[3] + timed
     local cur = tonumber(r.cur) - timed
-    redis.call('HSET', players_key(k, sid), unpack(seats))
+    -- Their ends and the session's count are written with its share, in one HSET.
     index_counts(k, sid, {r.loc, r.inst, r.status, cur, r.max, r.accept, r.srv_end, r.tly or false, r.c_ms},
-      takes_players(r.status, r.accept, r.cur, r.max, r.srv_end), {'cur', int_text(cur)}, -timed)
+      takes_players(r.status, r.accept, r.cur, r.max, r.srv_end), extend({'cur', int_text(cur)}, seats), -timed)
   end
   if next_due then redis.call('ZADD', k.res_due, next_due, sid) end
 end
@@ -71,8 +72,8 @@ local events_cutoff = now - tonumber(ARGV[2])
 for _, sid in ipairs(due(k.ended)) do
   local key = gkey(k, sid)
   -- One that ended under an earlier release is still a hash: packed first, it goes the same way.
-  local fields = redis.call('HGETALL', key)
-  if #fields > 0 then keep_ended(k, sid, by_name(fields), live_players(k, sid)) end
+  local all = redis.call('HGETALL', key)
+  if #all > 0 then keep_ended(k, sid, by_name(all), live_players(k, sid, false, all)) end
   local ended = ended_session(k, sid)
   local record = ended and by_name(ended.fields) or {}
   local end_ms = tonumber(record.end_ms or '0')

@@ -52,7 +52,7 @@ if #cjson.decode(ARGV[9]) > 0 then
   set('props', encoded, true)
 end
 index_session(k, sid)
-session_event(k, S.GAME_SESSION_UPDATED, key, now)
+local fields = session_event(k, S.GAME_SESSION_UPDATED, key, now)
 local server_key = k.gs .. s[4]
 if told and redis.call('HGET', server_key, 'pstate') then redis.call('HINCRBY', server_key, 'ver', 1) end
-return session_reply('UPDATED', now, nil, server_key, redis.call('HGETALL', key))
+return session_reply('UPDATED', now, nil, server_key, fields)
