@@ -319,10 +319,10 @@ local function live_player_fields(sid, v, act_ms, res_ms)
 end
 
 -- Live player session `n` of game session `sid`: that session's fields `read` (HMGET's values, in that order; the
--- first one every live session has), read with the player's field (which `read` is given at its end), and the player
--- session's values, nil when the session has no such player. {}
--- and nil when the session is not live (ended or gone). An earlier release's player sessions are taken over, or only
--- read when `reading` (in a function that writes nothing).
+-- first one every live session has), read in one HMGET with the player's field (which `read` is given at its end),
+-- and the player session's values, nil when the session has no such player. {} and nil when the session is not live
+-- (ended or gone). An earlier release's player sessions are taken over, or only read when `reading` (in a function
+-- that writes nothing).
 local function live_player(k, sid, n, read, reading)
   read[#read + 1] = player_field(n)
   local s = redis.call('HMGET', gkey(k, sid), unpack(read))
