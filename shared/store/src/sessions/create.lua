@@ -31,7 +31,8 @@ local sid, named, loc, max = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local token, creator = ARGV[6], ARGV[8]
 local idem = k.idem .. token
 local spend = ARGV[18]
-local unspent = false
+-- The highest attempt of the placement spent here, when the first read found none ('0'); else read when needed.
+local spent = nil
 if token ~= '' then
   -- A placement's attempt names its session by its token (Attempt::game_session_id), so the id finds what an earlier
   -- create of it made; a client's token is found through its key.
@@ -39,7 +40,7 @@ if token ~= '' then
   if spend ~= '' then
     -- One read answers the common case, an attempt new here: no session under its token and nothing spent.
     if redis.call('EXISTS', gkey(k, sid), k.gend .. sid, k.idem .. spend) == 0 then
-      unspent = true
+      spent = '0'
     elseif redis.call('EXISTS', gkey(k, sid), k.gend .. sid) > 0 then
       existing = sid
     end
@@ -52,14 +53,12 @@ if token ~= '' then
     return session_reply('EXISTING', now, nil, nil, fields)
   end
 end
-if spend ~= '' and (now > tonumber(ARGV[20]) or not unspent and attempt_spent(k, spend, ARGV[19], ARGV[20], now)) then
-  return session_reply('ABANDONED', now)
-end
+if spend ~= '' and attempt_spent(k, spend, ARGV[19], ARGV[20], now, spent) then return session_reply('ABANDONED', now) end
 -- A placement's attempt refused here is spent, so that a late retry of it cannot create what the placement has
 -- moved on from.
 local function refuse(outcome, detail)
   if spend ~= '' then
-    spend_attempt(k, spend, ARGV[19], ARGV[20], now)
+    spend_attempt(k, spend, ARGV[19], ARGV[20], now, spent)
     -- The placement waits for a server here: the next one to come is announced (see place), and the autoscaler
     -- counts it as demand until the mark lapses (a waiting placement renews it with every attempt).
     if outcome == 'NO_SERVER' and loc ~= '' then

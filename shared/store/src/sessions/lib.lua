@@ -198,16 +198,17 @@ local function adopt_players(k, sid)
   return true
 end
 
--- A live game session's player sessions, their values by number ({} for none); `all` its hash as HGETALL answers it,
--- when the caller has read it; `reading` in a function that writes nothing, which reads an earlier release's where it
--- finds them rather than moving them. A session that has made none (np 0) has none kept apart either.
+-- A live game session's player sessions, their values by number ({} for none), and its record by name ({} when it
+-- is not live); `all` its hash as HGETALL answers it, when the caller has read it; `reading` in a function that
+-- writes nothing, which reads an earlier release's where it finds them rather than moving them. A session that has
+-- made none (np 0) has none kept apart either.
 local function live_players(k, sid, reading, all)
   all = all or redis.call('HGETALL', gkey(k, sid))
   local _, numbered, named = split_session(all)
-  if #numbered > 0 or named.np == '0' then return numbered end
-  if reading then return (players_apart(k, sid)) end
+  if #numbered > 0 or named.np == '0' or not named.status then return numbered, named end
+  if reading then return (players_apart(k, sid)), named end
   if adopt_players(k, sid) then numbered = select(2, split_session(redis.call('HGETALL', gkey(k, sid)))) end
-  return numbered
+  return numbered, named
 end
 
 -- An ended game session: {fields = its fields, players = each of its player sessions' fields, oldest first} (as
@@ -359,13 +360,14 @@ end
 -- `placement:<id>:<n>:<location>`, and once an attempt is refused, looked up or given up without a session, the
 -- spend key `placement:<id>:<location>` holds the highest attempt so spent, until the placement's deadline (after
 -- which nothing is created for it anyway). A create of a spent attempt creates nothing.
-local function attempt_spent(k, spend, n, deadline, now)
-  return now > tonumber(deadline) or tonumber(redis.call('GET', k.idem .. spend) or '0') >= tonumber(n)
+-- `spent`, the highest attempt spent, when the caller has read it.
+local function attempt_spent(k, spend, n, deadline, now, spent)
+  return now > tonumber(deadline) or tonumber(spent or redis.call('GET', k.idem .. spend) or '0') >= tonumber(n)
 end
 
-local function spend_attempt(k, spend, n, deadline, now)
+local function spend_attempt(k, spend, n, deadline, now, spent)
   local key = k.idem .. spend
-  if tonumber(redis.call('GET', key) or '0') < tonumber(n) then
+  if tonumber(spent or redis.call('GET', key) or '0') < tonumber(n) then
     redis.call('SET', key, n, 'PX', math.max(tonumber(deadline) - now, 0) + 1000)
   end
 end

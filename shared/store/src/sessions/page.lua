@@ -59,9 +59,9 @@ if ARGV[1] == 'p' and ARGV[7] ~= '' then
   listed = {}
   local all = redis.call('HGETALL', set)
   if #all > 0 then
-    local r = by_name(all)
+    local live, r = live_players(k, ARGV[7], true, all)
     local endpoint = endpoint_of(r)
-    for _, v in ipairs(live_players(k, ARGV[7], true, all)) do
+    for _, v in ipairs(live) do
       local id = player_session_id(ARGV[7], v[1])
       players[id] = {live_player_fields(ARGV[7], v, r.act_ms, r.res_ms), endpoint}
       listed[#listed + 1] = {id, tostring(v[P_CREATED])}

@@ -44,9 +44,7 @@ for _, member in ipairs(due(k.res_due)) do
   -- An earlier release listed RESERVED player sessions: its game session is looked at instead.
   local sid = member
   if string.find(member, '/psess-', 1, true) then sid = session_of(member) or member end
-  local all = redis.call('HGETALL', gkey(k, sid))
-  local r = by_name(all)
-  local players = r.status and live_players(k, sid, false, all) or {}
+  local players, r = live_players(k, sid, false)
   local seats, timed, next_due = {}, 0, nil
   for _, v in ipairs(players) do
     local deadline = reservation_deadline(v, r.act_ms, r.res_ms)
@@ -70,10 +68,9 @@ end
 -- the events' is kept until its end event is past theirs too.
 local events_cutoff = now - tonumber(ARGV[2])
 for _, sid in ipairs(due(k.ended)) do
-  local key = gkey(k, sid)
   -- One that ended under an earlier release is still a hash: packed first, it goes the same way.
-  local all = redis.call('HGETALL', key)
-  if #all > 0 then keep_ended(k, sid, by_name(all), live_players(k, sid, false, all)) end
+  local players, r = live_players(k, sid, false)
+  if r.status then keep_ended(k, sid, r, players) end
   local ended = ended_session(k, sid)
   local record = ended and by_name(ended.fields) or {}
   local end_ms = tonumber(record.end_ms or '0')
