@@ -7,6 +7,7 @@ OLD=1 calls accept and remove as a library before 4d3cc96 took them (the player 
 and number)."""
 import glob
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -19,6 +20,12 @@ raw = redis.Redis(port=port)
 # Berth's library, not the floors the bench loads beside it.
 lib = next(l['library_name'] for l in r.execute_command('FUNCTION', 'LIST')
            if l['library_name'].startswith('berth_') and not l['library_name'].startswith('berth_bench_'))
+# The fleet keys each function takes, in order, as the library loaded declares them (scripts.rs writes
+# `fleet_keys(KEYS, {'act_due', ...})` at the top of each), so that any release's library replays.
+code = next(l['library_code'] for l in r.execute_command('FUNCTION', 'LIST', 'LIBRARYNAME', lib, 'WITHCODE')
+            if l['library_name'] == lib)
+declared = {fn: re.findall(r"'([^']*)'", names) for fn, names in
+            re.findall(r"local function fn_(\w+)\(KEYS, ARGV\)\nlocal k = fleet_keys\(KEYS, \{([^}]*)\}\)", code)}
 
 def stats():
     s = r.info('commandstats')
@@ -65,8 +72,8 @@ for pool in r.scan_iter(match='*:lpool:*', count=1000):
         for i in range(4):
             players += [f'player-{uuid.uuid4().hex[:8]}', '']
         made.append((tag, sid, players, loc))
-keys = lambda tag, *names: [tag + ':' + n for n in names]
-creates = [('create_game_session', keys(t, 'act_due', 'fleet', 'hosting', 'pool', 'sessions'),
+keys = lambda tag, fn: [tag + ':' + n for n in declared[fn]]
+creates = [('create_game_session', keys(t, 'create_game_session'),
             [sid, '', loc, 8, 3600000, '', 'digest', '', 1, '', 'name', '[]', '', '', '', sid.split('/')[0], '', '',
              '', '', '', '1'] + p) for t, sid, p, loc in made]
 outs = phase('create', creates)
@@ -76,16 +83,16 @@ for (t, sid, p, loc), out in zip(made, outs):
         server = dict(zip(out[6::2], out[7::2]))[b'server'].decode()
         live.append((t, sid, server))
 print(f'{len(live)} created of {len(made)}')
-phase('activate', [('activate_game_session', keys(t, 'act_due', 'res_due', 'sevents'), (srv, sid))
+phase('activate', [('activate_game_session', keys(t, 'activate_game_session'), (srv, sid))
                    for t, sid, srv in live])
-phase('player', [('create_player_sessions', keys(t, 'res_due'), (sid, f'late-{uuid.uuid4().hex[:8]}', ''))
+phase('player', [('create_player_sessions', keys(t, 'create_player_sessions'), (sid, f'late-{uuid.uuid4().hex[:8]}', ''))
                  for t, sid, srv in live])
 # OLD=1: the arguments of a library before player sessions were named by game session and number.
 hosted = lambda sid, p: (sid, p) if os.environ.get('OLD') else (sid, sid, p.rsplit('-', 1)[1])
 ps = lambda sid: [sid.replace('/gsess-', '/psess-', 1) + f'-{n}' for n in range(1, 5)]
-phase('accept', [('accept_player_session', keys(t, 'sevents'), (srv, *hosted(sid, p))) for t, sid, srv in live
+phase('accept', [('accept_player_session', keys(t, 'accept_player_session'), (srv, *hosted(sid, p))) for t, sid, srv in live
                  for p in ps(sid)])
-phase('remove', [('remove_player_session', keys(t, 'sevents'), (srv, *hosted(sid, p))) for t, sid, srv in live
+phase('remove', [('remove_player_session', keys(t, 'remove_player_session'), (srv, *hosted(sid, p))) for t, sid, srv in live
                  for p in ps(sid)])
-phase('end', [('end_game_session', keys(t, 'act_due', 'ended', 'hosting', 'pool', 'res_due', 'sevents', 'term_due'),
+phase('end', [('end_game_session', keys(t, 'end_game_session'),
                (srv, sid, 'END')) for t, sid, srv in live])

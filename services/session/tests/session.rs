@@ -135,14 +135,7 @@ async fn active_session(
     events: &mut Events,
     request: pb::CreateGameSessionRequest,
 ) -> String {
-    let created = stack
-        .games()
-        .await
-        .create_game_session(request)
-        .await
-        .unwrap()
-        .into_inner();
-    let session = created.game_session.unwrap();
+    let session = new_session(stack, request).await;
     assert_eq!(session.status(), pb::GameSessionStatus::Activating);
     let told = started(events).await;
     assert_eq!(told.game_session_id, session.game_session_id);
@@ -152,6 +145,19 @@ async fn active_session(
         .unwrap();
     assert_eq!(activated.status(), pb::GameSessionStatus::Active);
     session.game_session_id
+}
+
+/// The game session CreateGameSession answers `request` with.
+async fn new_session(stack: &Stack, request: pb::CreateGameSessionRequest) -> pb::GameSession {
+    stack
+        .games()
+        .await
+        .create_game_session(request)
+        .await
+        .unwrap()
+        .into_inner()
+        .game_session
+        .unwrap()
 }
 
 /// DescribeGameSessions of one id.
@@ -173,7 +179,7 @@ async fn describe(stack: &Stack, id: &str) -> pb::GameSession {
 }
 
 /// Waits until game session `id` is past its retention: unknown to DescribeGameSessions.
-async fn expired(stack: &Stack, id: &str) {
+pub(crate) async fn expired(stack: &Stack, id: &str) {
     eventually("expiry", async || {
         (described(stack, id).await.unknown_game_session_ids == [id]).then_some(())
     })
@@ -603,6 +609,20 @@ async fn ended_with_one_player(stack: &Stack) -> (GameServer, String, pb::Player
         .unwrap();
     server.end_game_session(session.clone()).await.unwrap();
     (server, session, player)
+}
+
+/// Where no server is named, a session packs onto a process already hosting others with room to spare, once a
+/// process that hosts several at a time has registered, before it goes to an idle one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_pack_onto_a_process_that_hosts_several() {
+    let stack = Stack::start(TestRedis::single(), &fast_sessions()).await;
+    let (_several, _several_events) = stack.server("gs-a-several", 2, "local").await;
+    let (_one, _one_events) = stack.server("gs-b-one", 1, "local").await;
+    let mut hosts = Vec::new();
+    for _ in 0..3 {
+        hosts.push(new_session(&stack, create(4)).await.game_server_id);
+    }
+    assert_eq!(hosts, ["gs-a-several", "gs-a-several", "gs-b-one"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -99,7 +99,7 @@ pub const CAPACITY_CHANNEL: &str = "berth:capacity";
 /// Every key of a fleet: the name its Lua reads it by (`k.<name>`, see `scripts.rs`) and what follows the fleet's
 /// tag. A suffix ending in ':' starts the keys of a kind of record, each followed by its record's id; the others are
 /// the fleet's fixed keys, which a function declares at its top (`-- KEYS: k.pool, …`) and receives in KEYS.
-pub(crate) const FLEET_KEYS: [(&str, &str); 46] = [
+pub(crate) const FLEET_KEYS: [(&str, &str); 48] = [
     // The fleet (fleets/lib.lua): its record, and its event stream, which every area appends to.
     ("fleet", ":fleet"),
     ("events", ":events"),
@@ -148,22 +148,25 @@ pub(crate) const FLEET_KEYS: [(&str, &str); 46] = [
     // ms>', since when it has written every heartbeat it received on time and when it last wrote; the sweep reads it
     // before it calls a process whose stream that replica holds silent.
     ("writers", ":writers"),
-    // Sessions (sessions/lib.lua): game sessions and their player sessions, ended game sessions, a player's player
-    // sessions, idempotency tokens, a creator's sessions, the search index of each location (and the four per location
-    // that an earlier release kept, which the sweep moves into it), the fleet's sessions, the deadlines of activation,
-    // reservation and forced termination, ended sessions by expiry, the session event stream and its last trimmed
-    // position.
+    // Sessions (sessions/lib.lua): game sessions and their player sessions, ended game sessions, the fleet's player
+    // sessions by player (and each player's, as an earlier release listed them), idempotency tokens, a creator's
+    // sessions, the search index of each location (and the four per location that an earlier release kept, which
+    // the sweep moves into it), the fleet's sessions, the sessions by their next deadline of activation or
+    // reservation (and the two sets an earlier release kept them in apart, which the sweep drains), by forced
+    // termination, ended sessions by expiry, the session event stream and its last trimmed position.
     ("gsess", ":gsess:"),
     // An earlier release's player sessions, one hash each: adopted into their game session's hash when it is
     // first read (sessions/lib.lua: adopt_players).
     ("psess", ":psess:"),
     ("gend", ":gend:"),
     ("player", ":player:"),
+    ("players", ":players"),
     ("idem", ":idem:"),
     ("creator", ":creator:"),
     ("idx", ":idx:"),
     ("search", ":search:"),
     ("sessions", ":sessions"),
+    ("due", ":due"),
     ("act_due", ":act_due"),
     ("res_due", ":res_due"),
     ("term_due", ":term_due"),
@@ -307,9 +310,9 @@ impl FleetKeys {
         format!("{}:p", self.game_session(game_session_id))
     }
 
-    /// Sorted set of one player's player session ids in this fleet by creation (ms).
-    pub fn sessions_of_player(&self, player_id: &str) -> String {
-        format!("{}{player_id}", self.named("player"))
+    /// Sorted set of the fleet's player sessions by player, then creation (sessions/lib.lua: player_entry).
+    pub fn players(&self) -> String {
+        self.named("players")
     }
 
     /// The search index of the ACTIVE sessions of `location` (see `sessions::IndexScan`).

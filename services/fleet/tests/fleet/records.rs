@@ -789,7 +789,7 @@ async fn a_deleted_fleet_or_location_ends_its_processes_then_goes(redis: TestRed
     if matches!(redis, TestRedis::Single(_)) {
         let (_, lasting) = keys_without_expiry(&store, "berth:{f:arena}:*").await.unwrap();
         for key in lasting {
-            let swept = [":gend:", ":player:", ":ended", ":sessions"]
+            let swept = [":gend:", ":player:", ":players", ":ended", ":sessions"]
                 .iter()
                 .any(|kind| key.contains(kind));
             assert!(swept, "{key} never expires");

@@ -43,6 +43,14 @@ async fn write(store: &Store, fleet_id: &str, server: &Server, hosting: bool, at
         record.arg("claim_exp_ms").arg(i64::MAX);
     }
     let _: i64 = store.query(&record).await.unwrap();
+    // Registering a process that hosts more than one session at a time marks its fleet so (processes/attach.lua),
+    // and only such a process is ever in the hosting set.
+    if hosting || server.max_sessions > 1 {
+        let _: i64 = store
+            .query(redis::cmd("HSET").arg(keys.fleet()).arg("multi").arg(1))
+            .await
+            .unwrap();
+    }
     for session in 0..server.sessions {
         let _: i64 = store
             .query(

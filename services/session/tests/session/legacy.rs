@@ -9,6 +9,7 @@
 use berth_domain::game_session::player_session_id;
 use berth_proto::session::v1::{self as pb, describe_player_sessions_request::Selector};
 use berth_sdk::game_server::{Events, GameServer};
+use berth_session::SessionArgs;
 use berth_store::keys::FleetKeys;
 use berth_store::utilization::{UtilizationRead, read_utilization};
 use berth_testkit::TestRedis;
@@ -106,8 +107,8 @@ async fn player_sessions_an_earlier_release_stored_are_taken_over() {
         )
         .await;
     }
-    let res_due = format!("{tag}res_due");
-    raw(&stack, &["ZREM", &res_due, &session]).await;
+    let (res_due, due) = (format!("{tag}res_due"), format!("{tag}due"));
+    raw(&stack, &["ZREM", &due, &session]).await;
     raw(&stack, &["ZADD", &res_due, "1", &alice]).await;
 
     // Read (which writes nothing), they are as they were.
@@ -120,7 +121,7 @@ async fn player_sessions_an_earlier_release_stored_are_taken_over() {
     // real deadline; the old keys are gone.
     crate::eventually("the old reservation entry taken over", async || {
         let old = raw(&stack, &["ZSCORE", &res_due, &alice]).await;
-        let new = raw(&stack, &["ZSCORE", &res_due, &session]).await;
+        let new = raw(&stack, &["ZSCORE", &due, &session]).await;
         (old == redis::Value::Nil && new != redis::Value::Nil).then_some(())
     })
     .await;
@@ -268,6 +269,156 @@ async fn a_session_ended_with_its_players_kept_apart_keeps_them() {
             ("alice".to_owned(), pb::PlayerSessionStatus::Completed),
             ("bob".to_owned(), pb::PlayerSessionStatus::Completed),
         ]
+    );
+}
+
+/// A player's player sessions by DescribePlayerSessions, one page of `page_size` after another: their ids.
+async fn of_player(stack: &Stack, player: &str, page_size: u32) -> Vec<String> {
+    let mut players = stack.players().await;
+    let (mut ids, mut page_token) = (Vec::new(), String::new());
+    loop {
+        let page = players
+            .describe_player_sessions(pb::DescribePlayerSessionsRequest {
+                selector: Some(Selector::PlayerId(player.into())),
+                page_size,
+                page_token,
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        ids.extend(page.player_sessions.into_iter().map(|p| p.player_session_id));
+        if page.next_page_token.is_empty() {
+            return ids;
+        }
+        page_token = page.next_page_token;
+    }
+}
+
+/// A player's player sessions that an earlier release listed in a sorted set of the player's own are read beside
+/// those of the fleet's player index, in one order, oldest first, page by page; when their game session expires,
+/// both lists lose them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_players_sessions_an_earlier_release_listed_apart_are_read_with_the_others() {
+    let args = SessionArgs {
+        retention_ms: 400,
+        ..fast_sessions()
+    };
+    let stack = Stack::start(TestRedis::single(), &args).await;
+    let (server, mut events) = stack.server("gs-listed", 1, "local").await;
+    let session = active_session(&stack, &server, &mut events, create(4)).await;
+    // Dana joins three times, leaving in between: player sessions 1, 2 and 3 of the game session, in that order.
+    let mut client = stack.players().await;
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let made = client
+            .create_player_session(join(&session, "dana"))
+            .await
+            .unwrap()
+            .into_inner()
+            .player_session
+            .unwrap();
+        ids.push(made.player_session_id.clone());
+        server
+            .remove_player_session(session.clone(), made.player_session_id)
+            .await
+            .unwrap();
+    }
+    assert_eq!(of_player(&stack, "dana", 10).await, ids);
+
+    // The first and the last, listed as the earlier release did: in dana's own set by creation ms, without the
+    // fleet.
+    let keys = FleetKeys::new(FLEET);
+    let index = keys.players();
+    let own = format!("{}player:dana", keys.game_session("").trim_end_matches("gsess:"));
+    let entries: Vec<String> = redis::from_redis_value(raw(&stack, &["ZRANGE", &index, "0", "-1"]).await).unwrap();
+    assert_eq!(entries.len(), 3, "{entries:?}");
+    for entry in [&entries[0], &entries[2]] {
+        let (ms, listed) = entry["0004dana".len()..].split_at(13);
+        raw(&stack, &["ZREM", &index, entry]).await;
+        raw(&stack, &["ZADD", &own, ms, listed]).await;
+    }
+    assert_eq!(of_player(&stack, "dana", 10).await, ids);
+    assert_eq!(of_player(&stack, "dana", 1).await, ids, "one a page");
+
+    server.end_game_session(session.clone()).await.unwrap();
+    crate::expired(&stack, &session).await;
+    assert!(!exists(&stack, &index).await, "the player index emptied");
+    assert!(!exists(&stack, &own).await, "dana's own set emptied");
+    assert!(of_player(&stack, "dana", 10).await.is_empty());
+}
+
+/// The deadlines an earlier release kept in two sets — activations in act_due, reservations in res_due — are
+/// drained into the one set of deadlines, each session looked at as it now stands: one activated since is not ended
+/// by the activation entry it left behind and waits on for its player's reservation; one still ACTIVATING past its
+/// deadline ends ACTIVATION_TIMEOUT.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deadlines_an_earlier_release_kept_apart_are_drained() {
+    let stack = Stack::start(TestRedis::single(), &fast_sessions()).await;
+    let (server, mut events) = stack.server("gs-due-active", 1, "local").await;
+    let (_idle, _idle_events) = stack.server("gs-due-activating", 1, "local").await;
+    let active = active_session(&stack, &server, &mut events, create(4)).await;
+    stack
+        .players()
+        .await
+        .create_player_session(join(&active, "erin"))
+        .await
+        .unwrap();
+    let activating = crate::new_session(&stack, create(4)).await.game_session_id;
+
+    let keys = FleetKeys::new(FLEET);
+    let tag = keys.game_session("").trim_end_matches("gsess:").to_owned();
+    let (due, act_due, res_due) = (format!("{tag}due"), format!("{tag}act_due"), format!("{tag}res_due"));
+    let reservation = raw(&stack, &["ZSCORE", &due, &active]).await;
+    assert_ne!(reservation, redis::Value::Nil, "waits for erin's reservation");
+    assert_ne!(raw(&stack, &["ZSCORE", &due, &activating]).await, redis::Value::Nil);
+    raw(&stack, &["ZREM", &due, &active, &activating]).await;
+    raw(&stack, &["ZADD", &act_due, "1", &active, "1", &activating]).await;
+    raw(&stack, &["ZADD", &res_due, "1", &active]).await;
+    raw(&stack, &["HSET", &keys.game_session(&activating), "act_by_ms", "1"]).await;
+
+    crate::eventually("the old sets drained", async || {
+        let left = raw(&stack, &["EXISTS", &act_due, &res_due]).await;
+        (left == redis::Value::Int(0)).then_some(())
+    })
+    .await;
+    let timed_out = crate::describe(&stack, &activating).await;
+    assert_eq!(timed_out.status(), pb::GameSessionStatus::Terminated);
+    assert_eq!(
+        timed_out.status_reason(),
+        pb::GameSessionStatusReason::ActivationTimeout
+    );
+    let still = crate::describe(&stack, &active).await;
+    assert_eq!(still.status(), pb::GameSessionStatus::Active);
+    assert_eq!(still.current_player_session_count, 1, "erin's reservation stands");
+    assert_eq!(
+        raw(&stack, &["ZSCORE", &due, &active]).await,
+        reservation,
+        "at its own deadline"
+    );
+}
+
+/// A fleet an earlier release made does not say whether a process of it hosts more than one session at a time
+/// (sessions/create.lua reads that set only if one does): the sweep tells it, from its processes, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_an_earlier_release_made_is_told_whether_its_processes_host_several() {
+    let stack = Stack::start(TestRedis::single(), &fast_sessions()).await;
+    let (_one, _one_events) = stack.server("gs-one", 1, "local").await;
+    let (_several, _several_events) = stack.server("gs-several", 3, "local").await;
+    let fleet = FleetKeys::new(FLEET).fleet();
+    assert_eq!(
+        raw(&stack, &["HGET", &fleet, "multi"]).await,
+        redis::Value::BulkString(b"1".to_vec())
+    );
+    raw(&stack, &["HDEL", &fleet, "multi"]).await;
+    crate::eventually("the fleet told", async || {
+        let multi = raw(&stack, &["HGET", &fleet, "multi"]).await;
+        (multi != redis::Value::Nil).then_some(multi)
+    })
+    .await;
+    assert_eq!(
+        raw(&stack, &["HGET", &fleet, "multi"]).await,
+        redis::Value::BulkString(b"1".to_vec())
     );
 }
 

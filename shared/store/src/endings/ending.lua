@@ -1,7 +1,7 @@
 -- A process ends of its own accord (ProcessEnding): its sessions end, it leaves the fleet, and the event is
 -- recorded. Ending again, or ending after being declared lost, is ENDED and changes nothing more.
--- KEYS: k.act_due, k.claims, k.ended, k.events, k.fleet, k.hb, k.hosting, k.pool, k.ready, k.res_due, k.servers,
--- k.sevents, k.term, k.term_due, k.unhealthy, k.utilized. ARGV[1] game-server id, ARGV[2] registration id, ARGV[3]
+-- KEYS: k.claims, k.due, k.ended, k.events, k.fleet, k.hb, k.hosting, k.pool, k.ready, k.servers, k.sevents, k.term,
+-- k.term_due, k.unhealthy, k.utilized. ARGV[1] game-server id, ARGV[2] registration id, ARGV[3]
 -- reason given. Reply: {ENDED | UNKNOWN, now_ms}.
 local now = now_ms()
 local id = ARGV[1]

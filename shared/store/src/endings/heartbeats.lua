@@ -4,8 +4,8 @@
 -- replaced, or of a fleet whose record is gone, changes nothing.
 -- The writer's progress is recorded too (k.writers), for the sweep to tell a replica's lateness from its processes'
 -- silence.
--- KEYS: k.act_due, k.claims, k.ended, k.events, k.fleet, k.hb, k.hosting, k.pool, k.ready, k.res_due, k.servers,
--- k.sevents, k.term, k.term_due, k.unhealthy, k.utilized, k.writers. ARGV[1] retention ms of lost records, ARGV[2]
+-- KEYS: k.claims, k.due, k.ended, k.events, k.fleet, k.hb, k.hosting, k.pool, k.ready, k.servers, k.sevents, k.term,
+-- k.term_due, k.unhealthy, k.utilized, k.writers. ARGV[1] retention ms of lost records, ARGV[2]
 -- the writing replica, ARGV[3] how long, ms, it has written this fleet's heartbeats on time; then per heartbeat six
 -- arguments: game-server id, registration id, the stream's attach number, health (HEALTHY | UNHEALTHY), game state,
 -- connected players. The heartbeat window and unhealthy threshold are the fleet's (fleet_settings).

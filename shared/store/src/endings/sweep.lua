@@ -1,7 +1,7 @@
 -- The health monitor's sweep of one fleet: processes whose heartbeat, ready or ProcessEnding deadline passed are
 -- declared lost. Safe with any number of health replicas sweeping: a process is found late once, then retired.
--- KEYS: k.act_due, k.claims, k.ended, k.events, k.fleet, k.hb, k.hosting, k.pool, k.ready, k.res_due, k.servers,
--- k.sevents, k.term, k.term_due, k.unhealthy, k.utilized, k.writers. ARGV[1] most processes to act on per deadline,
+-- KEYS: k.claims, k.due, k.ended, k.events, k.fleet, k.hb, k.hosting, k.pool, k.ready, k.servers, k.sevents, k.term,
+-- k.term_due, k.unhealthy, k.utilized, k.writers. ARGV[1] most processes to act on per deadline,
 -- ARGV[2] ms, retention ARGV[3] how long Redis has answered the monitor for this fleet, ms: heartbeat deadlines are
 -- swept only once that is a whole heartbeat window of the fleet's (after an outage no heartbeat could be recorded,
 -- and silence then is not death). ARGV[4] the monitor's replica, ARGV[5] how long, ms, the oldest heartbeat it holds

@@ -9,7 +9,7 @@
 local now = now_ms()
 if redis.call('EXISTS', k.fleet) == 1 then return {'EXISTS', int_text(now), ''} end
 redis.call('HSET', k.fleet, 'cfg', ARGV[1], 'ret_ms', ARGV[2], 'mca', ARGV[3], 'set', ARGV[4], 'status', S.NEW,
-  'msg', '', 'st_ms', now, 'rev', 1, 'c_ms', now, 'u_ms', now)
+  'msg', '', 'st_ms', now, 'rev', 1, 'c_ms', now, 'u_ms', now, 'multi', 0)
 fleet_event(k, now, S.FLEET_CREATED, 'created with ' .. (#ARGV - 4) / 6 .. ' location(s)')
 local names = {}
 for i = 5, #ARGV, 6 do names[#names + 1] = add_location(k, now, ARGV, i) end

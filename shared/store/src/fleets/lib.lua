@@ -5,7 +5,9 @@
 -- (raised by every change of configuration), c_ms, u_ms, ret_ms (how long its events are kept), locs (its
 -- locations' names, home first, separated by spaces), lver (the last location version given), mca (its most
 -- concurrent game-session activations per instance, 0 for no limit, which its locations' tallies count with: see
--- fleets/tally.lua), and per location the fields l:<location>:<name> (see
+-- fleets/tally.lua), multi (1 once a process that hosts more than one game session at a time has registered, 0
+-- while none has: a create then looks for no process hosting with room, as there can be none; absent on a fleet an
+-- earlier release made until the session sweep tells), and per location the fields l:<location>:<name> (see
 -- loc_field): status, msg, st_ms, min, max, desired (instances), cfg (its standby and instance-type viabilities, as
 -- the contract's FleetLocation), susp (1 while autoscaling is suspended there), c_ms, ver (raised from lver by every
 -- change of its cfg or susp, so that a version is never given twice, even to a location removed and added again),
@@ -166,16 +168,17 @@ end
 -- NO_FLEET (it does not exist), NO_LOCATION (it has no such location) or NOT_ACTIVE (the fleet is not ACTIVE, or
 -- the location not DEPLOYED); nil when it takes one. With no location named, the sessions go to ready servers, and
 -- a server's being ready made its location DEPLOYED: only a location being deleted has none left to host. When it
--- takes one, answers nil and the fleet's settings (fleet_settings), read with the rest in one call.
+-- takes one, answers nil, the fleet's settings (fleet_settings), read with the rest in one call, and whether a
+-- process of the fleet may host sessions with room for another (its field multi).
 local function session_refusal(k, loc)
-  local f = redis.call('HMGET', k.fleet, 'status', 'set', 'locs', loc_field(loc, 'status'))
+  local f = redis.call('HMGET', k.fleet, 'status', 'set', 'locs', loc_field(loc, 'status'), 'multi')
   if not f[1] then return {'NO_FLEET', 'no such fleet'} end
   if f[1] ~= S.ACTIVE then return {'NOT_ACTIVE', 'the fleet is ' .. f[1]} end
   if loc ~= '' then
     if not fleet_location(k, loc, f[3] or '') then return {'NO_LOCATION', 'the fleet has no location ' .. loc} end
     if f[4] ~= S.DEPLOYED then return {'NOT_ACTIVE', 'location ' .. loc .. ' is ' .. tostring(f[4])} end
   end
-  return nil, fleet_settings(k, f[2])
+  return nil, fleet_settings(k, f[2]), f[5] ~= '0'
 end
 
 -- A process of instance `instance` registered in location `loc` ('' for the home location): the instance's record,

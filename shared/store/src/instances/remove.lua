@@ -2,8 +2,8 @@
 -- are declared lost at once rather than when their heartbeats lapse: force-terminated when it was being stopped,
 -- crashed otherwise; their game sessions end. When it was not being stopped, each of its processes that exited
 -- before registering is recorded crashed too, so that a build that cannot start shows as a crash loop.
--- KEYS: k.act_due, k.claims, k.ended, k.events, k.fleet, k.hb, k.hosting, k.inst_status, k.pool, k.ready,
--- k.res_due, k.servers, k.sevents, k.term, k.term_due, k.unhealthy, k.utilized. ARGV[1] location, ARGV[2] lease,
+-- KEYS: k.claims, k.due, k.ended, k.events, k.fleet, k.hb, k.hosting, k.inst_status, k.pool, k.ready, k.servers,
+-- k.sevents, k.term, k.term_due, k.unhealthy, k.utilized. ARGV[1] location, ARGV[2] lease,
 -- ARGV[3] instance id, ARGV[4] '1' when it was being stopped, ARGV[5] how long a lost process's record stays ms,
 -- readable, ARGV[6] how its processes exited, as the provisioner saw it ('' when it cannot tell).
 -- Reply: {REMOVED | GONE | FENCED, now_ms, ''} then {game-server id, replica, version} of each process lost.

@@ -43,9 +43,10 @@ if redis.call('EXISTS', key) == 1 then
   if current[2] ~= S.LOST then return reply('EXISTS', now, key) end
   redis.call('DEL', key, key .. ':sessions')
 end
-local loc = ''
+local loc, max_sess = '', 1
 for i = 7, #ARGV, 2 do
   if ARGV[i] == 'loc' then loc = ARGV[i + 1] end
+  if ARGV[i] == 'max_sess' then max_sess = tonumber(ARGV[i + 1]) end
 end
 local refused = refusal(k, loc)
 if refused then
@@ -61,6 +62,8 @@ redis.call('HSET', key, 'id', id, 'instance', ARGV[2], 'util', S.AVAILABLE, 'ist
   'health', S.HEALTHY, 'unh', 0)
 for i = 7, #ARGV, 2 do redis.call('HSET', key, ARGV[i], ARGV[i + 1]) end
 redis.call('ZADD', k.servers, 0, id)
+-- A fleet's sessions may now pack onto processes hosting others (see session_refusal).
+if max_sess > 1 then redis.call('HSET', k.fleet, 'multi', 1) end
 redis.call('SADD', k.inst .. ARGV[2], id)
 redis.call('ZADD', k.hb, now + tonumber(ARGV[6]) + set.window_ms, id)
 redis.call('ZADD', k.ready, now + set.ready_ms, id)

@@ -1,7 +1,7 @@
 -- The process hosting a game session has it ready for players (ActivateGameSession): ACTIVATING → ACTIVE. It
 -- enters the search indexes, and the reservation timers of player sessions reserved with it start now. Activating
 -- again is ACTIVATED and changes nothing.
--- KEYS: k.act_due, k.res_due, k.sevents. ARGV[1] game-server id, ARGV[2] game session id.
+-- KEYS: k.due, k.sevents. ARGV[1] game-server id, ARGV[2] game session id.
 -- Reply: {ACTIVATED | NOT_FOUND | NOT_YOURS | ENDED, now_ms, session fields...}.
 local now = now_ms()
 local sid = ARGV[2]
@@ -21,10 +21,14 @@ end
 if s[SERVER] ~= ARGV[1] then return {'NOT_YOURS', int_text(now)} end
 local outcome = 'ACTIVATED'
 if s[STATUS] == S.ACTIVATING then
-  redis.call('ZREM', k.act_due, sid)
   -- No player is let in before its session is ACTIVE: every player session holding a slot is RESERVED still, its
-  -- deadline this activation's time plus res_ms (reservation_deadline), which the session waits for as one.
-  if tonumber(s[CUR]) > 0 then redis.call('ZADD', k.res_due, int_text(now + tonumber(s[RES_MS])), sid) end
+  -- deadline this activation's time plus res_ms (reservation_deadline), which the session now waits for as one in
+  -- place of its activation.
+  if tonumber(s[CUR]) > 0 then
+    redis.call('ZADD', k.due, int_text(now + tonumber(s[RES_MS])), sid)
+  else
+    redis.call('ZREM', k.due, sid)
+  end
   -- Its new status is written with its share, in one HSET.
   index_session(k, sid, {s[LOC], s[INST], S.ACTIVE, s[CUR], s[MAX], s[ACCEPT], s[SRV_END], s[TLY], s[C_MS]},
     {'status', S.ACTIVE, 'act_ms', int_text(now)})

@@ -3,9 +3,9 @@
 -- empty out), then the first ready one of the pool (the claim order: ACTIVE instances first, then the longest
 -- idle). The process hosts it from now on (it leaves the pool; its desired state gets a new version), the session
 -- is ACTIVATING until the process activates it or its activation deadline passes.
--- KEYS: k.act_due, k.fleet, k.hosting, k.pool, k.sessions. ARGV[1] game session id (for a placement's attempt, the
--- one its token names), ARGV[2] game-server id ('' to pick one), ARGV[3] location ('' for any), ARGV[4] maximum
--- players, ARGV[5] retention ms,
+-- KEYS: k.due, k.fleet, k.hosting, k.players, k.pool, k.sessions. ARGV[1] game session id (for a placement's
+-- attempt, the one its token names), ARGV[2] game-server id ('' to pick one), ARGV[3] location ('' for any), ARGV[4]
+-- maximum players, ARGV[5] retention ms,
 -- ARGV[6] idempotency token (''), ARGV[7] digest of the request, ARGV[8] creator id (''), ARGV[9] accept players
 -- (1 | 0), ARGV[10] protected (1 | 0; '' for the fleet's default), ARGV[11] name, ARGV[12] properties (JSON),
 -- ARGV[13] game session data, ARGV[14] matchmaker data, ARGV[15] placement id, ARGV[16] fleet id; for a placement's
@@ -72,7 +72,7 @@ local function refuse(outcome, detail)
   end
   return session_reply(outcome, now, detail)
 end
-local refused, set = session_refusal(k, loc)
+local refused, set, packs = session_refusal(k, loc)
 if refused then return refuse(refused[1], refused[2]) end
 local limit, period = set.creator_n, set.creator_ms
 local protected = ARGV[10]
@@ -135,10 +135,11 @@ if id ~= '' then
   if not can_host(id) then return refuse('NO_SERVER') end
 else
   -- The pool holds ready processes and FleetIQ servers alike; can_host tells them apart. A location named is looked
-  -- for among its own processes, in its mirrors of the two sets, however many the fleet has elsewhere.
+  -- for among its own processes, in its mirrors of the two sets, however many the fleet has elsewhere. In a fleet
+  -- whose processes each host one session at a time, none is hosting with room: that set is not read.
   local hosting, pool = k.hosting, k.pool
   if loc ~= '' then hosting, pool = k.lhosting .. loc, k.lpool .. loc end
-  id = first_host(hosting, '-inf', '+inf') or first_host(pool, 0, '(' .. score_str(TIERS * TIER_SPAN))
+  id = (packs and first_host(hosting, '-inf', '+inf')) or first_host(pool, 0, '(' .. score_str(TIERS * TIER_SPAN))
   -- Waiting would not help when every server looked at takes fewer players than the session asks for.
   if not id and looked > 0 and too_small == looked then return refuse('TOO_SMALL') end
   if not id then return refuse('NO_SERVER') end
@@ -159,13 +160,15 @@ local record = {'id', sid, 'fleet', ARGV[16], 'loc', server[2] or '', 'server', 
 -- The desired players of a placement, RESERVED with it (their reservation timers start at activation), written with
 -- the record in its one HSET; the reply shows the record's first `shown` fields alone.
 local shown = #record
+local listed = {}
 for i = 23, #ARGV, 2 do
   local n = (i - 21) / 2
   local v = {n, ARGV[i], S.RESERVED, ARGV[i + 1], now, false, false}
   record[#record + 1], record[#record + 2] = player_field(n), cmsgpack.pack(v)
   record[#record + 1], record[#record + 2] = seat_field(ARGV[i]), int_text(n)
-  redis.call('ZADD', k.player .. ARGV[i], int_text(now), listed_player(player_session_id(sid, n)))
+  listed[#listed + 1], listed[#listed + 2] = '0', player_entry(ARGV[i], now, player_session_id(sid, n))
 end
+if #listed > 0 then redis.call('ZADD', k.players, unpack(listed)) end
 redis.call('SADD', server_key .. ':sessions', sid)
 open = open + 1
 local routing = {server[14], tonumber(server[15] or '0') + 1}
@@ -182,7 +185,7 @@ for i = #record, shown + 1, -1 do record[i] = nil end
 tally_instances(k, pending)
 add_to_minute(k, server[2] or '', {[4] = 1}, now)
 redis.call('ZADD', k.sessions, int_text(now), sid)
-redis.call('ZADD', k.act_due, int_text(deadline), sid)
+redis.call('ZADD', k.due, int_text(deadline), sid)
 -- A client's token lives as long as the session's record: the sweep that expires the record deletes it.
 if token ~= '' and spend == '' then redis.call('SET', idem, sid) end
 if creator ~= '' and limit > 0 then

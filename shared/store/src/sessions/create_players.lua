@@ -2,9 +2,9 @@
 -- is checked against the maximum here, in the one script every creation runs, so no race can overfill a session.
 -- A player who already holds a RESERVED or ACTIVE player session in it with the same data gets that one back and
 -- takes no new slot.
--- KEYS: k.res_due. ARGV[1] game session id, then per player: player id, player data. A new player session is
--- numbered after the session's last (player_session_id). A reservation is no session event: its caller holds the
--- reply.
+-- KEYS: k.due, k.players. ARGV[1] game session id, then per player: player id, player data. A new player
+-- session is numbered after the session's last (player_session_id). A reservation is no session event: its caller
+-- holds the reply.
 -- Reply: {outcome, now_ms, detail}, for CREATED the endpoint then each player session in the request's order
 -- (players_reply, append_player). Outcomes: CREATED;
 -- NOT_FOUND; NOT_ACTIVE (detail: its status); DENY_ALL; FULL (detail: free slots); PLAYER_CONFLICT (detail: the
@@ -65,7 +65,7 @@ local until_ms = now + tonumber(s[5])
 local out = players_reply('CREATED', now, {s[6], s[7], s[8], s[9]})
 -- New ones are numbered on from the session's last, written with its count and its share, in one HSET.
 local also = {'cur', int_text(cur + fresh), 'np', int_text(numbered + fresh)}
-local made = {}
+local made, listed = {}, {}
 for i = 2, #ARGV, 2 do
   local v = held_values[i] or made[ARGV[i]]
   if not v then
@@ -73,13 +73,14 @@ for i = 2, #ARGV, 2 do
     numbered = v[1]
     made[ARGV[i]] = v
     extend(also, {player_field(v[1]), cmsgpack.pack(v), seat_field(ARGV[i]), int_text(v[1])})
-    redis.call('ZADD', k.player .. ARGV[i], int_text(now), listed_player(player_session_id(sid, v[1])))
+    extend(listed, {'0', player_entry(ARGV[i], now, player_session_id(sid, v[1]))})
   end
   append_player(out, v, reservation_deadline(v, s[15], s[5]) or false)
 end
 if fresh > 0 then
+  redis.call('ZADD', k.players, unpack(listed))
   -- The session waits for its earliest reservation; a later one than that it already waits for changes nothing.
-  redis.call('ZADD', k.res_due, 'LT', int_text(until_ms), sid)
+  redis.call('ZADD', k.due, 'LT', int_text(until_ms), sid)
   index_counts(k, sid, {s[6], s[13], s[1], cur + fresh, max, s[2], s[10], s[14], s[11]}, cur < max, also,
     fresh)
 end

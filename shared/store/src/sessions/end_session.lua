@@ -2,7 +2,7 @@
 -- asked to end the session or itself TRIGGERED_ON_PROCESS_TERMINATE, FLEET_DELETED when its fleet or location is
 -- being deleted) or refuses one it was given (RejectGameSession: an ACTIVATING session becomes ERROR,
 -- SERVER_REJECTED). The server is then free for another session.
--- KEYS: k.act_due, k.ended, k.hosting, k.pool, k.res_due, k.sevents, k.term_due. ARGV[1] game-server id, ARGV[2] game
+-- KEYS: k.due, k.ended, k.hosting, k.pool, k.sevents, k.term_due. ARGV[1] game-server id, ARGV[2] game
 -- session id, ARGV[3] END | REJECT.
 -- Reply: {ENDED | NOT_FOUND | NOT_YOURS | WRONG_STATE, now_ms, '', '0', status, session fields...}, the session as
 -- it stands after ENDED, which the server is answered (the server asked, so no routing to tell it by). WRONG_STATE: a reject of a session that is not

@@ -20,12 +20,17 @@
 --                       the record by the first function that writes them (adopt_players)
 --   gend:<id>           an ended game session with its player sessions, in one packed value (see ended_session):
 --                       its hashes go when it ends
---   player:<player id>  the player's session ids in this fleet by creation ms, less the '<fleet id>/' every id of the
---                       fleet starts with (listed_player; ids listed by an earlier release are whole)
+--   players             every player session of the fleet, as one entry per player session (player_entry), all
+--                       scored 0 and read by lex range: a player's sort together, oldest first
+--   player:<player id>  the player's session ids by creation ms, as an earlier release listed them (less the
+--                       '<fleet id>/' every id of the fleet starts with; whole, in the release before that): read
+--                       beside `players` until the sweep deletes them with their sessions
 --   sessions            the fleet's game session ids by creation ms
---   act_due, res_due    ACTIVATING sessions by activation deadline; activated sessions given RESERVED player sessions,
---                       by the earliest of their reservation deadlines (the sweep looks at the session then, times out
---                       those due and waits for the next; an earlier release listed player session ids)
+--   due                 sessions by their next deadline: an ACTIVATING one's activation, an activated one's with
+--                       RESERVED player sessions the earliest of their reservations (the sweep looks at the session
+--                       then, times out what is due and waits for the next), so that activating moves one entry
+--   act_due, res_due    the same, as an earlier release kept them apart (and listed RESERVED player session ids in
+--                       res_due before that): the sweep drains them
 --   term_due            TERMINATING sessions by when they are forced to end
 --   hosting             processes hosting sessions with a slot to spare, by when they last took one
 --   ended               ended game sessions by when their records expire
@@ -130,6 +135,47 @@ end
 local function player_of_listing(k, member)
   if string.find(member, '/', 1, true) then return member end
   return fleet_id(k) .. '/' .. member
+end
+
+-- A player session's entry in the fleet's player index (k.players): its player's id after the id's length in bytes
+-- (four digits), then its creation ms (thirteen digits) and its listed id. The length first keeps each player's
+-- entries together and apart from every other's whatever bytes the ids hold, the fixed-width ms orders them oldest
+-- first, so one lex range reads a player's page, and a create lists all its players in one ZADD rather than one
+-- sorted set per player.
+local ZEROS = {'0', '00', '000', '0000', '00000', '000000', '0000000', '00000000', '000000000', '0000000000',
+  '00000000000', '000000000000'}
+
+-- Integer `n` as text `width` digits wide (string.format or string.rep would cost several times as much: icount.sh).
+local function padded(n, width)
+  local text = int_text(n)
+  local short = width - #text
+  if short <= 0 then return text end
+  return ZEROS[short] .. text
+end
+
+-- A player id's length, four digits wide, formatted once per library load for each length.
+local id_lengths = {}
+local function id_length(player)
+  local n = #player
+  local text = id_lengths[n]
+  if not text then
+    text = padded(n, 4)
+    id_lengths[n] = text
+  end
+  return text
+end
+
+local function player_prefix(player)
+  return id_length(player) .. player
+end
+
+local function padded_ms(ms)
+  return padded(ms, 13)
+end
+
+-- Built in one concatenation: each string Lua makes on the way is hashed and collected (icount.sh).
+local function player_entry(player, c_ms, psid)
+  return id_length(player) .. player .. padded(c_ms, 13) .. listed_player(psid)
 end
 
 -- The game session of player session `psid`, by its id (nil for an id Berth did not issue).
@@ -605,10 +651,10 @@ local function end_game_session(k, sid, status, reason, now, all, pending)
     if close_player(v, S.COMPLETED, now) then completed[#completed + 1] = v end
   end
   -- Only an ACTIVATING session waits for its activation, only a TERMINATING one for its forced end, and only one
-  -- activated with players can wait for their reservations.
-  if r.status == S.ACTIVATING then redis.call('ZREM', k.act_due, sid) end
+  -- activated with players can wait for their reservations. (An entry an earlier release left in act_due or res_due
+  -- is left to the sweep, which finds the session ended.)
+  if r.status == S.ACTIVATING or (r.act_ms and #players > 0) then redis.call('ZREM', k.due, sid) end
   if r.status == S.TERMINATING then redis.call('ZREM', k.term_due, sid) end
-  if r.act_ms and #players > 0 then redis.call('ZREM', k.res_due, sid) end
   redis.call('ZADD', k.ended, int_text(now + tonumber(r.ret_ms)), sid)
   local cur = tonumber(r.cur) - #completed
   tally_session(k, sid, {r.loc, r.inst, status, cur, r.max, r.accept, r.srv_end, r.tly or false, r.c_ms}, true,

@@ -2,10 +2,10 @@
 -- Serves ListGameSessions (the fleet's sessions, newest first, by location and statuses) and
 -- DescribePlayerSessions (a game session's or a player's player sessions, oldest first, by status). A game
 -- session's player sessions are read from its record, live or packed (ended_session), by number.
--- KEYS[1] the sorted set of ids, or for a game session's player sessions its record. ARGV[1] g | p,
--- ARGV[2] DESC | ASC, ARGV[3] position to start after ('' for the first page), ARGV[4] page size,
--- ARGV[5] location ('' for any; game sessions only), ARGV[6] statuses, space-separated ('' for any), ARGV[7] the
--- game session whose player sessions are read ('' for a player's).
+-- KEYS[1] the sorted set of ids, for a game session's player sessions its record, for a player's the fleet's players
+-- (k.players). ARGV[1] g | p, ARGV[2] DESC | ASC, ARGV[3] position to start after ('' for the first page), ARGV[4]
+-- page size, ARGV[5] location ('' for any; game sessions only), ARGV[6] statuses, space-separated ('' for any),
+-- ARGV[7] the game session whose player sessions are read ('' for a player's), ARGV[8] the player whose are ('').
 -- Reply: {next position ('' on the last page), records as read.lua returns them...}. At most 20 pages' worth of
 -- ids are looked at per call, so a sparse filter returns a short page with a next position rather than scanning
 -- without end.
@@ -80,7 +80,34 @@ if ARGV[1] == 'p' and ARGV[7] ~= '' then
     return a[3] < b[3]
   end)
 end
+-- A player's player sessions from `from` ms on, as the ids of one sorted set by creation ms would come: the entries
+-- of the fleet's player index (player_entry) and those an earlier release listed in the player's own set, in one
+-- order, by ms and then id (a sorted set's order of ids sharing a score).
+local function player_range(from, offset, count)
+  local want = offset + count
+  local merged = {}
+  local older = redis.call('ZRANGEBYSCORE', k.player .. ARGV[8], from or '-inf', '+inf', 'WITHSCORES', 'LIMIT', 0,
+    want)
+  for i = 1, #older, 2 do merged[#merged + 1] = {older[i], tonumber(older[i + 1])} end
+  local prefix = player_prefix(ARGV[8])
+  local at = #prefix + 1
+  for _, entry in ipairs(redis.call('ZRANGEBYLEX', set, '[' .. prefix .. (from and padded_ms(tonumber(from)) or ''),
+    '(' .. prefix .. ':', 'LIMIT', 0, want)) do
+    merged[#merged + 1] = {string.sub(entry, at + 13), tonumber(string.sub(entry, at, at + 12))}
+  end
+  table.sort(merged, function(a, b)
+    if a[2] ~= b[2] then return a[2] < b[2] end
+    return a[1] < b[1]
+  end)
+  local batch = {}
+  for i = offset + 1, math.min(#merged, want) do
+    batch[#batch + 1], batch[#batch + 2] = merged[i][1], int_text(merged[i][2])
+  end
+  return batch
+end
+
 local function range(from, offset, count)
+  if by_player then return player_range(from, offset, count) end
   if desc then
     return redis.call('ZREVRANGEBYSCORE', set, from or '+inf', '-inf', 'WITHSCORES', 'LIMIT', offset, count)
   end

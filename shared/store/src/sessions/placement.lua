@@ -2,7 +2,7 @@
 -- looks the attempt up (LOOK); one that ends a placement otherwise than FULFILLED gives the attempt up (ABANDON): its
 -- session ends TERMINATED (PLACEMENT_ABANDONED) with its player sessions, and its server is handed back. Either way
 -- an attempt with no session is spent, so that a create of it still on its way creates nothing.
--- KEYS: k.act_due, k.ended, k.hosting, k.pool, k.res_due, k.sevents, k.term_due. ARGV[1] token, ARGV[2] LOOK |
+-- KEYS: k.due, k.ended, k.hosting, k.pool, k.sevents, k.term_due. ARGV[1] token, ARGV[2] LOOK |
 -- ABANDON, ARGV[3] the attempt's spend key, ARGV[4] its number, ARGV[5] the placement's deadline ms, ARGV[6] the
 -- game session id the token names (Attempt::game_session_id).
 -- Reply: session_reply's {outcome, now_ms, replica, version, desired state, detail, session fields...}: ABANDONED (no

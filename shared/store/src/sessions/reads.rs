@@ -73,6 +73,8 @@ struct Listing<'a> {
     statuses: &'a [&'a str],
     /// The game session whose player sessions to read (`set` is then its record), live or ended.
     game_session_id: &'a str,
+    /// The player whose player sessions to read (`set` is then the fleet's players).
+    player_id: &'a str,
 }
 
 fn page_call<'a>(listing: &Listing<'_>, after: Option<&str>, size: usize) -> crate::scripts::FunctionCall<'a> {
@@ -84,7 +86,8 @@ fn page_call<'a>(listing: &Listing<'_>, after: Option<&str>, size: usize) -> cra
         .arg(size)
         .arg(listing.location)
         .arg(listing.statuses.join(" "))
-        .arg(listing.game_session_id);
+        .arg(listing.game_session_id)
+        .arg(listing.player_id);
     call
 }
 
@@ -114,6 +117,7 @@ pub async fn list_game_sessions(
         location,
         statuses,
         game_session_id: "",
+        player_id: "",
     };
     let call = page_call(&listing, after, size);
     let raw: Vec<Value> = store.invoke(&call).await?;
@@ -149,9 +153,9 @@ pub async fn list_player_sessions(
 ) -> Result<Page<PlayerSessionRecord>, StoreError> {
     const SCRIPT: &str = "page_sessions";
     let keys = FleetKeys::new(fleet_id);
-    let (set, game_session_id) = match source {
-        PlayerSource::GameSession(id) => (keys.game_session(id), id),
-        PlayerSource::Player(id) => (keys.sessions_of_player(id), ""),
+    let (set, game_session_id, player_id) = match source {
+        PlayerSource::GameSession(id) => (keys.game_session(id), id, ""),
+        PlayerSource::Player(id) => (keys.players(), "", id),
     };
     let statuses: Vec<&str> = if status.is_empty() { Vec::new() } else { vec![status] };
     let listing = Listing {
@@ -161,6 +165,7 @@ pub async fn list_player_sessions(
         location: "",
         statuses: &statuses,
         game_session_id,
+        player_id,
     };
     let call = page_call(&listing, after, size);
     let raw: Vec<Value> = store.invoke(&call).await?;
