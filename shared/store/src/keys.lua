@@ -16,15 +16,16 @@ local FLEET = {__index = function(known, name)
   return key
 end}
 
--- The clock this function call read (now_ms), and the counts it moved that are still to be written (add_count in
--- fleets/tally.lua): every function calls fleet_keys first, which forgets the last call's, so that no count a call
--- failing midway left unwritten is written by the next.
+-- The clock this function call read (now_ms), the counts it moved that are still to be written (add_count in
+-- fleets/tally.lua) and the locations where a server joined the pool or the hosting set (announce_capacity, there
+-- too): every function calls fleet_keys first, which forgets the last call's, so that nothing a call failing midway
+-- left unwritten is written by the next.
 local clock, clock_text = nil, nil
-local moved = {}
+local moved, joined = {}, {}
 
 local function fleet_keys(KEYS, names)
   clock, clock_text = nil, nil
-  moved = {}
+  moved, joined = {}, {}
   local k = {[0] = KEYS[1]}
   for i = 1, #names do k[names[i]] = KEYS[i] end
   return setmetatable(k, FLEET)

@@ -99,7 +99,7 @@ pub const CAPACITY_CHANNEL: &str = "berth:capacity";
 /// Every key of a fleet: the name its Lua reads it by (`k.<name>`, see `scripts.rs`) and what follows the fleet's
 /// tag. A suffix ending in ':' starts the keys of a kind of record, each followed by its record's id; the others are
 /// the fleet's fixed keys, which a function declares at its top (`-- KEYS: k.pool, …`) and receives in KEYS.
-pub(crate) const FLEET_KEYS: [(&str, &str); 48] = [
+pub(crate) const FLEET_KEYS: [(&str, &str); 47] = [
     // The fleet (fleets/lib.lua): its record, and its event stream, which every area appends to.
     ("fleet", ":fleet"),
     ("events", ":events"),
@@ -121,9 +121,6 @@ pub(crate) const FLEET_KEYS: [(&str, &str); 48] = [
     // a location is found among that location's servers however many the fleet has elsewhere.
     ("lpool", ":lpool:"),
     ("lhosting", ":lhosting:"),
-    // Each location where a placement found no server lately (see `place`), so that the next server there is
-    // announced on CAPACITY_CHANNEL.
-    ("hungry", ":hungry:"),
     // Each location's placements waiting for a server there, by when the mark lapses unless renewed, and since when
     // each has waited (sessions/create.lua): the demand the autoscaler reads.
     ("wanting", ":wanting:"),

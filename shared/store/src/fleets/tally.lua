@@ -17,7 +17,8 @@
 -- p_open, p_other, seats (game sessions, and player slots: see session_counts), players, players_free (player slots
 -- as an earlier release counted them); lost (servers gone without being told to end, ever: the
 -- autoscaler compares it with what it saw last); mca (the fleet's most concurrent activations per
--- instance, 0 for no limit, written by the fleet scripts); and per minute of the last hour, w<minute mod 60> =
+-- instance, 0 for no limit, written by the fleet scripts); hungry (until when, ms, the location is marked as where a
+-- placement found no server: see announce_capacity); and per minute of the last hour, w<minute mod 60> =
 -- '<minute>|<ms to ready summed>|<processes ready>|<game sessions created>|<servers lost to interruptions>'.
 -- FleetIQ servers carry no location: theirs is the tally of location '', which a read adds to the home location.
 --
@@ -74,22 +75,38 @@ local function add_count(key, field, n)
   counts[field] = was
 end
 
--- Writes what add_count gathered: a hash's one or two counts with HINCRBY, more of them (or a window) with one HMGET
--- and one HSET.
+-- A server joined the pool or the hosting set in location `loc`. Where a placement lately found no server (the
+-- location's tally holds hungry, the ms until when: mark_hungry in pool/lib.lua), flush_counts announces it on
+-- CAPACITY_CHANNEL, so that waiting placements try again at once, and clears the mark. The mark is read with the
+-- counts the call writes to that tally: a server joining costs no command of its own for a mark mostly not there.
+local function announce_capacity(k, loc)
+  joined[k.tally .. loc] = fleet_id(k) .. '\n' .. loc
+end
+
+-- Writes what add_count gathered: a hash's one or two counts with HINCRBY, more of them (or a window, or a hunger
+-- mark to read: announce_capacity) with one HMGET and one HSET.
 local function flush_counts()
+  for key in pairs(joined) do moved[key] = moved[key] or {} end
   for key, counts in pairs(moved) do
     local names, windows = {}, false
     for field, n in pairs(counts) do
       if type(n) == 'table' then windows = true end
       if type(n) == 'table' or n ~= 0 then names[#names + 1] = field end
     end
-    if #names <= 2 and not windows then
+    local announcement = joined[key]
+    if #names <= 2 and not windows and not announcement then
       for _, field in ipairs(names) do redis.call('HINCRBY', key, field, int_text(counts[field])) end
-    elseif #names > 0 then
+    elseif #names > 0 or announcement then
+      if announcement then names[#names + 1] = 'hungry' end
       local was, out = redis.call('HMGET', key, unpack(names)), {}
       for i, field in ipairs(names) do
         local n, value = counts[field], nil
-        if type(n) == 'table' then
+        if field == 'hungry' then
+          if tonumber(was[i] or '0') > now_ms() then
+            redis.call('PUBLISH', CAPACITY_CHANNEL, announcement)
+            value = '0'
+          end
+        elseif type(n) == 'table' then
           -- '<minute>|<sums by place...>', restarted when it holds an hour ago's minute.
           local w = {string.match(was[i] or '', '^(%d+)|(%d+)|(%d+)|(%d+)|(%d+)$')}
           if not w[1] or tonumber(w[1]) ~= n[1] then w = {n[1], 0, 0, 0, 0} end
@@ -98,12 +115,12 @@ local function flush_counts()
         else
           value = int_text(tonumber(was[i] or '0') + n)
         end
-        out[#out + 1], out[#out + 2] = field, value
+        if value then out[#out + 1], out[#out + 2] = field, value end
       end
-      redis.call('HSET', key, unpack(out))
+      if #out > 0 then redis.call('HSET', key, unpack(out)) end
     end
   end
-  moved = {}
+  moved, joined = {}, {}
 end
 
 -- Replaces the share `old` kept in field tly of `key` with `share` (either nil: none, the record is new, gone or

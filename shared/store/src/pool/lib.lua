@@ -18,6 +18,11 @@
 -- of a waiting placement (BERTH_PLACEMENT_RETRY_MS, at most 1 s), which marks it again.
 local HUNGRY_MS = 5000
 
+-- Marks location `loc` hungry from `now`: the next server to join its pool is announced (announce_capacity).
+local function mark_hungry(k, loc, now)
+  redis.call('HSET', k.tally .. loc, 'hungry', int_text(now + HUNGRY_MS))
+end
+
 local function score_str(n)
   return string.format('%.0f', n)
 end
@@ -25,8 +30,8 @@ end
 -- Puts server `id` in the fleet's sorted set `set` at `score`, or takes it out (score nil), and likewise in its
 -- location's mirror of that set (`mirror`: k.lpool for the pool, k.lhosting for the hosting processes); `loc` is the
 -- server's location when the caller has read it (nil: read here). A FleetIQ server has no location, and so no mirror.
--- A location where a placement lately found no server (k.hungry, set by create.lua) announces this one on
--- CAPACITY_CHANNEL, so that waiting placements try again at once.
+-- A location where a placement lately found no server (mark_hungry, by create.lua) announces this one
+-- (announce_capacity).
 local function place(k, set, mirror, id, score, loc)
   if score then
     score = int_text(score)
@@ -42,9 +47,7 @@ local function place(k, set, mirror, id, score, loc)
     return
   end
   redis.call('ZADD', mirror .. loc, score, id)
-  if redis.call('DEL', k.hungry .. loc) == 1 then
-    redis.call('PUBLISH', CAPACITY_CHANNEL, fleet_id(k) .. '\n' .. loc)
-  end
+  announce_capacity(k, loc)
 end
 
 -- Puts a server in the pool at its tier, or takes it out when its instance allows no claims (`loc` as place's).

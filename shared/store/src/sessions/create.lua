@@ -62,7 +62,7 @@ local function refuse(outcome, detail)
     -- The placement waits for a server here: the next one to come is announced (see place), and the autoscaler
     -- counts it as demand until the mark lapses (a waiting placement renews it with every attempt).
     if outcome == 'NO_SERVER' and loc ~= '' then
-      redis.call('SET', k.hungry .. loc, 1, 'PX', HUNGRY_MS)
+      mark_hungry(k, loc, now)
       redis.call('ZADD', k.wanting .. loc, now + HUNGRY_MS, ARGV[15])
       redis.call('HSETNX', k.wanted .. loc, ARGV[15], now)
       -- Where it waits, for the attempt that places it to clear (below).
