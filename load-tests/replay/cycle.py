@@ -85,14 +85,13 @@ for (t, sid, p, loc), out in zip(made, outs):
 print(f'{len(live)} created of {len(made)}')
 phase('activate', [('activate_game_session', keys(t, 'activate_game_session'), (srv, sid))
                    for t, sid, srv in live])
-phase('player', [('create_player_sessions', keys(t, 'create_player_sessions'), (sid, f'late-{uuid.uuid4().hex[:8]}', ''))
-                 for t, sid, srv in live])
+phase('player', [('create_player_sessions', keys(t, 'create_player_sessions'),
+                  (sid, f'late-{uuid.uuid4().hex[:8]}', '')) for t, sid, srv in live])
 # OLD=1: the arguments of a library before player sessions were named by game session and number.
 hosted = lambda sid, p: (sid, p) if os.environ.get('OLD') else (sid, sid, p.rsplit('-', 1)[1])
 ps = lambda sid: [sid.replace('/gsess-', '/psess-', 1) + f'-{n}' for n in range(1, 5)]
-phase('accept', [('accept_player_session', keys(t, 'accept_player_session'), (srv, *hosted(sid, p))) for t, sid, srv in live
-                 for p in ps(sid)])
-phase('remove', [('remove_player_session', keys(t, 'remove_player_session'), (srv, *hosted(sid, p))) for t, sid, srv in live
-                 for p in ps(sid)])
-phase('end', [('end_game_session', keys(t, 'end_game_session'),
-               (srv, sid, 'END')) for t, sid, srv in live])
+phase('accept', [('accept_player_session', keys(t, 'accept_player_session'), (srv, *hosted(sid, p)))
+                 for t, sid, srv in live for p in ps(sid)])
+phase('remove', [('remove_player_session', keys(t, 'remove_player_session'), (srv, *hosted(sid, p)))
+                 for t, sid, srv in live for p in ps(sid)])
+phase('end', [('end_game_session', keys(t, 'end_game_session'), (srv, sid, 'END')) for t, sid, srv in live])

@@ -351,12 +351,15 @@ async fn a_players_sessions_an_earlier_release_listed_apart_are_read_with_the_ot
 /// The deadlines an earlier release kept in two sets — activations in act_due, reservations in res_due — are
 /// drained into the one set of deadlines, each session looked at as it now stands: one activated since is not ended
 /// by the activation entry it left behind and waits on for its player's reservation; one still ACTIVATING past its
-/// deadline ends ACTIVATION_TIMEOUT.
+/// deadline ends ACTIVATION_TIMEOUT. A session that release created, activated now, leaves act_due at once, lest a
+/// sweep of that release still running time the ACTIVE session out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deadlines_an_earlier_release_kept_apart_are_drained() {
     let stack = Stack::start(TestRedis::single(), &fast_sessions()).await;
-    let (server, mut events) = stack.server("gs-due-active", 1, "local").await;
-    let (_idle, _idle_events) = stack.server("gs-due-activating", 1, "local").await;
+    // Named in the pool's order, so that each session goes to the server its role expects.
+    let (server, mut events) = stack.server("gs-due-1", 1, "local").await;
+    let (_idle, _idle_events) = stack.server("gs-due-2", 1, "local").await;
+    let (older, _older_events) = stack.server("gs-due-3", 1, "local").await;
     let active = active_session(&stack, &server, &mut events, create(4)).await;
     stack
         .players()
@@ -365,18 +368,43 @@ async fn deadlines_an_earlier_release_kept_apart_are_drained() {
         .await
         .unwrap();
     let activating = crate::new_session(&stack, create(4)).await.game_session_id;
+    let created_before = crate::new_session(&stack, create(4)).await.game_session_id;
 
     let keys = FleetKeys::new(FLEET);
     let tag = keys.game_session("").trim_end_matches("gsess:").to_owned();
     let (due, act_due, res_due) = (format!("{tag}due"), format!("{tag}act_due"), format!("{tag}res_due"));
-    let reservation = raw(&stack, &["ZSCORE", &due, &active]).await;
+    let waits = |sid: &str| {
+        let (stack, set, sid) = (&stack, due.clone(), sid.to_owned());
+        async move { raw(stack, &["ZSCORE", &set, &sid]).await }
+    };
+    let reservation = waits(&active).await;
     assert_ne!(reservation, redis::Value::Nil, "waits for erin's reservation");
-    assert_ne!(raw(&stack, &["ZSCORE", &due, &activating]).await, redis::Value::Nil);
-    raw(&stack, &["ZREM", &due, &active, &activating]).await;
-    raw(&stack, &["ZADD", &act_due, "1", &active, "1", &activating]).await;
+    assert_ne!(waits(&activating).await, redis::Value::Nil);
+    let activation = waits(&created_before).await;
+    let activation = redis::from_redis_value::<String>(activation).unwrap();
+    raw(&stack, &["ZREM", &due, &active, &activating, &created_before]).await;
+    raw(
+        &stack,
+        &[
+            "ZADD",
+            &act_due,
+            "1",
+            &active,
+            "1",
+            &activating,
+            &activation,
+            &created_before,
+        ],
+    )
+    .await;
     raw(&stack, &["ZADD", &res_due, "1", &active]).await;
     raw(&stack, &["HSET", &keys.game_session(&activating), "act_by_ms", "1"]).await;
 
+    older.activate_game_session(created_before.clone()).await.unwrap();
+    assert_eq!(
+        raw(&stack, &["ZSCORE", &act_due, &created_before]).await,
+        redis::Value::Nil
+    );
     crate::eventually("the old sets drained", async || {
         let left = raw(&stack, &["EXISTS", &act_due, &res_due]).await;
         (left == redis::Value::Int(0)).then_some(())
@@ -391,10 +419,10 @@ async fn deadlines_an_earlier_release_kept_apart_are_drained() {
     let still = crate::describe(&stack, &active).await;
     assert_eq!(still.status(), pb::GameSessionStatus::Active);
     assert_eq!(still.current_player_session_count, 1, "erin's reservation stands");
+    assert_eq!(waits(&active).await, reservation, "at its own deadline");
     assert_eq!(
-        raw(&stack, &["ZSCORE", &due, &active]).await,
-        reservation,
-        "at its own deadline"
+        crate::describe(&stack, &created_before).await.status(),
+        pb::GameSessionStatus::Active
     );
 }
 

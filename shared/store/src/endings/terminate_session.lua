@@ -1,9 +1,9 @@
 -- Ends a game session on request (TerminateGameSession). FORCE: TERMINATED (FORCE_TERMINATED) at once.
 -- TRIGGER: TERMINATING until its server ends it, forced after the grace period. A server left hosting nothing
 -- else is told to end (GameLift's onProcessTerminate); one hosting other sessions only drops this one.
--- KEYS: k.claims, k.due, k.ended, k.fleet, k.hosting, k.pool, k.ready, k.sevents, k.term, k.term_due, k.utilized.
--- ARGV[1] game session id, ARGV[2] FORCE | TRIGGER. The grace period is the fleet's
--- (fleet_settings); a session whose fleet's record is gone has none.
+-- KEYS: k.act_due, k.claims, k.due, k.ended, k.fleet, k.hosting, k.pool, k.ready, k.sevents, k.term, k.term_due,
+-- k.utilized. ARGV[1] game session id, ARGV[2] FORCE | TRIGGER. The grace period is the fleet's (fleet_settings); a
+-- session whose fleet's record is gone has none.
 -- Reply: {outcome, now_ms, replica, version, desired state (''), server id, session fields...}. Outcomes: TERMINATED,
 -- TERMINATING, NOT_FOUND, ENDED (it had ended already).
 local now = now_ms()
@@ -25,8 +25,9 @@ elseif force then
 elseif s[1] ~= S.TERMINATING then
   redis.call('HSET', key, 'status', S.TERMINATING, 'reason', '', 'term_by_ms', deadline)
   redis.call('HDEL', key, 'act_by_ms')
-  -- It no longer waits for its activation; an activated one still waits for its players' reservations.
-  if s[1] == S.ACTIVATING then redis.call('ZREM', k.due, sid) end
+  -- It no longer waits for its activation (in act_due, had an earlier release created it: lest a sweep of that
+  -- release, still running, time it out); an activated one still waits for its players' reservations.
+  if s[1] == S.ACTIVATING and redis.call('ZREM', k.due, sid) == 0 then redis.call('ZREM', k.act_due, sid) end
   redis.call('ZADD', k.term_due, deadline, sid)
   index_session(k, sid)
   session_event(k, S.GAME_SESSION_TERMINATING, key, now)

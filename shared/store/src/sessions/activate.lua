@@ -1,7 +1,7 @@
 -- The process hosting a game session has it ready for players (ActivateGameSession): ACTIVATING → ACTIVE. It
 -- enters the search indexes, and the reservation timers of player sessions reserved with it start now. Activating
 -- again is ACTIVATED and changes nothing.
--- KEYS: k.due, k.sevents. ARGV[1] game-server id, ARGV[2] game session id.
+-- KEYS: k.act_due, k.due, k.sevents. ARGV[1] game-server id, ARGV[2] game session id.
 -- Reply: {ACTIVATED | NOT_FOUND | NOT_YOURS | ENDED, now_ms, session fields...}.
 local now = now_ms()
 local sid = ARGV[2]
@@ -23,12 +23,15 @@ local outcome = 'ACTIVATED'
 if s[STATUS] == S.ACTIVATING then
   -- No player is let in before its session is ACTIVE: every player session holding a slot is RESERVED still, its
   -- deadline this activation's time plus res_ms (reservation_deadline), which the session now waits for as one in
-  -- place of its activation.
+  -- place of its activation. One an earlier release created waits in act_due instead (found by its absence from
+  -- due): its entry goes, lest a sweep of that release, still running, time the ACTIVE session out.
+  local moved
   if tonumber(s[CUR]) > 0 then
-    redis.call('ZADD', k.due, int_text(now + tonumber(s[RES_MS])), sid)
+    moved = redis.call('ZADD', k.due, int_text(now + tonumber(s[RES_MS])), sid) == 0
   else
-    redis.call('ZREM', k.due, sid)
+    moved = redis.call('ZREM', k.due, sid) == 1
   end
+  if not moved then redis.call('ZREM', k.act_due, sid) end
   -- Its new status is written with its share, in one HSET.
   index_session(k, sid, {s[LOC], s[INST], S.ACTIVE, s[CUR], s[MAX], s[ACCEPT], s[SRV_END], s[TLY], s[C_MS]},
     {'status', S.ACTIVE, 'act_ms', int_text(now)})
