@@ -39,6 +39,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use berth_domain::game_session::GameSessionStatus;
 use berth_proto::placement::v1::placement_service_client::PlacementServiceClient;
 use berth_proto::placement::v1::queue_service_client::QueueServiceClient;
 use berth_proto::placement::v1::{
@@ -47,6 +48,7 @@ use berth_proto::placement::v1::{
 use berth_runtime::auth::Role;
 use berth_sdk::AuthedChannel;
 use berth_session::SessionArgs;
+use berth_store::sessions;
 use tokio::task::JoinSet;
 use tonic::{Code, Streaming};
 
@@ -106,6 +108,37 @@ const AGONES_ALLOCATION_MS: f64 = 500.0;
 /// Destination fleet `n`.
 fn fleet_id(n: u64) -> String {
     format!("bench-placement-{n:02}")
+}
+
+/// Ends, as their servers would, the sessions the workers placed from the open loop's backlog until they stopped:
+/// on processes that stopped too, they would hold their servers until their activation deadline, minutes on, and
+/// the floors after them would find no server free in any queue the further behind the loop fell.
+async fn end_the_backlogs_sessions(store: &berth_store::Store) -> Result<(), Failure> {
+    let live = [
+        GameSessionStatus::Activating,
+        GameSessionStatus::Active,
+        GameSessionStatus::Terminating,
+    ]
+    .map(GameSessionStatus::as_str);
+    let mut ended = 0;
+    for n in 0..FLEETS {
+        let fleet = fleet_id(n);
+        let mut after = None;
+        loop {
+            let page = sessions::list_game_sessions(store, &fleet, "", &live, after.as_deref(), 200).await?;
+            for session in &page.items {
+                sessions::end_game_session(store, &fleet, &session.game_server_id, &session.game_session_id, false)
+                    .await?;
+                ended += 1;
+            }
+            match page.next {
+                Some(next) => after = Some(next),
+                None => break,
+            }
+        }
+    }
+    eprintln!("ended {ended} sessions the open loop's backlog left, before the floors");
+    Ok(())
 }
 
 /// Queue `n`.
@@ -606,6 +639,7 @@ pub async fn run(stack: &Stack, args: &Args) -> Result<Findings, Failure> {
     placement.shutdown().await;
     session_service.shutdown().await;
     drop(replica);
+    end_the_backlogs_sessions(store).await?;
 
     let raw_cpu_before = CpuTimes::read(None, &redis)?;
     let raw = floor::raw_placements(store, servers, concurrency, args.players).await?;
