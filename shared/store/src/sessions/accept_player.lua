@@ -24,11 +24,8 @@ local endpoint = {s[5], s[6], s[7], s[8]}
 local deadline = reservation_deadline(v, s[3], s[4])
 if deadline and deadline <= now then
   local t = redis.call('HMGET', gkey(k, sid), 'inst', 'cur', 'max', 'accept', 'srv_end', 'tly', 'c_ms')
-  local cur = tonumber(t[2]) - 1
-  -- Its end and the session's count are written with the session's share, in one HSET.
-  local also = extend({'cur', int_text(cur)}, end_player(k, sid, v, S.TIMEDOUT, now, endpoint))
-  index_counts(k, sid, {s[5], t[1], s[2], cur, t[3], t[4], t[5], t[6], t[7]},
-    takes_players(s[2], t[4], t[2], t[3], t[5]), also, -1)
+  players_left(k, sid, {s[5], t[1], s[2], t[2], t[3], t[4], t[5], t[6], t[7]},
+    end_player(k, sid, v, S.TIMEDOUT, now, endpoint), 1)
   return {'ENDED', int_text(now), S.TIMEDOUT}
 end
 if s[2] ~= S.ACTIVE and v[P_STATUS] == S.RESERVED then return {'NOT_ACTIVE', int_text(now), s[2]} end

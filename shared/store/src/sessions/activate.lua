@@ -25,13 +25,13 @@ if s[STATUS] == S.ACTIVATING then
   -- deadline this activation's time plus res_ms (reservation_deadline), which the session now waits for as one in
   -- place of its activation. One an earlier release created waits in act_due instead (found by its absence from
   -- due): its entry goes, lest a sweep of that release, still running, time the ACTIVE session out.
-  local moved
+  local waited_in_due
   if tonumber(s[CUR]) > 0 then
-    moved = redis.call('ZADD', k.due, int_text(now + tonumber(s[RES_MS])), sid) == 0
+    waited_in_due = redis.call('ZADD', k.due, int_text(now + tonumber(s[RES_MS])), sid) == 0
   else
-    moved = redis.call('ZREM', k.due, sid) == 1
+    waited_in_due = redis.call('ZREM', k.due, sid) == 1
   end
-  if not moved then redis.call('ZREM', k.act_due, sid) end
+  if not waited_in_due then redis.call('ZREM', k.act_due, sid) end
   -- Its new status is written with its share, in one HSET.
   index_session(k, sid, {s[LOC], s[INST], S.ACTIVE, s[CUR], s[MAX], s[ACCEPT], s[SRV_END], s[TLY], s[C_MS]},
     {'status', S.ACTIVE, 'act_ms', int_text(now)})

@@ -161,14 +161,17 @@ local function id_length(player)
   return text
 end
 
+-- The digits of a creation ms in a player index entry: fixed, so that lex order is time order (until 2286).
+local MS_DIGITS = 13
+
 -- A player session's entry in the fleet's player index (k.players): its player's id after the id's length in bytes
--- (four digits), then its creation ms (thirteen digits) and its listed id. The length first keeps each player's
+-- (four digits), then its creation ms (MS_DIGITS) and its listed id. The length first keeps each player's
 -- entries together and apart from every other's whatever bytes the ids hold, the fixed-width ms orders them oldest
 -- first, so one lex range reads a player's page, and a create lists all its players in one ZADD rather than one
 -- sorted set per player. Built in one concatenation: each string Lua makes on the way is hashed and collected
 -- (icount.sh counted 12,000 instructions a create more with the parts made apart).
 local function player_entry(player, c_ms, psid)
-  return id_length(player) .. player .. padded(c_ms, 13) .. listed_player(psid)
+  return id_length(player) .. player .. padded(c_ms, MS_DIGITS) .. listed_player(psid)
 end
 
 -- Where a player's entries start, and an entry's ms as the index holds them (page.lua reads a player's from there).
@@ -177,7 +180,7 @@ local function player_prefix(player)
 end
 
 local function padded_ms(ms)
-  return padded(ms, 13)
+  return padded(ms, MS_DIGITS)
 end
 
 -- The game session of player session `psid`, by its id (nil for an id Berth did not issue).
@@ -487,6 +490,16 @@ local function index_counts(k, sid, known, was_open, also, joined)
     redis.call('ZREM', key, SEARCH_PREFIXES.f .. sid)
   end
   redis.call('ZADD', key, unpack(members))
+end
+
+-- Writes that `left` player sessions of game session `sid` ended (`seats`, what its hash takes for them: end_player's
+-- answers) with its lowered count and its share, in one HSET. `known`, its {loc, inst, status, cur, max, accept,
+-- srv_end, tly, c_ms} before they left (see index_counts).
+local function players_left(k, sid, known, seats, left)
+  local was_open = takes_players(known[3], known[6], known[4], known[5], known[7])
+  local cur = tonumber(known[4]) - left
+  known[4] = cur
+  index_counts(k, sid, known, was_open, extend({'cur', int_text(cur)}, seats), -left)
 end
 
 -- Moves what an earlier release indexed in four sets per location (idx:<loc>:<created | players | max | free>) into

@@ -93,7 +93,7 @@ local function player_range(from, offset, count)
   local at = #prefix + 1
   for _, entry in ipairs(redis.call('ZRANGEBYLEX', set, '[' .. prefix .. (from and padded_ms(tonumber(from)) or ''),
     '(' .. prefix .. ':', 'LIMIT', 0, want)) do
-    merged[#merged + 1] = {string.sub(entry, at + 13), tonumber(string.sub(entry, at, at + 12))}
+    merged[#merged + 1] = {string.sub(entry, at + MS_DIGITS), tonumber(string.sub(entry, at, at + MS_DIGITS - 1))}
   end
   table.sort(merged, function(a, b)
     if a[2] ~= b[2] then return a[2] < b[2] end

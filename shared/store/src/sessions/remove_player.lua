@@ -17,10 +17,5 @@ end
 if s[1] ~= ARGV[1] then return {'NOT_YOURS', int_text(now), ''} end
 if own ~= sid then return {'NOT_FOUND', int_text(now), ''} end
 local ended = end_player(k, sid, v, S.COMPLETED, now)
-if ended then
-  -- Its end and the session's count are written with the session's share, in one HSET.
-  local cur = tonumber(s[8]) - 1
-  index_counts(k, sid, {s[2], s[6], s[7], cur, s[9], s[10], s[11], s[12], s[13]},
-    takes_players(s[7], s[10], s[8], s[9], s[11]), extend({'cur', int_text(cur)}, ended), -1)
-end
+if ended then players_left(k, sid, {s[2], s[6], s[7], s[8], s[9], s[10], s[11], s[12], s[13]}, ended, 1) end
 return player_reply('REMOVED', now, {s[2], s[3], s[4], s[5]}, v)

@@ -55,10 +55,8 @@ local function at_deadline(sid)
   end
   if timed > 0 then
     out[3] = out[3] + timed
-    local cur = tonumber(r.cur) - timed
-    -- Their ends and the session's count are written with its share, in one HSET.
-    index_counts(k, sid, {r.loc, r.inst, r.status, cur, r.max, r.accept, r.srv_end, r.tly or false, r.c_ms},
-      takes_players(r.status, r.accept, r.cur, r.max, r.srv_end), extend({'cur', int_text(cur)}, seats), -timed)
+    players_left(k, sid, {r.loc, r.inst, r.status, r.cur, r.max, r.accept, r.srv_end, r.tly or false, r.c_ms}, seats,
+      timed)
   end
   if next_due then redis.call('ZADD', k.due, next_due, sid) end
 end
