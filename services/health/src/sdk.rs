@@ -18,6 +18,7 @@ use berth_runtime::auth::Caller;
 use berth_store::processes::{
     self as store, Attach, Attached, Desired, HeartbeatSettings, Introduction, LateEndpoint, ProcessRef,
 };
+use futures::FutureExt;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::{Stream, StreamExt};
@@ -41,6 +42,13 @@ use shape::Shape;
 
 /// Messages a stream may have waiting to go out, and commands waiting for its task.
 const QUEUE: usize = 16;
+
+/// Most accepts and removals answered together (ProcessStream::player_run): no more than the answers that fit in
+/// the outbound queue.
+const RUN: usize = QUEUE;
+
+/// What reading the process's side of its stream gave.
+type Read = Result<Option<pb::AttachRequest>, Status>;
 
 /// Where a stream's answers and pushes queue to go out. Boxed: a channel allocates its slots 32 at a time, and a
 /// slot the size of a message would cost each connected server ~20 KiB before it sends anything.
@@ -370,22 +378,19 @@ impl ProcessStream {
 
     async fn serve(&mut self, mut inbound: Streaming<pb::AttachRequest>, mut commands: mpsc::Receiver<Command>) {
         let mut closing = self.context.closing.subscribe();
+        // What a run of player changes read past its end: the next thing to take, before anything else.
+        let mut held = None;
         loop {
-            let flow = tokio::select! {
-                _ = closing.changed() => Flow::End(Some(Status::unavailable(
-                    "this health replica is shutting down; resume through another",
-                ))),
-                message = inbound.message() => match message {
-                    Ok(Some(_)) if !self.budget.spend() => Flow::End(Some(Status::resource_exhausted(format!(
-                        "more than {MESSAGES_PER_SECOND} messages in a second: slow down, then resume"
-                    )))),
-                    Ok(Some(message)) => self.handle(message).await,
-                    Ok(None) => return,
-                    // A message that does not decode, or a transport that broke: say why, if anyone still listens.
-                    Err(status) => Flow::End(Some(status)),
+            let flow = match held.take() {
+                Some(read) => self.take(read, &mut inbound, &mut held).await,
+                None => tokio::select! {
+                    _ = closing.changed() => Flow::End(Some(Status::unavailable(
+                        "this health replica is shutting down; resume through another",
+                    ))),
+                    read = inbound.message() => self.take(read, &mut inbound, &mut held).await,
+                    // Boxed, as the requests other than heartbeats are (see handle).
+                    Some(command) = commands.recv() => Box::pin(self.command(command)).await,
                 },
-                // Boxed, as the requests other than heartbeats are (see handle).
-                Some(command) = commands.recv() => Box::pin(self.command(command)).await,
             };
             if let Flow::End(status) = flow {
                 if let Some(status) = status {
@@ -394,6 +399,48 @@ impl ProcessStream {
                 return;
             }
         }
+    }
+
+    /// Acts on what was read from the process: a message, the end of its side (`None`), or why nothing more can be
+    /// read (a message that does not decode, a transport that broke: said, if anyone still listens).
+    async fn take(&mut self, read: Read, inbound: &mut Streaming<pb::AttachRequest>, held: &mut Option<Read>) -> Flow {
+        match read {
+            Ok(Some(_)) if !self.budget.spend() => Flow::End(Some(Status::resource_exhausted(format!(
+                "more than {MESSAGES_PER_SECOND} messages in a second: slow down, then resume"
+            )))),
+            Ok(Some(message)) if sessions::player_change(&message).is_some() => {
+                let run = self.player_run(message, inbound, held);
+                Box::pin(self.change_players(run)).await
+            }
+            Ok(Some(message)) => self.handle(message).await,
+            Ok(None) => Flow::End(None),
+            Err(status) => Flow::End(Some(status)),
+        }
+    }
+
+    /// An accept or removal, and those the process sent right behind it that have arrived already (up to
+    /// [`RUN`]): answered together, they cost one round trip to Redis instead of one each. Whatever else was read
+    /// behind them is `held` for the stream to take next.
+    fn player_run(
+        &mut self,
+        first: pb::AttachRequest,
+        inbound: &mut Streaming<pb::AttachRequest>,
+        held: &mut Option<Read>,
+    ) -> Vec<pb::AttachRequest> {
+        let mut run = vec![first];
+        while run.len() < RUN {
+            match inbound.message().now_or_never() {
+                None => break,
+                Some(Ok(Some(message))) if sessions::player_change(&message).is_some() && self.budget.spend() => {
+                    run.push(message);
+                }
+                Some(read) => {
+                    *held = Some(read);
+                    break;
+                }
+            }
+        }
+        run
     }
 
     /// Records a desired state as told to the process; returns it as the contract speaks it, with the
@@ -643,8 +690,14 @@ impl ProcessStream {
             Ask::UpdateServer(update) => self.update(&id, update).await,
             Ask::RejectGameSession(reject) => self.end_game_session(&id, &reject.game_session_id, true).await,
             Ask::EndGameSession(end) => self.end_game_session(&id, &end.game_session_id, false).await,
-            Ask::AcceptPlayerSession(accept) => self.accept(&id, accept).await,
-            Ask::RemovePlayerSession(remove) => self.remove(&id, remove).await,
+            // The stream takes these in runs (take); one that reaches here is a run of its own.
+            kind @ (Ask::AcceptPlayerSession(_) | Ask::RemovePlayerSession(_)) => {
+                let message = pb::AttachRequest {
+                    request_id: id,
+                    kind: Some(kind),
+                };
+                return self.change_players(vec![message]).await;
+            }
             Ask::UpdatePlayerSessionCreationPolicy(update) => self.update_policy(&id, update).await,
             Ask::DescribePlayerSessions(describe) => self.describe_players(&id, describe).await,
             Ask::Reserve(reserve) => self.reserve(&id, reserve).await,

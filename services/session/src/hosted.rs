@@ -17,7 +17,8 @@ use berth_proto::session::v1 as pb;
 use berth_store::Store;
 use berth_store::processes::Desired;
 use berth_store::sessions::{
-    self as store, Accepted, Activated, GameSessionChange, Page, PlayerSource, Removed, ServerEnded, Updated,
+    self as store, Accepted, Activated, Changed, GameSessionChange, Page, PlayerChange, PlayerSource, Removed,
+    ServerEnded, Updated,
 };
 use tonic::Status;
 
@@ -47,6 +48,26 @@ fn not_yours(player_session_id: &str) -> Status {
     Status::permission_denied(format!(
         "player session {player_session_id:?} is for a game session another server hosts"
     ))
+}
+
+/// What a process is answered for an accept or removal, from what the store found.
+fn player_changed(change: &PlayerChange<'_>, changed: Changed) -> Result<PlayerSessionRecord, Status> {
+    let (game_session_id, player_session_id) = change.ids();
+    match changed {
+        Changed::Accepted(Accepted::Accepted(record)) | Changed::Removed(Removed::Removed(record)) => Ok(*record),
+        Changed::Accepted(Accepted::NotFound) | Changed::Removed(Removed::NotFound) => {
+            Err(not_in_session(game_session_id, player_session_id))
+        }
+        Changed::Accepted(Accepted::NotYours) | Changed::Removed(Removed::NotYours) => {
+            Err(not_yours(player_session_id))
+        }
+        Changed::Accepted(Accepted::NotActive(status)) => Err(Status::failed_precondition(format!(
+            "game session {game_session_id:?} is {status}, not ACTIVE"
+        ))),
+        Changed::Accepted(Accepted::Ended(status)) => Err(Status::failed_precondition(format!(
+            "player session {player_session_id:?} is {status}"
+        ))),
+    }
 }
 
 impl Hosted<'_> {
@@ -130,32 +151,43 @@ impl Hosted<'_> {
         }
     }
 
-    /// AcceptPlayerSession: RESERVED → ACTIVE.
-    pub async fn accept(&self, game_session_id: &str, player_session_id: &str) -> Result<PlayerSessionRecord, Status> {
-        self.own_ids(game_session_id, Some(player_session_id))?;
-        let (store, fleet_id, server) = (self.store, self.fleet_id, self.game_server_id);
-        match store::accept_player_session(store, fleet_id, server, game_session_id, player_session_id).await? {
-            Accepted::Accepted(record) => Ok(*record),
-            Accepted::NotFound => Err(not_in_session(game_session_id, player_session_id)),
-            Accepted::NotYours => Err(not_yours(player_session_id)),
-            Accepted::NotActive(status) => Err(Status::failed_precondition(format!(
-                "game session {game_session_id:?} is {status}, not ACTIVE"
-            ))),
-            Accepted::Ended(status) => Err(Status::failed_precondition(format!(
-                "player session {player_session_id:?} is {status}"
-            ))),
-        }
-    }
-
-    /// RemovePlayerSession: → COMPLETED, its slot freed.
-    pub async fn remove(&self, game_session_id: &str, player_session_id: &str) -> Result<PlayerSessionRecord, Status> {
-        self.own_ids(game_session_id, Some(player_session_id))?;
-        let (store, fleet_id, server) = (self.store, self.fleet_id, self.game_server_id);
-        match store::remove_player_session(store, fleet_id, server, game_session_id, player_session_id).await? {
-            Removed::Removed(record) => Ok(*record),
-            Removed::NotFound => Err(not_in_session(game_session_id, player_session_id)),
-            Removed::NotYours => Err(not_yours(player_session_id)),
-        }
+    /// AcceptPlayerSession (RESERVED → ACTIVE) and RemovePlayerSession (→ COMPLETED, its slot freed), as many as the
+    /// process sent together, each answered apart: those whose ids pass go to Redis in one round trip and run there in
+    /// their order.
+    pub async fn change_players(&self, changes: &[PlayerChange<'_>]) -> Vec<Result<PlayerSessionRecord, Status>> {
+        let checked: Vec<Result<(), Status>> = changes
+            .iter()
+            .map(|change| {
+                let (game_session_id, player_session_id) = change.ids();
+                self.own_ids(game_session_id, Some(player_session_id))
+            })
+            .collect();
+        let passed: Vec<PlayerChange> = changes
+            .iter()
+            .zip(&checked)
+            .filter(|(_, checked)| checked.is_ok())
+            .map(|(change, _)| *change)
+            .collect();
+        let answers: Vec<Result<Changed, Status>> =
+            match store::change_players(self.store, self.fleet_id, self.game_server_id, &passed).await {
+                Ok(answers) => answers.into_iter().map(|answer| answer.map_err(Status::from)).collect(),
+                Err(err) => {
+                    let status = Status::from(err);
+                    passed.iter().map(|_| Err(status.clone())).collect()
+                }
+            };
+        let mut answers = answers.into_iter();
+        changes
+            .iter()
+            .zip(checked)
+            .map(|(change, checked)| {
+                checked?;
+                let answer = answers
+                    .next()
+                    .unwrap_or_else(|| Err(Status::internal("a player change went unanswered")));
+                player_changed(change, answer?)
+            })
+            .collect()
     }
 
     async fn read(&self, game_session_id: &str) -> Result<Option<GameSessionRecord>, Status> {

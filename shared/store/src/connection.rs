@@ -229,6 +229,34 @@ impl Store {
         }
     }
 
+    /// Runs several calls of the library in one round trip on one connection, so that Redis runs them in order; each
+    /// is answered apart (one that fails does not fail the others). They must be safe to run twice: when Redis
+    /// answers that the library is missing, it is loaded and every call is sent once more.
+    pub async fn invoke_each(&self, calls: &[FunctionCall<'_>]) -> Result<Vec<Result<Value, StoreError>>, StoreError> {
+        if calls.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        pipe.ignore_errors();
+        for call in calls {
+            pipe.add_command(call.command());
+        }
+        let reloads = self.inner.reloads.load(Ordering::Acquire);
+        let mut conn = self.connection().await?;
+        let mut answers: Vec<redis::RedisResult<Value>> = self.bounded(pipe.query_async(&mut conn)).await?;
+        if answers
+            .iter()
+            .any(|answer| answer.as_ref().is_err_and(is_missing_function))
+        {
+            self.reload_library(reloads).await?;
+            answers = self.bounded(pipe.query_async(&mut conn)).await?;
+        }
+        Ok(answers
+            .into_iter()
+            .map(|answer| answer.map_err(StoreError::from))
+            .collect())
+    }
+
     /// Runs a function whose success a caller is told of (a claim, a placement started or ended, a game or player
     /// session created, a fleet changed), as [`Store::invoke`] does. With [`Durability::Replica`] the call goes in one
     /// round trip with `WAIT 1`, and is answered only once a replica holds what it wrote: `Unconfirmed` when none

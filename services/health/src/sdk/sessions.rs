@@ -3,12 +3,14 @@
 //! and out, and read its player sessions. Only the stream's side lives here: which process asks, the reply each
 //! answer or refusal becomes, and what the stream remembers of a policy the process set itself.
 
-use berth_proto::health::v1::{self as pb, reply::Result as Answer};
+use berth_domain::process::check_request_id;
+use berth_proto::health::v1::{self as pb, attach_request::Kind as Ask, reply::Result as Answer};
 use berth_proto::session::v1 as session;
 use berth_session::hosted::Hosted;
+use berth_store::sessions::PlayerChange;
 use tonic::{Code, Status};
 
-use super::{ProcessStream, refusal_of, reply};
+use super::{Flow, ProcessStream, refusal_of, reply};
 
 type Reply = pb::AttachResponse;
 
@@ -18,6 +20,30 @@ fn answered(id: &str, kind: &str, answer: Result<Answer, Status>) -> Reply {
         Ok(answer) => reply(id, Code::Ok, "", Some(answer)),
         Err(status) => refusal_of(id, kind, &status),
     }
+}
+
+/// A message that accepts or removes a player session, under a well-formed request id: its id, the kind of
+/// request (for a refusal's fields), and the change.
+pub(super) fn player_change(message: &pb::AttachRequest) -> Option<(&str, &'static str, PlayerChange<'_>)> {
+    check_request_id(&message.request_id).ok()?;
+    let (kind, change) = match message.kind.as_ref()? {
+        Ask::AcceptPlayerSession(accept) => (
+            "accept_player_session",
+            PlayerChange::Accept {
+                game_session_id: &accept.game_session_id,
+                player_session_id: &accept.player_session_id,
+            },
+        ),
+        Ask::RemovePlayerSession(remove) => (
+            "remove_player_session",
+            PlayerChange::Remove {
+                game_session_id: &remove.game_session_id,
+                player_session_id: &remove.player_session_id,
+            },
+        ),
+        _ => return None,
+    };
+    Some((&message.request_id, kind, change))
 }
 
 impl ProcessStream {
@@ -66,28 +92,18 @@ impl ProcessStream {
         answered(id, "update_player_session_creation_policy", updated)
     }
 
-    pub(super) async fn accept(&mut self, id: &str, accept: pb::AcceptPlayerSession) -> Reply {
-        let accepted = self
+    /// Answers a run of accepts and removals (ProcessStream::player_run), in order.
+    pub(super) async fn change_players(&mut self, run: Vec<pb::AttachRequest>) -> Flow {
+        let changes: Vec<(&str, &'static str, PlayerChange)> = run.iter().filter_map(player_change).collect();
+        let answers = self
             .hosted()
-            .accept(&accept.game_session_id, &accept.player_session_id)
+            .change_players(&changes.iter().map(|(_, _, change)| *change).collect::<Vec<_>>())
             .await;
-        answered(
-            id,
-            "accept_player_session",
-            accepted.map(|r| Answer::PlayerSession(r.into())),
-        )
-    }
-
-    pub(super) async fn remove(&mut self, id: &str, remove: pb::RemovePlayerSession) -> Reply {
-        let removed = self
-            .hosted()
-            .remove(&remove.game_session_id, &remove.player_session_id)
-            .await;
-        answered(
-            id,
-            "remove_player_session",
-            removed.map(|r| Answer::PlayerSession(r.into())),
-        )
+        for ((id, kind, _), answer) in changes.iter().zip(answers) {
+            self.send(answered(id, kind, answer.map(|r| Answer::PlayerSession(r.into()))))
+                .await;
+        }
+        Flow::Continue
     }
 
     pub(super) async fn describe_players(

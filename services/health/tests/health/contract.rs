@@ -525,3 +525,136 @@ async fn reserve_holds_a_server_out_of_the_pool_on_a_single_node() {
 async fn reserve_holds_a_server_out_of_the_pool_on_a_cluster() {
     reservations(TestRedis::cluster()).await;
 }
+
+fn player_session(answer: &Tell) -> Option<&session::PlayerSession> {
+    match answer {
+        Tell::Reply(reply) => match &reply.result {
+            Some(pb::reply::Result::PlayerSession(player)) => Some(player),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// Accepts and removals a process sends back to back, with other requests and refusals among them, are each
+/// answered as alone would be, in the order sent: the replica answers the run together (one round trip to Redis),
+/// so this is what that must not change.
+async fn player_changes_sent_together(redis: TestRedis) {
+    use berth_domain::game_session::player_session_id;
+    let store = Store::connect(&redis.config()).await.unwrap();
+    arena(&store).await;
+    let service = replica(&store, &fast()).await;
+    let mut process = attach(&service.endpoint(), "arena", "gs-1").await;
+    ok(process.ask(Ask::Ready(pb::ProcessReady::default())).await.unwrap());
+    let game_session = place_game_session(&store, "arena", "gs-1", 8).await;
+    process.push(started).await;
+    let activate = Ask::ActivateGameSession(pb::ActivateGameSession {
+        game_session_id: game_session.clone(),
+    });
+    ok(process.ask(activate).await.unwrap());
+    let players = [("alice", ""), ("bob", ""), ("carol", "")];
+    let PlayersCreated::Created(created) = create_player_sessions(&store, "arena", &game_session, &players)
+        .await
+        .unwrap()
+    else {
+        panic!("players join an ACTIVE session");
+    };
+    let [alice, bob, carol] = [0, 1, 2].map(|n| created[n].player_session_id.clone());
+    let accept = |id: &str| {
+        Ask::AcceptPlayerSession(pb::AcceptPlayerSession {
+            game_session_id: game_session.clone(),
+            player_session_id: id.into(),
+        })
+    };
+    let remove = |id: &str| {
+        Ask::RemovePlayerSession(pb::RemovePlayerSession {
+            game_session_id: game_session.clone(),
+            player_session_id: id.into(),
+        })
+    };
+    let heartbeat = Ask::Heartbeat(pb::Heartbeat {
+        sequence: 1,
+        health: pb::ProcessHealth::Healthy as i32,
+        ..Default::default()
+    });
+    let unissued = player_session_id(&game_session, 9);
+    let foreign = unissued.replacen("arena/", "elsewhere/", 1);
+    // What each request is answered, in the order sent: a code, and for an answer the player session's status.
+    use session::PlayerSessionStatus::{Active, Completed};
+    let asked: Vec<(Ask, Code, Option<session::PlayerSessionStatus>)> = vec![
+        (accept(&alice), Code::Ok, Some(Active)),
+        (accept(&bob), Code::Ok, Some(Active)),
+        (accept(&foreign), Code::NotFound, None),
+        (accept(&unissued), Code::NotFound, None),
+        (remove(&alice), Code::Ok, Some(Completed)),
+        (heartbeat, Code::Ok, None),
+        (accept(&alice), Code::FailedPrecondition, None),
+        (remove(&bob), Code::Ok, Some(Completed)),
+        (remove(&carol), Code::Ok, Some(Completed)),
+        (accept(&bob), Code::FailedPrecondition, None),
+    ];
+    let sent: Vec<String> = (0..asked.len()).map(|n| format!("together-{n}")).collect();
+    for ((kind, _, _), request_id) in asked.iter().zip(&sent) {
+        let request = AttachRequest {
+            request_id: request_id.clone(),
+            kind: Some(kind.clone()),
+        };
+        process.requests.send(request).await.unwrap();
+    }
+    let mut answered = Vec::new();
+    while answered.len() < sent.len() {
+        let message = tokio::time::timeout(Duration::from_secs(5), process.responses.message())
+            .await
+            .expect("every request answered within 5 s")
+            .unwrap()
+            .expect("the stream stays open");
+        if message.request_id.starts_with("together-") {
+            answered.push((message.request_id, message.kind.expect("an answer has a kind")));
+        }
+    }
+    // A heartbeat is answered once the replica's writer has written it, whenever that is; the rest in their order.
+    let (acks, answered): (Vec<_>, Vec<_>) = answered
+        .into_iter()
+        .partition(|(_, tell)| matches!(tell, Tell::HeartbeatAck(_)));
+    assert_eq!(acks.len(), 1);
+    let asked: Vec<_> = asked
+        .into_iter()
+        .zip(sent)
+        .filter(|((kind, _, _), _)| !matches!(kind, Ask::Heartbeat(_)))
+        .collect();
+    let order: Vec<&String> = answered.iter().map(|(id, _)| id).collect();
+    assert_eq!(
+        order,
+        asked.iter().map(|(_, id)| id).collect::<Vec<_>>(),
+        "answered in the order asked"
+    );
+    for ((_, tell), ((kind, wanted, status), _)) in answered.into_iter().zip(&asked) {
+        let player = player_session(&tell).cloned();
+        assert_eq!(code(tell), *wanted, "{kind:?}");
+        assert_eq!(
+            player.map(|player| player.status),
+            status.map(|status| status as i32),
+            "{kind:?}"
+        );
+    }
+    // What the answers said is what Redis holds: every player left, and the session has its slots back.
+    let by_game = session::describe_player_sessions_request::Selector::GameSessionId(game_session.clone());
+    let described = player_sessions(process.ask(describe_players(by_game, "")).await.unwrap());
+    assert!(
+        described
+            .player_sessions
+            .iter()
+            .all(|player| player.status == session::PlayerSessionStatus::Completed as i32),
+        "{described:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn player_changes_sent_together_are_each_answered_in_order_on_a_single_node() {
+    player_changes_sent_together(TestRedis::single()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn player_changes_sent_together_are_each_answered_in_order_on_a_cluster() {
+    player_changes_sent_together(TestRedis::cluster()).await;
+}

@@ -6,7 +6,7 @@ use redis::Value;
 
 use crate::codec::{outcome_detail, stored_player_sessions, unexpected};
 use crate::keys::FleetKeys;
-use crate::scripts::{FunctionCall, LuaScript, scripts};
+use crate::scripts::{FunctionCall, scripts};
 use crate::{Store, StoreError};
 
 /// A player to reserve a slot for: player id and player data. A new player session's id is the store's to give
@@ -77,36 +77,6 @@ pub enum Accepted {
     Ended(String),
 }
 
-/// A game server lets a player in: RESERVED → ACTIVE.
-pub async fn accept_player_session(
-    store: &Store,
-    fleet_id: &str,
-    game_server_id: &str,
-    game_session_id: &str,
-    player_session_id: &str,
-) -> Result<Accepted, StoreError> {
-    const SCRIPT: &str = "accept_player_session";
-    let Some(call) = hosted_player_call(
-        &scripts().accept_player_session,
-        fleet_id,
-        game_server_id,
-        game_session_id,
-        player_session_id,
-    ) else {
-        return Ok(Accepted::NotFound);
-    };
-    let raw: Vec<Value> = store.invoke(&call).await?;
-    let (outcome, detail, rest) = outcome_detail(SCRIPT, &raw)?;
-    Ok(match outcome.as_str() {
-        "ACCEPTED" => Accepted::Accepted(Box::new(one_player(SCRIPT, fleet_id, game_session_id, rest)?)),
-        "NOT_FOUND" => Accepted::NotFound,
-        "NOT_YOURS" => Accepted::NotYours,
-        "NOT_ACTIVE" => Accepted::NotActive(detail),
-        "ENDED" => Accepted::Ended(detail),
-        other => return Err(unexpected(SCRIPT, other)),
-    })
-}
-
 /// The one player session an accept or remove answers.
 fn one_player(
     script: &str,
@@ -121,22 +91,6 @@ fn one_player(
     }
 }
 
-/// The call of a game server's accept or remove of a player session (accept_player.lua's arguments): the game session
-/// its id names and its number there, parsed here; None for an id Berth did not issue, which no session holds.
-fn hosted_player_call<'s>(
-    script: &'s LuaScript,
-    fleet_id: &str,
-    game_server_id: &str,
-    game_session_id: &str,
-    player_session_id: &str,
-) -> Option<FunctionCall<'s>> {
-    let own = game_session_of(player_session_id)?;
-    let n = player_session_number(&own, player_session_id)?;
-    let mut call = script.for_fleet(&FleetKeys::new(fleet_id));
-    call.arg(game_server_id).arg(game_session_id).arg(own).arg(n);
-    Some(call)
-}
-
 /// The outcome of a game server removing a player session.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Removed {
@@ -146,30 +100,121 @@ pub enum Removed {
     NotYours,
 }
 
-/// A game server reports that a player left: the player session completes and frees its slot.
-pub async fn remove_player_session(
+const ACCEPT: &str = "accept_player_session";
+const REMOVE: &str = "remove_player_session";
+
+/// A game server letting a player session in or out.
+#[derive(Clone, Copy, Debug)]
+pub enum PlayerChange<'a> {
+    Accept {
+        game_session_id: &'a str,
+        player_session_id: &'a str,
+    },
+    Remove {
+        game_session_id: &'a str,
+        player_session_id: &'a str,
+    },
+}
+
+/// What a [`PlayerChange`] came to.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Changed {
+    Accepted(Accepted),
+    Removed(Removed),
+}
+
+impl PlayerChange<'_> {
+    /// The game session and player session it names.
+    pub fn ids(&self) -> (&str, &str) {
+        match *self {
+            PlayerChange::Accept {
+                game_session_id,
+                player_session_id,
+            }
+            | PlayerChange::Remove {
+                game_session_id,
+                player_session_id,
+            } => (game_session_id, player_session_id),
+        }
+    }
+
+    /// Its call (accept_player.lua's or remove_player.lua's arguments): the game session the player session's id
+    /// names and its number there, parsed here; None for an id Berth did not issue, which no session holds.
+    fn call(&self, fleet_id: &str, game_server_id: &str) -> Option<FunctionCall<'static>> {
+        let (game_session_id, player_session_id) = self.ids();
+        let script = match self {
+            PlayerChange::Accept { .. } => &scripts().accept_player_session,
+            PlayerChange::Remove { .. } => &scripts().remove_player_session,
+        };
+        let own = game_session_of(player_session_id)?;
+        let n = player_session_number(&own, player_session_id)?;
+        let mut call = script.for_fleet(&FleetKeys::new(fleet_id));
+        call.arg(game_server_id).arg(game_session_id).arg(own).arg(n);
+        Some(call)
+    }
+
+    /// What it came to for a player session no game session holds.
+    fn not_found(&self) -> Changed {
+        match self {
+            PlayerChange::Accept { .. } => Changed::Accepted(Accepted::NotFound),
+            PlayerChange::Remove { .. } => Changed::Removed(Removed::NotFound),
+        }
+    }
+
+    /// Its function's answer, decoded.
+    fn answered(&self, fleet_id: &str, raw: &[Value]) -> Result<Changed, StoreError> {
+        let (game_session_id, _) = self.ids();
+        let script = match self {
+            PlayerChange::Accept { .. } => ACCEPT,
+            PlayerChange::Remove { .. } => REMOVE,
+        };
+        let (outcome, detail, rest) = outcome_detail(script, raw)?;
+        let player = || one_player(script, fleet_id, game_session_id, rest).map(Box::new);
+        Ok(match (self, outcome.as_str()) {
+            (PlayerChange::Accept { .. }, "ACCEPTED") => Changed::Accepted(Accepted::Accepted(player()?)),
+            (PlayerChange::Accept { .. }, "NOT_FOUND") => Changed::Accepted(Accepted::NotFound),
+            (PlayerChange::Accept { .. }, "NOT_YOURS") => Changed::Accepted(Accepted::NotYours),
+            (PlayerChange::Accept { .. }, "NOT_ACTIVE") => Changed::Accepted(Accepted::NotActive(detail)),
+            (PlayerChange::Accept { .. }, "ENDED") => Changed::Accepted(Accepted::Ended(detail)),
+            (PlayerChange::Remove { .. }, "REMOVED") => Changed::Removed(Removed::Removed(player()?)),
+            (PlayerChange::Remove { .. }, "NOT_FOUND") => Changed::Removed(Removed::NotFound),
+            (PlayerChange::Remove { .. }, "NOT_YOURS") => Changed::Removed(Removed::NotYours),
+            (_, other) => return Err(unexpected(script, other)),
+        })
+    }
+}
+
+/// A game server lets players in (RESERVED → ACTIVE) and out (→ COMPLETED, the slot freed): as many changes as it
+/// sent together, in one round trip, run by Redis in their order, each answered apart. Either is safe to repeat, as
+/// [`Store::invoke_each`] needs: an ACTIVE player session accepted again, or a COMPLETED one removed again, is answered
+/// as it stands.
+pub async fn change_players(
     store: &Store,
     fleet_id: &str,
     game_server_id: &str,
-    game_session_id: &str,
-    player_session_id: &str,
-) -> Result<Removed, StoreError> {
-    const SCRIPT: &str = "remove_player_session";
-    let Some(call) = hosted_player_call(
-        &scripts().remove_player_session,
-        fleet_id,
-        game_server_id,
-        game_session_id,
-        player_session_id,
-    ) else {
-        return Ok(Removed::NotFound);
-    };
-    let raw: Vec<Value> = store.invoke(&call).await?;
-    let (outcome, _, rest) = outcome_detail(SCRIPT, &raw)?;
-    Ok(match outcome.as_str() {
-        "REMOVED" => Removed::Removed(Box::new(one_player(SCRIPT, fleet_id, game_session_id, rest)?)),
-        "NOT_FOUND" => Removed::NotFound,
-        "NOT_YOURS" => Removed::NotYours,
-        other => return Err(unexpected(SCRIPT, other)),
-    })
+    changes: &[PlayerChange<'_>],
+) -> Result<Vec<Result<Changed, StoreError>>, StoreError> {
+    let mut sent = Vec::with_capacity(changes.len());
+    let mut called = Vec::with_capacity(changes.len());
+    for change in changes {
+        let call = change.call(fleet_id, game_server_id);
+        called.push(call.is_some());
+        sent.extend(call);
+    }
+    let mut answers = store.invoke_each(&sent).await?.into_iter();
+    let mut changed = Vec::with_capacity(changes.len());
+    for (change, called) in changes.iter().zip(called) {
+        if !called {
+            changed.push(Ok(change.not_found()));
+            continue;
+        }
+        let answer = answers
+            .next()
+            .ok_or_else(|| unexpected("change_players", "fewer answers than calls"))?;
+        changed.push(answer.and_then(|raw| match raw {
+            Value::Array(raw) => change.answered(fleet_id, &raw),
+            other => Err(unexpected("change_players", format!("{other:?}"))),
+        }));
+    }
+    Ok(changed)
 }
