@@ -625,6 +625,49 @@ async fn sessions_pack_onto_a_process_that_hosts_several() {
     assert_eq!(hosts, ["gs-a-several", "gs-a-several", "gs-b-one"]);
 }
 
+/// A game session purged after its retention takes every player session it made with it, however many over its
+/// life: a long-lived lobby passes the ~8,000 values Lua hands one Redis call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_that_made_thousands_of_player_sessions_is_purged_whole() {
+    use berth_store::sessions::{
+        Changed, PlayerChange, PlayersCreated, Removed, change_players, create_player_sessions,
+    };
+    let args = SessionArgs {
+        retention_ms: 400,
+        ..fast_sessions()
+    };
+    let stack = Stack::start(TestRedis::single(), &args).await;
+    let (server, mut events) = stack.server("gs-1", 1, "local").await;
+    let session = active_session(&stack, &server, &mut events, create(1000)).await;
+    for round in 0..9 {
+        let ids: Vec<String> = (0..1000).map(|n| format!("p{round}-{n}")).collect();
+        let players: Vec<(&str, &str)> = ids.iter().map(|id| (id.as_str(), "")).collect();
+        let made = create_player_sessions(&stack.store, FLEET, &session, &players)
+            .await
+            .unwrap();
+        let PlayersCreated::Created(made) = made else {
+            panic!("1,000 seats are free: {made:?}");
+        };
+        let leaving: Vec<PlayerChange> = made
+            .iter()
+            .map(|player| PlayerChange::Remove {
+                game_session_id: &session,
+                player_session_id: &player.player_session_id,
+            })
+            .collect();
+        let left = change_players(&stack.store, FLEET, "gs-1", &leaving).await.unwrap();
+        assert!(
+            left.iter()
+                .all(|left| matches!(left, Ok(Changed::Removed(Removed::Removed(_)))))
+        );
+    }
+    server.end_game_session(session.clone()).await.unwrap();
+    expired(&stack, &session).await;
+    let index = berth_store::keys::FleetKeys::new(FLEET).players();
+    let listed: u64 = stack.store.query(redis::cmd("ZCARD").arg(&index)).await.unwrap();
+    assert_eq!(listed, 0, "every player session it made is gone from the index");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ended_sessions_stay_readable_for_the_retention_then_expire() {
     let args = SessionArgs {

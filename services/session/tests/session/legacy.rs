@@ -450,6 +450,44 @@ async fn a_fleet_an_earlier_release_made_is_told_whether_its_processes_host_seve
     );
 }
 
+/// A fleet whose processes each host one session at a time is told so: its creates leave the hosting set unread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_an_earlier_release_made_of_one_session_processes_is_told_so() {
+    let stack = Stack::start(TestRedis::single(), &fast_sessions()).await;
+    let (_one, _one_events) = stack.server("gs-one", 1, "local").await;
+    let fleet = FleetKeys::new(FLEET).fleet();
+    raw(&stack, &["HDEL", &fleet, "multi"]).await;
+    let multi = crate::eventually("the fleet told", async || {
+        let multi = raw(&stack, &["HGET", &fleet, "multi"]).await;
+        (multi != redis::Value::Nil).then_some(multi)
+    })
+    .await;
+    assert_eq!(multi, redis::Value::BulkString(b"0".to_vec()));
+}
+
+/// A process that hosts several sessions at a time, registered through an earlier release's replica (which does not
+/// tell the fleet) after the fleet was told none does, takes its first session from the pool and then waits with room
+/// for more: the sweep learns from that, and the next session packs onto it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_told_none_of_its_processes_hosts_several_learns_it_from_one_with_room() {
+    let stack = Stack::start(TestRedis::single(), &fast_sessions()).await;
+    let (_several, _several_events) = stack.server("gs-a-several", 2, "local").await;
+    let (_one, _one_events) = stack.server("gs-b-one", 1, "local").await;
+    let fleet = FleetKeys::new(FLEET).fleet();
+    raw(&stack, &["HSET", &fleet, "multi", "0"]).await;
+    let first = crate::new_session(&stack, crate::create(4)).await;
+    assert_eq!(first.game_server_id, "gs-a-several");
+    crate::eventually("the fleet told", async || {
+        (raw(&stack, &["HGET", &fleet, "multi"]).await == redis::Value::BulkString(b"1".to_vec())).then_some(())
+    })
+    .await;
+    let second = crate::new_session(&stack, crate::create(4)).await;
+    assert_eq!(
+        second.game_server_id, "gs-a-several",
+        "packed onto the process with room"
+    );
+}
+
 /// The fleet's player counts as GetFleetUtilization reads them: (player sessions, free player slots).
 async fn player_counts(stack: &Stack) -> (u64, u64) {
     let UtilizationRead::Read(read) = read_utilization(&stack.store, FLEET, "").await.unwrap() else {

@@ -239,13 +239,27 @@ local function players_apart(k, sid)
   return numbered, fields, {apart}
 end
 
+-- Runs `command` over `values` (after `key`, when one is given) a thousand values at a time: Lua's unpack hands a call
+-- at most ~8,000, and the player sessions a game session makes over its life have no bound. A thousand is even, so a
+-- HSET's pairs stay whole.
+local function in_chunks(command, key, values)
+  for first = 1, #values, 1000 do
+    local last = math.min(first + 999, #values)
+    if key then
+      redis.call(command, key, unpack(values, first, last))
+    else
+      redis.call(command, unpack(values, first, last))
+    end
+  end
+end
+
 -- Moves the player sessions an earlier release kept apart (players_apart) into game session `sid`'s hash, and deletes
 -- the old keys, the first time a function that writes finds its players missing. Answers whether there were any.
 local function adopt_players(k, sid)
   local _, fields, gone = players_apart(k, sid)
   if #gone == 0 then return false end
-  if #fields > 0 then redis.call('HSET', gkey(k, sid), unpack(fields)) end
-  for first = 1, #gone, 1000 do redis.call('DEL', unpack(gone, first, math.min(first + 999, #gone))) end
+  in_chunks('HSET', gkey(k, sid), fields)
+  in_chunks('DEL', nil, gone)
   return true
 end
 

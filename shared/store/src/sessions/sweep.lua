@@ -98,7 +98,7 @@ for _, sid in ipairs(due(k.ended)) do
       -- Where an earlier release listed it.
       redis.call('ZREM', k.player .. r.player, listed_player(r.id), r.id)
     end
-    if #listed > 0 then redis.call('ZREM', k.players, unpack(listed)) end
+    in_chunks('ZREM', k.players, listed)
     if record.idem and record.idem ~= '' and redis.call('GET', k.idem .. record.idem) == sid then
       redis.call('DEL', k.idem .. record.idem)
     end
@@ -113,8 +113,12 @@ local fleet = redis.call('HMGET', k.fleet, 'locs', 'multi', 'status')
 local locations = {''}
 for loc in string.gmatch(fleet[1] or '', '%S+') do locations[#locations + 1] = loc end
 -- A fleet an earlier release made is told, once, whether a process of it hosts more than one session at a time
--- (its field multi, see session_refusal); it registered before the field was kept.
-if fleet[3] and not fleet[2] then
+-- (its field multi, see session_refusal); it registered before the field was kept. One told none learns otherwise
+-- from a process hosting with room for more: one that registered through an earlier release's replica, which does
+-- not tell the fleet, took its first session from the pool.
+if fleet[2] == '0' and redis.call('EXISTS', k.hosting) == 1 then
+  redis.call('HSET', k.fleet, 'multi', 1)
+elseif fleet[3] and not fleet[2] then
   local multi = 0
   for _, id in ipairs(redis.call('ZRANGE', k.servers, 0, -1)) do
     if tonumber(redis.call('HGET', k.gs .. id, 'max_sess') or '1') > 1 then
