@@ -19,7 +19,8 @@ mod reads;
 
 pub use events::{SessionEventEntry, Subject, game_session_data, read_events};
 pub use players::{
-    Accepted, Changed, NewPlayer, PlayerChange, PlayersCreated, Removed, change_players, create_player_sessions,
+    Accepted, Changed, NewPlayer, PlayerChange, PlayersCreated, Removed, accept_player_session, change_players,
+    create_player_sessions, remove_player_session,
 };
 pub use reads::{
     IndexScan, Page, PlayerSource, list_game_sessions, list_player_sessions, read_game_sessions, read_player_sessions,

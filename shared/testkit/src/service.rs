@@ -12,10 +12,11 @@ use tokio::task::JoinHandle;
 /// The signing secret test services use.
 pub const TEST_KEY: &[u8; 32] = b"berth-test-signing-key-32-bytes!";
 
-/// A bearer token for `role` signed with [`TEST_KEY`]; for a game server, scoped to `fleet` and `server`.
+/// A bearer token for `role` signed with [`TEST_KEY`]; for a game server, scoped to `fleet` and `server`. Valid for a
+/// day, so that no run outlives it: the soak's hour, with its set-up and checks, outlived an hour's token.
 pub fn token(role: Role, scope: Option<(&str, &str)>) -> String {
     let key = TokenKey::new(TEST_KEY.to_vec()).expect("test key is long enough");
-    key.mint("test", role, scope, 3600)
+    key.mint("test", role, scope, 86_400)
 }
 
 /// A service serving in the background. Dropping it shuts it down.

@@ -184,6 +184,56 @@ impl PlayerChange<'_> {
     }
 }
 
+/// A game server lets a player in: RESERVED → ACTIVE.
+pub async fn accept_player_session(
+    store: &Store,
+    fleet_id: &str,
+    game_server_id: &str,
+    game_session_id: &str,
+    player_session_id: &str,
+) -> Result<Accepted, StoreError> {
+    let change = PlayerChange::Accept {
+        game_session_id,
+        player_session_id,
+    };
+    match change_one(store, fleet_id, game_server_id, change).await? {
+        Changed::Accepted(accepted) => Ok(accepted),
+        Changed::Removed(_) => Err(unexpected(ACCEPT, "a removal's answer")),
+    }
+}
+
+/// A game server reports that a player left: the player session completes and frees its slot.
+pub async fn remove_player_session(
+    store: &Store,
+    fleet_id: &str,
+    game_server_id: &str,
+    game_session_id: &str,
+    player_session_id: &str,
+) -> Result<Removed, StoreError> {
+    let change = PlayerChange::Remove {
+        game_session_id,
+        player_session_id,
+    };
+    match change_one(store, fleet_id, game_server_id, change).await? {
+        Changed::Removed(removed) => Ok(removed),
+        Changed::Accepted(_) => Err(unexpected(REMOVE, "an acceptance's answer")),
+    }
+}
+
+/// One change, in a round trip of its own.
+async fn change_one(
+    store: &Store,
+    fleet_id: &str,
+    game_server_id: &str,
+    change: PlayerChange<'_>,
+) -> Result<Changed, StoreError> {
+    let Some(call) = change.call(fleet_id, game_server_id) else {
+        return Ok(change.not_found());
+    };
+    let raw: Vec<Value> = store.invoke(&call).await?;
+    change.answered(fleet_id, &raw)
+}
+
 /// A game server lets players in (RESERVED → ACTIVE) and out (→ COMPLETED, the slot freed): as many changes as it
 /// sent together, in one round trip, run by Redis in their order, each answered apart. Either is safe to repeat, as
 /// [`Store::invoke_each`] needs: an ACTIVE player session accepted again, or a COMPLETED one removed again, is answered
