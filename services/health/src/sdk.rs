@@ -43,8 +43,8 @@ use shape::Shape;
 /// Messages a stream may have waiting to go out, and commands waiting for its task.
 const QUEUE: usize = 16;
 
-/// Most accepts and removals answered together (ProcessStream::player_run): no more than the answers that fit in
-/// the outbound queue.
+/// Most changes to what a process hosts answered together (ProcessStream::hosted_run): no more than the answers that
+/// fit in the outbound queue.
 const RUN: usize = QUEUE;
 
 /// What reading the process's side of its stream gave.
@@ -408,9 +408,9 @@ impl ProcessStream {
             Ok(Some(_)) if !self.budget.spend() => Flow::End(Some(Status::resource_exhausted(format!(
                 "more than {MESSAGES_PER_SECOND} messages in a second: slow down, then resume"
             )))),
-            Ok(Some(message)) if sessions::player_change(&message).is_some() => {
-                let run = self.player_run(message, inbound, held);
-                Box::pin(self.change_players(run)).await
+            Ok(Some(message)) if sessions::hosted_change(&message).is_some() => {
+                let run = self.hosted_run(message, inbound, held);
+                Box::pin(self.change(run)).await
             }
             Ok(Some(message)) => self.handle(message).await,
             Ok(None) => Flow::End(None),
@@ -418,10 +418,10 @@ impl ProcessStream {
         }
     }
 
-    /// An accept or removal, and those the process sent right behind it that have arrived already (up to
-    /// [`RUN`]): answered together, they cost one round trip to Redis instead of one each. Whatever else was read
-    /// behind them is `held` for the stream to take next.
-    fn player_run(
+    /// A change to what the process hosts (an accept, a removal, an end or a reject), and those the process sent right
+    /// behind it that have arrived already (up to [`RUN`]): answered together, they cost one round trip to Redis
+    /// instead of one each. Whatever else was read behind them is `held` for the stream to take next.
+    fn hosted_run(
         &mut self,
         first: pb::AttachRequest,
         inbound: &mut Streaming<pb::AttachRequest>,
@@ -431,7 +431,7 @@ impl ProcessStream {
         while run.len() < RUN {
             match inbound.message().now_or_never() {
                 None => break,
-                Some(Ok(Some(message))) if sessions::player_change(&message).is_some() && self.budget.spend() => {
+                Some(Ok(Some(message))) if sessions::hosted_change(&message).is_some() && self.budget.spend() => {
                     run.push(message);
                 }
                 Some(read) => {
@@ -688,15 +688,16 @@ impl ProcessStream {
             },
             Ask::DescribeServer(_) => self.describe(&id).await,
             Ask::UpdateServer(update) => self.update(&id, update).await,
-            Ask::RejectGameSession(reject) => self.end_game_session(&id, &reject.game_session_id, true).await,
-            Ask::EndGameSession(end) => self.end_game_session(&id, &end.game_session_id, false).await,
             // The stream takes these in runs (take); one that reaches here is a run of its own.
-            kind @ (Ask::AcceptPlayerSession(_) | Ask::RemovePlayerSession(_)) => {
+            kind @ (Ask::AcceptPlayerSession(_)
+            | Ask::RemovePlayerSession(_)
+            | Ask::EndGameSession(_)
+            | Ask::RejectGameSession(_)) => {
                 let message = pb::AttachRequest {
                     request_id: id,
                     kind: Some(kind),
                 };
-                return self.change_players(vec![message]).await;
+                return self.change(vec![message]).await;
             }
             Ask::UpdatePlayerSessionCreationPolicy(update) => self.update_policy(&id, update).await,
             Ask::DescribePlayerSessions(describe) => self.describe_players(&id, describe).await,

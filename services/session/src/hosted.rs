@@ -17,7 +17,7 @@ use berth_proto::session::v1 as pb;
 use berth_store::Store;
 use berth_store::processes::Desired;
 use berth_store::sessions::{
-    self as store, Accepted, Activated, Changed, GameSessionChange, Page, PlayerChange, PlayerSource, Removed,
+    self as store, Accepted, Activated, Changed, GameSessionChange, HostedChange, Page, PlayerSource, Removed,
     ServerEnded, Updated,
 };
 use tonic::Status;
@@ -50,11 +50,24 @@ fn not_yours(player_session_id: &str) -> Status {
     ))
 }
 
-/// What a process is answered for an accept or removal, from what the store found.
-fn player_changed(change: &PlayerChange<'_>, changed: Changed) -> Result<PlayerSessionRecord, Status> {
-    let (game_session_id, player_session_id) = change.ids();
+/// What a process is answered for a change it made to what it hosts.
+#[derive(Debug)]
+pub enum HostedAnswer {
+    /// The player session accepted or removed, as it now stands.
+    Player(Box<PlayerSessionRecord>),
+    /// The game session as it ended, and the process's desired state after it when the store knew it whole (it hosts
+    /// nothing else).
+    Ended(Box<(GameSessionRecord, Option<Desired>)>),
+}
+
+/// What a process is answered for a change, from what the store found.
+fn answer(change: &HostedChange<'_>, changed: Changed) -> Result<HostedAnswer, Status> {
+    let game_session_id = change.game_session_id();
+    let player_session_id = change.player_session_id().unwrap_or_default();
     match changed {
-        Changed::Accepted(Accepted::Accepted(record)) | Changed::Removed(Removed::Removed(record)) => Ok(*record),
+        Changed::Accepted(Accepted::Accepted(record)) | Changed::Removed(Removed::Removed(record)) => {
+            Ok(HostedAnswer::Player(record))
+        }
         Changed::Accepted(Accepted::NotFound) | Changed::Removed(Removed::NotFound) => {
             Err(not_in_session(game_session_id, player_session_id))
         }
@@ -66,6 +79,14 @@ fn player_changed(change: &PlayerChange<'_>, changed: Changed) -> Result<PlayerS
         ))),
         Changed::Accepted(Accepted::Ended(status)) => Err(Status::failed_precondition(format!(
             "player session {player_session_id:?} is {status}"
+        ))),
+        Changed::Ended(ServerEnded::Ended(record, process)) => {
+            Ok(HostedAnswer::Ended(Box::new((*record, process.desired_state()))))
+        }
+        Changed::Ended(ServerEnded::NotFound | ServerEnded::NotYours) => Err(no_game_session(game_session_id)),
+        Changed::Ended(ServerEnded::WrongState(status)) => Err(Status::failed_precondition(format!(
+            "game session {game_session_id:?} is {status}, not ACTIVATING: only a session being started can be \
+             rejected"
         ))),
     }
 }
@@ -105,25 +126,6 @@ impl Hosted<'_> {
         }
     }
 
-    /// EndGameSession (`reject` false) or RejectGameSession: the session as it ended, and the process's desired
-    /// state after it when the store knew it whole (it hosts nothing else).
-    pub async fn end(
-        &self,
-        game_session_id: &str,
-        reject: bool,
-    ) -> Result<(GameSessionRecord, Option<Desired>), Status> {
-        self.own_ids(game_session_id, None)?;
-        let ended = store::end_game_session(self.store, self.fleet_id, self.game_server_id, game_session_id, reject);
-        match ended.await? {
-            ServerEnded::Ended(record, process) => Ok((*record, process.desired_state())),
-            ServerEnded::NotFound | ServerEnded::NotYours => Err(no_game_session(game_session_id)),
-            ServerEnded::WrongState(status) => Err(Status::failed_precondition(format!(
-                "game session {game_session_id:?} is {status}, not ACTIVATING: only a session being started can be \
-                 rejected"
-            ))),
-        }
-    }
-
     /// UpdatePlayerSessionCreationPolicy: the session after the change.
     pub async fn set_creation_policy(
         &self,
@@ -151,25 +153,25 @@ impl Hosted<'_> {
         }
     }
 
-    /// AcceptPlayerSession (RESERVED → ACTIVE) and RemovePlayerSession (→ COMPLETED, its slot freed), as many as the
-    /// process sent together, each answered apart: those whose ids pass go to Redis in one round trip and run there in
-    /// their order.
-    pub async fn change_players(&self, changes: &[PlayerChange<'_>]) -> Vec<Result<PlayerSessionRecord, Status>> {
-        let checked: Vec<Result<(), Status>> = changes
+    /// AcceptPlayerSession (RESERVED → ACTIVE), RemovePlayerSession (→ COMPLETED, its slot freed), EndGameSession and
+    /// RejectGameSession, as many as the process sent together, each answered apart: those whose ids pass go to Redis
+    /// in one round trip and run there in their order.
+    /// A change the caller refused already (a field it checks) is answered with its refusal, in its place.
+    pub async fn change(&self, changes: &[Result<HostedChange<'_>, Status>]) -> Vec<Result<HostedAnswer, Status>> {
+        let checked: Vec<Result<HostedChange, Status>> = changes
             .iter()
             .map(|change| {
-                let (game_session_id, player_session_id) = change.ids();
-                self.own_ids(game_session_id, Some(player_session_id))
+                let change = change.clone()?;
+                self.own_ids(change.game_session_id(), change.player_session_id())?;
+                Ok(change)
             })
             .collect();
-        let passed: Vec<PlayerChange> = changes
+        let passed: Vec<HostedChange> = checked
             .iter()
-            .zip(&checked)
-            .filter(|(_, checked)| checked.is_ok())
-            .map(|(change, _)| *change)
+            .filter_map(|change| change.as_ref().ok().copied())
             .collect();
         let answers: Vec<Result<Changed, Status>> =
-            match store::change_players(self.store, self.fleet_id, self.game_server_id, &passed).await {
+            match store::change_hosted(self.store, self.fleet_id, self.game_server_id, &passed).await {
                 Ok(answers) => answers.into_iter().map(|answer| answer.map_err(Status::from)).collect(),
                 Err(err) => {
                     let status = Status::from(err);
@@ -177,15 +179,14 @@ impl Hosted<'_> {
                 }
             };
         let mut answers = answers.into_iter();
-        changes
-            .iter()
-            .zip(checked)
-            .map(|(change, checked)| {
-                checked?;
-                let answer = answers
+        checked
+            .into_iter()
+            .map(|change| {
+                let change = change?;
+                let changed = answers
                     .next()
-                    .unwrap_or_else(|| Err(Status::internal("a player change went unanswered")));
-                player_changed(change, answer?)
+                    .unwrap_or_else(|| Err(Status::internal("a change went unanswered")));
+                answer(&change, changed?)
             })
             .collect()
     }

@@ -630,7 +630,7 @@ async fn sessions_pack_onto_a_process_that_hosts_several() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_that_made_thousands_of_player_sessions_is_purged_whole() {
     use berth_store::sessions::{
-        Changed, PlayerChange, PlayersCreated, Removed, change_players, create_player_sessions,
+        Changed, HostedChange, PlayersCreated, Removed, change_hosted, create_player_sessions,
     };
     let args = SessionArgs {
         retention_ms: 400,
@@ -648,14 +648,14 @@ async fn a_session_that_made_thousands_of_player_sessions_is_purged_whole() {
         let PlayersCreated::Created(made) = made else {
             panic!("1,000 seats are free: {made:?}");
         };
-        let leaving: Vec<PlayerChange> = made
+        let leaving: Vec<HostedChange> = made
             .iter()
-            .map(|player| PlayerChange::Remove {
+            .map(|player| HostedChange::Remove {
                 game_session_id: &session,
                 player_session_id: &player.player_session_id,
             })
             .collect();
-        let left = change_players(&stack.store, FLEET, "gs-1", &leaving).await.unwrap();
+        let left = change_hosted(&stack.store, FLEET, "gs-1", &leaving).await.unwrap();
         assert!(
             left.iter()
                 .all(|left| matches!(left, Ok(Changed::Removed(Removed::Removed(_)))))

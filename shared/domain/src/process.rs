@@ -193,6 +193,16 @@ pub fn check_request_id(request_id: &str) -> Result<(), Status> {
     v.into_result()
 }
 
+/// Longest reason a process gives for rejecting a game session.
+pub const REJECT_REASON_MAX: usize = 1024;
+
+/// Checks a RejectGameSession message's reason (its game session id is the session service's to check).
+pub fn check_reject(reject: &pb::RejectGameSession) -> Result<(), Status> {
+    let mut v = Violations::new();
+    v.text("reason", &reject.reason, REJECT_REASON_MAX);
+    v.into_result()
+}
+
 /// Checks a heartbeat: its health must be reported.
 pub fn check_heartbeat(heartbeat: &pb::Heartbeat) -> Result<(), Status> {
     let mut v = Violations::new();

@@ -13,15 +13,16 @@ use crate::sessions::placements::PlacementAttempt;
 use crate::{Store, StoreError};
 
 mod events;
+mod hosted;
 pub mod placements;
 mod players;
 mod reads;
 
 pub use events::{SessionEventEntry, Subject, game_session_data, read_events};
-pub use players::{
-    Accepted, Changed, NewPlayer, PlayerChange, PlayersCreated, Removed, accept_player_session, change_players,
-    create_player_sessions, remove_player_session,
+pub use hosted::{
+    Changed, HostedChange, accept_player_session, change_hosted, end_game_session, remove_player_session,
 };
+pub use players::{Accepted, NewPlayer, PlayersCreated, Removed, create_player_sessions};
 pub use reads::{
     IndexScan, Page, PlayerSource, list_game_sessions, list_player_sessions, read_game_sessions, read_player_sessions,
     search_chunk, search_count,
@@ -386,34 +387,6 @@ pub enum ServerEnded {
     NotYours,
     /// A reject of a session that is not ACTIVATING: its status.
     WrongState(String),
-}
-
-/// A game server ends a game session it hosts (EndGameSession), or refuses one it was given (`reject`).
-pub async fn end_game_session(
-    store: &Store,
-    fleet_id: &str,
-    game_server_id: &str,
-    game_session_id: &str,
-    reject: bool,
-) -> Result<ServerEnded, StoreError> {
-    const SCRIPT: &str = "end_game_session";
-    let keys = FleetKeys::new(fleet_id);
-    let mut call = scripts().end_game_session.for_fleet(&keys);
-    call.arg(game_server_id)
-        .arg(game_session_id)
-        .arg(if reject { "REJECT" } else { "END" });
-    let raw: Vec<String> = store.invoke(&call).await?;
-    let (outcome, routing, detail, session) = routed_session(SCRIPT, &raw)?;
-    Ok(match outcome.as_str() {
-        "ENDED" => ServerEnded::Ended(
-            session.map(Box::new).ok_or_else(|| unexpected(SCRIPT, &outcome))?,
-            routing,
-        ),
-        "NOT_FOUND" => ServerEnded::NotFound,
-        "NOT_YOURS" => ServerEnded::NotYours,
-        "WRONG_STATE" => ServerEnded::WrongState(detail),
-        other => return Err(unexpected(SCRIPT, other)),
-    })
 }
 
 /// What one sweep of a fleet's sessions did.

@@ -536,7 +536,7 @@ fn player_session(answer: &Tell) -> Option<&session::PlayerSession> {
     }
 }
 
-/// Accepts and removals a process sends back to back, with other requests and refusals among them, are each
+/// Accepts, removals and ends a process sends back to back, with other requests and refusals among them, are each
 /// answered as alone would be, in the order sent: the replica answers the run together (one round trip to Redis),
 /// so this is what that must not change.
 async fn player_changes_sent_together(redis: TestRedis) {
@@ -577,6 +577,15 @@ async fn player_changes_sent_together(redis: TestRedis) {
         health: pb::ProcessHealth::Healthy as i32,
         ..Default::default()
     });
+    let reject = |reason: String| {
+        Ask::RejectGameSession(pb::RejectGameSession {
+            game_session_id: game_session.clone(),
+            reason,
+        })
+    };
+    let end = Ask::EndGameSession(pb::EndGameSession {
+        game_session_id: game_session.clone(),
+    });
     let unissued = player_session_id(&game_session, 9);
     let foreign = unissued.replacen("arena/", "elsewhere/", 1);
     // What each request is answered, in the order sent: a code, and for an answer the player session's status.
@@ -592,6 +601,11 @@ async fn player_changes_sent_together(redis: TestRedis) {
         (remove(&bob), Code::Ok, Some(Completed)),
         (remove(&carol), Code::Ok, Some(Completed)),
         (accept(&bob), Code::FailedPrecondition, None),
+        // A reason past its limit is refused by field; only a session being started can be rejected, and this one
+        // is ACTIVE. Then it ends.
+        (reject("x".repeat(1025)), Code::InvalidArgument, None),
+        (reject("the map did not load".into()), Code::FailedPrecondition, None),
+        (end, Code::Ok, None),
     ];
     let sent: Vec<String> = (0..asked.len()).map(|n| format!("together-{n}")).collect();
     for ((kind, _, _), request_id) in asked.iter().zip(&sent) {
@@ -630,6 +644,16 @@ async fn player_changes_sent_together(redis: TestRedis) {
     );
     for ((_, tell), ((kind, wanted, status), _)) in answered.into_iter().zip(&asked) {
         let player = player_session(&tell).cloned();
+        if matches!(kind, Ask::EndGameSession(_)) {
+            let Some(pb::reply::Result::GameSession(ended)) = ok(tell) else {
+                panic!("an end is answered with the session");
+            };
+            assert_eq!(ended.status(), session::GameSessionStatus::Terminated);
+            continue;
+        }
+        if *wanted == Code::InvalidArgument {
+            assert_eq!(violations(&tell), ["reject_game_session.reason"]);
+        }
         assert_eq!(code(tell), *wanted, "{kind:?}");
         assert_eq!(
             player.map(|player| player.status),
