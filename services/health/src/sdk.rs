@@ -378,7 +378,7 @@ impl ProcessStream {
 
     async fn serve(&mut self, mut inbound: Streaming<pb::AttachRequest>, mut commands: mpsc::Receiver<Command>) {
         let mut closing = self.context.closing.subscribe();
-        // What a run of player changes read past its end: the next thing to take, before anything else.
+        // What a run of changes read past its end (hosted_run): the next thing to take, before anything else.
         let mut held = None;
         loop {
             let flow = match held.take() {

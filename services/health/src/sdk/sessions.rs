@@ -1,7 +1,8 @@
 //! A process's requests about the sessions it hosts, carried over its stream to the session service's rules
 //! (`berth_session::hosted`): activate, reject and end a game session, open or close it to players, let players in
-//! and out (these four in runs, several sent together answered from one round trip), and read its player sessions. Only the stream's side lives here: which process asks, the reply each
-//! answer or refusal becomes, and what the stream remembers of a policy the process set itself.
+//! and out (ends, rejects, accepts and removals in runs: several sent together are answered from one round trip), and
+//! read its player sessions. Only the stream's side lives here: which process asks, the reply each answer or refusal
+//! becomes, and what the stream remembers of a policy the process set itself.
 
 use berth_domain::process::{check_reject, check_request_id};
 use berth_proto::health::v1::{self as pb, attach_request::Kind as Ask, reply::Result as Answer};
