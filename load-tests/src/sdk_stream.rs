@@ -148,8 +148,14 @@ impl Say {
 }
 
 /// The register_process of `server` in `fleet_id`, at `location`, hosting one game session at a time; resuming
-/// registration `resume` unless it is empty.
-fn registration(server: &fleet::Server, fleet_id: &str, location: &str, resume: &str) -> pb::RegisterProcess {
+/// registration `resume` unless it is empty, as the process's try number `attempt`.
+fn registration(
+    server: &fleet::Server,
+    fleet_id: &str,
+    location: &str,
+    resume: &str,
+    attempt: u32,
+) -> pb::RegisterProcess {
     pb::RegisterProcess {
         fleet_id: fleet_id.into(),
         game_server_id: server.id.clone(),
@@ -163,6 +169,7 @@ fn registration(server: &fleet::Server, fleet_id: &str, location: &str, resume: 
         max_concurrent_game_sessions: 1,
         sdk_version: SDK_VERSION.into(),
         resume_registration_id: resume.into(),
+        attempt,
         ..Default::default()
     }
 }
@@ -194,7 +201,7 @@ impl Conversation {
         location: &str,
         index: u64,
     ) -> Result<Conversation, Code> {
-        let mut conversation = Conversation::register(client, fleet_id, location, index, "").await?;
+        let mut conversation = Conversation::register(client, fleet_id, location, index, ("", 1)).await?;
         match conversation.ask(Say::Ready).await? {
             Tell::Reply(reply) if reply.code == Code::Ok as i32 => Ok(conversation),
             Tell::Reply(reply) => Err(Code::from(reply.code)),
@@ -203,16 +210,17 @@ impl Conversation {
     }
 
     /// Resumes registration `registration_id` of server `index` over a new stream, as the SDK does when its stream
-    /// broke: register_process naming it, answered as a resume (the process stays ready). A registration made
-    /// afresh instead is `FAILED_PRECONDITION`: the old one was lost.
+    /// broke: register_process naming it, answered as a resume (the process stays ready), as the process's try
+    /// number `attempt` (its first stream was 1). A registration made afresh instead is `FAILED_PRECONDITION`: the
+    /// old one was lost.
     pub async fn resume(
         client: SdkServiceClient<Channel>,
         fleet_id: &str,
         location: &str,
         index: u64,
-        registration_id: &str,
+        (registration_id, attempt): (&str, u32),
     ) -> Result<Conversation, Code> {
-        Conversation::register(client, fleet_id, location, index, registration_id).await
+        Conversation::register(client, fleet_id, location, index, (registration_id, attempt)).await
     }
 
     async fn register(
@@ -220,14 +228,16 @@ impl Conversation {
         fleet_id: &str,
         location: &str,
         index: u64,
-        resume: &str,
+        (resume, attempt): (&str, u32),
     ) -> Result<Conversation, Code> {
         let server = fleet::server(index);
         // One message waits at most: a process says little before it hears the answer.
         let (says, said) = mpsc::channel(1);
         let register = AttachRequest {
             request_id: "register".into(),
-            kind: Some(Ask::RegisterProcess(registration(&server, fleet_id, location, resume))),
+            kind: Some(Ask::RegisterProcess(registration(
+                &server, fleet_id, location, resume, attempt,
+            ))),
         };
         let outbound = tokio_stream::once(register).chain(ReceiverStream::new(said).map(Say::request));
         let mut request = Request::new(outbound);

@@ -82,6 +82,7 @@ async fn populate(stack: &Stack, fleet_id: &'static str, servers: u64, concurren
                 registration_id: &server.id,
                 resume: None,
                 replica: "bench",
+                attempt: 0,
                 introduction,
             };
             match processes::attach(&store, &attach, &timings).await {

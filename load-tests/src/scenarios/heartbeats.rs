@@ -509,6 +509,7 @@ async fn raw_attach(store: &Store, index: u64, timings: &Timings) -> Outcome {
         registration_id: &registration_id,
         resume: None,
         replica: RAW_REPLICA,
+        attempt: 0,
         introduction,
     };
     match store::attach(store, &attach, timings).await {

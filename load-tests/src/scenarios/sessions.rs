@@ -167,6 +167,7 @@ async fn host(store: &Store, fleet_id: &str, index: u64, max_sessions: u64) -> O
         registration_id: &registration_id,
         resume: None,
         replica: REPLICA,
+        attempt: 0,
         introduction,
     };
     match processes::attach(store, &attach, &PROCESS_TIMINGS).await {

@@ -140,9 +140,10 @@ async fn game_server(
     loop {
         tokio::time::sleep(resume_backoff(attempt, storm.period)).await;
         attempt += 1;
+        // Its first stream was try 1.
         let resumed = tokio::time::timeout(
             CALL_DEADLINE,
-            Conversation::resume(second.clone(), FLEET, LOCATION, index, &registration),
+            Conversation::resume(second.clone(), FLEET, LOCATION, index, (&registration, attempt + 1)),
         )
         .await
         .unwrap_or(Err(Code::DeadlineExceeded));

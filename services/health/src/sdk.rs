@@ -219,6 +219,7 @@ impl SdkService for Sdk {
             registration_id: &registration_id,
             resume,
             replica: &context.replica,
+            attempt: register.attempt,
             introduction,
         };
         let (joined, resumed) = match store::attach(&context.store, &attach, &context.timings).await? {
@@ -231,6 +232,13 @@ impl SdkService for Sdk {
                     store::supersede(&context.store, &superseded, fleet_id, game_server_id, joined.attach).await;
                 }
                 (joined, true)
+            }
+            Attached::Stale => {
+                return Err(Status::aborted(format!(
+                    "attempt {} of this process came after a higher one resumed its registration; this stream is \
+                     closed",
+                    register.attempt
+                )));
             }
             Attached::Exists => {
                 return Err(Status::already_exists(format!(

@@ -1182,6 +1182,7 @@ async fn ready_in_store(store: &Store, id: String, location: &str) {
         registration_id: &registration_id,
         resume: None,
         replica: "replica-absent",
+        attempt: 0,
         introduction,
     };
     let timings = Timings {

@@ -1,6 +1,7 @@
 //! The example game server, as a real process on the SDK, against two real health replicas and a real Redis: it
 //! registers, becomes ready, hosts a game session, refuses a player it cannot check, honours a terminate by
-//! ending and exiting, and when killed outright is found dead and its session ended.
+//! ending and exiting, and when killed outright is found dead and its session ended. Many servers resuming over and
+//! over while Redis is held past the replicas' patience all come through it alive.
 
 use std::time::Duration;
 
@@ -185,4 +186,55 @@ async fn when_a_health_replica_is_killed_its_servers_move_and_none_is_declared_d
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(pool_sizes(&store, "arena").await.unwrap(), (8, 0));
     assert!(process_events(&store, "arena").await.is_empty());
+}
+
+/// Redis held for longer than the replicas wait on it (every client paused 2.5 s, replicas giving up after 0.5 s):
+/// every server stops hearing acks, resumes, and resumes again as its tries time out, while the tries it gave up on
+/// wait in Redis beside the newer ones, to run in any order once Redis is back. Not one server is declared lost or
+/// told it is: a try that comes late must not take the registration from the stream that is live.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn servers_that_resume_many_times_while_redis_is_held_all_survive() {
+    const SERVERS: u64 = 60;
+    let redis = TestRedis::single();
+    let store = Store::connect(&redis.config()).await.unwrap();
+    anywhere_fleet(&store, "arena", &["local"]).await;
+    set_fleet_settings(&store, "arena", &fast_settings()).await;
+    let impatient = Store::connect(&berth_store::RedisConfig {
+        response_timeout: Duration::from_millis(500),
+        ..redis.config()
+    })
+    .await
+    .unwrap();
+    let (a, b) = replicas(&impatient).await;
+    let endpoints = format!("{},{}", a.endpoint(), b.endpoint());
+    let mut servers = Vec::new();
+    for i in 0..SERVERS {
+        let config = berth_testkit::game_server_config(&endpoints, "arena", &format!("gs-{i}"), "local", 1, 0);
+        let (server, events) = berth_sdk::game_server::GameServer::connect(config).await.unwrap();
+        server.ready().await.unwrap();
+        servers.push((server, events));
+    }
+    eventually("all ready", async || {
+        (pool_sizes(&store, "arena").await.unwrap().0 == SERVERS).then_some(())
+    })
+    .await;
+
+    redis.client_pause(Duration::from_millis(2500));
+    tokio::time::sleep(Duration::from_secs(6)).await;
+
+    for (server, events) in &mut servers {
+        while let Ok(Some(event)) = tokio::time::timeout(Duration::ZERO, events.recv()).await {
+            assert!(
+                !matches!(event, berth_sdk::game_server::Event::Lost { .. }),
+                "{} was told it is lost: {event:?}",
+                server.game_server_id()
+            );
+        }
+    }
+    assert!(
+        process_events(&store, "arena").await.is_empty(),
+        "{:?}",
+        process_events(&store, "arena").await
+    );
+    assert_eq!(pool_sizes(&store, "arena").await.unwrap(), (SERVERS, 0));
 }

@@ -533,6 +533,8 @@ pub struct Attach<'a> {
     pub resume: Option<&'a str>,
     /// The health replica holding the stream.
     pub replica: &'a str,
+    /// The process's number for this try (RegisterProcess.attempt); 0 when it does not count them.
+    pub attempt: u32,
     /// What it says of itself.
     pub introduction: Introduction<'a>,
 }
@@ -557,6 +559,8 @@ pub enum Attached {
     Registered(Box<Joined>),
     /// The registration resumed, and the replica that held the stream it supersedes.
     Resumed(Box<Joined>, String),
+    /// The registration took a higher attempt already: this try came too late, and changed nothing.
+    Stale,
     /// The id has a live registration.
     Exists,
     /// The registration to resume was declared lost.
@@ -578,7 +582,8 @@ pub async fn attach(store: &Store, attach: &Attach<'_>, timings: &Timings) -> Re
         .arg(attach.registration_id)
         .arg(attach.resume.unwrap_or(""))
         .arg(attach.replica)
-        .arg(timings.initial_delay_ms);
+        .arg(timings.initial_delay_ms)
+        .arg(attach.attempt);
     for (field, value) in attach.introduction.fields() {
         call.arg(field).arg(value);
     }
@@ -608,6 +613,7 @@ pub async fn attach(store: &Store, attach: &Attach<'_>, timings: &Timings) -> Re
     match reply.outcome.as_str() {
         "REGISTERED" => Ok(Attached::Registered(joined(reply, desired)?)),
         "RESUMED" => Ok(Attached::Resumed(joined(reply, desired)?, superseded)),
+        "STALE" => Ok(Attached::Stale),
         "EXISTS" => Ok(Attached::Exists),
         "LOST" => Ok(Attached::Lost),
         "UNKNOWN" => Ok(Attached::Unknown),

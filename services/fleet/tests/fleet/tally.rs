@@ -617,6 +617,7 @@ impl Run {
                     registration_id: &registration,
                     resume: resume.as_deref(),
                     replica: "replica-0",
+                    attempt: 0,
                     introduction,
                 };
                 let timings = self.timings(store).await;

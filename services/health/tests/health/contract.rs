@@ -82,6 +82,66 @@ async fn a_superseded_stream_ends_aborted_on_a_cluster() {
     superseded_streams_end_aborted(TestRedis::cluster()).await;
 }
 
+/// A resume whose attempt is not above one the registration took is a try the process gave up on that arrived
+/// late: it is refused with ABORTED and the live stream keeps the registration. Resumes that do not count their
+/// tries (attempt 0) take it as before.
+async fn a_late_try_leaves_the_live_stream_alone(redis: TestRedis) {
+    let store = Store::connect(&redis.config()).await.unwrap();
+    arena(&store).await;
+    let (a, b) = (replica(&store, &fast()).await, replica(&store, &fast()).await);
+    let own = token(Role::GameServer, Some(("arena", "gs-1")));
+    let mut first = register("arena", "gs-1");
+    first.attempt = 1;
+    let first = attach_with(&a.endpoint(), &own, first).await.unwrap();
+    let mut resume = register("arena", "gs-1");
+    resume.resume_registration_id = first.registered.registration_id.clone();
+    let try_number = |attempt| pb::RegisterProcess {
+        attempt,
+        ..resume.clone()
+    };
+
+    let mut live = attach_with(&b.endpoint(), &own, try_number(3)).await.unwrap();
+    let holder = redis::cmd("HGET")
+        .arg(berth_store::keys::FleetKeys::new("arena").game_server("gs-1"))
+        .arg("replica")
+        .clone();
+    let live_holder: String = store.query(&holder).await.unwrap();
+    for late in [2, 3] {
+        let refused = attach_with(&a.endpoint(), &own, try_number(late)).await.err();
+        let refused = refused.unwrap_or_else(|| panic!("attempt {late} after attempt 3 was taken"));
+        assert_eq!(refused.code(), Code::Aborted, "{refused:?}");
+        assert!(refused.message().contains(&format!("attempt {late}")), "{refused:?}");
+    }
+    assert!(matches!(
+        live.heartbeat(pb::ProcessHealth::Healthy, 0).await,
+        Ok(Tell::HeartbeatAck(_))
+    ));
+    let still: String = store.query(&holder).await.unwrap();
+    assert_eq!(
+        still, live_holder,
+        "the registration still names the live stream's replica"
+    );
+
+    let mut newer = attach_with(&a.endpoint(), &own, try_number(4)).await.unwrap();
+    assert!(newer.registered.resumed);
+    let mut uncounted = attach_with(&b.endpoint(), &own, try_number(0)).await.unwrap();
+    assert_eq!(ending(&mut newer).await.code(), Code::Aborted);
+    assert!(matches!(
+        uncounted.heartbeat(pb::ProcessHealth::Healthy, 0).await,
+        Ok(Tell::HeartbeatAck(_))
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_try_to_resume_leaves_the_live_stream_alone_on_a_single_node() {
+    a_late_try_leaves_the_live_stream_alone(TestRedis::single()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_try_to_resume_leaves_the_live_stream_alone_on_a_cluster() {
+    a_late_try_leaves_the_live_stream_alone(TestRedis::cluster()).await;
+}
+
 fn describe_request(id: usize) -> AttachRequest {
     AttachRequest {
         request_id: format!("d{id}"),

@@ -874,6 +874,7 @@ async fn registered_through(store: &Store, id: &str, replica: &str) -> Box<Joine
         registration_id: id,
         resume: None,
         replica,
+        attempt: 0,
         introduction: Introduction {
             registration: &registration,
             data: "",

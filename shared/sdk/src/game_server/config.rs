@@ -203,6 +203,7 @@ impl GameServerConfig {
             log_paths: self.log_paths.clone(),
             game_server_data: self.game_server_data.clone(),
             resume_registration_id: String::new(),
+            attempt: 0,
         }
     }
 }

@@ -117,6 +117,8 @@ impl Driver {
     pub(super) async fn register(&mut self) -> Result<Link, Status> {
         let (requests, outbound) = mpsc::unbounded_channel();
         let request_id = self.next_request_id();
+        // Every try counts, the failed ones too: one that timed out may still reach the store after this one.
+        self.register.attempt = self.register.attempt.saturating_add(1);
         // Cannot fail: the receiving end is right here.
         let _ = requests.send(AttachRequest {
             request_id,
