@@ -155,11 +155,11 @@ async fn when_a_health_replica_is_killed_its_servers_move_and_none_is_declared_d
         ];
         BinaryProcess::spawn("berth-health", &envs)
     };
-    let (mut a, b) = (replica("replica-a"), replica("replica-b"));
-    for endpoint in [a.endpoint(), b.endpoint()] {
+    let mut replicas = [replica("replica-a"), replica("replica-b")];
+    for endpoint in replicas.iter().map(BinaryProcess::endpoint) {
         wait_for_health(&endpoint, "", ServingStatus::Serving).await;
     }
-    let endpoints = format!("{},{}", a.endpoint(), b.endpoint());
+    let endpoints = format!("{},{}", replicas[0].endpoint(), replicas[1].endpoint());
     let ids: Vec<String> = (0..8).map(|i| format!("gs-{i}")).collect();
     let _processes: Vec<_> = ids
         .iter()
@@ -169,16 +169,16 @@ async fn when_a_health_replica_is_killed_its_servers_move_and_none_is_declared_d
         (pool_sizes(&store, "arena").await.unwrap().0 == 8).then_some(())
     })
     .await;
+    // The balancer spreads streams at random: the replica killed is the one holding more of them.
     let mut on_a = 0;
     for id in &ids {
         on_a += usize::from(replica_of(&store, "arena", id).await == "replica-a");
     }
-    assert!(on_a > 0, "some streams were held by replica A");
-
-    a.kill();
+    let (victim, survivor) = if on_a >= 4 { (0, "replica-b") } else { (1, "replica-a") };
+    replicas[victim].kill();
     for id in &ids {
-        eventually("resumed on B", async || {
-            (replica_of(&store, "arena", id).await == "replica-b").then_some(())
+        eventually("resumed on the survivor", async || {
+            (replica_of(&store, "arena", id).await == survivor).then_some(())
         })
         .await;
     }
