@@ -201,7 +201,7 @@ impl Conversation {
         location: &str,
         index: u64,
     ) -> Result<Conversation, Code> {
-        let mut conversation = Conversation::register(client, fleet_id, location, index, ("", 1)).await?;
+        let mut conversation = Conversation::register(client, fleet_id, location, index, "", 1).await?;
         match conversation.ask(Say::Ready).await? {
             Tell::Reply(reply) if reply.code == Code::Ok as i32 => Ok(conversation),
             Tell::Reply(reply) => Err(Code::from(reply.code)),
@@ -218,9 +218,10 @@ impl Conversation {
         fleet_id: &str,
         location: &str,
         index: u64,
-        (registration_id, attempt): (&str, u32),
+        registration_id: &str,
+        attempt: u32,
     ) -> Result<Conversation, Code> {
-        Conversation::register(client, fleet_id, location, index, (registration_id, attempt)).await
+        Conversation::register(client, fleet_id, location, index, registration_id, attempt).await
     }
 
     async fn register(
@@ -228,7 +229,8 @@ impl Conversation {
         fleet_id: &str,
         location: &str,
         index: u64,
-        (resume, attempt): (&str, u32),
+        resume: &str,
+        attempt: u32,
     ) -> Result<Conversation, Code> {
         let server = fleet::server(index);
         // One message waits at most: a process says little before it hears the answer.

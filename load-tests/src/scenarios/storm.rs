@@ -143,7 +143,7 @@ async fn game_server(
         // Its first stream was try 1.
         let resumed = tokio::time::timeout(
             CALL_DEADLINE,
-            Conversation::resume(second.clone(), FLEET, LOCATION, index, (&registration, attempt + 1)),
+            Conversation::resume(second.clone(), FLEET, LOCATION, index, &registration, attempt + 1),
         )
         .await
         .unwrap_or(Err(Code::DeadlineExceeded));

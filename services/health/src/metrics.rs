@@ -10,6 +10,7 @@ const HEALTHY: &str = "berth_healthy_server_processes";
 const PERCENT_HEALTHY: &str = "berth_percent_healthy_server_processes";
 const SDK_REGISTRATIONS: &str = "berth_sdk_registrations_total";
 const STREAM_RESUMES: &str = "berth_stream_resumes_total";
+const STALE_RESUMES: &str = "berth_stream_stale_resumes_total";
 const REGISTRATIONS: &str = "berth_game_server_registrations_total";
 const UTILIZED: &str = "berth_game_servers_utilized_total";
 const WRITE_LAG: &str = "berth_heartbeat_write_lag_seconds";
@@ -26,6 +27,10 @@ pub(crate) fn describe() {
     );
     describe_counter!(SDK_REGISTRATIONS, "New registrations over the SDK stream");
     describe_counter!(STREAM_RESUMES, "Registrations resumed over a new SDK stream");
+    describe_counter!(
+        STALE_RESUMES,
+        "Resumes refused because the registration already took a later try of its process"
+    );
     describe_counter!(REGISTRATIONS, "Game servers registered through RegisterGameServer");
     describe_counter!(UTILIZED, "Game servers reported UTILIZED");
     describe_gauge!(
@@ -69,6 +74,11 @@ pub(crate) fn fleet_health(fleet: &str, alive: u64, unhealthy: u64) {
 /// A process attached over the SDK stream, new or resumed.
 pub(crate) fn attached(resumed: bool) {
     counter!(if resumed { STREAM_RESUMES } else { SDK_REGISTRATIONS }).increment(1);
+}
+
+/// A resume that reached Redis after a later try of its process, refused.
+pub(crate) fn stale_resume() {
+    counter!(STALE_RESUMES).increment(1);
 }
 
 /// A game server registered through RegisterGameServer.

@@ -234,9 +234,10 @@ impl SdkService for Sdk {
                 (joined, true)
             }
             Attached::Stale => {
+                crate::metrics::stale_resume();
                 return Err(Status::aborted(format!(
-                    "attempt {} of this process came after a higher one resumed its registration; this stream is \
-                     closed",
+                    "attempt {} of this process is below one that already resumed its registration: this stream \
+                     came too late and is closed",
                     register.attempt
                 )));
             }

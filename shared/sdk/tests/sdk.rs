@@ -237,4 +237,12 @@ async fn servers_that_resume_many_times_while_redis_is_held_all_survive() {
         process_events(&store, "arena").await
     );
     assert_eq!(pool_sizes(&store, "arena").await.unwrap(), (SERVERS, 0));
+    // The hold made servers try more than once (the first registration was try 1), or nothing was raced.
+    let mut most = 0;
+    for i in 0..SERVERS {
+        let key = berth_store::keys::FleetKeys::new("arena").game_server(&format!("gs-{i}"));
+        let tries: u32 = store.query(redis::cmd("HGET").arg(key).arg("try")).await.unwrap();
+        most = most.max(tries);
+    }
+    assert!(most >= 3, "at most {most} tries");
 }

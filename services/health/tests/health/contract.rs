@@ -82,36 +82,43 @@ async fn a_superseded_stream_ends_aborted_on_a_cluster() {
     superseded_streams_end_aborted(TestRedis::cluster()).await;
 }
 
-/// A resume whose attempt is not above one the registration took is a try the process gave up on that arrived
-/// late: it is refused with ABORTED and the live stream keeps the registration. Resumes that do not count their
-/// tries (attempt 0) take it as before.
+/// A resume whose attempt is below one the registration took is a try the process gave up on that arrived late: it
+/// is refused with ABORTED and the live stream keeps the registration. The same attempt again is the same try run
+/// twice, and taken; a resume that does not count its tries (attempt 0) is taken as before and leaves the count.
 async fn a_late_try_leaves_the_live_stream_alone(redis: TestRedis) {
     let store = Store::connect(&redis.config()).await.unwrap();
     arena(&store).await;
     let (a, b) = (replica(&store, &fast()).await, replica(&store, &fast()).await);
     let own = token(Role::GameServer, Some(("arena", "gs-1")));
-    let mut first = register("arena", "gs-1");
-    first.attempt = 1;
-    let first = attach_with(&a.endpoint(), &own, first).await.unwrap();
-    let mut resume = register("arena", "gs-1");
-    resume.resume_registration_id = first.registered.registration_id.clone();
-    let try_number = |attempt| pb::RegisterProcess {
+    let try_number = |attempt, resume: &str| pb::RegisterProcess {
         attempt,
-        ..resume.clone()
+        resume_registration_id: resume.to_owned(),
+        ..register("arena", "gs-1")
+    };
+    let first = attach_with(&a.endpoint(), &own, try_number(1, "")).await.unwrap();
+    let registration = first.registered.registration_id.clone();
+    let late = async |attempt| {
+        let refused = attach_with(&a.endpoint(), &own, try_number(attempt, &registration))
+            .await
+            .err();
+        let refused = refused.unwrap_or_else(|| panic!("the late attempt {attempt} was taken"));
+        assert_eq!(refused.code(), Code::Aborted, "{refused:?}");
+        assert!(
+            refused.message().contains(&format!("attempt {attempt} ")),
+            "{refused:?}"
+        );
     };
 
-    let mut live = attach_with(&b.endpoint(), &own, try_number(3)).await.unwrap();
+    let mut live = attach_with(&b.endpoint(), &own, try_number(3, &registration))
+        .await
+        .unwrap();
     let holder = redis::cmd("HGET")
         .arg(berth_store::keys::FleetKeys::new("arena").game_server("gs-1"))
         .arg("replica")
         .clone();
     let live_holder: String = store.query(&holder).await.unwrap();
-    for late in [2, 3] {
-        let refused = attach_with(&a.endpoint(), &own, try_number(late)).await.err();
-        let refused = refused.unwrap_or_else(|| panic!("attempt {late} after attempt 3 was taken"));
-        assert_eq!(refused.code(), Code::Aborted, "{refused:?}");
-        assert!(refused.message().contains(&format!("attempt {late}")), "{refused:?}");
-    }
+    late(1).await;
+    late(2).await;
     assert!(matches!(
         live.heartbeat(pb::ProcessHealth::Healthy, 0).await,
         Ok(Tell::HeartbeatAck(_))
@@ -122,10 +129,19 @@ async fn a_late_try_leaves_the_live_stream_alone(redis: TestRedis) {
         "the registration still names the live stream's replica"
     );
 
-    let mut newer = attach_with(&a.endpoint(), &own, try_number(4)).await.unwrap();
-    assert!(newer.registered.resumed);
-    let mut uncounted = attach_with(&b.endpoint(), &own, try_number(0)).await.unwrap();
+    let again = attach_with(&a.endpoint(), &own, try_number(3, &registration))
+        .await
+        .unwrap();
+    assert!(again.registered.resumed, "the same attempt again is taken");
+    assert_eq!(ending(&mut live).await.code(), Code::Aborted);
+    let mut newer = attach_with(&b.endpoint(), &own, try_number(4, &registration))
+        .await
+        .unwrap();
+    let mut uncounted = attach_with(&a.endpoint(), &own, try_number(0, &registration))
+        .await
+        .unwrap();
     assert_eq!(ending(&mut newer).await.code(), Code::Aborted);
+    late(3).await;
     assert!(matches!(
         uncounted.heartbeat(pb::ProcessHealth::Healthy, 0).await,
         Ok(Tell::HeartbeatAck(_))

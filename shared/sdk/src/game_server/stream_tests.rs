@@ -176,7 +176,10 @@ async fn resumes_a_broken_stream_and_resends_the_unanswered_request() {
     let (endpoint, mut calls) = serve().await;
     let script = tokio::spawn(async move {
         let mut first = next_call(&mut calls).await;
-        first.register("reg-1", None).await;
+        match first.register("reg-1", None).await {
+            RequestKind::RegisterProcess(register) => assert_eq!(register.attempt, 1),
+            other => panic!("{other:?}"),
+        }
         let (end, kind) = first.request().await;
         assert!(matches!(kind, RequestKind::EndGameSession(_)));
         first
@@ -185,17 +188,32 @@ async fn resumes_a_broken_stream_and_resends_the_unanswered_request() {
             .await
             .unwrap();
 
-        let mut second = next_call(&mut calls).await;
-        match second.register("reg-1", None).await {
-            RequestKind::RegisterProcess(register) => assert_eq!(register.resume_registration_id, "reg-1"),
+        // The first try to resume fails before it is answered; the next counts it.
+        let mut failed = next_call(&mut calls).await;
+        match failed.request().await.1 {
+            RequestKind::RegisterProcess(register) => assert_eq!(register.attempt, 2),
             other => panic!("{other:?}"),
         }
-        let (resent, kind) = second.request().await;
+        failed
+            .responses
+            .send(Err(Status::unavailable("Redis did not answer in time")))
+            .await
+            .unwrap();
+
+        let mut resumed = next_call(&mut calls).await;
+        match resumed.register("reg-1", None).await {
+            RequestKind::RegisterProcess(register) => {
+                assert_eq!(register.resume_registration_id, "reg-1");
+                assert_eq!(register.attempt, 3, "every stream is a try of its own");
+            }
+            other => panic!("{other:?}"),
+        }
+        let (resent, kind) = resumed.request().await;
         assert_eq!(resent, end, "re-sent under the same id");
         assert!(matches!(kind, RequestKind::EndGameSession(_)));
         let ended = reply::Result::GameSession(game_session("A"));
-        second.send(&resent, ok(Some(ended))).await;
-        second
+        resumed.send(&resent, ok(Some(ended))).await;
+        (failed, resumed)
     });
 
     let (server, _events) = GameServer::connect(config(endpoint)).await.unwrap();

@@ -36,7 +36,8 @@ if ARGV[4] ~= '' then
   if current[2] == S.LOST or not redis.call('ZSCORE', k.hb, id) then return reply(S.LOST, now, key) end
   if not set then return {'NO_FLEET', int_text(now), 'detail', 'no such fleet'} end
   if attempt > 0 then
-    if attempt <= tonumber(current[3] or '0') then return reply('STALE', now) end
+    -- The same number again is the same try run twice (a client library re-sending after a dropped connection).
+    if attempt < tonumber(current[3] or '0') then return reply('STALE', now) end
     redis.call('HSET', key, 'try', attempt)
   end
   local superseded = redis.call('HGET', key, 'replica')

@@ -1,12 +1,13 @@
 -- Helpers of the process scripts (prepended after the game-server helpers).
 --
--- A process is a game server that speaks the SDK stream. Beside the registry's fields its hash holds: reg (the
--- live registration id), pstate (INITIALIZING | STANDING_BY | ACTIVE | TERMINATING | LOST), replica (the health
--- replica holding its stream), attach (number of its latest stream: each resume raises it, so an older stream is
--- known superseded), try (the highest attempt number a stream of the registration brought; see attach.lua), linked (1 while a stream holds it, 0 once that stream closed), loc, ip, dns, port, max_sess,
--- max_players, sdkv, ports (JSON [[name, port, transport], ...]), health (HEALTHY | UNHEALTHY, last
--- reported), unh (consecutive UNHEALTHY heartbeats), gstate (game state last reported), players (connected count),
--- ver (version of its desired state, raised by every command), term_reason, term_by_ms, term_force.
+-- A process is a game server that speaks the SDK stream. Beside the registry's fields its hash holds: reg (the live
+-- registration id), pstate (INITIALIZING | STANDING_BY | ACTIVE | TERMINATING | LOST), replica (the health replica
+-- holding its stream), attach (number of its latest stream: each resume raises it, so an older stream is known
+-- superseded), try (the highest attempt number a stream of the registration brought; see attach.lua), linked (1 while
+-- a stream holds it, 0 once that stream closed), loc, ip, dns, port, max_sess, max_players, sdkv, ports (JSON [[name,
+-- port, transport], ...]), health (HEALTHY | UNHEALTHY, last reported), unh (consecutive UNHEALTHY heartbeats),
+-- gstate (game state last reported), players (connected count), ver (version of its desired state, raised by every
+-- command), term_reason, term_by_ms, term_force.
 -- Its game sessions' ids are in the set <hash key>:sessions (see sessions/lib.lua for the sessions).
 
 -- Takes a process out of the pool, claims, the UTILIZED and every deadline.
