@@ -191,31 +191,66 @@ fn scaled() -> Result<fleet_pb::CreateFleetRequest, Failure> {
     Ok(super::fleets::process_fleet(SCALED, launch_path, capacity))
 }
 
-/// One look at the run: seconds since its start, Redis' used memory and each service's watched replica in MiB, and
-/// the autoscaled fleet's active instances.
+/// One look at the run: seconds since its start, Redis' used memory and each service's watched replica in MiB, the
+/// autoscaled fleet's active instances, and how many of the SDK servers' streams the watched health replica holds
+/// (its memory follows them, and they gather on it as the chaos loop kills the other).
 struct Sample {
     at: f64,
     redis_mib: f64,
     services: Vec<(Service, f64)>,
     scaled_instances: Option<u64>,
+    watched_streams: Option<u64>,
 }
 
 #[derive(Default)]
 struct Samples(Vec<Sample>);
 
 impl Samples {
-    async fn take(&mut self, started: Instant, stack: &Stack, deployment: &Deployment) {
+    async fn take(&mut self, started: Instant, stack: &Stack, deployment: &Deployment, servers: u64) {
         let used = crate::redis_stats::used_memory(&stack.store).await.unwrap_or(0) as f64 / 1_048_576.0;
         let scaled = match read_utilization(&stack.store, SCALED, "").await {
             Ok(UtilizationRead::Read(read)) => read.locations.first().map(|(_, tally)| tally.active_instances),
             _ => None,
         };
+        let keys = berth_store::keys::FleetKeys::new(HOSTS);
+        let mut holders = redis::pipe();
+        for index in 0..servers {
+            holders.hget(keys.game_server(&crate::fleet::server(index).id), "replica");
+        }
+        let watched = deployment::health_replica(0);
+        let watched_streams = (stack.store.query_pipeline::<Vec<Option<String>>>(&holders).await)
+            .ok()
+            .map(|holders| {
+                holders
+                    .iter()
+                    .filter(|holder| holder.as_deref() == Some(&watched))
+                    .count() as u64
+            });
         self.0.push(Sample {
             at: started.elapsed().as_secs_f64(),
             redis_mib: used,
             services: deployment.resident_mib(),
             scaled_instances: scaled,
+            watched_streams,
         });
+    }
+
+    /// Every sample, one line each, for a reader to tell a leak from memory that follows the load.
+    fn print(&self) {
+        for sample in &self.0 {
+            let services: Vec<String> = sample
+                .services
+                .iter()
+                .map(|(service, mib)| format!("{service} {mib:.1} MiB"))
+                .collect();
+            let streams = sample.watched_streams.map_or("?".to_owned(), |count| count.to_string());
+            eprintln!(
+                "soak sample at {:.0} s: Redis {:.1} MiB, {}; the watched health replica holds {streams} streams",
+                sample.at,
+                sample.redis_mib,
+                services.join(", ")
+            );
+        }
     }
 
     /// How much `value` of the samples grew over the run's last half: the largest of its last quarter over the
@@ -292,7 +327,7 @@ pub async fn run(stack: &Stack, args: &Args) -> Result<Findings, Failure> {
         let mut tick = tokio::time::interval(SAMPLE_EVERY);
         while started.elapsed() < length {
             tick.tick().await;
-            samples.take(started, stack, &deployment).await;
+            samples.take(started, stack, &deployment, args.servers).await;
         }
     };
     let (faults, ()) = tokio::join!(chaos, sampling);
@@ -342,6 +377,7 @@ pub async fn run(stack: &Stack, args: &Args) -> Result<Findings, Failure> {
         );
     }
     failed_checks.extend(faults.failures.iter().cloned());
+    samples.print();
     let memory = memory_targets(&samples, elapsed);
     if elapsed >= JUDGED_FROM {
         failed_checks.extend(memory.iter().filter(|target| !target.met).map(|target| {

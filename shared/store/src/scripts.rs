@@ -736,6 +736,7 @@ mod tests {
         "REVISION",
         "SCALED",
         "SDK_PROCESS",
+        "STALE",
         "STOPPING",
         "HELD_ELSEWHERE",
         "TAKEN_BY",

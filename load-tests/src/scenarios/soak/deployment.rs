@@ -53,6 +53,11 @@ pub struct Deployment {
     endpoints: Vec<(Service, String)>,
 }
 
+/// The replica id of health replica `index`; the watched one is `health_replica(0)`.
+pub fn health_replica(index: usize) -> String {
+    format!("health-{index}")
+}
+
 impl Deployment {
     /// Starts every replica over `redis`; the health replicas first, since the fleet replicas hand their address to
     /// the game servers they launch.
@@ -77,7 +82,12 @@ impl Deployment {
             if service == Service::Fleet {
                 settings.push(("BERTH_SDK_ENDPOINT", deployment.endpoints(Service::Health)));
             }
-            for _ in 0..REPLICAS {
+            for index in 0..REPLICAS {
+                let mut settings = settings.clone();
+                // Named, so that the streams a health replica holds can be counted in Redis.
+                if service == Service::Health {
+                    settings.push(("BERTH_REPLICA_ID", health_replica(index)));
+                }
                 let replica = Replica::start(service.binary(), redis, &settings).await?;
                 deployment.endpoints.push((service, replica.endpoint()));
                 deployment.replicas.push((service, Mutex::new(replica)));
