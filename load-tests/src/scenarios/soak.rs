@@ -67,7 +67,7 @@ const DELETION: Duration = Duration::from_secs(180);
 /// How long past the retention the sweeps have to remove what deleted fleets left.
 const ORPHAN_GRACE: Duration = Duration::from_secs(20);
 /// How often memory is sampled.
-const SAMPLE_EVERY: Duration = Duration::from_secs(10);
+const SAMPLE_EVERY: Duration = Duration::from_secs(5);
 /// Runs shorter than this are not judged on memory: records live 2 minutes, and the last half must begin after
 /// several retentions have turned over for Redis' memory to have settled.
 const JUDGED_FROM: Duration = Duration::from_secs(600);
@@ -195,6 +195,7 @@ fn scaled() -> Result<fleet_pb::CreateFleetRequest, Failure> {
 /// autoscaled fleet's active instances, and how many of the SDK servers' streams the watched health replica holds
 /// (its memory follows them, and they gather on it as the chaos loop kills the other).
 struct Sample {
+    taken: Instant,
     at: f64,
     redis_mib: f64,
     services: Vec<(Service, f64)>,
@@ -227,6 +228,7 @@ impl Samples {
                     .count() as u64
             });
         self.0.push(Sample {
+            taken: Instant::now(),
             at: started.elapsed().as_secs_f64(),
             redis_mib: used,
             services: deployment.resident_mib(),
@@ -235,8 +237,9 @@ impl Samples {
         });
     }
 
-    /// Every sample, one line each, for a reader to tell a leak from memory that follows the load.
-    fn print(&self) {
+    /// Every sample, one line each, with the fault that came last before it, for a reader to tell a leak from
+    /// memory that follows the load or a fault.
+    fn print(&self, faults: &Faults) {
         for sample in &self.0 {
             let services: Vec<String> = sample
                 .services
@@ -244,8 +247,11 @@ impl Samples {
                 .map(|(service, mib)| format!("{service} {mib:.1} MiB"))
                 .collect();
             let streams = sample.watched_streams.map_or("?".to_owned(), |count| count.to_string());
+            let fault = faults.before(sample.taken).map_or(String::new(), |(ago, kind)| {
+                format!("; {:.1} s after the last fault began ({kind})", ago.as_secs_f64())
+            });
             eprintln!(
-                "soak sample at {:.0} s: Redis {:.1} MiB, {}; the watched health replica holds {streams} streams",
+                "soak sample at {:.0} s: Redis {:.1} MiB, {}; the watched health replica holds {streams} streams{fault}",
                 sample.at,
                 sample.redis_mib,
                 services.join(", ")
@@ -253,18 +259,23 @@ impl Samples {
         }
     }
 
-    /// How much `value` of the samples grew over the run's last half: the largest of its last quarter over the
-    /// largest of its third, in percent.
+    /// How much `value` of the samples grew over the run's last half: the median of its last quarter over the
+    /// median of its third, in percent. A leak lifts every sample; a fault lifts a few for seconds (a Redis pause
+    /// queues heartbeats and writes, a killed replica's streams move over), and the median passes those over where
+    /// the largest sample would judge whichever quarter the chaos loop happened to hit harder.
     fn growth(&self, length: f64, value: impl Fn(&Sample) -> f64) -> Option<f64> {
-        let largest = |from: f64, to: f64| {
-            self.0
+        let median = |from: f64, to: f64| {
+            let mut values: Vec<f64> = self
+                .0
                 .iter()
                 .filter(|sample| sample.at >= from && sample.at < to)
                 .map(&value)
-                .fold(None, |most: Option<f64>, v| Some(most.map_or(v, |most| most.max(v))))
+                .collect();
+            values.sort_by(f64::total_cmp);
+            values.get(values.len() / 2).copied()
         };
-        let third = largest(length * 0.5, length * 0.75)?;
-        let last = largest(length * 0.75, f64::INFINITY)?;
+        let third = median(length * 0.5, length * 0.75)?;
+        let last = median(length * 0.75, f64::INFINITY)?;
         Some((last - third) / third.max(1.0) * 100.0)
     }
 
@@ -377,7 +388,7 @@ pub async fn run(stack: &Stack, args: &Args) -> Result<Findings, Failure> {
         );
     }
     failed_checks.extend(faults.failures.iter().cloned());
-    samples.print();
+    samples.print(&faults);
     let memory = memory_targets(&samples, elapsed);
     if elapsed >= JUDGED_FROM {
         failed_checks.extend(memory.iter().filter(|target| !target.met).map(|target| {

@@ -6,6 +6,14 @@
 //! The writer answers a heartbeat itself, straight into its stream's outbound queue: only a process that is behind
 //! its desired state, or lost, needs its stream's task (which knows what was pushed). That keeps one task hop off
 //! the path that every heartbeat takes.
+//!
+//! Every heartbeat is answered within [`ANSWER_WITHIN`] of arriving, written or not. A process that hears nothing
+//! for about a period takes its stream for dead and resumes elsewhere; when Redis stalls, every replica waits on
+//! the same Redis, so that would only move every stream at once (and hold the old and the new one for a moment).
+//! A replica past its capacity answers late too; its heartbeats are answered the same way, and still written.
+//! A write still running at the deadline has its heartbeats answered UNAVAILABLE, and so has every heartbeat that
+//! arrives until it ends, which the writer takes off the queue meanwhile for the next round: each is still written,
+//! in its turn, and judged as written then.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -27,6 +35,11 @@ pub(crate) const QUEUE: usize = 65_536;
 /// Most heartbeats of one fleet in one script call, so that one call does not hold Redis for long.
 const CHUNK: usize = store::HEARTBEATS_PER_CALL;
 
+/// How long after arriving a heartbeat is answered at the latest: half the default period, so that a process
+/// heartbeating every second hears from a live stream well before it would resume. A process with a period
+/// shorter than this may still resume through a stall; it loses nothing by it.
+pub(crate) const ANSWER_WITHIN: Duration = Duration::from_millis(500);
+
 /// One heartbeat waiting to be written, and where its result goes.
 pub(crate) struct Beat {
     pub(crate) fleet_id: Arc<str>,
@@ -42,15 +55,42 @@ pub(crate) struct Beat {
     pub(crate) commands: mpsc::Sender<Command>,
     /// When it arrived, so that the monitor can tell the writer's lateness (see `keeping_up`).
     pub(crate) received: Instant,
+    /// Whether it was answered UNAVAILABLE already, as one not written in time: its write answers nothing more.
+    pub(crate) answered: bool,
+}
+
+impl Beat {
+    /// Answers it UNAVAILABLE, unless it was answered already; the write goes on.
+    fn answer_unwritten(&mut self) {
+        if std::mem::replace(&mut self.answered, true) {
+            return;
+        }
+        let status = tonic::Status::unavailable(format!(
+            "the heartbeat is not written yet, {} ms after it arrived: Redis is slow, or this replica is behind. \
+             It is still being written and the stream is alive: keep heartbeating on it",
+            ANSWER_WITHIN.as_millis()
+        ));
+        let _ = self.answers.try_send(Box::new(Ok(refusal(&self.request_id, &status))));
+        crate::metrics::answered_unwritten();
+    }
 }
 
 /// Writes batches until every sender is gone.
 pub(crate) async fn run(context: Arc<Context>, mut queue: mpsc::Receiver<Beat>) {
     let flush = Duration::from_millis(context.args.heartbeat_flush_ms);
-    while let Some(first) = queue.recv().await {
+    // Heartbeats taken off the queue and answered while a stalled write ran, in the order they came, to be written
+    // in the next round.
+    let mut carried: Vec<Beat> = Vec::new();
+    loop {
+        let mut batch = std::mem::take(&mut carried);
+        if batch.is_empty() {
+            match queue.recv().await {
+                Some(beat) => batch.push(beat),
+                None => return,
+            }
+        }
         // Waiting from now on: while the round gathers, its first heartbeat is not written either.
-        context.keeping_up.round_starts(first.received);
-        let mut batch = vec![first];
+        context.keeping_up.round_starts(batch[0].received);
         let deadline = tokio::time::Instant::now() + flush;
         loop {
             match queue.try_recv() {
@@ -69,6 +109,7 @@ pub(crate) async fn run(context: Arc<Context>, mut queue: mpsc::Receiver<Beat>) 
             .map(|beat| beat.received)
             .min()
             .unwrap_or_else(Instant::now);
+        let due = answer_due(&batch);
         let mut fleets: HashMap<Arc<str>, Vec<Beat>> = HashMap::new();
         for beat in batch {
             fleets.entry(beat.fleet_id.clone()).or_default().push(beat);
@@ -82,22 +123,62 @@ pub(crate) async fn run(context: Arc<Context>, mut queue: mpsc::Receiver<Beat>) 
             chunks
         });
         context.keeping_up.round_starts(oldest);
-        let failed = join_all(writes.map(|(fleet_id, beats)| write(&context, fleet_id, beats))).await;
-        let queued_since = (!queue.is_empty()).then_some(gathered);
+        let writes = join_all(writes.map(|(fleet_id, beats)| write(&context, fleet_id, beats)));
+        tokio::pin!(writes);
+        let failed = tokio::select! {
+            biased;
+            failed = &mut writes => failed,
+            // Each write answers its own heartbeats at this deadline; from then on, the writer answers those queued
+            // behind it as they come (up to a queue's worth; past that, streams wait to queue theirs again).
+            () = tokio::time::sleep_until(due.into()) => loop {
+                tokio::select! {
+                    biased;
+                    failed = &mut writes => break failed,
+                    Some(mut beat) = queue.recv(), if carried.len() < QUEUE => {
+                        beat.answer_unwritten();
+                        carried.push(beat);
+                    }
+                }
+            }
+        };
+        let queued_since = (!queue.is_empty() || !carried.is_empty()).then_some(gathered);
         context
             .keeping_up
             .round_ends(failed.into_iter().flatten(), Instant::now(), queued_since);
     }
 }
 
+/// When the first of `beats` not answered yet is due its answer; [`ANSWER_WITHIN`] from now when all were, for the
+/// heartbeats queued behind them.
+fn answer_due(beats: &[Beat]) -> Instant {
+    let first = beats
+        .iter()
+        .filter(|beat| !beat.answered)
+        .map(|beat| beat.received)
+        .min();
+    first.unwrap_or_else(Instant::now) + ANSWER_WITHIN
+}
+
 /// Writes one fleet's chunk and answers its heartbeats; the fleet when the write failed.
-async fn write(context: &Context, fleet_id: Arc<str>, beats: Vec<Beat>) -> Option<Arc<str>> {
+async fn write(context: &Context, fleet_id: Arc<str>, mut beats: Vec<Beat>) -> Option<Arc<str>> {
     let heartbeats: Vec<Heartbeat> = beats.iter().map(|beat| beat.heartbeat.clone()).collect();
     let writer = store::Writer {
         replica: &context.replica,
         kept_up: context.keeping_up.for_fleet(&fleet_id, Instant::now()),
     };
-    let results = store::record_heartbeats(&context.store, &fleet_id, &heartbeats, &context.timings, writer).await;
+    let due = answer_due(&beats);
+    let results = {
+        let record = store::record_heartbeats(&context.store, &fleet_id, &heartbeats, &context.timings, writer);
+        tokio::pin!(record);
+        tokio::select! {
+            biased;
+            results = &mut record => results,
+            () = tokio::time::sleep_until(due.into()) => {
+                beats.iter_mut().for_each(Beat::answer_unwritten);
+                record.await
+            }
+        }
+    };
     crate::metrics::heartbeats(beats.len());
     match results {
         Ok((versions, settings)) => {
@@ -118,7 +199,7 @@ async fn write(context: &Context, fleet_id: Arc<str>, beats: Vec<Beat>) -> Optio
                 tracing::warn!(error = %err, fleet = %fleet_id, "writing heartbeats failed");
             }
             let status = tonic::Status::from(err);
-            for beat in beats {
+            for beat in beats.iter().filter(|beat| !beat.answered) {
                 let answer = refusal(&beat.request_id, &status);
                 let _ = beat.answers.try_send(Box::new(Ok(answer)));
             }
@@ -127,7 +208,8 @@ async fn write(context: &Context, fleet_id: Arc<str>, beats: Vec<Beat>) -> Optio
     }
 }
 
-// A stream whose queue is full or gone misses this ack; its process sends the next heartbeat regardless.
+// A stream whose queue is full or gone misses this ack; its process sends the next heartbeat regardless. A heartbeat
+// answered already as unwritten gets no second answer: being behind waits for the next heartbeat's ack.
 fn acknowledge(beat: Beat, beaten: Beaten) {
     match beaten {
         Beaten::Lost => {
@@ -136,6 +218,7 @@ fn acknowledge(beat: Beat, beaten: Beaten) {
         Beaten::Superseded => {
             let _ = beat.commands.try_send(Command::Superseded(u64::MAX));
         }
+        Beaten::Version(_) if beat.answered => {}
         Beaten::Version(version) if beat.applied < version => {
             let _ = beat.commands.try_send(Command::Behind {
                 request_id: beat.request_id,

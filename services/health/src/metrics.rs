@@ -5,6 +5,7 @@ use metrics::{counter, describe_counter, describe_gauge, gauge};
 
 const SDK_STREAMS: &str = "berth_sdk_streams";
 const HEARTBEATS: &str = "berth_heartbeats_total";
+const UNWRITTEN: &str = "berth_heartbeats_answered_unwritten_total";
 const PROCESSES_LOST: &str = "berth_processes_lost_total";
 const HEALTHY: &str = "berth_healthy_server_processes";
 const PERCENT_HEALTHY: &str = "berth_percent_healthy_server_processes";
@@ -19,6 +20,10 @@ const WRITE_LAG: &str = "berth_heartbeat_write_lag_seconds";
 pub(crate) fn describe() {
     describe_gauge!(SDK_STREAMS, "SDK streams this replica holds");
     describe_counter!(HEARTBEATS, "Heartbeats written");
+    describe_counter!(
+        UNWRITTEN,
+        "Heartbeats answered UNAVAILABLE as not written 500 ms after arriving (Redis slow or the replica behind); written later"
+    );
     describe_counter!(PROCESSES_LOST, "Processes declared lost, by event code");
     describe_gauge!(HEALTHY, "Live SDK processes reporting HEALTHY, by fleet");
     describe_gauge!(
@@ -52,6 +57,11 @@ pub(crate) fn write_lag(behind: std::time::Duration) {
 /// Heartbeats written.
 pub(crate) fn heartbeats(count: usize) {
     counter!(HEARTBEATS).increment(count as u64);
+}
+
+/// A heartbeat answered before its write ended.
+pub(crate) fn answered_unwritten() {
+    counter!(UNWRITTEN).increment(1);
 }
 
 /// A process declared lost with event `code`.

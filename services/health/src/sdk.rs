@@ -746,6 +746,7 @@ impl ProcessStream {
             answers: self.out.clone(),
             commands: self.commands.clone(),
             received: Instant::now(),
+            answered: false,
         };
         if self.context.heartbeats.send(beat).await.is_err() {
             return Flow::End(Some(Status::unavailable(

@@ -463,6 +463,47 @@ async fn a_replica_far_behind_its_heartbeat_writes_turns_new_streams_away_until_
     }
 }
 
+/// Redis held for three seconds, longer than the replica waits on it and than a heartbeat period: the replica still
+/// answers every heartbeat while Redis holds its write, UNAVAILABLE saying it is not written yet, so that the process
+/// keeps its stream rather than resume through another replica that waits on the same Redis. None of them gets a
+/// second answer when the write ends, and once Redis is back the next heartbeat is acked on the same stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn heartbeats_are_answered_while_redis_holds_their_write() {
+    let (redis, _store, _service, mut process) = one_process(&fast(), true).await;
+    let url = redis.config().urls[0].clone();
+    redis.client_pause(Duration::from_secs(3));
+    // A PING without a timeout: it returns when the hold ends, and not before.
+    let hold = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("redis-cli")
+            .args(["-u", &url, "PING"])
+            .output()
+            .expect("redis-cli runs")
+    });
+    for _ in 0..3 {
+        let answer = process.heartbeat(pb::ProcessHealth::Healthy, 0).await;
+        let Ok(Tell::Reply(reply)) = &answer else {
+            panic!("a reply: {answer:?}")
+        };
+        assert_eq!(reply.code, Code::Unavailable as i32, "{reply:?}");
+        assert!(reply.message.contains("not written yet"), "{reply:?}");
+    }
+    assert!(
+        !hold.is_finished(),
+        "the heartbeats were answered while Redis held every client"
+    );
+    let pong = hold.await.unwrap();
+    assert!(String::from_utf8_lossy(&pong.stdout).contains("PONG"), "{pong:?}");
+
+    let answer = process.heartbeat(pb::ProcessHealth::Healthy, 0).await;
+    assert!(matches!(answer, Ok(Tell::HeartbeatAck(_))), "{answer:?}");
+    let answers: Vec<&Tell> = process
+        .pushes
+        .iter()
+        .filter(|tell| matches!(tell, Tell::Reply(_) | Tell::HeartbeatAck(_)))
+        .collect();
+    assert!(answers.is_empty(), "no heartbeat answered twice: {answers:?}");
+}
+
 /// A fleet that the list of fleets lost (as a failover of the list's node can) is listed again by the next server
 /// that attaches: else no sweep would judge its servers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
