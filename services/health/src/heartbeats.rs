@@ -66,8 +66,9 @@ impl Beat {
             return;
         }
         let status = tonic::Status::unavailable(format!(
-            "the heartbeat is not written yet, {} ms after it arrived: Redis is slow, or this replica is behind. \
-             It is still being written and the stream is alive: keep heartbeating on it",
+            "the heartbeat is not written yet: this replica's heartbeat writes are running over {} ms late (Redis \
+             slow, or the replica behind). It is written when Redis takes the write, and the stream is alive: keep \
+             heartbeating on it",
             ANSWER_WITHIN.as_millis()
         ));
         let _ = self.answers.try_send(Box::new(Ok(refusal(&self.request_id, &status))));

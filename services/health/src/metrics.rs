@@ -22,7 +22,7 @@ pub(crate) fn describe() {
     describe_counter!(HEARTBEATS, "Heartbeats written");
     describe_counter!(
         UNWRITTEN,
-        "Heartbeats answered UNAVAILABLE as not written 500 ms after arriving (Redis slow or the replica behind); written later"
+        "Heartbeats answered UNAVAILABLE while heartbeat writes ran over 500 ms late (Redis slow or the replica behind)"
     );
     describe_counter!(PROCESSES_LOST, "Processes declared lost, by event code");
     describe_gauge!(HEALTHY, "Live SDK processes reporting HEALTHY, by fleet");
