@@ -11,9 +11,9 @@
 //! for about a period takes its stream for dead and resumes elsewhere; when Redis stalls, every replica waits on
 //! the same Redis, so that would only move every stream at once (and hold the old and the new one for a moment).
 //! A replica past its capacity answers late too; its heartbeats are answered the same way, and still written.
-//! A write still running at the deadline has its heartbeats answered UNAVAILABLE, and so has every heartbeat that
-//! arrives until it ends, which the writer takes off the queue meanwhile for the next round: each is still written,
-//! in its turn, and judged as written then.
+//! A write still running at the deadline has its heartbeats answered UNAVAILABLE; the heartbeats queued behind it
+//! the writer takes off the queue meanwhile, answering each that comes due before the write ends. Each is still
+//! written, in its turn, and judged as written then.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -79,8 +79,8 @@ impl Beat {
 /// Writes batches until every sender is gone.
 pub(crate) async fn run(context: Arc<Context>, mut queue: mpsc::Receiver<Beat>) {
     let flush = Duration::from_millis(context.args.heartbeat_flush_ms);
-    // Heartbeats taken off the queue and answered while a stalled write ran, in the order they came, to be written
-    // in the next round.
+    // Heartbeats taken off the queue while a late write ran, in the order they came (some answered already), to be
+    // written in the next round.
     let mut carried: Vec<Beat> = Vec::new();
     loop {
         let mut batch = std::mem::take(&mut carried);
@@ -129,15 +129,27 @@ pub(crate) async fn run(context: Arc<Context>, mut queue: mpsc::Receiver<Beat>) 
         let failed = tokio::select! {
             biased;
             failed = &mut writes => failed,
-            // Each write answers its own heartbeats at this deadline; from then on, the writer answers those queued
-            // behind it as they come (up to a queue's worth; past that, streams wait to queue theirs again).
-            () = tokio::time::sleep_until(due.into()) => loop {
-                tokio::select! {
-                    biased;
-                    failed = &mut writes => break failed,
-                    Some(mut beat) = queue.recv(), if carried.len() < QUEUE => {
-                        beat.answer_unwritten();
-                        carried.push(beat);
+            // Each write answers its own heartbeats at this deadline; from then on, the writer takes those queued
+            // behind it off the queue (up to a queue's worth; past that, streams wait to queue theirs again) and
+            // answers each when it is due, unless the write ends first and the next round acks it.
+            () = tokio::time::sleep_until(due.into()) => {
+                let mut answered = 0;
+                loop {
+                    let next = carried.get(answered).map_or_else(Instant::now, |beat| beat.received + ANSWER_WITHIN);
+                    tokio::select! {
+                        biased;
+                        failed = &mut writes => break failed,
+                        () = tokio::time::sleep_until(next.into()), if answered < carried.len() => {
+                            let now = Instant::now();
+                            while let Some(beat) = carried
+                                .get_mut(answered)
+                                .filter(|beat| beat.received + ANSWER_WITHIN <= now)
+                            {
+                                beat.answer_unwritten();
+                                answered += 1;
+                            }
+                        }
+                        Some(beat) = queue.recv(), if carried.len() < QUEUE => carried.push(beat),
                     }
                 }
             }
