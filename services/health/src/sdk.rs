@@ -3,7 +3,6 @@
 //! writer, and commands for the process are pushed as they are announced. A failed request is answered with a
 //! code and leaves the stream open; only protocol violations and a lost registration end it.
 
-use std::collections::{HashMap, HashSet};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -36,9 +35,10 @@ mod budget;
 mod server;
 mod sessions;
 mod shape;
+mod told;
 
 use budget::{Budget, MESSAGES_PER_SECOND};
-use shape::Shape;
+use told::Told;
 
 /// Messages a stream may have waiting to go out, and commands waiting for its task.
 const QUEUE: usize = 16;
@@ -286,20 +286,16 @@ impl SdkService for Sdk {
             commands: commands.clone(),
             budget: Budget::new(),
             reported: None,
-            shapes: HashMap::new(),
-            pushed_sessions: HashSet::new(),
-            pushed_endings: HashSet::new(),
-            pushed_termination: None,
-            pushed_version: 0,
+            told: Told::default(),
             settled: None,
-            told: HeartbeatSettings::of(&settings),
+            told_settings: HeartbeatSettings::of(&settings),
         };
         let registered = pb::ProcessRegistered {
             game_server_id: register.game_server_id.clone(),
             registration_id,
             resumed,
-            heartbeat_interval_ms: stream.told.interval_ms,
-            unhealthy_after_missed_heartbeats: stream.told.unhealthy_after,
+            heartbeat_interval_ms: stream.told_settings.interval_ms,
+            unhealthy_after_missed_heartbeats: stream.told_settings.unhealthy_after,
             ready_deadline: Some(timestamp(record.registered_ms + settings.ready_ms as i64)),
             termination_grace_seconds: u32::try_from(settings.termination_grace_ms / 1000).unwrap_or(u32::MAX),
             exit_timeout_seconds: u32::try_from(settings.exit_ms / 1000).unwrap_or(u32::MAX),
@@ -356,19 +352,13 @@ struct ProcessStream {
     commands: mpsc::Sender<Command>,
     budget: Budget,
     reported: Option<Reported>,
-    /// Hosted sessions as last told, by id.
-    shapes: HashMap<String, Shape>,
-    pushed_sessions: HashSet<String>,
-    /// Sessions whose termination request was pushed.
-    pushed_endings: HashSet<String>,
-    /// Whether a termination was pushed, and whether it was forced: a forced one is pushed even after a graceful.
-    pushed_termination: Option<bool>,
-    pushed_version: u64,
+    /// What the process was told of its desired state.
+    told: Told,
     /// The desired state the process's own last call left it in, when the store knew it whole (an EndGameSession that
     /// left it hosting nothing): the heartbeat that finds the process behind it is answered with it, not a read.
     settled: Option<Desired>,
     /// The heartbeat settings the process was last told: at registration, then as its fleet's change.
-    told: HeartbeatSettings,
+    told_settings: HeartbeatSettings,
 }
 
 impl ProcessStream {
@@ -455,18 +445,7 @@ impl ProcessStream {
     /// Records a desired state as told to the process; returns it as the contract speaks it, with the
     /// UpdateGameSession pushes for the sessions it changed (none on a new stream, which has told nothing yet).
     fn mark_sent(&mut self, desired: &Desired) -> (pb::DesiredState, Vec<pb::UpdateGameSession>) {
-        let updates = self.updates(desired);
-        for hosted in &desired.sessions {
-            let id = &hosted.session.game_session_id;
-            self.pushed_sessions.insert(id.clone());
-            if hosted.session.status == Some(GameSessionStatus::Terminating) {
-                self.pushed_endings.insert(id.clone());
-            }
-        }
-        if let Some(termination) = &desired.termination {
-            self.pushed_termination = Some(termination.force);
-        }
-        self.pushed_version = self.pushed_version.max(desired.version);
+        let updates = self.told.whole(desired);
         (desired_state(desired), updates)
     }
 
@@ -476,7 +455,7 @@ impl ProcessStream {
 
     async fn command(&mut self, command: Command) -> Flow {
         match command {
-            Command::Announce(version, span) if version > self.pushed_version => {
+            Command::Announce(version, span) if version > self.told.version() => {
                 async {
                     match self.desired().await {
                         Ok(Some(desired)) => self.push(&desired).await,
@@ -487,12 +466,12 @@ impl ProcessStream {
                 .await
             }
             Command::Announce(..) => Flow::Continue,
-            Command::State(desired, span) if desired.version > self.pushed_version => {
+            Command::State(desired, span) if desired.version > self.told.version() => {
                 self.push(&desired).instrument(span).await
             }
             Command::State(..) => Flow::Continue,
-            Command::HeartbeatSettings(settings) if settings != self.told => {
-                self.told = settings;
+            Command::HeartbeatSettings(settings) if settings != self.told_settings => {
+                self.told_settings = settings;
                 let change = pb::HeartbeatIntervalChange {
                     heartbeat_interval_ms: settings.interval_ms,
                     unhealthy_after_missed_heartbeats: settings.unhealthy_after,
@@ -516,7 +495,7 @@ impl ProcessStream {
                 let settled = self
                     .settled
                     .take()
-                    .filter(|settled| settled.version == version && settled.version >= self.pushed_version);
+                    .filter(|settled| settled.version == version && settled.version >= self.told.version());
                 let desired = match settled {
                     Some(settled) => Ok(Some(settled)),
                     None => self.desired().await,
@@ -550,41 +529,14 @@ impl ProcessStream {
         }
     }
 
-    /// UpdateGameSession pushes for the hosted sessions that changed since the process was last told of them
-    /// (a termination request is pushed apart), and remembers them as told.
-    fn updates(&mut self, desired: &Desired) -> Vec<pb::UpdateGameSession> {
-        let mut updates = Vec::new();
-        for hosted in &desired.sessions {
-            let now = Shape::of(&hosted.session);
-            let Some(before) = self.shapes.insert(hosted.session.game_session_id.clone(), now) else {
-                continue;
-            };
-            if let Some(reason) = before.change(now) {
-                updates.push(pb::UpdateGameSession {
-                    game_session: Some(hosted.session.clone().into()),
-                    reason: reason as i32,
-                    termination_deadline: None,
-                    state_version: desired.version,
-                });
-            }
-        }
-        let open: HashSet<&str> = desired
-            .sessions
-            .iter()
-            .map(|hosted| hosted.session.game_session_id.as_str())
-            .collect();
-        self.shapes.retain(|id, _| open.contains(id.as_str()));
-        updates
-    }
-
     /// Pushes what is new in a desired state: game sessions not pushed before, changes to those pushed, and a
     /// termination.
     async fn push(&mut self, desired: &Desired) -> Flow {
-        for update in self.updates(desired) {
+        for update in self.told.changes(desired) {
             self.send(response("", Tell::UpdateGameSession(update))).await;
         }
         for ((id, assignment), hosted) in assignments(desired).into_iter().zip(&desired.sessions) {
-            if self.pushed_sessions.insert(id.clone()) {
+            if self.told.start(&id) {
                 let start = pb::StartGameSession {
                     game_session: assignment.game_session.clone(),
                     initial_player_sessions: assignment.player_sessions,
@@ -594,7 +546,7 @@ impl ProcessStream {
             }
             // Asked to end one of its sessions: the process must end it (EndGameSession) before the deadline.
             let terminating = hosted.session.status == Some(GameSessionStatus::Terminating);
-            if terminating && self.pushed_endings.insert(id) {
+            if terminating && self.told.end(&id) {
                 let update = pb::UpdateGameSession {
                     game_session: assignment.game_session,
                     reason: pb::GameSessionUpdateReason::TerminationRequested as i32,
@@ -605,12 +557,11 @@ impl ProcessStream {
             }
         }
         if let Some(terminate) = terminate_process(desired)
-            && self.pushed_termination.is_none_or(|forced| terminate.force && !forced)
+            && self.told.terminate(terminate.force)
         {
-            self.pushed_termination = Some(terminate.force);
             self.send(response("", Tell::TerminateProcess(terminate))).await;
         }
-        self.pushed_version = self.pushed_version.max(desired.version);
+        self.told.settle(desired);
         Flow::Continue
     }
 
@@ -742,7 +693,7 @@ impl ProcessStream {
             request_id,
             sequence: heartbeat.sequence,
             applied: heartbeat.applied_state_version,
-            told: self.told,
+            told: self.told_settings,
             answers: self.out.clone(),
             commands: self.commands.clone(),
             received: Instant::now(),

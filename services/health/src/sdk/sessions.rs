@@ -83,12 +83,10 @@ impl ProcessStream {
 
     pub(super) async fn update_policy(&mut self, id: &str, update: pb::UpdatePlayerSessionCreationPolicy) -> Reply {
         let updated = self.hosted().set_creation_policy(&update).await;
-        if let Ok(record) = &updated
-            && let Some(shape) = self.shapes.get_mut(&record.game_session_id)
-        {
+        if let Ok(record) = &updated {
             // The process asked for this policy: it is not told of it again. Other changes the record shows (an
             // operator's, announced but not pushed yet) it still is.
-            shape.accepts_players = record.accepts_players;
+            self.told.set_policy(&record.game_session_id, record.accepts_players);
         }
         let updated = updated.map(|r| Answer::GameSession(r.into()));
         answered(id, "update_player_session_creation_policy", updated)
