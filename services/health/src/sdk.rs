@@ -377,18 +377,25 @@ impl ProcessStream {
 
     async fn serve(&mut self, mut inbound: Streaming<pb::AttachRequest>, mut commands: mpsc::Receiver<Command>) {
         let mut closing = self.context.closing.subscribe();
+        // One wait for the whole stream: a wait made anew at every message would join and leave the shutdown
+        // signal's list of waiters each time, a lock shared by every stream of the replica.
+        let closed = closing.changed();
+        tokio::pin!(closed);
         // What a run of changes read past its end (hosted_run): the next thing to take, before anything else.
         let mut held = None;
         loop {
             let flow = match held.take() {
                 Some(read) => self.take(read, &mut inbound, &mut held).await,
+                // The process's messages first: when one is there, as it is at each wake for a heartbeat, the
+                // command queue is not looked at (the process's budget keeps its messages from starving commands).
                 None => tokio::select! {
-                    _ = closing.changed() => Flow::End(Some(Status::unavailable(
-                        "this health replica is shutting down; resume through another",
-                    ))),
+                    biased;
                     read = inbound.message() => self.take(read, &mut inbound, &mut held).await,
                     // Boxed, as the requests other than heartbeats are (see handle).
                     Some(command) = commands.recv() => Box::pin(self.command(command)).await,
+                    _ = &mut closed => Flow::End(Some(Status::unavailable(
+                        "this health replica is shutting down; resume through another",
+                    ))),
                 },
             };
             if let Flow::End(status) = flow {
