@@ -103,7 +103,7 @@ impl Shards {
 }
 
 /// `ResourceExhausted` as gRPC spells it everywhere else: `RESOURCE_EXHAUSTED`.
-pub fn code_name(code: Code) -> String {
+fn code_name(code: Code) -> String {
     let mut name = String::new();
     for (i, c) in format!("{code:?}").chars().enumerate() {
         if c.is_uppercase() && i > 0 {

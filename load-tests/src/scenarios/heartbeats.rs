@@ -36,7 +36,7 @@ use crate::driver::{self, CALL_DEADLINE, Outcome};
 use crate::fleet::LOCATION;
 use crate::procfs::{CpuTimes, Used};
 use crate::replica::Replica;
-use crate::report::{Figure, Findings, Line, Ratio, Shards, Tally, Target, code_name};
+use crate::report::{Figure, Findings, Line, Ratio, Shards, Tally, Target};
 use crate::sdk_stream::{self, Attaching};
 use crate::stack::Stack;
 use crate::{Failure, fleet, procfs};
@@ -308,11 +308,7 @@ pub async fn run(stack: &Stack, args: &Args) -> Result<Findings, Failure> {
     fleet.live.shutdown().await;
     drop(clients);
     drop(replica);
-    let mut outside = shared.failed_outside.lock().expect("tally lock").errors();
-    // UNAVAILABLE is the answer to a heartbeat the replica had not written 500 ms after it came (sdk.proto): it is
-    // written later and the stream lives on. A replica attaching servers while carrying a flood runs that late;
-    // a count, then, not a failure. Any other failure is one.
-    let late = outside.remove(&code_name(Code::Unavailable)).unwrap_or(0);
+    let outside = shared.failed_outside.lock().expect("tally lock").errors();
     if !outside.is_empty() {
         failed_checks.push(format!("heartbeats outside the measured window failed: {outside:?}"));
     }
@@ -320,11 +316,6 @@ pub async fn run(stack: &Stack, args: &Args) -> Result<Findings, Failure> {
     let mut figures = vec![
         Figure::new("heartbeat period", period.as_millis() as f64, "ms"),
         Figure::new("heartbeats offered", offered, "per second"),
-        Figure::new(
-            "heartbeats outside the window answered UNAVAILABLE, not written within 500 ms",
-            late as f64,
-            "heartbeats",
-        ),
     ];
     figures.extend(usage.figures(servers, window, heartbeat.calls));
     let (raw_attach, raw_heartbeats, raw_cpu) = floors(&stack.store, args, heartbeat.calls, &redis).await?;

@@ -378,7 +378,7 @@ impl ProcessStream {
     async fn serve(&mut self, mut inbound: Streaming<pb::AttachRequest>, mut commands: mpsc::Receiver<Command>) {
         let mut closing = self.context.closing.subscribe();
         // One wait for the whole stream: a wait made anew at every message would join and leave the shutdown
-        // signal's list of waiters each time, a lock shared by every stream of the replica.
+        // signal's lists of waiters each time, a few locks shared by every stream of the replica.
         let closed = closing.changed();
         tokio::pin!(closed);
         // What a run of changes read past its end (hosted_run): the next thing to take, before anything else.
@@ -386,13 +386,15 @@ impl ProcessStream {
         loop {
             let flow = match held.take() {
                 Some(read) => self.take(read, &mut inbound, &mut held).await,
-                // The process's messages first: when one is there, as it is at each wake for a heartbeat, the
-                // command queue is not looked at (the process's budget keeps its messages from starving commands).
+                // Commands first: they carry heartbeat acks (a process behind its desired state) that are due within
+                // 500 ms, and a process sending faster than its requests are answered would otherwise hold them back
+                // until their queue overflowed. Commands come at most one or two a heartbeat, so they cannot hold
+                // the process's messages back.
                 None => tokio::select! {
                     biased;
-                    read = inbound.message() => self.take(read, &mut inbound, &mut held).await,
                     // Boxed, as the requests other than heartbeats are (see handle).
                     Some(command) = commands.recv() => Box::pin(self.command(command)).await,
+                    read = inbound.message() => self.take(read, &mut inbound, &mut held).await,
                     _ = &mut closed => Flow::End(Some(Status::unavailable(
                         "this health replica is shutting down; resume through another",
                     ))),
