@@ -80,8 +80,13 @@ impl Told {
     }
 
     /// The whole of `desired` was told (in an ack or at registration): every session in it, its ending and the
-    /// termination are told. Returns the changes to push after it.
+    /// termination are told. Returns the changes to push after it. One older than a state told before (only a Redis
+    /// restart that lost writes makes one) records nothing: the SDK passes a stale state over, and its older shapes
+    /// would be told as changes.
     pub(super) fn whole(&mut self, desired: &Desired) -> Vec<pb::UpdateGameSession> {
+        if desired.version < self.version {
+            return Vec::new();
+        }
         let updates = self.changes(desired);
         for hosted in &desired.sessions {
             let id = &hosted.session.game_session_id;
@@ -178,7 +183,12 @@ mod tests {
             5,
             &[("a", GameSessionStatus::Active), ("b", GameSessionStatus::Active)],
         ));
-        told.whole(&desired(4, &[("a", GameSessionStatus::Active)]));
+        let mut stale = desired(4, &[("a", GameSessionStatus::Active)]);
+        stale.sessions[0].session.maximum_players = 8;
+        assert!(
+            told.whole(&stale).is_empty(),
+            "a stale state's older shape is no change to tell"
+        );
         assert!(!told.start("b"), "b's start was told and must not be told twice");
         told.whole(&desired(6, &[("b", GameSessionStatus::Terminating)]));
         assert!(!told.end("b"), "b's ending was told with version 6");
