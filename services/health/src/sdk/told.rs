@@ -109,14 +109,16 @@ impl Told {
     /// state anyway.
     pub(super) fn settle(&mut self, desired: &Desired) {
         if desired.version >= self.version {
-            let open: HashSet<&str> = desired
-                .sessions
-                .iter()
-                .map(|hosted| hosted.session.game_session_id.as_str())
-                .collect();
-            self.shapes.retain(|id, _| open.contains(id.as_str()));
-            self.started.retain(|id| open.contains(id.as_str()));
-            self.ending.retain(|id| open.contains(id.as_str()));
+            // A process hosts a handful of sessions: a scan of them costs less than a set built for it.
+            let open = |id: &String| {
+                desired
+                    .sessions
+                    .iter()
+                    .any(|hosted| hosted.session.game_session_id == *id)
+            };
+            self.shapes.retain(|id, _| open(id));
+            self.started.retain(open);
+            self.ending.retain(open);
         }
         self.version = self.version.max(desired.version);
     }
