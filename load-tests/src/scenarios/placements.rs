@@ -24,10 +24,10 @@
 //!   health replica pay for it, with nothing else going on (see `cost`): commands, function calls, stream entries,
 //!   time in functions, memory kept, CPU.
 //!
-//! The targets (at least 5,000 placements/s sustained; a p99 of at most 20 ms at 2,500/s offered; per placement at
-//! most 80 Redis commands, 4 stream entries, 200 µs in functions, 3 KiB kept and 100 µs of health replica CPU) are
-//! reported met or missed, never failed on, beside what others offer: GameLift accepts 75 placements/s per account,
-//! Agones batches allocations for 500 ms and its users report about 500 ms per allocation.
+//! The targets (at least 5,000 placements/s sustained; a p99 of at most 20 ms at 2,500/s offered and of 30 ms at
+//! 500/s; per placement at most 80 Redis commands, 4 stream entries, 200 µs in functions, 3 KiB kept and 100 µs of
+//! health replica CPU) are reported met or missed, never failed on, beside what others offer: GameLift accepts 75
+//! placements/s per account, Agones batches allocations for 500 ms and its users report about 500 ms per allocation.
 
 mod cost;
 mod floor;
@@ -82,10 +82,10 @@ const WARM_UP: Duration = Duration::from_secs(2);
 /// How long each load waits at its end for the placements still in flight.
 const DRAIN: Duration = Duration::from_secs(15);
 
-/// The targets, and the open-loop rate its latency target is stated at.
+/// The throughput target, and the open loop's p99 targets (ms), each stated at an offered rate (per second): the
+/// placement service's at launch load, and the placement core's at a mid-sized game's.
 const THROUGHPUT_TARGET: f64 = 5_000.0;
-const P99_TARGET_MS: f64 = 20.0;
-const TARGET_RATE: u64 = 2_500;
+const LATENCY_TARGETS: [(u64, &str, f64); 2] = [(2_500, "2,500", 20.0), (500, "500", 30.0)];
 
 /// Placements the cost phase runs (at most `--servers`).
 const COST_PLACEMENTS: u64 = 2_000;
@@ -433,16 +433,19 @@ fn targets(closed: &Line, open: &Line, rate: u64) -> Vec<Target> {
         THROUGHPUT_TARGET,
         "per second",
     );
-    let mut latency = Target::at_most(
-        "start → FULFILLED p99 at 2,500/s offered",
-        open.latency_us.p99 as f64 / 1000.0,
-        P99_TARGET_MS,
-        "ms",
-    );
-    if rate != TARGET_RATE {
-        latency.note = Some(format!("measured at {rate}/s offered: set --rate {TARGET_RATE}"));
-    }
-    vec![throughput, latency]
+    let latency = LATENCY_TARGETS.iter().map(|&(target_rate, shown, p99_ms)| {
+        let mut latency = Target::at_most(
+            &format!("start → FULFILLED p99 at {shown}/s offered"),
+            open.latency_us.p99 as f64 / 1000.0,
+            p99_ms,
+            "ms",
+        );
+        if rate != target_rate {
+            latency.note = Some(format!("measured at {rate}/s offered: set --rate {target_rate}"));
+        }
+        latency
+    });
+    std::iter::once(throughput).chain(latency).collect()
 }
 
 /// The cost phase's figures: how many placements it costed, and where one's commands go.
