@@ -149,12 +149,13 @@ local server_key = k.gs .. id
 local deadline = now + set.act_ms
 local players = 0
 if #ARGV >= 23 then players = (#ARGV - 22) / 2 end
--- Written whole, with its share of the live counts, in one HSET (tally_session).
-local record = {'id', sid, 'fleet', ARGV[16], 'loc', server[2] or '', 'server', id,
-  'inst', server[1] or '', 'ip', server[11] or '', 'dns', server[12] or '', 'port', server[13] or '0',
-  'status', S.ACTIVATING, 'reason', '', 'c_ms', int_text(now), 'act_by_ms', int_text(deadline),
-  'cur', int_text(players), 'max', ARGV[4], 'accept', ARGV[9], 'prot', protected, 'name', ARGV[11],
-  'props', ARGV[12], 'data', ARGV[13], 'mm', ARGV[14], 'creator', creator, 'placement', ARGV[15], 'notify', ARGV[17],
+-- Written whole, with its share of the live counts, in one HSET (tally_session). What a search reads of every
+-- candidate comes first: Redis finds a field of a small hash by scanning it from the start.
+local record = {'status', S.ACTIVATING, 'cur', int_text(players), 'max', ARGV[4], 'accept', ARGV[9],
+  'c_ms', int_text(now), 'name', ARGV[11], 'props', ARGV[12], 'id', sid, 'fleet', ARGV[16], 'loc', server[2] or '',
+  'server', id, 'inst', server[1] or '', 'ip', server[11] or '', 'dns', server[12] or '', 'port', server[13] or '0',
+  'reason', '', 'act_by_ms', int_text(deadline), 'prot', protected,
+  'data', ARGV[13], 'mm', ARGV[14], 'creator', creator, 'placement', ARGV[15], 'notify', ARGV[17],
   'res_ms', int_text(set.res_ms), 'ret_ms', ARGV[5],
   'idem', token, 'digest', ARGV[7], 'np', int_text(players)}
 -- The desired players of a placement, RESERVED with it (their reservation timers start at activation), written with
