@@ -267,29 +267,38 @@ fn world() -> impl Strategy<Value = (pb::Queue, HashMap<String, Option<FleetView
 }
 
 proptest! {
-    /// Every candidate can host: its fleet exists and is ACTIVE, its location DEPLOYED and viable, every player
-    /// reported a latency to it within the cap in force; none is listed twice; and the candidates follow the
-    /// first criterion of the order in force.
+    /// The candidates are exactly those that can host: their fleet exists and is ACTIVE, their location DEPLOYED
+    /// and viable, every player reported a latency to it within the cap in force; none is listed twice; and they
+    /// follow the first criterion of the order in force.
     #[test]
     fn candidates_are_eligible_distinct_and_ordered((q, fleets, latencies) in world(), waited_ms in 0u64..100_000) {
         let found = after(&q, &fleets, &latencies, waited_ms);
         let players = players(&latencies);
         let cap = latency_cap(&q.player_latency_policies, waited_ms);
+        let reached = |location: &str| {
+            players.iter().all(|player| {
+                latencies
+                    .iter()
+                    .find(|l| l.player_id == *player && l.location == location)
+                    .is_some_and(|l| cap.is_none_or(|cap| l.latency_ms <= cap))
+            })
+        };
+        let eligible: HashSet<Candidate> = fleets
+            .iter()
+            .filter_map(|(id, fleet)| Some((id, fleet.as_ref().filter(|fleet| fleet.active)?)))
+            .flat_map(|(id, fleet)| {
+                fleet
+                    .locations
+                    .iter()
+                    .filter(|l| l.deployed && l.viable && reached(&l.location))
+                    .map(move |l| Candidate { fleet_id: id.clone(), location: l.location.clone() })
+            })
+            .collect();
         let mut seen = HashSet::new();
         for candidate in &found.candidates {
             prop_assert!(seen.insert(candidate.clone()), "{candidate:?} twice");
-            let fleet = fleets[&candidate.fleet_id].as_ref().unwrap();
-            prop_assert!(fleet.active);
-            let location = fleet.locations.iter().find(|l| l.location == candidate.location).unwrap();
-            prop_assert!(location.deployed && location.viable);
-            for player in &players {
-                let reported = latencies
-                    .iter()
-                    .find(|l| l.player_id == *player && l.location == location.location)
-                    .map(|l| l.latency_ms);
-                prop_assert!(reported.is_some_and(|ms| cap.is_none_or(|cap| ms <= cap)), "{player} to {location:?}");
-            }
         }
+        prop_assert_eq!(seen, eligible);
         let averages = average_latencies(&latencies);
         let first_key = |c: &Candidate| {
             if players.is_empty() {
