@@ -6,8 +6,9 @@
 //! with it, and the entries of a worker that died are taken over by another after a short idle time. A placement id
 //! is held across queues in a slot of its own, so that Describe and Stop find a placement from its id alone.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::time::Instant;
 
 use berth_domain::game_server::timestamp;
@@ -17,8 +18,8 @@ use berth_domain::stored::{FirstChoiceOutcome, PlacementEventType, PlacementStat
 use berth_proto::common::v1 as common;
 use berth_proto::placement::v1 as pb;
 use flate2::Compression;
-use flate2::read::DeflateDecoder;
 use flate2::write::DeflateEncoder;
+use flate2::{Decompress, FlushDecompress, Status};
 use prost::Message;
 use redis::Value;
 use redis::streams::{StreamAutoClaimReply, StreamId, StreamReadReply};
@@ -162,9 +163,34 @@ fn read_request(stored: &[u8]) -> Option<pb::StartGameSessionPlacementRequest> {
     let Some(deflated) = stored.strip_prefix(&[0]) else {
         return pb::StartGameSessionPlacementRequest::decode(stored).ok();
     };
-    let mut encoded = Vec::new();
-    DeflateDecoder::new(deflated).read_to_end(&mut encoded).ok()?;
+    let encoded = INFLATER.with_borrow_mut(|inflater| inflate(inflater, deflated))?;
     pb::StartGameSessionPlacementRequest::decode(encoded.as_slice()).ok()
+}
+
+thread_local! {
+    /// One inflater per thread, reset for each request: making one allocates and clears tens of KiB, which every
+    /// read of a placement paid (a watch's events join their placements, a worker reads its request).
+    static INFLATER: RefCell<Decompress> = RefCell::new(Decompress::new(false));
+}
+
+/// `deflated` inflated whole by `inflater`, into a buffer sized for it at once; None unless it is one whole deflate
+/// stream.
+fn inflate(inflater: &mut Decompress, deflated: &[u8]) -> Option<Vec<u8>> {
+    inflater.reset(false);
+    let mut inflated = Vec::with_capacity(deflated.len() * 4);
+    loop {
+        if inflated.len() == inflated.capacity() {
+            inflated.reserve(inflated.capacity().max(64));
+        }
+        let (read, written) = (inflater.total_in(), inflater.total_out());
+        let rest = deflated.get(usize::try_from(read).ok()?..)?;
+        match inflater.decompress_vec(rest, &mut inflated, FlushDecompress::None) {
+            Ok(Status::StreamEnd) => return Some(inflated),
+            Ok(_) if inflater.total_in() != read || inflater.total_out() != written => {}
+            // Room to write and nothing read or written: the stream is cut short (or not deflate at all).
+            _ => return None,
+        }
+    }
 }
 
 /// A placement from its stored fields (`queues/lib.lua`).
@@ -961,8 +987,11 @@ mod tests {
             stored.len(),
             plain.len()
         );
-        assert_eq!(read_request(&plain), Some(request));
+        assert_eq!(read_request(&plain), Some(request.clone()));
         assert_eq!(read_request(&[0, 1, 2]), None);
+        assert_eq!(read_request(&stored[..stored.len() / 2]), None, "a stream cut short");
+        // The thread's inflater starts afresh after a stream it could not read.
+        assert_eq!(read_request(&stored), Some(request));
     }
 
     #[test]
