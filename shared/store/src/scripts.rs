@@ -629,6 +629,7 @@ mod tests {
         "HGET",
         "HGETALL",
         "HINCRBY",
+        "HLEN",
         "HMGET",
         "HSET",
         "HSETNX",

@@ -204,6 +204,7 @@ pub fn order(input: &Candidates<'_>) -> Order {
             .map_or(&[], |p| p.location_order.as_slice()),
     };
     let criteria = criteria(queue, !players.is_empty(), keep_to_override);
+    debug_assert!(criteria.len() <= CRITERIA, "a criterion the keys have no room for");
     // A location no order names comes after those it names, by name: its rank among the candidates' locations.
     let mut names: Vec<&str> = eligible.iter().map(|(_, l)| l.location.as_str()).collect();
     names.sort_unstable();

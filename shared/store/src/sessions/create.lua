@@ -150,7 +150,7 @@ local deadline = now + set.act_ms
 local players = 0
 if #ARGV >= 23 then players = (#ARGV - 22) / 2 end
 -- Written whole, with its share of the live counts, in one HSET (tally_session). What a search reads of every
--- candidate comes first: Redis finds a field of a small hash by scanning it from the start.
+-- candidate comes first, after the share: Redis finds a field of a small hash by scanning it from the start.
 local record = {'status', S.ACTIVATING, 'cur', int_text(players), 'max', ARGV[4], 'accept', ARGV[9],
   'c_ms', int_text(now), 'name', ARGV[11], 'props', ARGV[12], 'id', sid, 'fleet', ARGV[16], 'loc', server[2] or '',
   'server', id, 'inst', server[1] or '', 'ip', server[11] or '', 'dns', server[12] or '', 'port', server[13] or '0',

@@ -67,8 +67,9 @@ local PLAYER_ENDED = {'id', 'player', 'status', 'data', 'c_ms', 'act_ms', 'end_m
 -- keeps as it is. Its id follows from the game session's and its number, so no key of its own finds it
 -- (player_session_id); while it holds a slot its player's field l:<player id> holds its number, for a reservation
 -- to find the player's live one. In the record's own hash, an accept or a removal reads the session and the player
--- in one HMGET and writes both in one HSET; what reads the record alone names its fields (SESSION_RECORD), so that
--- a session that has seen thousands of players costs such a read no more than a new one.
+-- in one HMGET and writes both in one HSET; what reads the record alone (session_record) reads the hash whole only
+-- when it holds nothing else, and otherwise names its fields (SESSION_RECORD), so that a session that has seen
+-- thousands of players costs such a read no more than a new one.
 local P_PLAYER, P_STATUS, P_DATA, P_CREATED, P_ACTIVATED, P_ENDED = 2, 3, 4, 5, 6, 7
 
 local function player_field(n)
