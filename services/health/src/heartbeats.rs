@@ -116,12 +116,9 @@ pub(crate) async fn run(context: Arc<Context>, mut queue: mpsc::Receiver<Beat>) 
             fleets.entry(beat.fleet_id.clone()).or_default().push(beat);
         }
         let writes = fleets.into_iter().flat_map(|(fleet_id, beats)| {
-            let mut chunks = Vec::new();
-            let mut beats = beats.into_iter().peekable();
-            while beats.peek().is_some() {
-                chunks.push((fleet_id.clone(), beats.by_ref().take(CHUNK).collect::<Vec<_>>()));
-            }
-            chunks
+            chunks(beats, |beat| &beat.heartbeat.game_server_id, CHUNK)
+                .into_iter()
+                .map(move |chunk| (fleet_id.clone(), chunk))
         });
         context.keeping_up.round_starts(oldest);
         let writes = join_all(writes.map(|(fleet_id, beats)| write(&context, fleet_id, beats)));
@@ -159,6 +156,42 @@ pub(crate) async fn run(context: Arc<Context>, mut queue: mpsc::Receiver<Beat>) 
             .keeping_up
             .round_ends(failed.into_iter().flatten(), Instant::now(), queued_since);
     }
+}
+
+/// One fleet's heartbeats of a round in chunks of at most `size`, which are written side by side, over different
+/// connections and so in any order: the heartbeats of one process go in one chunk, in the order they came, so that
+/// the last one it sent is the one its record keeps. A round holds several of one process only when it is late
+/// (heartbeats carried behind a slow write), so grouping is done only past one chunk; a process with more than
+/// `size` in one round, which no period allows, is split.
+fn chunks<T>(items: Vec<T>, process: impl Fn(&T) -> &str, size: usize) -> Vec<Vec<T>> {
+    if items.len() <= size {
+        return vec![items];
+    }
+    let mut groups: Vec<Vec<T>> = Vec::new();
+    let mut group_of: HashMap<String, usize> = HashMap::new();
+    for item in items {
+        let at = *group_of.entry(process(&item).to_owned()).or_insert_with(|| {
+            groups.push(Vec::new());
+            groups.len() - 1
+        });
+        groups[at].push(item);
+    }
+    let mut chunks: Vec<Vec<T>> = vec![Vec::new()];
+    for group in groups {
+        if chunks.last().is_some_and(|chunk| chunk.len() + group.len() > size) {
+            chunks.push(Vec::new());
+        }
+        for item in group {
+            if chunks.last().is_some_and(|chunk| chunk.len() == size) {
+                chunks.push(Vec::new());
+            }
+            if let Some(chunk) = chunks.last_mut() {
+                chunk.push(item);
+            }
+        }
+    }
+    chunks.retain(|chunk| !chunk.is_empty());
+    chunks
 }
 
 /// When the first of `beats` not answered yet is due its answer; [`ANSWER_WITHIN`] from now when all were, for the
@@ -243,5 +276,60 @@ fn acknowledge(beat: Beat, beaten: Beaten) {
             let answer = heartbeat_ack(beat.request_id, beat.sequence, version, None);
             let _ = beat.answers.try_send(Box::new(Ok(answer)));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// (process, sequence) pairs as chunks keep them.
+    fn chunked(items: &[(&'static str, u32)], size: usize) -> Vec<Vec<(&'static str, u32)>> {
+        chunks(items.to_vec(), |item| item.0, size)
+    }
+
+    #[test]
+    fn a_round_within_one_chunk_stays_as_it_came() {
+        let items = [("a", 1), ("b", 1), ("a", 2)];
+        assert_eq!(chunked(&items, 3), vec![items.to_vec()]);
+    }
+
+    #[test]
+    fn a_process_heartbeats_go_in_one_chunk_in_the_order_they_came() {
+        let items = [
+            ("a", 1),
+            ("b", 1),
+            ("c", 1),
+            ("a", 2),
+            ("d", 1),
+            ("b", 2),
+            ("a", 3),
+            ("e", 1),
+        ];
+        let found = chunked(&items, 3);
+        assert!(found.iter().all(|chunk| chunk.len() <= 3), "{found:?}");
+        assert_eq!(found.iter().map(Vec::len).sum::<usize>(), items.len());
+        for process in ["a", "b", "c", "d", "e"] {
+            let holding: Vec<&Vec<(&str, u32)>> = found
+                .iter()
+                .filter(|chunk| chunk.iter().any(|item| item.0 == process))
+                .collect();
+            assert_eq!(holding.len(), 1, "{process} in {found:?}");
+            let sequence: Vec<u32> = holding[0]
+                .iter()
+                .filter(|item| item.0 == process)
+                .map(|item| item.1)
+                .collect();
+            assert!(sequence.is_sorted(), "{process}: {sequence:?}");
+        }
+    }
+
+    #[test]
+    fn a_process_with_more_than_a_chunk_is_split_in_order() {
+        let items = [("a", 1), ("a", 2), ("a", 3), ("b", 1)];
+        assert_eq!(
+            chunked(&items, 2),
+            vec![vec![("a", 1), ("a", 2)], vec![("a", 3), ("b", 1)]]
+        );
     }
 }
