@@ -16,6 +16,7 @@
 //! written, in its turn, and judged as written then.
 
 use std::collections::HashMap;
+use std::hash::Hash;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -116,7 +117,7 @@ pub(crate) async fn run(context: Arc<Context>, mut queue: mpsc::Receiver<Beat>) 
             fleets.entry(beat.fleet_id.clone()).or_default().push(beat);
         }
         let writes = fleets.into_iter().flat_map(|(fleet_id, beats)| {
-            chunks(beats, |beat| &beat.heartbeat.game_server_id, CHUNK)
+            chunks(beats, |beat| beat.heartbeat.game_server_id.clone(), CHUNK)
                 .into_iter()
                 .map(move |chunk| (fleet_id.clone(), chunk))
         });
@@ -163,34 +164,33 @@ pub(crate) async fn run(context: Arc<Context>, mut queue: mpsc::Receiver<Beat>) 
 /// the last one it sent is the one its record keeps. A round holds several of one process only when it is late
 /// (heartbeats carried behind a slow write), so grouping is done only past one chunk; a process with more than
 /// `size` in one round, which no period allows, is split.
-fn chunks<T>(items: Vec<T>, process: impl Fn(&T) -> &str, size: usize) -> Vec<Vec<T>> {
+fn chunks<T, K: Hash + Eq>(items: Vec<T>, process: impl Fn(&T) -> K, size: usize) -> Vec<Vec<T>> {
     if items.len() <= size {
         return vec![items];
     }
     let mut groups: Vec<Vec<T>> = Vec::new();
-    let mut group_of: HashMap<String, usize> = HashMap::new();
+    let mut group_of: HashMap<K, usize> = HashMap::new();
     for item in items {
-        let at = *group_of.entry(process(&item).to_owned()).or_insert_with(|| {
+        let at = *group_of.entry(process(&item)).or_insert_with(|| {
             groups.push(Vec::new());
             groups.len() - 1
         });
         groups[at].push(item);
     }
-    let mut chunks: Vec<Vec<T>> = vec![Vec::new()];
+    let mut chunks = Vec::new();
+    let mut chunk = Vec::with_capacity(size);
     for group in groups {
-        if chunks.last().is_some_and(|chunk| chunk.len() + group.len() > size) {
-            chunks.push(Vec::new());
+        if !chunk.is_empty() && chunk.len() + group.len() > size {
+            chunks.push(std::mem::take(&mut chunk));
         }
         for item in group {
-            if chunks.last().is_some_and(|chunk| chunk.len() == size) {
-                chunks.push(Vec::new());
+            if chunk.len() == size {
+                chunks.push(std::mem::take(&mut chunk));
             }
-            if let Some(chunk) = chunks.last_mut() {
-                chunk.push(item);
-            }
+            chunk.push(item);
         }
     }
-    chunks.retain(|chunk| !chunk.is_empty());
+    chunks.push(chunk);
     chunks
 }
 
