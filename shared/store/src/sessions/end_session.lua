@@ -10,7 +10,9 @@
 local now = now_ms()
 local id, sid = ARGV[1], ARGV[2]
 local live = redis.call('HGETALL', gkey(k, sid))
-local s = by_name(live)
+-- Taken apart once, for the checks here and for end_game_session.
+local split = {split_session(live)}
+local s = split[3]
 local ended = not s.server and ended_session(k, sid)
 if ended then s = by_name(ended.fields) end
 if not s.server then return session_reply('NOT_FOUND', now) end
@@ -30,7 +32,7 @@ if ARGV[3] ~= 'REJECT' and p[3] == S.TERMINATING then
   reason = told_end_reason(p[#ENDING_READ], S.TRIGGERED_ON_PROCESS_TERMINATE)
 end
 local pending = {}
-local fields = end_game_session(k, sid, status, reason, now, live, pending)
+local fields = end_game_session(k, sid, status, reason, now, split, pending)
 if not fields then return session_reply('ENDED', now, '', nil, live) end
 local routing = release_process(k, id, pending, p)
 tally_instances(k, pending)

@@ -22,9 +22,9 @@ local routing, fields
 local players = '[]'
 if ARGV[2] == 'ABANDON' then
   -- Ended (now or before), it has no player session RESERVED or ACTIVE left.
-  local live = redis.call('HGETALL', key)
-  fields = end_game_session(k, sid, S.TERMINATED, S.PLACEMENT_ABANDONED, now, live)
-  local server = by_name(live).server
+  local split = {split_session(redis.call('HGETALL', key))}
+  fields = end_game_session(k, sid, S.TERMINATED, S.PLACEMENT_ABANDONED, now, split)
+  local server = split[3].server
   if fields and server then routing = release_process(k, server) end
 else
   local holding = {}
