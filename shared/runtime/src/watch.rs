@@ -298,6 +298,10 @@ impl<S: EventStreams> Watch<S> {
         // A stream's follower that started with this watch may have first read it after the watch's first round:
         // what came between, only the watch's next read finds.
         let mut first = true;
+        // The replica's shutdown, waited on once for the watch's whole life: a wait made anew at each quiet round
+        // joined and left the switch's list of waiters, under one lock that every watch of the replica shares.
+        let shutdown = closing.changed();
+        tokio::pin!(shutdown);
         loop {
             let read = match self.round().await {
                 Ok(read) => read,
@@ -335,7 +339,7 @@ impl<S: EventStreams> Watch<S> {
                     _ = self.woken.notified() => {}
                     // A client that went away stops the polling now, not at the next message it would have got.
                     _ = self.out.closed() => return,
-                    _ = closing.changed() => {
+                    _ = &mut shutdown => {
                         let _ = self.out.send(Err(Status::unavailable(format!(
                             "this {} replica is shutting down; resume through another with your last cursor",
                             S::SERVICE
@@ -707,8 +711,8 @@ mod tests {
     }
 
     /// Streams kept in memory, changed by the test while a watch reads them; a message is an event's id and
-    /// cursor, or a keepalive's cursor. It holds the replica's shutdown switch, never turned, and its followers of
-    /// the streams, as a service's context does, and counts the reads its watches and followers make.
+    /// cursor, or a keepalive's cursor. It holds the replica's shutdown switch and its followers of the streams, as
+    /// a service's context does, and counts the reads its watches and followers make.
     #[derive(Clone)]
     struct Memory(
         Arc<Mutex<HashMap<String, Fleet>>>,
@@ -889,6 +893,35 @@ mod tests {
         let ended = tokio::time::timeout(Duration::from_secs(10), events.next()).await;
         let ended = ended.expect("the end in time").expect("a status");
         assert_eq!(ended.err().map(|status| status.code()), Some(Code::OutOfRange));
+    }
+
+    #[tokio::test]
+    async fn a_watch_ends_unavailable_when_its_replica_shuts_down_after_quiet_rounds() {
+        let redis = TestRedis::single();
+        let memory = Memory::new();
+        memory.with("a", |a| {
+            a.events = vec![(10, 0)];
+            a.now_ms = 15;
+        });
+        let mut events = memory.open(&["a"], "", &redis).await.unwrap();
+        assert_eq!(next_ids(&mut events, 1).await, ["a/10-0"]);
+        // Rounds go by, quiet and not, before the switch turns: the wait on it lasts across them.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        memory.with("a", |a| {
+            a.events.push((20, 0));
+            a.now_ms = 25;
+        });
+        assert_eq!(next_ids(&mut events, 1).await, ["a/20-0"]);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        memory.1.send_replace(true);
+        let ended = tokio::time::timeout(Duration::from_secs(10), events.next()).await;
+        let ended = ended.expect("the end in time").expect("a status");
+        assert_eq!(ended.err().map(|status| status.code()), Some(Code::Unavailable));
+        let after = tokio::time::timeout(Duration::from_secs(10), events.next()).await;
+        assert!(
+            after.expect("the stream's end in time").is_none(),
+            "nothing after the end"
+        );
     }
 
     /// WATCHES watches of `fleet_ids` (every fleet when none) over fleet a, quiet once each has its one event: how

@@ -17,10 +17,10 @@ local function due(deadlines)
   return redis.call('ZRANGEBYSCORE', deadlines, '-inf', now, 'LIMIT', 0, limit)
 end
 local function release(sid, reason, slot, fields)
-  fields = fields or redis.call('HGETALL', gkey(k, sid))
-  local r = by_name(fields)
+  local split = {split_session(fields or redis.call('HGETALL', gkey(k, sid)))}
+  local r = split[3]
   local pending = {}
-  if end_game_session(k, sid, S.TERMINATED, reason, now, fields, pending) then
+  if end_game_session(k, sid, S.TERMINATED, reason, now, split, pending) then
     out[slot] = out[slot] + 1
     local routing = r.server and release_process(k, r.server, pending)
     if routing then
