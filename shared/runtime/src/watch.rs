@@ -299,7 +299,7 @@ impl<S: EventStreams> Watch<S> {
         // what came between, only the watch's next read finds.
         let mut first = true;
         // The replica's shutdown, waited on once for the watch's whole life: a wait made anew at each quiet round
-        // joined and left the switch's list of waiters, under one lock that every watch of the replica shares.
+        // joined and left the switch's lists of waiters, whose locks every watch of the replica shares.
         let shutdown = closing.changed();
         tokio::pin!(shutdown);
         loop {
@@ -874,37 +874,43 @@ mod tests {
         assert_eq!(refused.err().map(|status| status.code()), Some(Code::OutOfRange));
     }
 
-    #[tokio::test]
-    async fn a_running_watch_whose_next_events_were_trimmed_unread_ends_out_of_range() {
-        let redis = TestRedis::single();
-        let memory = Memory::new();
+    /// A watch of fleet a, which holds one event, past that event.
+    async fn past_first_event(memory: &Memory, redis: &TestRedis) -> Events<Placed> {
         memory.with("a", |a| {
             a.events = vec![(10, 0)];
             a.now_ms = 15;
         });
-        let mut events = memory.open(&["a"], "", &redis).await.unwrap();
+        let mut events = memory.open(&["a"], "", redis).await.unwrap();
         assert_eq!(next_ids(&mut events, 1).await, ["a/10-0"]);
+        events
+    }
+
+    /// The code a watch ends with, once its next message is its end.
+    async fn end_code(events: &mut Events<Placed>) -> Option<Code> {
+        let ended = tokio::time::timeout(Duration::from_secs(10), events.next()).await;
+        let ended = ended.expect("the end in time").expect("a status");
+        ended.err().map(|status| status.code())
+    }
+
+    #[tokio::test]
+    async fn a_running_watch_whose_next_events_were_trimmed_unread_ends_out_of_range() {
+        let redis = TestRedis::single();
+        let memory = Memory::new();
+        let mut events = past_first_event(&memory, &redis).await;
         // One more came and went between two reads.
         memory.with("a", |a| {
             a.events = vec![(30, 0)];
             a.gone = Some((20, 0));
             a.now_ms = 40;
         });
-        let ended = tokio::time::timeout(Duration::from_secs(10), events.next()).await;
-        let ended = ended.expect("the end in time").expect("a status");
-        assert_eq!(ended.err().map(|status| status.code()), Some(Code::OutOfRange));
+        assert_eq!(end_code(&mut events).await, Some(Code::OutOfRange));
     }
 
     #[tokio::test]
     async fn a_watch_ends_unavailable_when_its_replica_shuts_down_after_quiet_rounds() {
         let redis = TestRedis::single();
         let memory = Memory::new();
-        memory.with("a", |a| {
-            a.events = vec![(10, 0)];
-            a.now_ms = 15;
-        });
-        let mut events = memory.open(&["a"], "", &redis).await.unwrap();
-        assert_eq!(next_ids(&mut events, 1).await, ["a/10-0"]);
+        let mut events = past_first_event(&memory, &redis).await;
         // Rounds go by, quiet and not, before the switch turns: the wait on it lasts across them.
         tokio::time::sleep(Duration::from_millis(300)).await;
         memory.with("a", |a| {
@@ -914,9 +920,7 @@ mod tests {
         assert_eq!(next_ids(&mut events, 1).await, ["a/20-0"]);
         tokio::time::sleep(Duration::from_millis(300)).await;
         memory.1.send_replace(true);
-        let ended = tokio::time::timeout(Duration::from_secs(10), events.next()).await;
-        let ended = ended.expect("the end in time").expect("a status");
-        assert_eq!(ended.err().map(|status| status.code()), Some(Code::Unavailable));
+        assert_eq!(end_code(&mut events).await, Some(Code::Unavailable));
         let after = tokio::time::timeout(Duration::from_secs(10), events.next()).await;
         assert!(
             after.expect("the stream's end in time").is_none(),

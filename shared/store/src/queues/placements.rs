@@ -151,9 +151,9 @@ fn parse_placed(
 /// A request as a placement keeps it: its protobuf deflated, behind a 0 byte. Player latencies repeat each player's
 /// id once per location, which deflating takes back (a request of 4 players with latencies to 4 locations keeps in
 /// a quarter of its size); a request kept by an earlier release, not deflated, still reads, as no protobuf message
-/// starts with a 0 byte. Deflated with the fixed Huffman codes by one compressor per thread: for a request this small,
-/// building its own codes cost most of the time (17 → 4.5 µs for the bench's request of 566 bytes, kept in 132
-/// bytes rather than 121), and a compressor made per request allocated and cleared hundreds of KiB.
+/// starts with a 0 byte. Deflated with the fixed Huffman codes by one compressor per thread, reset for each request
+/// rather than made (its tables allocated) for each: for a request this small, building its own codes cost most of
+/// the time (17 → 4.5 µs for the bench's request of 566 bytes, kept in 132 bytes rather than 121).
 fn stored_request(request: &pb::StartGameSessionPlacementRequest) -> Vec<u8> {
     let encoded = request.encode_to_vec();
     let mut stored = Vec::with_capacity(encoded.len() / 2 + 16);

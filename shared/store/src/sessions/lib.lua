@@ -683,9 +683,9 @@ end
 
 -- Ends a game session (TERMINATED or ERROR, with a reason): its player sessions complete, it leaves the search
 -- indexes and every deadline, and it is kept packed until its retention from now has passed. Its hash is read once,
--- with its players, and not written again: keep_ended deletes it (`split`, its hash as split_session took it apart,
--- when the caller has read it; `pending` as tally_instances'). Answers the record's fields as it ended, or false when
--- it had ended already.
+-- with its players, and not written again: keep_ended deletes it (`split`, {split_session(its HGETALL)}, when the
+-- caller has read it: its record by name becomes the ended one, and its players' values end with it; `pending` as
+-- tally_instances'). Answers the record's fields as it ended, or false when it had ended already.
 local function end_game_session(k, sid, status, reason, now, split, pending)
   split = split or {split_session(redis.call('HGETALL', gkey(k, sid)))}
   local fields, players, r = split[1], split[2], split[3]
