@@ -24,8 +24,10 @@ use berth_proto::placement::v1::claim_service_server::ClaimServiceServer;
 use berth_proto::placement::v1::placement_service_server::PlacementServiceServer;
 use berth_proto::placement::v1::queue_service_server::QueueServiceServer;
 use berth_runtime::auth::{AccessRules, Role};
+use berth_runtime::watch::Tails;
 use berth_runtime::{Background, ServiceDef};
 use berth_store::Store;
+use berth_store::queues::placements::PlacementEventEntry;
 use tonic::service::Routes;
 
 pub use allocations::Allocations;
@@ -108,6 +110,7 @@ pub fn service(store: Store, args: &PlacementArgs) -> ServiceDef {
     background.every("claim_expiry", Duration::from_millis(args.claim_sweep_ms), move || {
         expiry::sweep(sweeping.clone())
     });
+    let events = Tails::default();
     let placer = Arc::new(placing::Placer {
         store: store.clone(),
         replica: args
@@ -118,6 +121,7 @@ pub fn service(store: Store, args: &PlacementArgs) -> ServiceDef {
         capacity: capacity::channel(),
         retention_ms: args.placement_retention_ms,
         retry: Duration::from_millis(args.placement_retry_ms),
+        events: events.clone(),
     });
     if args.placement_concurrency > 0 {
         background.spawn(
@@ -152,12 +156,17 @@ pub fn service(store: Store, args: &PlacementArgs) -> ServiceDef {
         })),
         background,
         has_room: None,
-        routes: routes(store, args, watches_end),
+        routes: routes(store, args, watches_end, events),
     }
 }
 
 /// The gRPC services, and Agones' allocation API over HTTP beside them on the same port.
-fn routes(store: Store, args: &PlacementArgs, watches_end: tokio::sync::watch::Receiver<bool>) -> Routes {
+fn routes(
+    store: Store,
+    args: &PlacementArgs,
+    watches_end: tokio::sync::watch::Receiver<bool>,
+    events: Tails<PlacementEventEntry>,
+) -> Routes {
     let allocations = Arc::new(Allocations::new(store.clone(), args.claim_timeout_ms));
     let grpc = Routes::new(ClaimServiceServer::new(Claims::new(
         store.clone(),
@@ -167,6 +176,7 @@ fn routes(store: Store, args: &PlacementArgs, watches_end: tokio::sync::watch::R
         store.clone(),
         args.placement_retention_ms,
         watches_end,
+        events,
     )))
     .add_service(QueueServiceServer::new(Queues::new(store, args.placement_retention_ms)))
     .add_service(AllocationServiceServer::from_arc(allocations.clone()));

@@ -28,18 +28,24 @@ pub struct Placements {
     retention_ms: u64,
     /// Turns true when the replica shuts down, ending its watches.
     closing: signal::Receiver<bool>,
-    /// Follows the queues' event streams its watches cover.
+    /// Follows the queues' event streams its watches cover; the replica's workers poke it when they end a placement.
     tails: Tails<PlacementEventEntry>,
 }
 
 impl Placements {
-    /// Handlers over `store`, keeping ended placements for `retention_ms`.
-    pub(crate) fn new(store: Store, retention_ms: u64, closing: signal::Receiver<bool>) -> Placements {
+    /// Handlers over `store`, keeping ended placements for `retention_ms`, their watches following the queues
+    /// through `tails`.
+    pub(crate) fn new(
+        store: Store,
+        retention_ms: u64,
+        closing: signal::Receiver<bool>,
+        tails: Tails<PlacementEventEntry>,
+    ) -> Placements {
         Placements {
             store,
             retention_ms,
             closing,
-            tails: Tails::default(),
+            tails,
         }
     }
 
@@ -157,6 +163,7 @@ impl PlacementService for Placements {
         let stopped = match store::finish_placement(&self.store, &record.request.queue_name, id, &finish).await? {
             Finished::Finished(stopped) => {
                 crate::metrics::placements_ended(&record.request.queue_name, finish.status.as_str(), 1);
+                self.tails.poke(&record.request.queue_name);
                 stopped
             }
             Finished::Moved(ended) if ended.status == PlacementStatus::Cancelled => ended,

@@ -467,7 +467,9 @@ const EVERY: &str = "";
 /// [`EventStreams::POLL`] while some watch covers it, wakes those watches when something was appended (or the read
 /// failed, for each watch to meet the failure itself). The watches woken together mostly stand at the same place,
 /// so they share their reads: the first to read a stream from a place reads it, and the others take its answer,
-/// until the follower finds more or a poll period passes. A service keeps one, shared by all its watches.
+/// until the follower finds more or a poll period passes. A service keeps one, shared by all its watches. A caller
+/// of the same replica that has just appended to a stream pokes its follower ([`Tails::poke`]), which then reads it
+/// at once rather than at its next poll: the replica's own watches hear of what it did without waiting a period.
 pub struct Tails<E>(Arc<Mutex<HashMap<String, Followers<E>>>>);
 
 impl<E> Clone for Tails<E> {
@@ -489,6 +491,8 @@ struct Followers<E> {
     watches: Vec<Arc<Notify>>,
     followed: bool,
     reads: HashMap<String, Arc<SharedRead<E>>>,
+    /// Cuts the follower's wait for its next poll short (its permit kept when it comes during a read).
+    poked: Arc<Notify>,
 }
 
 impl<E> Default for Followers<E> {
@@ -497,6 +501,7 @@ impl<E> Default for Followers<E> {
             watches: Vec::new(),
             followed: false,
             reads: HashMap::new(),
+            poked: Arc::default(),
         }
     }
 }
@@ -555,7 +560,7 @@ impl<E: Clone + Send + Sync + 'static> Tails<E> {
     async fn tail<S: EventStreams<Entry = E>>(self, mut probe: Probe<S>, stream_id: String) {
         loop {
             let wake = probe.changed(&stream_id).await;
-            {
+            let poked = {
                 let mut tails = crate::sync::lock(&self.0);
                 let Some(followers) = tails
                     .get_mut(&stream_id)
@@ -568,8 +573,20 @@ impl<E: Clone + Send + Sync + 'static> Tails<E> {
                     followers.reads.clear();
                     followers.watches.iter().for_each(|woken| woken.notify_one());
                 }
+                followers.poked.clone()
+            };
+            tokio::select! {
+                _ = tokio::time::sleep(S::POLL) => {}
+                _ = poked.notified() => {}
             }
-            tokio::time::sleep(S::POLL).await;
+        }
+    }
+
+    /// Has the follower of `stream_id` read it again now rather than at its next poll: the caller has just appended
+    /// to it. Nothing when no watch of this replica covers the stream.
+    pub fn poke(&self, stream_id: &str) {
+        if let Some(followers) = crate::sync::lock(&self.0).get(stream_id) {
+            followers.poked.notify_one();
         }
     }
 
@@ -714,25 +731,49 @@ mod tests {
     /// cursor, or a keepalive's cursor. It holds the replica's shutdown switch and its followers of the streams, as
     /// a service's context does, and counts the reads its watches and followers make.
     #[derive(Clone)]
-    struct Memory(
+    struct Memory<const POLL_MS: u64 = 100>(
         Arc<Mutex<HashMap<String, Fleet>>>,
         Arc<watch::Sender<bool>>,
         Tails<String>,
+        Arc<AtomicUsize>,
         Arc<AtomicUsize>,
     );
 
     impl Memory {
         fn new() -> Memory {
+            Memory::default()
+        }
+    }
+
+    /// Streams whose followers poll once an hour: only a poke has them read again sooner.
+    const HOUR_MS: u64 = 3_600_000;
+
+    impl Memory<HOUR_MS> {
+        fn sleepy() -> Memory<HOUR_MS> {
+            Memory::default()
+        }
+    }
+
+    impl<const POLL_MS: u64> Default for Memory<POLL_MS> {
+        fn default() -> Self {
             Memory(
                 Arc::default(),
                 Arc::new(watch::Sender::new(false)),
                 Tails::default(),
                 Arc::default(),
+                Arc::default(),
             )
         }
+    }
 
+    impl<const POLL_MS: u64> Memory<POLL_MS> {
         fn reads(&self) -> usize {
             self.3.load(AtomicOrdering::Relaxed)
+        }
+
+        /// The reads of the streams' followers, which read one entry at most (a watch reads a batch).
+        fn follower_reads(&self) -> usize {
+            self.4.load(AtomicOrdering::Relaxed)
         }
 
         fn with(&self, fleet_id: &str, change: impl FnOnce(&mut Fleet)) {
@@ -755,10 +796,11 @@ mod tests {
         }
     }
 
-    impl EventStreams for Memory {
+    impl<const POLL_MS: u64> EventStreams for Memory<POLL_MS> {
         type Entry = String;
         type Message = Placed;
         const SERVICE: &'static str = "test";
+        const POLL: Duration = Duration::from_millis(POLL_MS);
 
         fn tails(&self) -> &Tails<String> {
             &self.2
@@ -773,6 +815,9 @@ mod tests {
 
         async fn read(&self, fleet_id: &str, start: &str, count: usize) -> Result<EventsRead<String>, StoreError> {
             self.3.fetch_add(1, AtomicOrdering::Relaxed);
+            if count <= 1 {
+                self.4.fetch_add(1, AtomicOrdering::Relaxed);
+            }
             let fleets = self.0.lock().unwrap();
             let Some(fleet) = fleets.get(fleet_id) else {
                 return Ok(EventsRead {
@@ -925,6 +970,37 @@ mod tests {
         assert!(
             after.expect("the stream's end in time").is_none(),
             "nothing after the end"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_poked_follower_reads_its_stream_at_once_and_wakes_its_watches() {
+        let redis = TestRedis::single();
+        let memory = Memory::sleepy();
+        memory.with("a", |a| a.now_ms = 5);
+        let mut events = memory.open(&["a"], "", &redis).await.unwrap();
+        // Quiet rounds of the watch go by while its follower waits for its hour.
+        let quiet = tokio::time::timeout(QUIET + Duration::from_millis(300), events.next()).await;
+        assert!(quiet.is_err(), "nothing to send yet");
+        let before = memory.follower_reads();
+        let quiet = tokio::time::timeout(QUIET + Duration::from_millis(300), events.next()).await;
+        assert!(quiet.is_err(), "nothing to send yet");
+        assert_eq!(memory.follower_reads(), before, "the follower waits for its next poll");
+        memory.with("a", |a| {
+            a.events.push((10, 0));
+            a.now_ms = 15;
+        });
+        memory.2.poke("a");
+        memory.2.poke("unfollowed");
+        assert_eq!(next_ids(&mut events, 1).await, ["a/10-0"]);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while memory.follower_reads() == before && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(
+            memory.follower_reads(),
+            before + 1,
+            "the poke had the follower read again"
         );
     }
 
