@@ -161,9 +161,9 @@ impl PlacementService for Placements {
             self.retention_ms,
         );
         let stopped = match store::finish_placement(&self.store, &record.request.queue_name, id, &finish).await? {
-            Finished::Finished(stopped) => {
+            Finished::Finished(stopped, position) => {
                 crate::metrics::placements_ended(&record.request.queue_name, finish.status.as_str(), 1);
-                self.tails.poke(&record.request.queue_name);
+                self.tails.appended(&record.request.queue_name, &position);
                 stopped
             }
             Finished::Moved(ended) if ended.status == PlacementStatus::Cancelled => ended,

@@ -466,8 +466,8 @@ impl Placement<'_> {
         let done =
             store::finish_request(self.store(), self.queue_name, self.id(), &finish, &self.request.entry).await?;
         Ok(Waited::Ended(match done {
-            Done::Ended => {
-                self.placer.events.poke(self.queue_name);
+            Done::Ended(position) => {
+                self.placer.events.appended(self.queue_name, &position);
                 crate::metrics::placement_fulfilled(
                     self.queue_name,
                     &session.location,
@@ -509,8 +509,8 @@ impl Placement<'_> {
     async fn end(&self, finish: &Finish<'_>) -> Result<PlacementRecord, StoreError> {
         loop {
             match store::finish_placement(self.store(), self.queue_name, self.id(), finish).await? {
-                Finished::Finished(ended) => {
-                    self.placer.events.poke(self.queue_name);
+                Finished::Finished(ended, position) => {
+                    self.placer.events.appended(self.queue_name, &position);
                     crate::metrics::placements_ended(self.queue_name, finish.status.as_str(), 1);
                     return Ok(*ended);
                 }

@@ -6,6 +6,8 @@
 //! from a prefix instead of receiving it in KEYS. Redis Cluster allows this because the key shares the declared
 //! keys' slot; proxies that route by declared keys alone (some managed offerings) do not, and are not supported.
 
+pub mod counts;
+
 use berth_domain::search::IndexedOperand;
 
 /// Set of the fleets that have a record, for sweeps that visit every fleet; one leaves it once nothing of it is left
@@ -99,7 +101,7 @@ pub const CAPACITY_CHANNEL: &str = "berth:capacity";
 /// Every key of a fleet: the name its Lua reads it by (`k.<name>`, see `scripts.rs`) and what follows the fleet's
 /// tag. A suffix ending in ':' starts the keys of a kind of record, each followed by its record's id; the others are
 /// the fleet's fixed keys, which a function declares at its top (`-- KEYS: k.pool, …`) and receives in KEYS.
-pub(crate) const FLEET_KEYS: [(&str, &str); 47] = [
+pub(crate) const FLEET_KEYS: [(&str, &str); 48] = [
     // The fleet (fleets/lib.lua): its record, and its event stream, which every area appends to.
     ("fleet", ":fleet"),
     ("events", ":events"),
@@ -108,7 +110,9 @@ pub(crate) const FLEET_KEYS: [(&str, &str); 47] = [
     ("vm", ":vm:"),
     ("vms", ":vms:"),
     ("lease", ":lease:"),
-    // Live counts (fleets/tally.lua): each location's, and each instance's.
+    // Live counts (fleets/tally.lua): each location's (its counts string, keys/counts.rs, and its hash of what an
+    // earlier release counted with the location's settings), and each instance's.
+    ("counts", ":counts:"),
     ("tally", ":tally:"),
     ("itally", ":itally:"),
     // Game servers (pool/lib.lua, processes/lib.lua): each one's hash, all by id, the claimable, the claimed by when

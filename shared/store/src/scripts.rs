@@ -335,6 +335,7 @@ static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
     body.push_str(&state_table());
     body.push_str(&allocation_table());
     body.push_str(&search_layout());
+    body.push_str(&crate::keys::counts::counts_layout());
     body.push_str(&helpers_source());
     for &(field, source, read_only) in functions() {
         let flags = if read_only { "{'no-writes'}" } else { "{}" };
@@ -618,6 +619,7 @@ mod tests {
 
     /// The Redis commands and arguments the functions spell in capitals.
     const REDIS_WORDS: &[&str] = &[
+        "BITFIELD",
         "COUNT",
         "CREATE",
         "DEL",
@@ -634,6 +636,7 @@ mod tests {
         "HSET",
         "HSETNX",
         "HVALS",
+        "INCRBY",
         "LIMIT",
         "LT",
         "MKSTREAM",

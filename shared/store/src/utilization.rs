@@ -4,10 +4,13 @@
 //! (`berth_domain::fleet::utilization`).
 
 pub use berth_domain::fleet::utilization::{Minute, Tally};
+use std::collections::HashMap;
+
 use redis::Value;
 
 use crate::codec::{outcome_detail, strings, unexpected};
 use crate::keys::FleetKeys;
+use crate::keys::counts::counts_in;
 use crate::scripts::{Area, scripts};
 use crate::{Store, StoreError};
 
@@ -54,11 +57,16 @@ pub async fn read_utilization(store: &Store, fleet_id: &str, location: &str) -> 
     let now: String = redis::from_redis_value_ref(&raw[1]).map_err(|_| unexpected(SCRIPT, "a malformed reply"))?;
     let now_ms: u64 = now.parse().map_err(|_| unexpected(SCRIPT, &now))?;
     let mut locations: Vec<(String, Tally)> = Vec::new();
-    for entry in rest.chunks_exact(3) {
+    for entry in rest.chunks_exact(4) {
         let [name, desired] = &strings(SCRIPT, &Value::Array(entry[..2].to_vec()))?[..] else {
             return Err(unexpected(SCRIPT, entry.len()));
         };
-        let tally = decode_tally(SCRIPT, desired, &strings(SCRIPT, &entry[2])?, now_ms)?;
+        let Value::BulkString(counts) = &entry[3] else {
+            return Err(unexpected(SCRIPT, "a location's counts that are not a string"));
+        };
+        let mut fields = strings(SCRIPT, &entry[2])?;
+        fields.extend(counts_in(counts).into_iter().flat_map(|(name, value)| [name, value]));
+        let tally = decode_tally(SCRIPT, desired, &fields, now_ms)?;
         if name.is_empty() {
             let (_, home_tally) = locations
                 .iter_mut()
@@ -72,31 +80,20 @@ pub async fn read_utilization(store: &Store, fleet_id: &str, location: &str) -> 
     Ok(UtilizationRead::Read(Utilization { now_ms, locations }))
 }
 
-/// A location's tally from its hash (field, value, ...) as of `now_ms`: counts, and the minutes of the last
-/// hour (older ones are slots of the hash not yet written over).
+/// A location's tally from its fields (name, value, ...: its tally hash's, then its counts string's, see
+/// `keys::counts`; a count in both is their sum) as of `now_ms`: counts, and the minutes of the last hour (older
+/// ones are windows not yet written over).
 fn decode_tally(script: &str, desired: &str, pairs: &[String], now_ms: u64) -> Result<Tally, StoreError> {
     let mut tally = Tally {
         desired_instances: desired.parse().map_err(|_| unexpected(script, desired))?,
         ..Tally::default()
     };
     let this_minute = now_ms / 60_000;
-    // Player slots as the sessions' shares count them (`session_counts` in fleets/tally.lua): players in sessions
-    // with seats, players elsewhere, and those seats.
-    let (mut open_players, mut other_players, mut seats) = (0_i64, 0_i64, 0_i64);
+    let mut counts: HashMap<&str, i64> = HashMap::new();
     for pair in pairs.chunks_exact(2) {
         let (name, value) = (pair[0].as_str(), pair[1].as_str());
-        let number = || value.parse::<i64>().map_err(|_| unexpected(script, value));
-        if let Some(slot) = match name {
-            "p_open" => Some(&mut open_players),
-            "p_other" => Some(&mut other_players),
-            "seats" => Some(&mut seats),
-            _ => None,
-        } {
-            *slot = number()?;
-        } else if let Some(count) = tally.stored_count_mut(name) {
-            // A count is never below zero unless a script forgot to tally a change; a recount test guards that.
-            *count = number()?.max(0) as u64;
-        } else if name.starts_with('w') {
+        // A window is `w<minute mod 60>` (`waiting` and `waited_ms` are counts).
+        if name.len() > 1 && name.starts_with('w') && name[1..].bytes().all(|b| b.is_ascii_digit()) {
             let parts: Vec<u64> = value
                 .split('|')
                 .map(|part| part.parse().map_err(|_| unexpected(script, value)))
@@ -105,16 +102,30 @@ fn decode_tally(script: &str, desired: &str, pairs: &[String], now_ms: u64) -> R
                 return Err(unexpected(script, value));
             };
             if minute + 60 > this_minute {
-                tally.minutes.insert(
-                    minute,
-                    Minute {
-                        ready_ms,
-                        ready,
-                        sessions_created,
-                        interrupted,
-                    },
-                );
+                let kept = tally.minutes.entry(minute).or_default();
+                kept.ready_ms += ready_ms;
+                kept.ready += ready;
+                kept.sessions_created += sessions_created;
+                kept.interrupted += interrupted;
             }
+        } else if name != "mca" && name != "hungry" {
+            *counts.entry(name).or_default() += value.parse::<i64>().map_err(|_| unexpected(script, value))?;
+        }
+    }
+    // Player slots as the sessions' shares count them (`session_counts` in fleets/tally.lua): players in sessions
+    // with seats, players elsewhere, and those seats.
+    let (mut open_players, mut other_players, mut seats) = (0_i64, 0_i64, 0_i64);
+    for (name, value) in counts {
+        if let Some(slot) = match name {
+            "p_open" => Some(&mut open_players),
+            "p_other" => Some(&mut other_players),
+            "seats" => Some(&mut seats),
+            _ => None,
+        } {
+            *slot = value;
+        } else if let Some(count) = tally.stored_count_mut(name) {
+            // A count is never below zero unless a script forgot to tally a change; a recount test guards that.
+            *count = value.max(0) as u64;
         }
     }
     tally.player_sessions += (open_players + other_players).max(0) as u64;

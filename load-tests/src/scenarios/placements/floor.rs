@@ -310,7 +310,7 @@ async fn hosted(
     };
     let finish = Finish::fulfilled(record.attempts, fulfilment, RETENTION_MS);
     match store::finish_placement(store, &request.queue_name, &request.placement_id, &finish).await {
-        Ok(Finished::Finished(_)) => {}
+        Ok(Finished::Finished(..)) => {}
         Ok(_) => return Err(Code::Aborted),
         Err(err) => return Err(code(err)),
     }

@@ -46,7 +46,7 @@ for _, loc in ipairs(names) do
       fields[#fields + 1] = loc_field(loc, name)
     end
     redis.call('HDEL', k.fleet, unpack(fields))
-    redis.call('DEL', k.tally .. loc, k.scale .. loc)
+    redis.call('DEL', k.counts .. loc, k.tally .. loc, k.scale .. loc)
     fleet_event(k, now, S.LOCATION_REMOVED, '', {'location', loc})
     out[#out + 1] = loc
   else
@@ -65,10 +65,12 @@ if status == S.DELETING and not any then
   redis.call('PEXPIRE', k.sevents_gone, ARGV[1])
   redis.call('PEXPIRE', k.writers, ARGV[1])
   for _, loc in ipairs(kept) do
+    redis.call('PEXPIRE', k.counts .. loc, ARGV[1])
     redis.call('PEXPIRE', k.tally .. loc, ARGV[1])
     redis.call('PEXPIRE', k.scale .. loc, ARGV[1])
   end
-  -- The counts of its FleetIQ servers, which have no location (the tally of location '').
+  -- The counts of its FleetIQ servers, which have no location (those of location '').
+  redis.call('PEXPIRE', k.counts, ARGV[1])
   redis.call('PEXPIRE', k.tally, ARGV[1])
   redis.call('PEXPIRE', k.inst_status, ARGV[1])
   -- Its scaling policies, readable as long as the fleet.

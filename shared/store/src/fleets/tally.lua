@@ -2,25 +2,29 @@
 -- helpers), below every area whose scripts change a game server, an instance or a game session and keep the
 -- counts as they go; the utilization area above them only reads them.
 --
--- Each location has a hash k.tally .. <location> of counts that the scripts changing states keep true as they go,
--- so that reading them costs the same with 20 servers or 20,000. A record keeps its share of the counts in its
--- field tly: after any change the share is computed afresh and, when it differs from the one kept, the counts that
--- differ move. A change a script forgets to tally thus shows as a count that differs from a recount, never as drift
--- that adds up. A share is a short string, '<instance>|<location>|<what the record is>', rather than a list of
--- counts: building and parsing strings is most of what a tally costs in Lua, and a claim pays for it. Replies and
--- events leave tly out (append_fields, session_event): it is the store's own bookkeeping.
+-- Each location has counts that the scripts changing states keep true as they go, so that reading them costs the
+-- same with 20 servers or 20,000: a string k.counts .. <location> of 64-bit slots (berth_store::keys::counts gives
+-- their places, COUNT_SLOT), which a call moves in one BITFIELD, on top of what an earlier release counted in the
+-- location's hash k.tally .. <location> (which also keeps the location's mca, below). A record keeps its share of
+-- the counts in its field tly: after any change the share is computed afresh and, when it differs from the one
+-- kept, the counts that differ move. A change a script forgets to tally thus shows as a count that differs from a
+-- recount, never as drift that adds up. A share is a short string, '<instance>|<location>|<what the record is>',
+-- rather than a list of counts: building and parsing strings is most of what a tally costs in Lua, and a claim pays
+-- for it. Replies and events leave tly out (append_fields, session_event): it is the store's own bookkeeping.
 --
--- Fields of a location's tally: gs_launching, gs_available, gs_utilized, gs_draining_available,
+-- The counts: gs_launching, gs_available, gs_utilized, gs_draining_available,
 -- gs_draining_utilized, gs_terminating, gs_unhealthy (game servers); slots_free, slots_unhealthy (game-session slots
 -- free on ready, unclaimed, AVAILABLE processes, healthy or not); i_pending, i_active, i_idle, i_draining,
 -- i_terminating, activatable (instances, and the sessions they could begin activating now); s_activating, s_active,
 -- p_open, p_other, seats (game sessions, and player slots: see session_counts), players, players_free (player slots
 -- as an earlier release counted them); lost (servers gone without being told to end, ever: the
 -- autoscaler compares it with what it saw last); mca (the fleet's most concurrent activations per
--- instance, 0 for no limit, written by the fleet scripts); hungry (until when, ms, the location is marked as where a
--- placement found no server: see announce_capacity); and per minute of the last hour, w<minute mod 60> =
--- '<minute>|<ms to ready summed>|<processes ready>|<game sessions created>|<servers lost to interruptions>'.
--- FleetIQ servers carry no location: theirs is the tally of location '', which a read adds to the home location.
+-- instance, 0 for no limit, written by the fleet scripts, in the hash); hungry (until when, ms, the location is marked
+-- as where a placement found no server: see announce_capacity); and per minute of the last hour, a window w<minute
+-- mod 60> of the minute, ms to ready summed, processes ready, game sessions created and servers lost to interruptions
+-- (WINDOW_SLOTS slots from WINDOW_BASE + its number's; the hash of an earlier release kept it as one field,
+-- '<minute>|<…>|<…>|<…>|<…>').
+-- FleetIQ servers carry no location: theirs are the counts of location '', which a read adds to the home location.
 --
 -- Servers and sessions also count in their instance's aggregate, k.itally .. <instance>: loc, n (its servers),
 -- ready, busy, free (healthy free slots), ending (its servers told to terminate), draining and spot (servers told
@@ -55,9 +59,9 @@ local function add_share(moves, share, sign, counts)
   counts(string.sub(share, place_end + 1), sign, move[3], move[4])
 end
 
--- Adds `n` to count `field` of the hash `key`, or, `n` a table (n by place), to the window `field` (see
+-- Adds `n` to count `field` of the counts string `key`, or, `n` a table (n by place), to the window `field` (see
 -- add_to_minute). What a function call moves is written once, when it returns (flush_counts): a placement's create
--- moves eight counts of its location, which one HMGET and one HSET write rather than eight HINCRBY.
+-- moves eight counts of its location, which one BITFIELD writes rather than eight HINCRBY.
 local function add_count(key, field, n)
   if n == 0 then return end
   local counts = moved[key]
@@ -76,48 +80,62 @@ local function add_count(key, field, n)
 end
 
 -- A server joined the pool or the hosting set in location `loc`. Where a placement lately found no server (the
--- location's tally holds hungry, the ms until when: mark_hungry in pool/lib.lua), flush_counts announces it on
--- CAPACITY_CHANNEL, so that waiting placements try again at once, and clears the mark. The mark is read with the
--- counts the call writes to that tally: a server joining costs no command of its own for a mark mostly not there.
+-- location's counts hold hungry, the ms until when: mark_hungry in pool/lib.lua), flush_counts announces it on
+-- CAPACITY_CHANNEL, so that waiting placements try again at once, and clears the mark. The mark is read in the
+-- command that moves the location's counts: a server joining costs no command of its own for a mark mostly not
+-- there.
 local function announce_capacity(k, loc)
-  joined[k.tally .. loc] = fleet_id(k) .. '\n' .. loc
+  joined[k.counts .. loc] = fleet_id(k) .. '\n' .. loc
 end
 
--- Writes what add_count gathered: a hash's one or two counts with HINCRBY, more of them (or a window, or a hunger
--- mark to read: announce_capacity) with one HMGET and one HSET.
+-- Writes what add_count gathered, a location's in one BITFIELD that reads nothing first: its counts moved by
+-- INCRBY; a window's minute read (GET) before its sums move, the window started afresh should it hold another
+-- minute (an hour ago's, or none); the hunger mark read (GET) where a server joined (announce_capacity), announced
+-- and cleared unless it lapsed.
 local function flush_counts()
   for key in pairs(joined) do moved[key] = moved[key] or {} end
   for key, counts in pairs(moved) do
-    local names, windows = {}, false
-    for field, n in pairs(counts) do
-      if type(n) == 'table' then windows = true end
-      if type(n) == 'table' or n ~= 0 then names[#names + 1] = field end
-    end
+    local ops, replies, windows = {}, 0, nil
     local announcement = joined[key]
-    if #names <= 2 and not windows and not announcement then
-      for _, field in ipairs(names) do redis.call('HINCRBY', key, field, int_text(counts[field])) end
-    elseif #names > 0 or announcement then
-      if announcement then names[#names + 1] = 'hungry' end
-      local was, out = redis.call('HMGET', key, unpack(names)), {}
-      for i, field in ipairs(names) do
-        local n, value = counts[field], nil
-        if field == 'hungry' then
-          if tonumber(was[i] or '0') > now_ms() then
-            redis.call('PUBLISH', CAPACITY_CHANNEL, announcement)
-            value = '0'
-          end
-        elseif type(n) == 'table' then
-          -- '<minute>|<sums by place...>', restarted when it holds an hour ago's minute.
-          local w = {string.match(was[i] or '', '^(%d+)|(%d+)|(%d+)|(%d+)|(%d+)$')}
-          if not w[1] or tonumber(w[1]) ~= n[1] then w = {n[1], 0, 0, 0, 0} end
-          for at, added in pairs(n[2]) do w[at] = w[at] + added end
-          value = string.format('%d|%d|%d|%d|%d', w[1], w[2], w[3], w[4], w[5])
-        else
-          value = int_text(tonumber(was[i] or '0') + n)
+    if announcement then ops[1], ops[2], ops[3], replies = 'GET', 'i64', COUNT_SLOT.hungry, 1 end
+    for field, n in pairs(counts) do
+      local at = #ops
+      if type(n) ~= 'table' then
+        if n ~= 0 then
+          ops[at + 1], ops[at + 2], ops[at + 3], ops[at + 4] = 'INCRBY', 'i64', COUNT_SLOT[field], int_text(n)
+          replies = replies + 1
         end
-        if value then out[#out + 1], out[#out + 2] = field, value end
+      else
+        local base = WINDOW_BASE + tonumber(string.sub(field, 2)) * WINDOW_SLOTS
+        ops[at + 1], ops[at + 2], ops[at + 3] = 'GET', 'i64', WINDOW_SLOT[base]
+        replies = replies + 1
+        windows = windows or {}
+        windows[#windows + 1] = {replies, base, n}
+        for place, added in pairs(n[2]) do
+          at = #ops
+          ops[at + 1], ops[at + 2], ops[at + 3], ops[at + 4] = 'INCRBY', 'i64', WINDOW_SLOT[base + place - 1],
+            int_text(added)
+          replies = replies + 1
+        end
       end
-      if #out > 0 then redis.call('HSET', key, unpack(out)) end
+    end
+    if replies > 0 then
+      local got = redis.call('BITFIELD', key, unpack(ops))
+      local again = {}
+      if announcement and got[1] > now_ms() then
+        redis.call('PUBLISH', CAPACITY_CHANNEL, announcement)
+        extend(again, {'SET', 'i64', COUNT_SLOT.hungry, '0'})
+      end
+      for _, w in ipairs(windows or {}) do
+        local at, base, n = w[1], w[2], w[3]
+        if got[at] ~= n[1] then
+          extend(again, {'SET', 'i64', WINDOW_SLOT[base], int_text(n[1])})
+          for place = 2, WINDOW_SLOTS do
+            extend(again, {'SET', 'i64', WINDOW_SLOT[base + place - 1], int_text(n[2][place] or 0)})
+          end
+        end
+      end
+      if #again > 0 then redis.call('BITFIELD', key, unpack(again)) end
     end
   end
   moved, joined = {}, {}
@@ -140,7 +158,7 @@ local function move_share(k, key, old, share, counts, also)
   if old then add_share(moves, old, -1, counts) end
   if share then add_share(moves, share, 1, counts) end
   for _, move in pairs(moves) do
-    for field, n in pairs(move[3]) do add_count(k.tally .. move[2], field, n) end
+    for field, n in pairs(move[3]) do add_count(k.counts .. move[2], field, n) end
     for field, n in pairs(move[4]) do
       if n ~= 0 then
         changed[move[1]] = changed[move[1]] or {}
@@ -160,7 +178,7 @@ end
 -- current minute of a location's last hour, w<minute mod 60> (written with the counts, see add_count).
 local function add_to_minute(k, loc, added, now)
   local minute = math.floor(now / 60000)
-  add_count(k.tally .. loc, 'w' .. int_text(minute % 60), {minute, added})
+  add_count(k.counts .. loc, 'w' .. int_text(minute % 60), {minute, added})
 end
 
 -- What an instance's share says, '<state><idle 0 | 1><draining 0 | 1><activatable>,<launching>': its state (0
@@ -334,7 +352,7 @@ local function tally_server(k, id, going, known, open, pending, also)
     -- Gone without being told to end (crashed, declared lost, its instance interrupted): a loss, which the
     -- autoscaler answers at once.
     if string.match(old, '^[^|]*|[^|]*|(%d)') ~= '6' or s[6] == S.SPOT_TERMINATING then
-      add_count(k.tally .. loc, 'lost', 1)
+      add_count(k.counts .. loc, 'lost', 1)
     end
   end
   tally_instances(k, move_share(k, key, old, share, server_counts, also), pending)
@@ -391,7 +409,7 @@ local function tally_session(k, sid, known, gone, pending, also, joined)
     -- Players coming or going alone move one count (as session_counts would), without taking both shares apart: a
     -- player's removal, the commonest change of a session, runs 14 % fewer instructions so (replay/icount.sh).
     if joined and old and old == head .. int_text(tonumber(s[4]) - joined) .. tail then
-      add_count(k.tally .. (s[1] or ''), tonumber(seats) ~= 0 and 'p_open' or 'p_other', joined)
+      add_count(k.counts .. (s[1] or ''), tonumber(seats) ~= 0 and 'p_open' or 'p_other', joined)
       redis.call('HSET', key, 'tly', share, unpack(also or {}))
       return s
     end

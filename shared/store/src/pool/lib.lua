@@ -20,7 +20,7 @@ local HUNGRY_MS = 5000
 
 -- Marks location `loc` hungry from `now`: the next server to join its pool is announced (announce_capacity).
 local function mark_hungry(k, loc, now)
-  redis.call('HSET', k.tally .. loc, 'hungry', int_text(now + HUNGRY_MS))
+  redis.call('BITFIELD', k.counts .. loc, 'SET', 'i64', COUNT_SLOT.hungry, int_text(now + HUNGRY_MS))
 end
 
 local function score_str(n)

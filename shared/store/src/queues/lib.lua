@@ -47,10 +47,10 @@ end
 local NOT_SHOWN = {cands = true, digest = true}
 
 -- Appends a placement event: its type and time, the queue's custom event data, and the placement's id, whose record
--- a reader joins (read_events.lua).
+-- a reader joins (read_events.lua). Answers its position in the stream.
 local function placement_event(q, id, type, now)
-  redis.call('XADD', q.events, '*', 'type', type, 't', int_text(now), 'ced', redis.call('HGET', q.record, 'ced') or '',
-    'id', id)
+  return redis.call('XADD', q.events, '*', 'type', type, 't', int_text(now), 'ced',
+    redis.call('HGET', q.record, 'ced') or '', 'id', id)
 end
 
 -- The fields of an ended placement, in the order its packed record keeps them (record_values in keys.lua): cands
@@ -79,7 +79,7 @@ end
 -- Ends a PENDING placement: its status, reason and message, `extra` fields (name, value, ...) beside them, its
 -- event and its minute's counts. Its record is packed and kept `retention_ms` from now, with its candidates unless
 -- its worker is `done` with it. `record`: its fields by name, when the caller has read them. Answers its values as
--- it ended, by position in ENDED (record_fields names them).
+-- it ended, by position in ENDED (record_fields names them), and its event's position in the stream.
 local function end_placement(q, id, status, reason, message, now, retention_ms, extra, done, record)
   local key = q.placement .. id
   record = record or by_name(redis.call('HGETALL', key))
@@ -98,7 +98,7 @@ local function end_placement(q, id, status, reason, message, now, retention_ms, 
   if redis.call('ZREM', q.pending, id) == 1 then
     redis.call('HINCRBY', q.record, 'psum', -tonumber(record.s_ms))
   end
-  placement_event(q, id, status, now)
+  local position = placement_event(q, id, status, now)
   local counters = {status}
   if status == S.FULFILLED then
     -- One count for all a fulfilled placement is counted by (berth_domain::placement::metrics reads it): its wait,
@@ -107,7 +107,7 @@ local function end_placement(q, id, status, reason, message, now, retention_ms, 
       '|' .. (record.ll == '1' and '1' or '0') .. '|' .. (record.lp == '1' and '1' or '0') .. '|' .. record.loc}
   end
   count_minute(q, now, counters)
-  return values
+  return values, position
 end
 
 -- A worker is done with a request `entry`: it leaves the stream. Answers the number of entries removed (0 when

@@ -576,8 +576,8 @@ impl<'a> Finish<'a> {
 /// The outcome of ending a placement.
 #[derive(Debug)]
 pub enum Finished {
-    /// Ended as asked.
-    Finished(Box<PlacementRecord>),
+    /// Ended as asked, with its event's position in the queue's event stream.
+    Finished(Box<PlacementRecord>, String),
     /// It had ended already, or moved to another attempt: as it stands.
     Moved(Box<PlacementRecord>),
     /// Its deadline (ms) has not passed.
@@ -594,7 +594,7 @@ pub async fn finish_placement(
 ) -> Result<Finished, StoreError> {
     let (outcome, detail, placement) = finish_call(store, queue_name, id, finish, "").await?;
     Ok(match outcome.as_str() {
-        "FINISHED" => Finished::Finished(present(FINISH, placement)?),
+        "FINISHED" => Finished::Finished(present(FINISH, placement)?, detail),
         "ENDED" | "CONFLICT" => Finished::Moved(present(FINISH, placement)?),
         "WAITING" => Finished::Waiting(detail.parse().map_err(|_| unexpected(FINISH, &detail))?),
         "NOT_FOUND" => Finished::NotFound,
@@ -606,8 +606,8 @@ pub async fn finish_placement(
 #[derive(Debug)]
 pub enum Done {
     /// Ended as asked, its request's entry acknowledged: the worker holds the rest of the placement, which is not
-    /// sent back.
-    Ended,
+    /// sent back. With its event's position in the queue's event stream.
+    Ended(String),
     /// It had ended already, or moved to another attempt: as it stands.
     Moved(Box<PlacementRecord>),
     NotFound,
@@ -622,9 +622,9 @@ pub async fn finish_request(
     finish: &Finish<'_>,
     entry: &str,
 ) -> Result<Done, StoreError> {
-    let (outcome, _, placement) = finish_call(store, queue_name, id, finish, entry).await?;
+    let (outcome, detail, placement) = finish_call(store, queue_name, id, finish, entry).await?;
     Ok(match outcome.as_str() {
-        "FINISHED" => Done::Ended,
+        "FINISHED" => Done::Ended(detail),
         "ENDED" | "CONFLICT" => Done::Moved(present(FINISH, placement)?),
         "NOT_FOUND" => Done::NotFound,
         other => return Err(unexpected(FINISH, other)),

@@ -1,10 +1,11 @@
 -- Reads the live counts of a fleet's locations (GetFleetUtilization): a few hashes, however many servers it has.
 -- KEYS: k.fleet. ARGV[1] the location to read ('' for every location).
 -- Reply: {FOUND | NOT_FOUND | NO_LOCATION, now_ms, home location ('' unless FOUND), then per location: its name,
--- its desired instances and its tally (field, value, ...) followed by `waiting` (the placements waiting for a server
--- there), `waited_ms` (how long they have waited, summed) and `standby` (the effective standby target its autoscaler
--- last applied), and last, when the home location is read, the tally of
--- the FleetIQ servers, which have no location and count in the home location, under the name ''}.
+-- its desired instances, its tally hash (field, value, ...) followed by `waiting` (the placements waiting for a
+-- server there), `waited_ms` (how long they have waited, summed) and `standby` (the effective standby target its
+-- autoscaler last applied), and its counts string (berth_store::keys::counts decodes it); and last, when the home
+-- location is read, the tally hash and counts of the FleetIQ servers, which have no location and count in the home
+-- location, under the name ''}.
 local now = now_ms()
 local locs = redis.call('HGET', k.fleet, 'locs')
 if not locs then return {'NOT_FOUND', int_text(now), ''} end
@@ -36,10 +37,12 @@ for _, loc in ipairs(names) do
   tally[#tally + 1] = 'standby'
   tally[#tally + 1] = redis.call('HGET', k.scale .. loc, 'target') or 0
   out[#out + 1] = tally
+  out[#out + 1] = redis.call('GET', k.counts .. loc) or ''
 end
 if names[1] == home then
   out[#out + 1] = ''
   out[#out + 1] = '0'
   out[#out + 1] = redis.call('HGETALL', k.tally .. '')
+  out[#out + 1] = redis.call('GET', k.counts .. '') or ''
 end
 return out
