@@ -28,7 +28,8 @@ pub struct Placements {
     retention_ms: u64,
     /// Turns true when the replica shuts down, ending its watches.
     closing: signal::Receiver<bool>,
-    /// Follows the queues' event streams its watches cover; the replica's workers poke it when they end a placement.
+    /// Follows the queues' event streams its watches cover; the replica's workers, and its stops, tell it where a
+    /// placement's end went.
     tails: Tails<PlacementEventEntry>,
 }
 

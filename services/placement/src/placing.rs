@@ -45,8 +45,8 @@ pub(crate) struct Placer {
     pub(crate) retention_ms: u64,
     /// How often a placement with no server tries its candidates again, and looks at a session it waits on.
     pub(crate) retry: Duration,
-    /// The followers of the queues' event streams that this replica's watches cover: poked at a placement's end,
-    /// so that a matchmaker watching here hears of it at once rather than at the next poll.
+    /// The followers of the queues' event streams that this replica's watches cover: told where a placement's end
+    /// went, so that a matchmaker watching here hears of it at once rather than at the next poll.
     pub(crate) events: Tails<PlacementEventEntry>,
 }
 

@@ -563,11 +563,17 @@ impl<E: Clone + Send + Sync + 'static> Tails<E> {
     /// Polls one stream (or the list, [`EVERY`]) until no watch covers it. Before it wakes the watches, the reads
     /// they shared are dropped: one begun before what it found came would not find it.
     async fn tail<S: EventStreams<Entry = E>>(self, mut probe: Probe<S>, stream_id: String) {
-        let mut told = None;
+        let (mut told, mut next_poll) = (None, tokio::time::Instant::now());
         loop {
+            // Told of an append, it wakes the watches unread when the append is past what it has read, and keeps its
+            // polls where they were either way: being told adds no read.
             let wake = match told.take().and_then(|at| probe.appended(at)) {
                 Some(wake) => wake,
-                None => probe.changed(&stream_id).await,
+                None => {
+                    let wake = probe.changed(&stream_id).await;
+                    next_poll = tokio::time::Instant::now() + S::POLL;
+                    wake
+                }
             };
             let poked = {
                 let mut tails = crate::sync::lock(&self.0);
@@ -585,7 +591,7 @@ impl<E: Clone + Send + Sync + 'static> Tails<E> {
                 followers.poked.clone()
             };
             tokio::select! {
-                _ = tokio::time::sleep(S::POLL) => {}
+                _ = tokio::time::sleep_until(next_poll) => {}
                 _ = poked.notified() => {
                     told = crate::sync::lock(&self.0).get_mut(&stream_id).and_then(|followers| followers.told.take());
                 }
@@ -647,7 +653,8 @@ struct Probe<S> {
 /// What a follower has seen: none before its first read.
 enum Seen {
     /// Of a stream, where its next read starts: after the node's clock at the read before (an entry appended later
-    /// has a later position), so one entry is enough to tell; the first read only reads the clock.
+    /// has a later position), or after a position this replica appended at, so one entry is enough to tell; the
+    /// first read only reads the clock.
     Start(Option<String>),
     /// Of the list of every stream ([`EVERY`]), the streams it listed last.
     Listed(Option<Vec<String>>),
@@ -775,7 +782,7 @@ mod tests {
         }
     }
 
-    /// Streams whose followers poll once an hour: only a poke has them read again sooner.
+    /// Streams whose followers poll once an hour: only being told of an append wakes their watches sooner.
     const HOUR_MS: u64 = 3_600_000;
 
     impl Memory<HOUR_MS> {
@@ -1019,7 +1026,8 @@ mod tests {
         });
         memory.2.appended("a", "10-0");
         memory.2.appended("unfollowed", "10-0");
-        // Its watch's reads within the hour are the one the follower shared before: only the wake brings the event.
+        // Within the hour its watch's reads take the answer of the read the watches shared before: only the wake,
+        // which drops it, brings the event.
         assert_eq!(next_ids(&mut events, 1).await, ["a/10-0"]);
         assert_eq!(memory.follower_reads(), before, "the follower read nothing to wake it");
     }

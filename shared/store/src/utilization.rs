@@ -1,6 +1,6 @@
 //! The live counts of a fleet's locations (GetFleetUtilization, and the autoscaler's inputs). The scripts of every
-//! other area keep them as they change states (`fleets/tally.lua`), so reading them is a few hashes whatever
-//! the fleet's size: no scan, no recount. What a tally holds, and the figures made of it, are the domain's
+//! other area keep them as they change states (`fleets/tally.lua`), so reading them is a hash and a string per
+//! location whatever the fleet's size: no scan, no recount. What a tally holds, and the figures made of it, are the domain's
 //! (`berth_domain::fleet::utilization`).
 
 pub use berth_domain::fleet::utilization::{Minute, Tally};

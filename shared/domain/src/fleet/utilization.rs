@@ -90,7 +90,7 @@ impl Tally {
         }
     }
 
-    /// The counts by the names the store's tally hash gives them.
+    /// The counts by the names the store gives them (its tally hash's fields, its counts string's slots).
     pub fn stored_counts(&self) -> [(&'static str, u64); 24] {
         [
             ("desired", self.desired_instances),

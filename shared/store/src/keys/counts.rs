@@ -54,8 +54,8 @@ pub(crate) fn counts_layout() -> String {
     let base = COUNT_SLOTS.len();
     let end = base + 60 * WINDOW_SLOTS - 1;
     format!(
-        "local COUNT_SLOT = {{{}}}\nlocal WINDOW_BASE, WINDOW_SLOTS = {base}, {WINDOW_SLOTS}\nlocal WINDOW_SLOT = {{}}\n\
-         for slot = {base}, {end} do WINDOW_SLOT[slot] = '#' .. slot end\n",
+        "local COUNT_SLOT = {{{}}}\nlocal WINDOW_BASE, WINDOW_SLOTS = {base}, {WINDOW_SLOTS}\n\
+         local WINDOW_SLOT = {{}}\nfor slot = {base}, {end} do WINDOW_SLOT[slot] = '#' .. slot end\n",
         slots.join(", "),
     )
 }

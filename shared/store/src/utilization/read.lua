@@ -1,4 +1,5 @@
--- Reads the live counts of a fleet's locations (GetFleetUtilization): a few hashes, however many servers it has.
+-- Reads the live counts of a fleet's locations (GetFleetUtilization): a hash and a string per location, however many
+-- servers it has.
 -- KEYS: k.fleet. ARGV[1] the location to read ('' for every location).
 -- Reply: {FOUND | NOT_FOUND | NO_LOCATION, now_ms, home location ('' unless FOUND), then per location: its name,
 -- its desired instances, its tally hash (field, value, ...) followed by `waiting` (the placements waiting for a
