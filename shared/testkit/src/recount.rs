@@ -12,6 +12,7 @@ use berth_domain::game_server::InstanceStatus;
 use berth_domain::stored::{GameSessionStatus, InstanceState, ProcessHealth, ProcessState, Utilization};
 use berth_store::Store;
 use berth_store::keys::FleetKeys;
+use berth_store::keys::counts::counts_in;
 use berth_store::utilization::Tally;
 
 /// Counts the player sessions of a game session (its hash, KEYS[1], holds them as p<n> beside its record's fields)
@@ -139,6 +140,28 @@ impl From<redis::Value> for Reply {
             other => panic!("unexpected reply {other:?}"),
         }
     }
+}
+
+/// A location's numeric counts as Redis holds them, not clamped at 0 as a read shows them: each the field of the
+/// location's tally hash (where an earlier release counted, and where `mca` is kept) plus its slot in the counts
+/// string (`berth_store::keys::counts`).
+pub async fn raw_counts(store: &Store, fleet_id: &str, loc: &str) -> BTreeMap<String, i64> {
+    let hash: HashMap<String, String> = store
+        .query(redis::cmd("HGETALL").arg(fleet_key(fleet_id, &format!("tally:{loc}"))))
+        .await
+        .unwrap();
+    let slots: Option<Vec<u8>> = store
+        .query(redis::cmd("GET").arg(fleet_key(fleet_id, &format!("counts:{loc}"))))
+        .await
+        .unwrap();
+    let mut sums = BTreeMap::new();
+    for (field, value) in hash.into_iter().chain(counts_in(&slots.unwrap_or_default())) {
+        // Windows ('<minute>|<sums…>') are no counts.
+        if let Ok(n) = value.parse::<i64>() {
+            *sums.entry(field).or_default() += n;
+        }
+    }
+    sums
 }
 
 /// The keys of `fleet_id` the recount reads that `FleetKeys` does not name publicly, spelled as keys.rs defines

@@ -26,12 +26,11 @@ use berth_domain::stored::{FleetEventCode, ProcessState, TerminationReason};
 use berth_proto::fleet::v1 as pb;
 use berth_store::instances::{self, Acted, Leased, Stop};
 use berth_store::keys::FleetKeys;
-use berth_store::keys::counts::counts_in;
 use berth_store::processes::{self, Attach, Attached, Heartbeat, ProcessRef, Timings};
 use berth_store::sessions::{self, Created, EventRetention, GameSessionChange, NewGameSession, SessionTimings};
 use berth_store::utilization::{Tally, UtilizationRead, read_utilization};
 use berth_store::{RedisConfig, Store, endings, fleets, pool};
-use berth_testkit::recount::{Raw, Reply, command, fields, fleet_key, recount};
+use berth_testkit::recount::{Raw, Reply, command, fields, fleet_key, raw_counts, recount};
 use berth_testkit::{TestRedis, set_fleet_settings};
 use rand::rngs::StdRng;
 use rand::{Rng as _, SeedableRng};
@@ -1051,35 +1050,15 @@ impl Run {
             }
         }
         self.check_mirrors(&mut wrong).await;
-        // The raw counts, each its hash field plus its slot in the counts string: one below 0 (shown as 0 by a
-        // read) is a transition tallied twice or never added.
-        let loc_keys: Vec<_> = ["", LOCATIONS[0], LOCATIONS[1]]
-            .iter()
-            .map(|loc| command(&["HGETALL", &fleet_key(FLEET, &format!("tally:{loc}"))]))
-            .collect();
-        for (loc, hash) in ["", LOCATIONS[0], LOCATIONS[1]]
-            .iter()
-            .zip(self.raw.pipeline(&loc_keys).await)
-        {
-            let counts: Option<Vec<u8>> = self
-                .store
-                .query(redis::cmd("GET").arg(fleet_key(FLEET, &format!("counts:{loc}"))))
-                .await
-                .unwrap();
-            let mut sums: BTreeMap<String, i64> = BTreeMap::new();
-            for (field, value) in hash.hash().into_iter().chain(counts_in(&counts.unwrap_or_default())) {
-                if field == "mca" && !loc.is_empty() && value != limit.to_string() {
-                    wrong.push(format!("{loc:?} mca: kept {value}, the fleet's limit is {limit}"));
-                }
-                if let Ok(n) = value.parse::<i64>()
-                    && field != "mca"
-                {
-                    *sums.entry(field).or_default() += n;
-                }
-            }
-            for (field, sum) in sums {
-                if sum < 0 {
-                    wrong.push(format!("{loc:?} {field} is {sum} in the raw tally"));
+        // The raw counts: one below 0 (shown as 0 by a read) is a transition tallied twice or never added.
+        for loc in ["", LOCATIONS[0], LOCATIONS[1]] {
+            for (field, value) in raw_counts(&self.store, FLEET, loc).await {
+                if field == "mca" {
+                    if !loc.is_empty() && value != limit as i64 {
+                        wrong.push(format!("{loc:?} mca: kept {value}, the fleet's limit is {limit}"));
+                    }
+                } else if value < 0 {
+                    wrong.push(format!("{loc:?} {field} is {value} in the raw tally"));
                 }
             }
         }

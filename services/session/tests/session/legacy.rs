@@ -529,17 +529,10 @@ async fn a_session_an_earlier_release_counted_moves_to_the_current_counts() {
         .unwrap();
     assert_eq!(player_counts(&stack).await, (2, 2));
     // Each count is its field in the hash, where the earlier release kept it, plus its slot in the counts string.
-    let kept = raw(&stack, &["HMGET", &tally, "players", "players_free", "p_open", "seats"]).await;
-    let kept: Vec<Option<i64>> = redis::from_redis_value(kept).unwrap();
-    let counts = raw(&stack, &["GET", &tally.replace("tally:", "counts:")]).await;
-    let counts = berth_store::keys::counts::counts_in(&redis::from_redis_value::<Vec<u8>>(counts).unwrap());
+    let counts = berth_testkit::recount::raw_counts(&stack.store, FLEET, "local").await;
     let sums: Vec<i64> = ["players", "players_free", "p_open", "seats"]
         .iter()
-        .zip(kept)
-        .map(|(name, kept)| {
-            let slot = counts.iter().find(|(field, _)| field == name).map(|(_, value)| value);
-            kept.unwrap_or(0) + slot.map_or(0, |value| value.parse::<i64>().unwrap())
-        })
+        .map(|name| counts.get(*name).copied().unwrap_or(0))
         .collect();
     assert_eq!(sums, [0, 0, 2, 4], "the session's counts moved over whole");
 
